@@ -1,0 +1,427 @@
+//! The checked policy: every name resolved, every expression typed.
+//!
+//! This is what `check` produces and what `lower` (and the language server, and `src explain`)
+//! consume. References are indices into the policy's tables, never strings, so later phases
+//! cannot disagree with the checker about what a name meant. Spans point back into the source
+//! for traces and diagnostics.
+
+use src_dsl::ast::{self, Device, FailMode, Missing, ProtectMode, Reasoning};
+use src_dsl::{SourceMap, Span};
+use std::path::PathBuf;
+
+macro_rules! id_type {
+    ($($name:ident),*) => {$(
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn index(self) -> usize { self.0 as usize }
+        }
+    )*};
+}
+id_type!(BackendId, ModelId, ClassifierId, GuardId, EncoderId, SignalId, BlockId, RouteId, LabelId);
+
+/// Which label set a `class<..>` value draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClassSet {
+    Classifier(ClassifierId),
+    /// `language(TEXT)`: ISO 639-1 codes, see `crate::language::LABELS`.
+    Language,
+}
+
+/// The types of LANGUAGE.md §4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Type {
+    Bool,
+    Int,
+    /// A float in [0, 1].
+    Score,
+    Float,
+    Text,
+    /// Optional text: `header(..)`, `api_key`, `a ?? b` with an optional right side.
+    OptText,
+    Class(ClassSet),
+    Model,
+}
+
+impl Type {
+    pub fn is_numeric(self) -> bool {
+        matches!(self, Type::Int | Type::Score | Type::Float)
+    }
+
+    pub fn is_textual(self) -> bool {
+        matches!(self, Type::Text | Type::OptText)
+    }
+}
+
+/// Fields of `request.*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestField {
+    Tools,
+    Turns,
+    Messages,
+    ToolCalls,
+    ToolResults,
+    Stream,
+    ToolLoop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Min,
+    Max,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// A typed expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TExpr {
+    pub kind: TExprKind,
+    pub ty: Type,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TExprKind {
+    Bool(bool),
+    Int(i64),
+    /// A float or score literal (its `ty` says which).
+    Float(f64),
+    Str(String),
+    /// A label literal of the set in `ty` (right side of `==`/`!=` against a class value).
+    Label(LabelId),
+    /// A model name used as a value (`pinned == strong`).
+    Model(ModelId),
+    Signal(SignalId),
+    Prompt,
+    History,
+    System,
+    ApiKey,
+    /// `header("name")`, the name lowercased.
+    Header(String),
+    Request(RequestField),
+    Contains {
+        text: Box<TExpr>,
+        phrases: Vec<String>,
+    },
+    Hits {
+        text: Box<TExpr>,
+        phrases: Vec<String>,
+    },
+    Count {
+        text: Box<TExpr>,
+        regex: String,
+    },
+    Density {
+        text: Box<TExpr>,
+        phrases: Vec<String>,
+    },
+    Sequence {
+        text: Box<TExpr>,
+        phrases: Vec<String>,
+    },
+    Words(Box<TExpr>),
+    Language(Box<TExpr>),
+    Matches {
+        text: Box<TExpr>,
+        regex: String,
+    },
+    Tokens(Box<TExpr>),
+    Classify(ClassifierId, Box<TExpr>),
+    Guard(GuardId, Box<TExpr>),
+    Similarity {
+        encoder: EncoderId,
+        text: Box<TExpr>,
+        examples: Vec<String>,
+    },
+    /// `e.confidence` of a class value.
+    Confidence(Box<TExpr>),
+    /// `protect` only.
+    Pinned,
+    /// `protect` only.
+    Proposed,
+    /// `M.cost` of a model value.
+    Cost(Box<TExpr>),
+    /// `outcomes(pinned).fail_rate` (`protect` only).
+    OutcomeFailRate,
+    /// `outcomes(pinned).count` (`protect` only).
+    OutcomeCount,
+    Not(Box<TExpr>),
+    And(Box<TExpr>, Box<TExpr>),
+    Or(Box<TExpr>, Box<TExpr>),
+    Neg(Box<TExpr>),
+    /// Numeric arithmetic; `ty` is `Int` when both sides are int, else `Float`.
+    Arith(ArithOp, Box<TExpr>, Box<TExpr>),
+    /// Comparison of two values of matching types (numbers with numbers, texts, labels, models).
+    Cmp(CmpOp, Box<TExpr>, Box<TExpr>),
+    /// `a ?? b`
+    Coalesce(Box<TExpr>, Box<TExpr>),
+    /// `e is L` / `e in [L..]`: the class value is one of these labels.
+    IsLabel(Box<TExpr>, Vec<LabelId>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendDef {
+    pub name: String,
+    pub span: Span,
+    pub url: String,
+    /// Resolved relative to the policy root.
+    pub catalog: Option<PathBuf>,
+    /// Environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub simulated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelDef {
+    pub name: String,
+    pub span: Span,
+    pub backend: BackendId,
+    pub serves: String,
+    pub aliases: Vec<String>,
+    /// Declared relative cost; 0 when not given.
+    pub cost: f64,
+    pub context: Option<u64>,
+    pub tokenizer: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassifierDef {
+    pub name: String,
+    pub span: Span,
+    pub path: PathBuf,
+    pub labels: Vec<String>,
+    pub device: Device,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardDef {
+    pub name: String,
+    pub span: Span,
+    pub path: PathBuf,
+    /// The unsafe label, when declared.
+    pub positive: Option<String>,
+    pub device: Device,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncoderDef {
+    pub name: String,
+    pub span: Span,
+    pub path: PathBuf,
+    pub device: Device,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalDef {
+    pub name: String,
+    pub span: Span,
+    pub expr: TExpr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlockActionDef {
+    Refuse { status: u16, message: Option<String> },
+    Redirect(ModelId),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockDef {
+    pub name: String,
+    pub span: Span,
+    pub when: TExpr,
+    pub action: BlockActionDef,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolsDef {
+    Keep,
+    None,
+    Only(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteDef {
+    pub name: String,
+    pub span: Span,
+    /// `None` for the default route.
+    pub priority: Option<i64>,
+    /// `None` for the default route.
+    pub when: Option<TExpr>,
+    pub to: ModelId,
+    pub fallbacks: Vec<ModelId>,
+    /// `(text, replace)`.
+    pub system_prompt: Option<(String, bool)>,
+    pub headers: Vec<(String, String)>,
+    pub reasoning: Option<Reasoning>,
+    pub tools: ToolsDef,
+    pub cache: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreDef {
+    Memory,
+    Redis(String),
+}
+
+impl From<&ast::Store> for StoreDef {
+    fn from(s: &ast::Store) -> Self {
+        match s {
+            ast::Store::Memory => StoreDef::Memory,
+            ast::Store::Redis(url) => StoreDef::Redis(url.value.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheDef {
+    pub encoder: EncoderId,
+    pub threshold: f64,
+    pub ttl_ms: Option<u64>,
+    pub store: StoreDef,
+    pub skip_when: Option<TExpr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDef {
+    /// A `text?` expression; defaults to the three affinity headers.
+    pub id: TExpr,
+    /// A `text?` expression; `None` means a hash of the API key.
+    pub tenant: Option<TExpr>,
+    /// Default 10 minutes.
+    pub ttl_ms: u64,
+    pub store: StoreDef,
+    pub missing: Missing,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HoldDef {
+    pub name: String,
+    pub span: Span,
+    pub when: TExpr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtectDef {
+    pub mode: ProtectMode,
+    pub holds: Vec<HoldDef>,
+}
+
+/// `failure { }` with defaults applied. `classifier` is `None` when not declared: the default
+/// then depends on the signal (closed for signals a block uses, open otherwise).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureDef {
+    pub classifier: Option<FailMode>,
+    pub store: FailMode,
+    pub backend: FailMode,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouterDef {
+    /// Defaults to `["auto"]`.
+    pub names: Vec<String>,
+    pub tokenizer: Option<PathBuf>,
+}
+
+/// A value a test stubs for a signal with `given`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(Option<String>),
+    Label(ClassSet, LabelId),
+    Model(ModelId),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TestInputDef {
+    Prompt(String),
+    /// The request JSON read from the `messages` file (a full chat request or its `messages`).
+    Messages(serde_json::Value),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExpectDef {
+    Route(RouteId),
+    Blocked(BlockId),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestDef {
+    pub name: String,
+    pub span: Span,
+    pub input: TestInputDef,
+    pub system: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub givens: Vec<(SignalId, Value)>,
+    pub expect: ExpectDef,
+    pub expect_model: Option<ModelId>,
+}
+
+/// A policy that passed `check` with no errors.
+#[derive(Debug, Clone)]
+pub struct CheckedPolicy {
+    pub sources: SourceMap,
+    /// The policy directory (or the single file's directory): relative paths resolve from here.
+    pub root: PathBuf,
+    pub backends: Vec<BackendDef>,
+    pub models: Vec<ModelDef>,
+    pub classifiers: Vec<ClassifierDef>,
+    pub guards: Vec<GuardDef>,
+    pub encoders: Vec<EncoderDef>,
+    /// In an order where every signal comes after the signals it uses.
+    pub signals: Vec<SignalDef>,
+    /// In declaration order (files in lexicographic order).
+    pub blocks: Vec<BlockDef>,
+    /// By descending priority; the default route is last.
+    pub routes: Vec<RouteDef>,
+    pub cache: Option<CacheDef>,
+    pub session: Option<SessionDef>,
+    pub protect: Option<ProtectDef>,
+    pub failure: FailureDef,
+    pub router: RouterDef,
+    pub tests: Vec<TestDef>,
+}
+
+impl CheckedPolicy {
+    pub fn signal_by_name(&self, name: &str) -> Option<SignalId> {
+        self.signals
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| SignalId(i as u32))
+    }
+
+    pub fn model_by_name(&self, name: &str) -> Option<ModelId> {
+        self.models
+            .iter()
+            .position(|m| m.name == name)
+            .map(|i| ModelId(i as u32))
+    }
+
+    /// The label names of a class set.
+    pub fn labels(&self, set: ClassSet) -> &[String] {
+        match set {
+            ClassSet::Classifier(c) => &self.classifiers[c.index()].labels,
+            ClassSet::Language => crate::language::labels(),
+        }
+    }
+
+    /// The default route (always present in a checked policy): the last one.
+    pub fn default_route(&self) -> RouteId {
+        RouteId(self.routes.len().saturating_sub(1) as u32)
+    }
+}

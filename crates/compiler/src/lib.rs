@@ -1,0 +1,5 @@
+//! The `.sr` compiler: loads a policy directory, resolves names, checks types and deployment data
+//! (catalogs, classifier label sets), and turns the checked policy into one IR that a reference
+//! interpreter and a Cranelift JIT both execute.
+
+pub mod hir;

@@ -1,0 +1,465 @@
+//! The spanned abstract syntax tree of one `.sr` file.
+//!
+//! The tree records what was written, with a byte span on every node, and nothing of meaning:
+//! names are not resolved and types are not known here (that is the compiler's job). Declaration
+//! fields are typed (`url` is a string, `timeout` a duration) because the parser already knows
+//! each declaration's shape; every field is optional in the tree so that a file missing a field
+//! still yields a tree (the missing field is reported as a diagnostic) and later phases can keep
+//! checking the rest.
+
+use crate::span::{Span, Spanned};
+
+/// An identifier as written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// A parsed `.sr` file: its declarations in source order and every comment in it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct File {
+    pub items: Vec<Item>,
+    /// All `#` comments in source order; the formatter re-attaches them by position.
+    pub comments: Vec<Comment>,
+}
+
+/// A `#` comment; `text` excludes the `#` and the line ending.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comment {
+    pub text: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub kind: ItemKind,
+    /// The whole declaration, keyword to closing brace.
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ItemKind {
+    Backend(Backend),
+    Model(Model),
+    Classifier(Classifier),
+    Guard(Guard),
+    Encoder(Encoder),
+    Signal(Signal),
+    Block(Block),
+    Route(Route),
+    Cache(Cache),
+    Session(Session),
+    Protect(Protect),
+    Failure(Failure),
+    Router(Router),
+    Test(Test),
+}
+
+impl ItemKind {
+    /// The declaration keyword.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            ItemKind::Backend(_) => "backend",
+            ItemKind::Model(_) => "model",
+            ItemKind::Classifier(_) => "classifier",
+            ItemKind::Guard(_) => "guard",
+            ItemKind::Encoder(_) => "encoder",
+            ItemKind::Signal(_) => "signal",
+            ItemKind::Block(_) => "block",
+            ItemKind::Route(_) => "route",
+            ItemKind::Cache(_) => "cache",
+            ItemKind::Session(_) => "session",
+            ItemKind::Protect(_) => "protect",
+            ItemKind::Failure(_) => "failure",
+            ItemKind::Router(_) => "router",
+            ItemKind::Test(_) => "test",
+        }
+    }
+
+    /// The declared name, for named declarations.
+    pub fn name(&self) -> Option<&Ident> {
+        match self {
+            ItemKind::Backend(d) => Some(&d.name),
+            ItemKind::Model(d) => Some(&d.name),
+            ItemKind::Classifier(d) => Some(&d.name),
+            ItemKind::Guard(d) => Some(&d.name),
+            ItemKind::Encoder(d) => Some(&d.name),
+            ItemKind::Signal(d) => Some(&d.name),
+            ItemKind::Block(d) => Some(&d.name),
+            ItemKind::Route(d) => Some(&d.name),
+            ItemKind::Test(d) => Some(&d.name),
+            ItemKind::Cache(_)
+            | ItemKind::Session(_)
+            | ItemKind::Protect(_)
+            | ItemKind::Failure(_)
+            | ItemKind::Router(_) => None,
+        }
+    }
+}
+
+/// `env("NAME")`: a value read from the environment at run time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvRef {
+    pub var: Spanned<String>,
+    pub span: Span,
+}
+
+/// `backend NAME { url = ... catalog = ... api_key = env(...) timeout = ... simulated = true }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backend {
+    pub name: Ident,
+    pub url: Option<Spanned<String>>,
+    pub catalog: Option<Spanned<String>>,
+    pub api_key: Option<EnvRef>,
+    pub timeout: Option<Spanned<Duration>>,
+    pub simulated: Option<Spanned<bool>>,
+}
+
+/// `model NAME { backend = B serves = "id" aliases = [..] cost = N context = N tokenizer = ".." }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub name: Ident,
+    pub backend: Option<Ident>,
+    pub serves: Option<Spanned<String>>,
+    pub aliases: Option<Spanned<Vec<Spanned<String>>>>,
+    pub cost: Option<Spanned<Number>>,
+    pub context: Option<Spanned<Number>>,
+    pub tokenizer: Option<Spanned<String>>,
+}
+
+/// `device = auto|cpu|cuda`
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+/// `classifier NAME { path = ".." labels = [a, b] device = .. }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classifier {
+    pub name: Ident,
+    pub path: Option<Spanned<String>>,
+    pub labels: Option<Spanned<Vec<Ident>>>,
+    pub device: Option<Spanned<Device>>,
+}
+
+/// `guard NAME { path = ".." positive = LABEL device = .. }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    pub name: Ident,
+    pub path: Option<Spanned<String>>,
+    pub positive: Option<Ident>,
+    pub device: Option<Spanned<Device>>,
+}
+
+/// `encoder NAME { path = ".." device = .. }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoder {
+    pub name: Ident,
+    pub path: Option<Spanned<String>>,
+    pub device: Option<Spanned<Device>>,
+}
+
+/// `signal NAME = EXPR`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signal {
+    pub name: Ident,
+    pub expr: Expr,
+}
+
+/// What a block does when its condition holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlockAction {
+    /// Refuse: `[status = INT] [message = STRING]` (both optional).
+    Refuse {
+        status: Option<Spanned<Number>>,
+        message: Option<Spanned<String>>,
+    },
+    /// `to MODEL`: send to an explicitly constrained model instead of refusing.
+    Redirect { model: Ident },
+}
+
+/// `block NAME { when EXPR (status = .. message = .. | to MODEL) }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub name: Ident,
+    pub when: Option<Expr>,
+    pub action: BlockAction,
+}
+
+/// `system_prompt = "..."` or `system_prompt = replace "..."`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SystemPrompt {
+    pub text: Spanned<String>,
+    pub replace: bool,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reasoning {
+    Off,
+    Low,
+    Medium,
+    High,
+}
+
+/// `tools = keep | none | only ["a", "b"]`
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tools {
+    Keep,
+    None,
+    Only(Vec<Spanned<String>>),
+}
+
+/// One `"name" = "value"` line of a route's `headers { }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeaderSet {
+    pub name: Spanned<String>,
+    pub value: Spanned<String>,
+}
+
+/// `route NAME [priority N] { [when EXPR] to MODEL [else MODEL...] plugins... }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub name: Ident,
+    pub priority: Option<Spanned<Number>>,
+    pub when: Option<Expr>,
+    /// The `to` model; `None` only when the route body lacks `to` (reported by the parser).
+    pub to: Option<Ident>,
+    pub fallbacks: Vec<Ident>,
+    pub system_prompt: Option<SystemPrompt>,
+    pub headers: Option<Spanned<Vec<HeaderSet>>>,
+    pub reasoning: Option<Spanned<Reasoning>>,
+    pub tools: Option<Spanned<Tools>>,
+    pub cache: Option<Spanned<bool>>,
+}
+
+/// `memory` or `redis("redis://...")`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Store {
+    Memory,
+    Redis(Spanned<String>),
+}
+
+/// `cache { encoder = E threshold = SCORE ttl = D store = S skip when EXPR }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cache {
+    pub encoder: Option<Ident>,
+    pub threshold: Option<Spanned<Number>>,
+    pub ttl: Option<Spanned<Duration>>,
+    pub store: Option<Spanned<Store>>,
+    pub skip_when: Option<Expr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    Route,
+    Reject,
+}
+
+/// `session { id = EXPR tenant = EXPR ttl = D store = S missing = route|reject }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub id: Option<Expr>,
+    pub tenant: Option<Expr>,
+    pub ttl: Option<Spanned<Duration>>,
+    pub store: Option<Spanned<Store>>,
+    pub missing: Option<Spanned<Missing>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtectMode {
+    Observe,
+    Enforce,
+}
+
+/// `hold "name" when EXPR`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hold {
+    pub name: Spanned<String>,
+    pub when: Expr,
+    pub span: Span,
+}
+
+/// `protect { mode = observe|enforce  hold ".." when EXPR ... }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Protect {
+    pub mode: Option<Spanned<ProtectMode>>,
+    pub holds: Vec<Hold>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    Open,
+    Closed,
+}
+
+/// `failure { classifier = open|closed store = .. backend = .. }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub classifier: Option<Spanned<FailMode>>,
+    pub store: Option<Spanned<FailMode>>,
+    pub backend: Option<Spanned<FailMode>>,
+}
+
+/// `router { names = ["auto"] tokenizer = "tokenizer.json" }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Router {
+    pub names: Option<Spanned<Vec<Spanned<String>>>>,
+    pub tokenizer: Option<Spanned<String>>,
+}
+
+/// The input of a test case.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TestInput {
+    /// `prompt = "..."`
+    Prompt(Spanned<String>),
+    /// `messages = "file.json"`, relative to the test's file.
+    Messages(Spanned<String>),
+}
+
+/// `given SIGNAL = VALUE`; the value is a literal expression (number, bool, string or label).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Given {
+    pub signal: Ident,
+    pub value: Expr,
+}
+
+/// What a test expects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expectation {
+    /// `expect ROUTE [model MODEL]`
+    Route { route: Ident, model: Option<Ident> },
+    /// `expect blocked BLOCK [model MODEL]`
+    Blocked { block: Ident, model: Option<Ident> },
+}
+
+/// `test NAME { prompt|messages  system  header ..  given ..  expect .. }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Test {
+    pub name: Ident,
+    pub input: Option<TestInput>,
+    pub system: Option<Spanned<String>>,
+    pub headers: Vec<HeaderSet>,
+    pub givens: Vec<Given>,
+    pub expect: Option<Spanned<Expectation>>,
+}
+
+/// A duration literal: `250ms`, `30s`, `10m`, `1h`, `7d`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Duration {
+    pub millis: u64,
+    /// The literal as written, kept so the formatter does not rewrite `10m` as `600s`.
+    pub text: String,
+}
+
+/// A number literal: `42`, `0.7`, `8k`, `1.5M`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Number {
+    pub value: f64,
+    /// Written without a fractional part after applying any suffix (`42`, `8k`, `1.5M`).
+    pub is_int: bool,
+    /// The literal as written (`8k` stays `8k` through the formatter).
+    pub text: String,
+}
+
+impl Number {
+    /// The integer value, when the literal is integral and fits in `i64`.
+    pub fn as_int(&self) -> Option<i64> {
+        if self.is_int && self.value.abs() < 9.0e18 {
+            Some(self.value as i64)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Not,
+    Neg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Coalesce,
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl BinOp {
+    /// Binding strength; higher binds tighter. `or` < `and` < `??`-free comparisons < `??` <
+    /// `+ -` < `* /`. `not` binds tighter than `and` but looser than comparisons.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 4,
+            BinOp::Coalesce => 5,
+            BinOp::Add | BinOp::Sub => 6,
+            BinOp::Mul | BinOp::Div => 7,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Or => "or",
+            BinOp::And => "and",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Coalesce => "??",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    Bool(bool),
+    Number(Number),
+    Str(String),
+    /// Only meaningful in declaration fields; rejected by the type checker in expressions.
+    Duration(Duration),
+    /// `[a, b, "c"]`, the argument form of `contains`, `in`, etc.
+    List(Vec<Expr>),
+    /// A bare name: a signal, `prompt`/`history`/`system`/`api_key`/`request`, `pinned`,
+    /// `proposed`, or a label (resolved by the compiler from context).
+    Name(Ident),
+    /// `e.field`: `request.tools`, `topic.confidence`, `pinned.cost`, `outcomes(pinned).count`.
+    Field(Box<Expr>, Ident),
+    /// `f(args)`: a builtin (`contains`, `header`, ...) or a classifier/guard call.
+    Call(Ident, Vec<Expr>),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `e is LABEL`
+    Is(Box<Expr>, Ident),
+    /// `e in [LABEL, ...]`
+    In(Box<Expr>, Vec<Ident>),
+    /// `( e )`, kept so spans and the formatter can respect the author's grouping.
+    Paren(Box<Expr>),
+}

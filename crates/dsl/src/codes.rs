@@ -1,0 +1,103 @@
+//! Every diagnostic code, in one table.
+//!
+//! Codes are stable: tools and CI scripts match on them, and `docs/diagnostics.md` documents each
+//! one with a failing example and its fix (a test keeps the two in step). Errors are `E0xx`,
+//! warnings `W0xx`. Never reuse or renumber a code; retire it instead.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Code(pub &'static str);
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+macro_rules! codes {
+    ($($name:ident = $code:literal : $title:literal;)*) => {
+        $(pub const $name: Code = Code($code);)*
+        /// `(code, one-line title)` for every code.
+        pub const ALL: &[(Code, &str)] = &[$(($name, $title)),*];
+    };
+}
+
+codes! {
+    // Syntax and structure (parser).
+    SYNTAX = "E001": "syntax error";
+    UNKNOWN_FIELD = "E002": "unknown field in a declaration";
+    DUPLICATE_FIELD = "E003": "field given twice";
+    MISSING_FIELD = "E004": "required field missing";
+    INVALID_FIELD_VALUE = "E005": "field value of the wrong form";
+    INVALID_LITERAL = "E006": "invalid number, duration or string escape";
+    // Names.
+    DUPLICATE_NAME = "E010": "name declared twice";
+    UNKNOWN_NAME = "E011": "unknown name";
+    DUPLICATE_SECTION = "E012": "`cache`, `session`, `protect`, `failure` or `router` declared twice";
+    WRONG_KIND = "E013": "name refers to the wrong kind of declaration";
+    SIGNAL_CYCLE = "E014": "signals depend on each other in a cycle";
+    RESERVED_NAME = "E015": "declaration uses a builtin name";
+    // Types.
+    TYPE_MISMATCH = "E020": "expression has the wrong type";
+    WRONG_ARGUMENTS = "E021": "builtin called with the wrong number or kind of arguments";
+    UNKNOWN_LABEL = "E022": "label not in the classifier's label set";
+    SCORE_RANGE = "E023": "score literal outside [0, 1]";
+    INVALID_REGEX = "E024": "regular expression does not compile";
+    PROTECT_ONLY = "E025": "`pinned`, `proposed` or `outcomes` used outside `protect`";
+    UNKNOWN_FUNCTION = "E026": "call of something that is not a builtin, classifier or guard";
+    // Routes.
+    DUPLICATE_PRIORITY = "E030": "two routes share a priority";
+    NO_DEFAULT_ROUTE = "E031": "no default route";
+    MULTIPLE_DEFAULT_ROUTES = "E032": "more than one default route";
+    MISSING_PRIORITY = "E033": "route with `when` but no `priority`";
+    INVALID_PRIORITY = "E034": "priority that is not a non-negative integer";
+    // Deployment data.
+    CATALOG_MISSING_MODEL = "E040": "served id absent from the backend's catalog";
+    CATALOG_UNREADABLE = "E041": "catalog file missing or not a `/v1/models` answer";
+    LABELS_MISMATCH = "E042": "classifier labels differ from the model's `id2label`";
+    MODEL_CONFIG_UNREADABLE = "E043": "model directory's `config.json` cannot be read";
+    DUPLICATE_ALIAS = "E044": "alias or router name used twice";
+    INVALID_VALUE = "E045": "value out of range (status code, ttl, cost, context)";
+    // Tests.
+    TEST_MISSING_GIVEN = "E050": "test reaches a model-backed signal without a `given`";
+    TEST_BAD_GIVEN = "E051": "`given` value does not fit the signal's type";
+    TEST_MESSAGES_UNREADABLE = "E052": "test `messages` file missing or not a chat request";
+    // Warnings.
+    UNUSED_SIGNAL = "W001": "signal never used";
+    UNUSED_MODEL_SOURCE = "W002": "classifier, guard or encoder never used";
+    UNUSED_MODEL = "W003": "model never selected";
+    SHADOWED_ROUTE = "W004": "route can never win";
+    UNREACHABLE_CATALOG_MODEL = "W005": "catalog model no route can reach";
+    MISSING_MODEL_DIR = "W006": "model directory missing";
+    UNUSED_BACKEND = "W007": "backend no model uses";
+    PRIORITY_ON_DEFAULT = "W008": "priority on the default route is ignored";
+}
+
+/// The title of a code, if it is known.
+pub fn title(code: Code) -> Option<&'static str> {
+    ALL.iter().find(|(c, _)| *c == code).map(|(_, t)| *t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_are_unique_and_well_formed() {
+        let mut seen = HashSet::new();
+        for (code, title) in ALL {
+            assert!(seen.insert(code.0), "duplicate code {}", code.0);
+            assert!(code.0.len() == 4, "{}", code.0);
+            assert!(code.0.starts_with('E') || code.0.starts_with('W'));
+            assert!(!title.is_empty());
+        }
+    }
+}
