@@ -3,3 +3,4 @@
 //! interpreter and a Cranelift JIT both execute.
 
 pub mod hir;
+pub mod language;
