@@ -4,3 +4,5 @@
 
 pub mod hir;
 pub mod language;
+pub mod request;
+pub mod text;

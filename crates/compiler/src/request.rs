@@ -1,0 +1,499 @@
+//! The facts of one OpenAI-style request that policies read (LANGUAGE.md §4): `prompt`,
+//! `history`, `system`, headers, `api_key` and the `request.*` counters.
+//!
+//! A [`RequestView`] is extracted once per request, before any signal runs, so every phase sees
+//! the same facts and the body's JSON shape is checked in one place. Extraction is strict about
+//! the shapes policies depend on (a malformed body gets a [`RequestError`] naming the JSON path)
+//! and ignores what they do not read (images, audio, unknown item types).
+//!
+//! Both `/v1/chat/completions` and `/v1/responses` bodies are read as one sequence of
+//! chat-style messages, so a conversation gives the same facts whichever API carries it:
+//! - `/v1/responses` `instructions` count as a leading system message; a run of `function_call`
+//!   items joins the assistant message before it (or forms one), as chat's `tool_calls` do;
+//!   each `function_call_output` is one `tool` message. Items other than messages and
+//!   (custom) function calls and outputs (reasoning, item references, built-in tool calls)
+//!   carry no text a policy reads and are not counted.
+//! - The legacy chat `function_call` on an assistant message counts as a tool call, and a
+//!   `function` role message as its result. Legacy calls have no id, so each `function`
+//!   message answers the oldest unanswered legacy call.
+//! - `history` joins the texts of messages that have text, in order, with `\n`; content parts
+//!   of one message are joined with `\n` too. Tool call arguments are not message text.
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// What a policy can read about one request.
+#[derive(Clone, Default, PartialEq)]
+pub struct RequestView {
+    pub model: Option<String>,
+    /// Text of the last user message; empty when there is none.
+    pub prompt: String,
+    /// All message texts in order, joined by `\n`.
+    pub history: String,
+    /// System and developer message texts, joined by `\n`.
+    pub system: String,
+    /// Header names lowercased; values as received.
+    pub headers: Vec<(String, String)>,
+    /// Bearer token from `authorization`.
+    pub api_key: Option<String>,
+    pub tools: i64,
+    pub turns: i64,
+    pub messages: i64,
+    pub tool_calls: i64,
+    pub tool_results: i64,
+    pub stream: bool,
+    pub tool_loop: bool,
+}
+
+/// A request body that does not have the shape of its API. `path` is a JSON path into the body
+/// (`messages[2].content[0].text`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("request body must be a JSON object, found {found}")]
+    Body { found: &'static str },
+    #[error("`{path}` is missing")]
+    Missing { path: String },
+    #[error("`{path}` must be {expected}, found {found}")]
+    WrongType {
+        path: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+}
+
+impl RequestError {
+    /// The JSON path of the offending field; `None` when the body itself is wrong.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            RequestError::Body { .. } => None,
+            RequestError::Missing { path } | RequestError::WrongType { path, .. } => Some(path),
+        }
+    }
+}
+
+const CONTENT: &str = "a string, an array of content parts or null";
+
+impl RequestView {
+    /// Reads a `/v1/chat/completions` body.
+    pub fn from_chat(body: &Value, headers: &[(String, String)]) -> Result<Self, RequestError> {
+        let obj = body_object(body)?;
+        let mut facts = Facts::new(headers);
+        read_common(obj, &mut facts.view)?;
+        facts.view.tools = facts
+            .view
+            .tools
+            .saturating_add(array_len(obj, "functions")?);
+        let messages = match obj.get("messages") {
+            None => return Err(missing("messages")),
+            Some(Value::Array(messages)) => messages,
+            Some(other) => return Err(wrong("messages".into(), "an array", other)),
+        };
+        for (i, message) in messages.iter().enumerate() {
+            read_chat_message(message, &format!("messages[{i}]"), &mut facts)?;
+        }
+        Ok(facts.finish())
+    }
+
+    /// Reads a `/v1/responses` body: `input` is a string (one user message) or an array of
+    /// input items; `instructions` is the system prompt.
+    pub fn from_responses(
+        body: &Value,
+        headers: &[(String, String)],
+    ) -> Result<Self, RequestError> {
+        let obj = body_object(body)?;
+        let mut facts = Facts::new(headers);
+        read_common(obj, &mut facts.view)?;
+        match obj.get("instructions") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => facts.message(Role::System, text),
+            Some(other) => return Err(wrong("instructions".into(), "a string or null", other)),
+        }
+        match obj.get("input") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => facts.message(Role::User, text),
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    read_input_item(item, &format!("input[{i}]"), &mut facts)?;
+                }
+            }
+            Some(other) => {
+                return Err(wrong(
+                    "input".into(),
+                    "a string or an array of input items",
+                    other,
+                ))
+            }
+        }
+        Ok(facts.finish())
+    }
+
+    /// A one-message request (inline `test` cases, `src explain "..."`).
+    pub fn from_prompt(prompt: &str, system: Option<&str>, headers: &[(String, String)]) -> Self {
+        let mut facts = Facts::new(headers);
+        if let Some(system) = system {
+            facts.message(Role::System, system);
+        }
+        facts.message(Role::User, prompt);
+        facts.finish()
+    }
+
+    /// The first header named `name`, compared case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The API key never reaches logs, neither as `api_key` nor inside `authorization`.
+impl fmt::Debug for RequestView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                let v = if is_secret_header(n) { "<redacted>" } else { v };
+                (n.as_str(), v)
+            })
+            .collect();
+        f.debug_struct("RequestView")
+            .field("model", &self.model)
+            .field("prompt", &self.prompt)
+            .field("history", &self.history)
+            .field("system", &self.system)
+            .field("headers", &headers)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("tools", &self.tools)
+            .field("turns", &self.turns)
+            .field("messages", &self.messages)
+            .field("tool_calls", &self.tool_calls)
+            .field("tool_results", &self.tool_results)
+            .field("stream", &self.stream)
+            .field("tool_loop", &self.tool_loop)
+            .finish()
+    }
+}
+
+fn is_secret_header(name: &str) -> bool {
+    ["authorization", "proxy-authorization", "api-key", "x-api-key"]
+        .iter()
+        .any(|s| name.eq_ignore_ascii_case(s))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    System,
+    User,
+    Assistant,
+    /// A result: chat `tool`, legacy `function`, responses `function_call_output`.
+    Tool,
+    /// Roles some servers accept beyond OpenAI's (`ipython`): text only.
+    Other,
+}
+
+/// Accumulates the view message by message and tracks which tool calls are unanswered.
+struct Facts {
+    view: RequestView,
+    /// Ids of tool calls with no later result yet.
+    pending: Vec<String>,
+    /// Legacy `function_call`s with no later `function` message yet.
+    legacy_pending: usize,
+    last_is_result: bool,
+    /// The last message counted is an assistant one (responses `function_call` items join it).
+    last_is_assistant: bool,
+}
+
+impl Facts {
+    fn new(headers: &[(String, String)]) -> Facts {
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+            .collect();
+        let api_key = headers
+            .iter()
+            .find(|(n, _)| n == "authorization")
+            .and_then(|(_, v)| bearer_token(v));
+        Facts {
+            view: RequestView {
+                headers,
+                api_key,
+                ..RequestView::default()
+            },
+            pending: Vec::new(),
+            legacy_pending: 0,
+            last_is_result: false,
+            last_is_assistant: false,
+        }
+    }
+
+    fn message(&mut self, role: Role, text: &str) {
+        let view = &mut self.view;
+        view.messages += 1;
+        push_line(&mut view.history, text);
+        match role {
+            Role::System => push_line(&mut view.system, text),
+            Role::User => {
+                view.turns += 1;
+                text.clone_into(&mut view.prompt);
+            }
+            Role::Tool => view.tool_results += 1,
+            Role::Assistant | Role::Other => {}
+        }
+        self.last_is_result = role == Role::Tool;
+        self.last_is_assistant = role == Role::Assistant;
+    }
+
+    fn call(&mut self, id: &str) {
+        self.view.tool_calls += 1;
+        self.pending.push(id.to_owned());
+    }
+
+    /// Answers every earlier call with this id.
+    fn answer(&mut self, id: &str) {
+        self.pending.retain(|pending| pending != id);
+    }
+
+    fn legacy_call(&mut self) {
+        self.view.tool_calls += 1;
+        self.legacy_pending += 1;
+    }
+
+    fn finish(mut self) -> RequestView {
+        self.view.tool_loop =
+            self.last_is_result || !self.pending.is_empty() || self.legacy_pending > 0;
+        self.view
+    }
+}
+
+fn read_chat_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(), RequestError> {
+    let Value::Object(message) = message else {
+        return Err(wrong(path.into(), "an object", message));
+    };
+    let role = role_of(message, path)?;
+    let text = content_text(message.get("content"), path, &["text"])?;
+    match role {
+        "system" | "developer" => facts.message(Role::System, &text),
+        "user" => facts.message(Role::User, &text),
+        "assistant" => {
+            facts.message(Role::Assistant, &text);
+            match message.get("tool_calls") {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(calls)) => {
+                    for (i, call) in calls.iter().enumerate() {
+                        let call_path = format!("{path}.tool_calls[{i}]");
+                        let Value::Object(call) = call else {
+                            return Err(wrong(call_path, "an object", call));
+                        };
+                        facts.call(required_str(call, "id", &call_path)?);
+                    }
+                }
+                Some(other) => {
+                    return Err(wrong(format!("{path}.tool_calls"), "an array or null", other))
+                }
+            }
+            match message.get("function_call") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(_)) => facts.legacy_call(),
+                Some(other) => {
+                    return Err(wrong(
+                        format!("{path}.function_call"),
+                        "an object or null",
+                        other,
+                    ))
+                }
+            }
+        }
+        "tool" => {
+            let id = required_str(message, "tool_call_id", path)?;
+            facts.answer(id);
+            facts.message(Role::Tool, &text);
+        }
+        "function" => {
+            facts.legacy_pending = facts.legacy_pending.saturating_sub(1);
+            facts.message(Role::Tool, &text);
+        }
+        _ => facts.message(Role::Other, &text),
+    }
+    Ok(())
+}
+
+fn read_input_item(item: &Value, path: &str, facts: &mut Facts) -> Result<(), RequestError> {
+    let Value::Object(item) = item else {
+        return Err(wrong(path.into(), "an object", item));
+    };
+    let kind = match item.get("type") {
+        None | Some(Value::Null) => "message",
+        Some(Value::String(kind)) => kind.as_str(),
+        Some(other) => return Err(wrong(format!("{path}.type"), "a string", other)),
+    };
+    const PARTS: &[&str] = &["input_text", "output_text", "text"];
+    match kind {
+        "message" => {
+            let role = role_of(item, path)?;
+            let text = content_text(item.get("content"), path, PARTS)?;
+            let role = match role {
+                "system" | "developer" => Role::System,
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                _ => Role::Other,
+            };
+            facts.message(role, &text);
+        }
+        "function_call" | "custom_tool_call" => {
+            let id = required_str(item, "call_id", path)?;
+            if !facts.last_is_assistant {
+                facts.message(Role::Assistant, "");
+            }
+            facts.call(id);
+        }
+        "function_call_output" | "custom_tool_call_output" => {
+            let id = required_str(item, "call_id", path)?;
+            let output = match item.get("output") {
+                None => return Err(missing(&format!("{path}.output"))),
+                Some(Value::Null) => String::new(),
+                Some(Value::String(text)) => text.clone(),
+                Some(Value::Array(parts)) => parts_text(parts, &format!("{path}.output"), PARTS)?,
+                Some(other) => {
+                    return Err(wrong(
+                        format!("{path}.output"),
+                        "a string or an array of content parts",
+                        other,
+                    ))
+                }
+            };
+            facts.answer(id);
+            facts.message(Role::Tool, &output);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `model`, `stream` and `tools`, shared by both APIs.
+fn read_common(obj: &Map<String, Value>, view: &mut RequestView) -> Result<(), RequestError> {
+    view.model = match obj.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(model)) => Some(model.clone()),
+        Some(other) => return Err(wrong("model".into(), "a string", other)),
+    };
+    view.stream = match obj.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(stream)) => *stream,
+        Some(other) => return Err(wrong("stream".into(), "a boolean", other)),
+    };
+    view.tools = array_len(obj, "tools")?;
+    Ok(())
+}
+
+fn role_of<'a>(message: &'a Map<String, Value>, path: &str) -> Result<&'a str, RequestError> {
+    required_str(message, "role", path)
+}
+
+fn required_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<&'a str, RequestError> {
+    match obj.get(key) {
+        None => Err(missing(&format!("{path}.{key}"))),
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(wrong(format!("{path}.{key}"), "a string", other)),
+    }
+}
+
+/// The length of an optional array field; absent or null is 0.
+fn array_len(obj: &Map<String, Value>, key: &str) -> Result<i64, RequestError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::Array(items)) => Ok(i64::try_from(items.len()).unwrap_or(i64::MAX)),
+        Some(other) => Err(wrong(key.into(), "an array or null", other)),
+    }
+}
+
+/// The text of a message's `content`: a string, null (no text), or content parts of which
+/// those whose `type` is in `text_types` carry a `text` string; other parts are skipped.
+fn content_text(
+    content: Option<&Value>,
+    path: &str,
+    text_types: &[&str],
+) -> Result<String, RequestError> {
+    match content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(parts)) => parts_text(parts, &format!("{path}.content"), text_types),
+        Some(other) => Err(wrong(format!("{path}.content"), CONTENT, other)),
+    }
+}
+
+fn parts_text(parts: &[Value], path: &str, text_types: &[&str]) -> Result<String, RequestError> {
+    let mut text = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        let part_path = format!("{path}[{i}]");
+        let Value::Object(part) = part else {
+            return Err(wrong(part_path, "an object", part));
+        };
+        let kind = required_str(part, "type", &part_path)?;
+        if text_types.contains(&kind) {
+            push_line(&mut text, required_str(part, "text", &part_path)?);
+        }
+    }
+    Ok(text)
+}
+
+/// Appends `line` after a `\n`; empty lines are skipped so text-less messages (an assistant
+/// turn that only calls tools) leave no blank lines behind.
+fn push_line(out: &mut String, line: &str) {
+    if line.is_empty() {
+        return;
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(line);
+}
+
+fn bearer_token(value: &str) -> Option<String> {
+    let value = value.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    (!token.is_empty()).then(|| token.to_owned())
+}
+
+fn body_object(body: &Value) -> Result<&Map<String, Value>, RequestError> {
+    match body {
+        Value::Object(obj) => Ok(obj),
+        other => Err(RequestError::Body {
+            found: json_kind(other),
+        }),
+    }
+}
+
+fn missing(path: &str) -> RequestError {
+    RequestError::Missing { path: path.into() }
+}
+
+fn wrong(path: String, expected: &'static str, found: &Value) -> RequestError {
+    RequestError::WrongType {
+        path,
+        expected,
+        found: json_kind(found),
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

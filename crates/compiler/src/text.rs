@@ -1,0 +1,317 @@
+//! The text builtins of LANGUAGE.md §4: phrase matching (`contains`, `hits`, `density`,
+//! `sequence`), `words`, the `tokens` estimate and the regex helpers (`count`, `matches`).
+//!
+//! Phrase lists are literals in the policy, so each becomes one [`PhraseSet`] at policy load:
+//! phrases are folded and deduplicated once and compiled into a single Aho-Corasick automaton.
+//! A request then costs one fold of its text (borrowed when already lowercase) and one
+//! overlapping scan. The scan is overlapping on purpose: a word-boundary check can reject the
+//! match a leftmost search would report (`err` inside `error`) while an overlapping one (`error`)
+//! is valid, so every candidate must be seen.
+//!
+//! Matching rules, which `docs/language.md` repeats for policy authors:
+//! - caseless by [`fold`]: Unicode lowercasing plus `ß` = `ss`, `ς` = `σ`, `İ` = `i`;
+//! - a phrase edge that is a word character of a space-separated script (letter, digit, `_`)
+//!   must sit on a word boundary in the text; other edges (`+` in `c++`, a Han or Thai
+//!   character) match anywhere;
+//! - an empty phrase never occurs, and an empty list never holds.
+
+mod fold;
+#[cfg(test)]
+mod tests;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use regex::Regex;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use unicode_segmentation::UnicodeSegmentation;
+
+pub use fold::fold;
+use fold::{is_han_or_kana, is_unspaced, is_word_char};
+
+/// A precompiled phrase list: build once per list literal, query per request.
+#[derive(Debug, Clone)]
+pub struct PhraseSet {
+    matcher: Matcher,
+    /// Per distinct folded phrase (pattern id): whether each edge needs a word boundary.
+    edges: Vec<Edges>,
+    /// Per phrase of the list, in list order: its pattern id, `None` for an empty phrase.
+    order: Vec<Option<usize>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Edges {
+    left: bool,
+    right: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Matcher {
+    /// No non-empty phrase: nothing can occur.
+    Empty,
+    Automaton(AhoCorasick),
+    /// Used only if the automaton cannot be built (it has size limits), so a huge list still
+    /// loads and gives the same answers, just slower.
+    Naive(Vec<String>),
+}
+
+impl PhraseSet {
+    pub fn new(phrases: &[String]) -> PhraseSet {
+        let mut ids: HashMap<String, usize> = HashMap::new();
+        let mut patterns: Vec<String> = Vec::new();
+        let mut edges = Vec::new();
+        let mut order = Vec::with_capacity(phrases.len());
+        for phrase in phrases {
+            let folded = fold(phrase).into_owned();
+            if folded.is_empty() {
+                order.push(None);
+                continue;
+            }
+            let next = patterns.len();
+            let id = *ids.entry(folded.clone()).or_insert(next);
+            if id == next {
+                edges.push(Edges {
+                    left: folded.chars().next().is_some_and(is_word_char),
+                    right: folded.chars().next_back().is_some_and(is_word_char),
+                });
+                patterns.push(folded);
+            }
+            order.push(Some(id));
+        }
+        let matcher = if patterns.is_empty() {
+            Matcher::Empty
+        } else {
+            match AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(&patterns)
+            {
+                Ok(ac) => Matcher::Automaton(ac),
+                Err(_) => Matcher::Naive(patterns),
+            }
+        };
+        PhraseSet {
+            matcher,
+            edges,
+            order,
+        }
+    }
+
+    /// Whether any phrase occurs.
+    pub fn contains(&self, text: &str) -> bool {
+        let mut found = false;
+        self.scan(text, |_, _, _| {
+            found = true;
+            ControlFlow::Break(())
+        });
+        found
+    }
+
+    /// How many distinct phrases occur (a phrase listed twice counts once).
+    pub fn hits(&self, text: &str) -> i64 {
+        let total = self.edges.len();
+        let mut seen = Seen::new(total);
+        let mut count = 0usize;
+        self.scan(text, |id, _, _| {
+            if seen.insert(id) {
+                count += 1;
+                if count == total {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        to_i64(count)
+    }
+
+    /// Phrase occurrences per word of `text`, 0 when it has no words. Occurrences are the most
+    /// that fit without overlapping, so `["ignore", "ignore previous"]` counts
+    /// "ignore previous" once.
+    pub fn density(&self, text: &str) -> f64 {
+        let words = words(text);
+        if words == 0 {
+            return 0.0;
+        }
+        let mut occurrences = 0u64;
+        let mut last_end = 0usize;
+        // Matches arrive by ascending end; taking each one that starts after the last taken
+        // end is the classic earliest-end greedy, which maximises the non-overlapping count.
+        self.scan(text, |_, start, end| {
+            if start >= last_end {
+                occurrences += 1;
+                last_end = end;
+            }
+            ControlFlow::Continue(())
+        });
+        occurrences as f64 / words as f64
+    }
+
+    /// Whether the phrases occur in list order, left to right, without overlapping.
+    pub fn sequence(&self, text: &str) -> bool {
+        let mut wanted = Vec::with_capacity(self.order.len());
+        for id in &self.order {
+            match id {
+                Some(id) => wanted.push(*id),
+                None => return false,
+            }
+        }
+        if wanted.is_empty() {
+            return false;
+        }
+        let mut next = 0usize;
+        let mut last_end = 0usize;
+        // The first match of the wanted phrase that starts after the previous one ended is
+        // the earliest-ending choice, and taking it never rules out a later phrase.
+        self.scan(text, |id, start, end| {
+            if id == wanted[next] && start >= last_end {
+                next += 1;
+                last_end = end;
+                if next == wanted.len() {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        next == wanted.len()
+    }
+
+    /// Calls `f(pattern id, start, end)` for every match that respects the word-boundary rule,
+    /// in ascending order of `end`, with offsets into the folded text.
+    fn scan(&self, text: &str, mut f: impl FnMut(usize, usize, usize) -> ControlFlow<()>) {
+        let folded = match self.matcher {
+            Matcher::Empty => return,
+            _ => fold(text),
+        };
+        let haystack: &str = &folded;
+        match &self.matcher {
+            Matcher::Empty => {}
+            Matcher::Automaton(ac) => {
+                for m in ac.find_overlapping_iter(haystack) {
+                    let id = m.pattern().as_usize();
+                    if self.on_boundaries(haystack, id, m.start(), m.end()) {
+                        if let ControlFlow::Break(()) = f(id, m.start(), m.end()) {
+                            return;
+                        }
+                    }
+                }
+            }
+            Matcher::Naive(patterns) => {
+                let mut found = Vec::new();
+                for (id, pattern) in patterns.iter().enumerate() {
+                    let mut from = 0;
+                    while let Some(at) = haystack.get(from..).and_then(|rest| rest.find(pattern)) {
+                        let start = from + at;
+                        let end = start + pattern.len();
+                        if self.on_boundaries(haystack, id, start, end) {
+                            found.push((end, start, id));
+                        }
+                        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+                    }
+                }
+                found.sort_unstable();
+                for (end, start, id) in found {
+                    if let ControlFlow::Break(()) = f(id, start, end) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_boundaries(&self, haystack: &str, id: usize, start: usize, end: usize) -> bool {
+        let Some(edges) = self.edges.get(id) else {
+            return false;
+        };
+        let left_ok = !edges.left
+            || !haystack
+                .get(..start)
+                .and_then(|before| before.chars().next_back())
+                .is_some_and(is_word_char);
+        let right_ok = !edges.right
+            || !haystack
+                .get(end..)
+                .and_then(|after| after.chars().next())
+                .is_some_and(is_word_char);
+        left_ok && right_ok
+    }
+}
+
+/// Which pattern ids a scan has seen; a bit mask for the usual short lists, so `hits` does
+/// not allocate per request.
+enum Seen {
+    Small(u64),
+    Large(Vec<bool>),
+}
+
+impl Seen {
+    fn new(total: usize) -> Seen {
+        if total <= 64 {
+            Seen::Small(0)
+        } else {
+            Seen::Large(vec![false; total])
+        }
+    }
+
+    /// Marks `id`; true when it was not seen before.
+    fn insert(&mut self, id: usize) -> bool {
+        match self {
+            Seen::Small(mask) => {
+                let bit = 1u64 << (id % 64);
+                let fresh = *mask & bit == 0;
+                *mask |= bit;
+                fresh
+            }
+            Seen::Large(seen) => match seen.get_mut(id) {
+                Some(slot) => !std::mem::replace(slot, true),
+                None => false,
+            },
+        }
+    }
+}
+
+/// Word count by Unicode word segmentation (UAX #29), with each Han or Kana character counted
+/// as a word, and each unbroken run of another unspaced script (Thai, Khmer, ...) as one word:
+/// segmentation without a dictionary would otherwise count every Thai letter.
+pub fn words(text: &str) -> i64 {
+    let mut count = 0usize;
+    let mut unspaced_run_end: Option<usize> = None;
+    for (at, word) in text.unicode_word_indices() {
+        let mut han_kana = 0usize;
+        let mut other_unspaced = false;
+        let mut spaced = false;
+        for c in word.chars() {
+            if is_han_or_kana(c) {
+                han_kana += 1;
+            } else if is_unspaced(c) {
+                other_unspaced = true;
+            } else if c.is_alphanumeric() {
+                spaced = true;
+            }
+        }
+        count += han_kana + usize::from(spaced);
+        if other_unspaced {
+            if unspaced_run_end != Some(at) {
+                count += 1;
+            }
+            unspaced_run_end = Some(at + word.len());
+        }
+    }
+    to_i64(count)
+}
+
+/// The documented token estimate when no tokenizer is declared: ⌈UTF-8 bytes / 4⌉.
+pub fn tokens_estimate(text: &str) -> i64 {
+    to_i64(text.len().div_ceil(4))
+}
+
+/// `count(TEXT, REGEX)`: the number of non-overlapping matches.
+pub fn count(regex: &Regex, text: &str) -> i64 {
+    to_i64(regex.find_iter(text).count())
+}
+
+/// `matches(TEXT, REGEX)`: whether the regex matches anywhere in the text.
+pub fn matches(regex: &Regex, text: &str) -> bool {
+    regex.is_match(text)
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
