@@ -1,0 +1,78 @@
+"""Scores a classifier: confusion matrix, accuracy, per-label precision/recall/F1.
+
+Held-out numbers always come from running the exported directory through `reference.ModelDir`
+(Python onnxruntime on the shipped `model.onnx`, with the shipped tokenizer), never from the
+numpy pipeline used in training — what is measured is what ships.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference import ModelDir, softmax
+
+
+def confusion(truth: np.ndarray, predicted: np.ndarray, classes: int) -> np.ndarray:
+    """Rows: true label; columns: predicted label."""
+    matrix = np.zeros((classes, classes), dtype=np.int64)
+    np.add.at(matrix, (truth, predicted), 1)
+    return matrix
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num / den) if den else 0.0
+
+
+def scores(truth: np.ndarray, predicted: np.ndarray, labels: list[str]) -> dict:
+    matrix = confusion(truth, predicted, len(labels))
+    per_label = {}
+    for k, label in enumerate(labels):
+        tp = matrix[k, k]
+        fp = matrix[:, k].sum() - tp
+        fn = matrix[k, :].sum() - tp
+        precision = _ratio(tp, tp + fp)
+        recall = _ratio(tp, tp + fn)
+        f1 = _ratio(2 * precision * recall, precision + recall)
+        per_label[label] = {
+            "precision": round(precision, 4),
+            "recall": round(recall, 4),
+            "f1": round(f1, 4),
+            "support": int(matrix[k, :].sum()),
+        }
+    return {
+        "n": int(len(truth)),
+        "accuracy": round(_ratio(np.trace(matrix), matrix.sum()), 4),
+        "macro_f1": round(float(np.mean([v["f1"] for v in per_label.values()])), 4),
+        "per_label": per_label,
+        "confusion": {"rows_true_cols_predicted": labels, "matrix": matrix.tolist()},
+    }
+
+
+def binary_predictions(probs: np.ndarray, positive: int, threshold: float) -> np.ndarray:
+    """Positive when its probability is at least `threshold`, otherwise the other label."""
+    negative = 1 - positive
+    return np.where(probs[:, positive] >= threshold, positive, negative)
+
+
+def best_threshold(p_positive: np.ndarray, truth_positive: np.ndarray) -> tuple[float, float]:
+    """The threshold (on a 0.01 grid) with the highest F1 for the positive label, and that F1."""
+    best = (0.5, -1.0)
+    for t in np.round(np.arange(0.05, 0.96, 0.01), 2):
+        pred = p_positive >= t
+        tp = float(np.sum(pred & truth_positive))
+        fp = float(np.sum(pred & ~truth_positive))
+        fn = float(np.sum(~pred & truth_positive))
+        f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+        if f1 > best[1] + 1e-12:
+            best = (float(t), f1)
+    return best
+
+
+def run_exported(model_dir, texts: list[str], batch_size: int = 64, threads: int = 2) -> np.ndarray:
+    """Probabilities from the shipped directory, batched in length order, returned in input order."""
+    model = ModelDir(model_dir, threads=threads)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    logits, _ = model.run([texts[i] for i in order], batch_size)
+    probs = np.empty_like(logits)
+    probs[np.array(order, dtype=np.int64)] = softmax(logits)
+    return probs
