@@ -7,7 +7,9 @@
 pub mod ast;
 pub mod codes;
 pub mod diagnostic;
+pub mod parse;
 pub mod span;
 
 pub use diagnostic::{Diagnostic, Severity};
+pub use parse::{parse, Parsed};
 pub use span::{FileId, SourceMap, Span, Spanned};
