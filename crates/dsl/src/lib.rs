@@ -7,7 +7,9 @@
 pub mod ast;
 pub mod codes;
 pub mod diagnostic;
+pub mod format;
 pub mod parse;
+pub mod render;
 pub mod span;
 
 pub use diagnostic::{Diagnostic, Severity};

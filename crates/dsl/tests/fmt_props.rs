@@ -1,0 +1,595 @@
+//! Property tests of the formatter over generated trees: every declaration kind, every
+//! expression form, Unicode strings full of characters that need escapes.
+//!
+//! A generated tree may lack parentheses its printed form needs (`a - (b - c)` built without a
+//! `Paren`), so the printer must add them. The properties:
+//! - the printed text parses without errors, to the same tree once parentheses are set aside;
+//! - a tree that came from the parser (parentheses where the text has them) survives printing
+//!   and parsing exactly, spans and comments aside;
+//! - printing is idempotent.
+
+mod fmt_support;
+
+use fmt_support::{strip_parens, strip_spans};
+use proptest::prelude::*;
+use src_dsl::ast::*;
+use src_dsl::format::format_file;
+use src_dsl::{parse, FileId, Span, Spanned};
+
+/// Words an identifier must not be: the grammar's keywords, and the words some field values
+/// give a meaning to.
+const RESERVED: &[&str] = &[
+    "backend",
+    "model",
+    "classifier",
+    "guard",
+    "encoder",
+    "signal",
+    "blocked",
+    "block",
+    "router",
+    "route",
+    "cache",
+    "session",
+    "protect",
+    "failure",
+    "test",
+    "when",
+    "to",
+    "else",
+    "priority",
+    "and",
+    "or",
+    "not",
+    "is",
+    "in",
+    "true",
+    "false",
+    "hold",
+    "given",
+    "expect",
+    "skip",
+    "header",
+    "headers",
+    "replace",
+    "only",
+    "memory",
+];
+
+fn s() -> Span {
+    Span::default()
+}
+
+fn sp<T>(value: T) -> Spanned<T> {
+    Spanned::new(value, s())
+}
+
+fn ident() -> impl Strategy<Value = Ident> {
+    "[a-z_][a-z0-9_]{0,7}"
+        .prop_filter("keyword", |w| !RESERVED.contains(&w.as_str()))
+        .prop_map(|name| Ident { name, span: s() })
+}
+
+/// Any Unicode, with a bias towards the characters that need escaping or that the lexer treats
+/// specially outside strings.
+fn text() -> impl Strategy<Value = String> {
+    let special = prop::sample::select(vec![
+        '"', '\\', '\n', '\t', '\r', '\u{0}', '\u{7f}', '\u{2028}', '\u{feff}', '#', '{', '}', 'é',
+        '中', '🚀', 'ß', ' ',
+    ]);
+    prop::collection::vec(prop_oneof![3 => any::<char>(), 2 => special], 0..10)
+        .prop_map(|cs| cs.into_iter().collect())
+}
+
+/// A number literal and the value the language gives it.
+fn number() -> impl Strategy<Value = Number> {
+    let fraction = prop::option::of("[0-9]{1,3}");
+    let suffix = prop::sample::select(vec!["", "", "k", "M"]);
+    (0u64..100_000, fraction, suffix).prop_map(|(whole, fraction, suffix)| {
+        let exp = match suffix {
+            "k" => 3,
+            "M" => 6,
+            _ => 0,
+        };
+        let text = match &fraction {
+            Some(f) => format!("{whole}.{f}{suffix}"),
+            None => format!("{whole}{suffix}"),
+        };
+        let (value, is_int) = match (&fraction, exp) {
+            (None, 0) => (whole as f64, true),
+            (Some(f), 0) => (format!("{whole}.{f}").parse().unwrap_or(0.0), false),
+            (f, exp) => {
+                // At most three fraction digits, all kept by a scale of 10^3 or more.
+                let f = f.as_deref().unwrap_or("");
+                let padded = format!("{f:0<exp$}", exp = exp);
+                let digits = format!("{whole}{padded}");
+                (digits.parse().unwrap_or(0.0), true)
+            }
+        };
+        Number {
+            value,
+            is_int,
+            text,
+        }
+    })
+}
+
+/// A number field value, which may carry a sign.
+fn signed_number() -> impl Strategy<Value = Number> {
+    (number(), any::<bool>()).prop_map(|(n, negative)| {
+        if negative {
+            Number {
+                value: -n.value,
+                is_int: n.is_int,
+                text: format!("-{}", n.text),
+            }
+        } else {
+            n
+        }
+    })
+}
+
+fn int_number() -> impl Strategy<Value = Number> {
+    (0u64..1000).prop_map(|n| Number {
+        value: n as f64,
+        is_int: true,
+        text: n.to_string(),
+    })
+}
+
+fn duration() -> impl Strategy<Value = Duration> {
+    let unit = prop::sample::select(vec![
+        ("ms", 1u64),
+        ("s", 1_000),
+        ("m", 60_000),
+        ("h", 3_600_000),
+        ("d", 86_400_000),
+    ]);
+    (0u64..10_000, unit).prop_map(|(n, (u, ms))| Duration {
+        millis: n * ms,
+        text: format!("{n}{u}"),
+    })
+}
+
+fn e(kind: ExprKind) -> Expr {
+    Expr { kind, span: s() }
+}
+
+fn leaf() -> impl Strategy<Value = Expr> {
+    prop_oneof![
+        any::<bool>().prop_map(|b| e(ExprKind::Bool(b))),
+        number().prop_map(|n| e(ExprKind::Number(n))),
+        text().prop_map(|t| e(ExprKind::Str(t))),
+        duration().prop_map(|d| e(ExprKind::Duration(d))),
+        ident().prop_map(|i| e(ExprKind::Name(i))),
+    ]
+}
+
+fn binop() -> impl Strategy<Value = BinOp> {
+    prop::sample::select(vec![
+        BinOp::Or,
+        BinOp::And,
+        BinOp::Eq,
+        BinOp::Ne,
+        BinOp::Lt,
+        BinOp::Le,
+        BinOp::Gt,
+        BinOp::Ge,
+        BinOp::Coalesce,
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+    ])
+}
+
+/// Every expression form, nested, with parentheses only here and there.
+fn expr() -> BoxedStrategy<Expr> {
+    leaf()
+        .prop_recursive(6, 64, 2, |inner| {
+            let unop = prop::sample::select(vec![UnaryOp::Not, UnaryOp::Neg]);
+            prop_oneof![
+                1 => prop::collection::vec(inner.clone(), 0..3).prop_map(|v| e(ExprKind::List(v))),
+                1 => (inner.clone(), ident()).prop_map(|(b, f)| e(ExprKind::Field(Box::new(b), f))),
+                1 => (ident(), prop::collection::vec(inner.clone(), 0..3))
+                    .prop_map(|(f, args)| e(ExprKind::Call(f, args))),
+                1 => (unop, inner.clone()).prop_map(|(op, x)| e(ExprKind::Unary(op, Box::new(x)))),
+                6 => (binop(), inner.clone(), inner.clone())
+                    .prop_map(|(op, l, r)| e(ExprKind::Binary(op, Box::new(l), Box::new(r)))),
+                1 => (inner.clone(), ident()).prop_map(|(x, l)| e(ExprKind::Is(Box::new(x), l))),
+                1 => (inner.clone(), prop::collection::vec(ident(), 0..3))
+                    .prop_map(|(x, ls)| e(ExprKind::In(Box::new(x), ls))),
+                1 => inner.prop_map(|x| e(ExprKind::Paren(Box::new(x)))),
+            ]
+        })
+        .boxed()
+}
+
+/// A `given` value: a literal or a label.
+fn given_value() -> impl Strategy<Value = Expr> {
+    prop_oneof![
+        any::<bool>().prop_map(|b| e(ExprKind::Bool(b))),
+        number().prop_map(|n| e(ExprKind::Number(n))),
+        number().prop_map(|n| e(ExprKind::Unary(
+            UnaryOp::Neg,
+            Box::new(e(ExprKind::Number(n)))
+        ))),
+        text().prop_map(|t| e(ExprKind::Str(t))),
+        ident().prop_map(|i| e(ExprKind::Name(i))),
+    ]
+}
+
+fn strings() -> impl Strategy<Value = Vec<Spanned<String>>> {
+    prop::collection::vec(text().prop_map(sp), 0..3)
+}
+
+/// Header pairs with distinct names (a repeated header is an error).
+fn header_sets() -> impl Strategy<Value = Vec<HeaderSet>> {
+    prop::collection::vec((text(), text()), 0..3).prop_map(|pairs| {
+        let mut seen = Vec::new();
+        let mut out = Vec::new();
+        for (name, value) in pairs {
+            let key = name.to_ascii_lowercase();
+            if !seen.contains(&key) {
+                seen.push(key);
+                out.push(HeaderSet {
+                    name: sp(name),
+                    value: sp(value),
+                });
+            }
+        }
+        out
+    })
+}
+
+fn device() -> impl Strategy<Value = Option<Spanned<Device>>> {
+    prop::option::of(
+        prop::sample::select(vec![Device::Auto, Device::Cpu, Device::Cuda]).prop_map(sp),
+    )
+}
+
+fn fail_mode() -> impl Strategy<Value = Option<Spanned<FailMode>>> {
+    prop::option::of(prop::sample::select(vec![FailMode::Open, FailMode::Closed]).prop_map(sp))
+}
+
+fn store() -> impl Strategy<Value = Option<Spanned<Store>>> {
+    prop::option::of(
+        prop_oneof![
+            Just(Store::Memory),
+            text().prop_map(|t| Store::Redis(sp(t)))
+        ]
+        .prop_map(sp),
+    )
+}
+
+fn opt_text() -> impl Strategy<Value = Option<Spanned<String>>> {
+    prop::option::of(text().prop_map(sp))
+}
+
+fn backend() -> impl Strategy<Value = ItemKind> {
+    (
+        ident(),
+        text(),
+        opt_text(),
+        prop::option::of(text()),
+        prop::option::of(duration().prop_map(sp)),
+        prop::option::of(any::<bool>().prop_map(sp)),
+    )
+        .prop_map(|(name, url, catalog, key, timeout, simulated)| {
+            ItemKind::Backend(Backend {
+                name,
+                url: Some(sp(url)),
+                catalog,
+                api_key: key.map(|k| EnvRef {
+                    var: sp(k),
+                    span: s(),
+                }),
+                timeout,
+                simulated,
+            })
+        })
+}
+
+fn model() -> impl Strategy<Value = ItemKind> {
+    (
+        (ident(), ident(), text()),
+        prop::option::of(strings().prop_map(sp)),
+        prop::option::of(signed_number().prop_map(sp)),
+        prop::option::of(number().prop_map(sp)),
+        opt_text(),
+    )
+        .prop_map(
+            |((name, backend, serves), aliases, cost, context, tokenizer)| {
+                ItemKind::Model(Model {
+                    name,
+                    backend: Some(backend),
+                    serves: Some(sp(serves)),
+                    aliases,
+                    cost,
+                    context,
+                    tokenizer,
+                })
+            },
+        )
+}
+
+fn classifier() -> impl Strategy<Value = ItemKind> {
+    (
+        ident(),
+        text(),
+        prop::collection::vec(ident(), 0..4),
+        device(),
+    )
+        .prop_map(|(name, path, labels, device)| {
+            ItemKind::Classifier(Classifier {
+                name,
+                path: Some(sp(path)),
+                labels: Some(sp(labels)),
+                device,
+            })
+        })
+}
+
+fn guard() -> impl Strategy<Value = ItemKind> {
+    (ident(), text(), prop::option::of(ident()), device()).prop_map(
+        |(name, path, positive, device)| {
+            ItemKind::Guard(Guard {
+                name,
+                path: Some(sp(path)),
+                positive,
+                device,
+            })
+        },
+    )
+}
+
+fn encoder() -> impl Strategy<Value = ItemKind> {
+    (ident(), text(), device()).prop_map(|(name, path, device)| {
+        ItemKind::Encoder(Encoder {
+            name,
+            path: Some(sp(path)),
+            device,
+        })
+    })
+}
+
+fn signal() -> impl Strategy<Value = ItemKind> {
+    (ident(), expr()).prop_map(|(name, expr)| ItemKind::Signal(Signal { name, expr }))
+}
+
+fn block() -> impl Strategy<Value = ItemKind> {
+    let action = prop_oneof![
+        (prop::option::of(signed_number().prop_map(sp)), opt_text())
+            .prop_map(|(status, message)| BlockAction::Refuse { status, message }),
+        ident().prop_map(|model| BlockAction::Redirect { model }),
+    ];
+    (ident(), expr(), action).prop_map(|(name, when, action)| {
+        ItemKind::Block(Block {
+            name,
+            when: Some(when),
+            action,
+        })
+    })
+}
+
+fn route() -> impl Strategy<Value = ItemKind> {
+    let reasoning = prop::sample::select(vec![
+        Reasoning::Off,
+        Reasoning::Low,
+        Reasoning::Medium,
+        Reasoning::High,
+    ]);
+    let tools = prop_oneof![
+        Just(Tools::Keep),
+        Just(Tools::None),
+        strings().prop_map(Tools::Only),
+    ];
+    (
+        (
+            ident(),
+            prop::option::of(int_number().prop_map(sp)),
+            prop::option::of(expr()),
+        ),
+        (ident(), prop::collection::vec(ident(), 0..3)),
+        prop::option::of((text(), any::<bool>())),
+        prop::option::of(header_sets()),
+        prop::option::of(reasoning.prop_map(sp)),
+        prop::option::of(tools.prop_map(sp)),
+        prop::option::of(any::<bool>().prop_map(sp)),
+    )
+        .prop_map(
+            |(
+                (name, priority, when),
+                (to, fallbacks),
+                prompt,
+                headers,
+                reasoning,
+                tools,
+                cache,
+            )| {
+                ItemKind::Route(Route {
+                    name,
+                    priority,
+                    when,
+                    to: Some(to),
+                    fallbacks,
+                    system_prompt: prompt.map(|(t, replace)| SystemPrompt {
+                        text: sp(t),
+                        replace,
+                        span: s(),
+                    }),
+                    headers: headers.map(sp),
+                    reasoning,
+                    tools,
+                    cache,
+                })
+            },
+        )
+}
+
+fn cache() -> impl Strategy<Value = ItemKind> {
+    (
+        ident(),
+        number(),
+        prop::option::of(duration().prop_map(sp)),
+        store(),
+        prop::option::of(expr()),
+    )
+        .prop_map(|(encoder, threshold, ttl, store, skip_when)| {
+            ItemKind::Cache(Cache {
+                encoder: Some(encoder),
+                threshold: Some(sp(threshold)),
+                ttl,
+                store,
+                skip_when,
+            })
+        })
+}
+
+fn session() -> impl Strategy<Value = ItemKind> {
+    let missing = prop::sample::select(vec![Missing::Route, Missing::Reject]);
+    (
+        prop::option::of(expr()),
+        prop::option::of(expr()),
+        prop::option::of(duration().prop_map(sp)),
+        store(),
+        prop::option::of(missing.prop_map(sp)),
+    )
+        .prop_map(|(id, tenant, ttl, store, missing)| {
+            ItemKind::Session(Session {
+                id,
+                tenant,
+                ttl,
+                store,
+                missing,
+            })
+        })
+}
+
+fn protect() -> impl Strategy<Value = ItemKind> {
+    let mode = prop::sample::select(vec![ProtectMode::Observe, ProtectMode::Enforce]);
+    let hold = (text(), expr()).prop_map(|(name, when)| Hold {
+        name: sp(name),
+        when,
+        span: s(),
+    });
+    (
+        prop::option::of(mode.prop_map(sp)),
+        prop::collection::vec(hold, 0..3),
+    )
+        .prop_map(|(mode, holds)| ItemKind::Protect(Protect { mode, holds }))
+}
+
+fn failure() -> impl Strategy<Value = ItemKind> {
+    (fail_mode(), fail_mode(), fail_mode()).prop_map(|(classifier, store, backend)| {
+        ItemKind::Failure(Failure {
+            classifier,
+            store,
+            backend,
+        })
+    })
+}
+
+fn router() -> impl Strategy<Value = ItemKind> {
+    (prop::option::of(strings().prop_map(sp)), opt_text())
+        .prop_map(|(names, tokenizer)| ItemKind::Router(Router { names, tokenizer }))
+}
+
+fn test_item() -> impl Strategy<Value = ItemKind> {
+    let input = prop_oneof![
+        text().prop_map(|t| TestInput::Prompt(sp(t))),
+        text().prop_map(|t| TestInput::Messages(sp(t))),
+    ];
+    let expectation = prop_oneof![
+        (ident(), prop::option::of(ident()))
+            .prop_map(|(route, model)| Expectation::Route { route, model }),
+        (ident(), prop::option::of(ident()))
+            .prop_map(|(block, model)| Expectation::Blocked { block, model }),
+    ];
+    let givens = prop::collection::vec((ident(), given_value()), 0..4).prop_map(|pairs| {
+        // A signal given twice is an error; keep the first.
+        let mut out: Vec<Given> = Vec::new();
+        for (signal, value) in pairs {
+            if !out.iter().any(|g| g.signal.name == signal.name) {
+                out.push(Given { signal, value });
+            }
+        }
+        out
+    });
+    (
+        ident(),
+        input,
+        opt_text(),
+        header_sets(),
+        givens,
+        expectation,
+    )
+        .prop_map(|(name, input, system, headers, givens, expect)| {
+            ItemKind::Test(Test {
+                name,
+                input: Some(input),
+                system,
+                headers,
+                givens,
+                expect: Some(sp(expect)),
+            })
+        })
+}
+
+fn item() -> impl Strategy<Value = Item> {
+    prop_oneof![
+        1 => backend(),
+        1 => model(),
+        1 => classifier(),
+        1 => guard(),
+        1 => encoder(),
+        3 => signal(),
+        1 => block(),
+        2 => route(),
+        1 => cache(),
+        1 => session(),
+        1 => protect(),
+        1 => failure(),
+        1 => router(),
+        1 => test_item(),
+    ]
+    .prop_map(|kind| Item { kind, span: s() })
+}
+
+fn file() -> impl Strategy<Value = File> {
+    prop::collection::vec(item(), 0..6).prop_map(|items| File {
+        items,
+        comments: Vec::new(),
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn printing_keeps_the_tree(file in file()) {
+        let text = format_file(&file, "");
+        let parsed = parse(&text, FileId(0));
+        prop_assert!(
+            !parsed.has_errors(),
+            "printed text does not parse:\n{}\n{:#?}",
+            text,
+            parsed.diagnostics
+        );
+        prop_assert_eq!(strip_parens(&parsed.file), strip_parens(&file));
+    }
+
+    #[test]
+    fn parsed_trees_survive_printing_exactly(file in file()) {
+        let canonical = strip_spans(&parse(&format_file(&file, ""), FileId(0)).file);
+        let again = parse(&format_file(&canonical, ""), FileId(0));
+        prop_assert_eq!(strip_spans(&again.file), canonical);
+    }
+
+    #[test]
+    fn printing_is_idempotent(file in file()) {
+        let once = format_file(&file, "");
+        let twice = format_file(&parse(&once, FileId(0)).file, &once);
+        prop_assert_eq!(twice, once);
+    }
+}
