@@ -140,5 +140,14 @@ fn main() {
         }));
     }
 
+    trials.push(Trial::test("refuses_broken_input", || {
+        let broken = "signal a = (x\nroute default { to small }\n";
+        match format_source(broken, FileId(0)) {
+            Ok(out) => Err(format!("formatted a broken file:\n{out}").into()),
+            Err(diags) if diags.iter().any(|d| d.is_error()) => Ok(()),
+            Err(diags) => Err(format!("refused without an error: {diags:#?}").into()),
+        }
+    }));
+
     libtest_mimic::run(&args, trials).exit();
 }

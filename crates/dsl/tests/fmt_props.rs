@@ -593,3 +593,64 @@ proptest! {
         prop_assert_eq!(twice, once);
     }
 }
+
+/// Comment texts of a parse, sorted, as the formatter prints them (without trailing spaces).
+fn comment_texts(file: &File) -> Vec<String> {
+    let mut texts: Vec<String> = file
+        .comments
+        .iter()
+        .map(|c| c.text.trim_end().to_string())
+        .collect();
+    texts.sort();
+    texts
+}
+
+/// `text` with comments added: for each line, by `spots[i]`, nothing, a comment at its end (if
+/// it has code), a comment on its own line before it, or both.
+fn sprinkle(text: &str, spots: &[u8]) -> String {
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let spot = spots.get(i).copied().unwrap_or(0) % 4;
+        if spot >= 2 {
+            out.push_str(&format!("# own {i}\n"));
+        }
+        out.push_str(line);
+        if spot % 2 == 1 && !line.trim().is_empty() {
+            out.push_str(&format!("   # end {i} ü"));
+        }
+        out.push('\n');
+    }
+    if spots.last().is_some_and(|s| s % 3 == 0) {
+        out.push_str("# last\n");
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn comments_survive_and_settle(
+        file in file(),
+        spots in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let commented = sprinkle(&format_file(&file, ""), &spots);
+        let parsed = parse(&commented, FileId(0));
+        prop_assert!(!parsed.has_errors(), "{}\n{:#?}", commented, parsed.diagnostics);
+        let once = format_file(&parsed.file, &commented);
+        let reparsed = parse(&once, FileId(0));
+        prop_assert_eq!(comment_texts(&reparsed.file), comment_texts(&parsed.file));
+        prop_assert_eq!(strip_spans(&reparsed.file), strip_spans(&parsed.file));
+        let twice = format_file(&reparsed.file, &once);
+        prop_assert_eq!(&twice, &once);
+        // Every line was one statement, so every comment keeps its kind of place.
+        for line in once.lines() {
+            if let Some(at) = line.find("# end ") {
+                prop_assert!(!line[..at].trim().is_empty(), "moved off its line:\n{}", once);
+            }
+            if let Some(at) = line.find("# own ") {
+                prop_assert!(line[..at].trim().is_empty(), "joined to code:\n{}", once);
+            }
+        }
+    }
+}
