@@ -6,3 +6,7 @@ pub mod hir;
 pub mod language;
 pub mod request;
 pub mod text;
+pub mod engine;
+pub mod interp;
+pub mod ir;
+pub mod jit;

@@ -1,0 +1,271 @@
+//! Lowering, listings, `unknown_slots` and traces.
+
+use super::fixture::*;
+use super::*;
+use crate::hir::{CheckedPolicy, ClassSet, CmpOp, RequestField, Type};
+use crate::interp;
+
+fn lowered(policy: &CheckedPolicy) -> Program {
+    lower(policy).unwrap_or_else(|e| panic!("lowering failed: {e}"))
+}
+
+/// LANGUAGE.md §7, the routing part.
+fn example() -> CheckedPolicy {
+    let class = Type::Class(ClassSet::Classifier(DOMAIN));
+    let mut pb = PolicyBuilder::new();
+    let topic = pb.signal("topic", classify(prompt()));
+    let attack = pb.signal("attack", guard(prompt()));
+    let code_talk = pb.signal(
+        "code_talk",
+        contains(prompt(), &["stack trace", "compile error", "segfault"]),
+    );
+    pb.block(
+        "jailbreak",
+        cmp(CmpOp::Gt, sig(attack, Type::Score), float(0.7)),
+    )
+    .route(
+        "hard_math",
+        Some(and(
+            is(sig(topic, class), &[MATH]),
+            cmp(
+                CmpOp::Gt,
+                tokens(ex(crate::hir::TExprKind::History, Type::Text)),
+                int(2000),
+            ),
+        )),
+        STRONG,
+    )
+    .route(
+        "coding",
+        Some(or(
+            is(sig(topic, class), &[CODE]),
+            sig(code_talk, Type::Bool),
+        )),
+        STRONG,
+    )
+    .route("default", None, SMALL)
+    .hold("tool call in flight", request(RequestField::ToolLoop))
+    .skip_cache_when(cmp(CmpOp::Eq, header("x-no-cache"), s("1")));
+    pb.build()
+}
+
+#[test]
+fn listing_of_the_language_example() {
+    insta::assert_snapshot!(lowered(&example()).listing());
+}
+
+#[test]
+fn listing_shows_arithmetic_promotion_and_cost() {
+    let mut pb = PolicyBuilder::new();
+    let risk = pb.signal(
+        "risk",
+        arith(
+            crate::hir::ArithOp::Add,
+            arith(crate::hir::ArithOp::Mul, float(0.8), guard(prompt())),
+            request(RequestField::Tools),
+        ),
+    );
+    let pinned_cost = ex(
+        crate::hir::TExprKind::Cost(Box::new(ex(crate::hir::TExprKind::Pinned, Type::Model))),
+        Type::Float,
+    );
+    pb.route(
+        "risky",
+        Some(cmp(CmpOp::Ge, sig(risk, Type::Float), float(1.5))),
+        STRONG,
+    )
+    .route("default", None, SMALL)
+    .hold("cheaper", cmp(CmpOp::Lt, pinned_cost, float(0.5)));
+    insta::assert_snapshot!(lowered(&pb.build()).listing());
+}
+
+#[test]
+fn identical_atoms_are_shared() {
+    let mut pb = PolicyBuilder::new();
+    let a = pb.signal("a", contains(prompt(), &["x", "y"]));
+    let b = pb.signal("b", contains(prompt(), &["x", "y"]));
+    let c = pb.signal("c", contains(prompt(), &["x"]));
+    pb.route(
+        "r1",
+        Some(and(sig(a, Type::Bool), sig(b, Type::Bool))),
+        STRONG,
+    )
+    .route("r2", Some(sig(c, Type::Bool)), STRONG)
+    .route("default", None, SMALL);
+    let p = lowered(&pb.build());
+    let scans = p
+        .atoms()
+        .iter()
+        .filter(|a| matches!(a.atom, Atom::Contains(..)))
+        .count();
+    assert_eq!(scans, 2);
+    // Three signals, one `given` slot each, plus the two atom slots.
+    assert_eq!(p.slot_count(), 5);
+}
+
+#[test]
+fn cost_classes_and_slot_kinds() {
+    let mut pb = PolicyBuilder::new();
+    let words = ex(crate::hir::TExprKind::Words(Box::new(prompt())), Type::Int);
+    pb.route(
+        "r",
+        Some(and(
+            and(
+                cmp(CmpOp::Gt, tokens(prompt()), words),
+                is(classify(prompt()), &[LAW]),
+            ),
+            request(RequestField::Stream),
+        )),
+        STRONG,
+    )
+    .route("default", None, SMALL);
+    let p = lowered(&pb.build());
+    let find = |pred: fn(&Atom) -> bool| {
+        p.atoms()
+            .iter()
+            .find(|a| pred(&a.atom))
+            .unwrap_or_else(|| panic!("atom missing"))
+    };
+    assert_eq!(
+        find(|a| matches!(a, Atom::Tokens(_))).cost,
+        CostClass::Analyze
+    );
+    assert_eq!(find(|a| matches!(a, Atom::Words(_))).cost, CostClass::Scan);
+    assert_eq!(
+        find(|a| matches!(a, Atom::Request(_))).cost,
+        CostClass::Fact
+    );
+    let class = find(|a| matches!(a, Atom::Classify(..)));
+    assert_eq!(class.cost, CostClass::Model);
+    let conf = class
+        .confidence
+        .unwrap_or_else(|| panic!("no confidence slot"));
+    assert_eq!(p.slots()[conf.index()].kind, SlotKind::Float);
+    assert_eq!(
+        p.slots()[class.slot.index()].kind,
+        SlotKind::Label(ClassSet::Classifier(DOMAIN))
+    );
+}
+
+#[test]
+fn a_signal_used_twice_is_computed_once_per_scan() {
+    let mut pb = PolicyBuilder::new();
+    let hot = pb.signal("hot", cmp(CmpOp::Gt, guard(prompt()), float(0.5)));
+    pb.block("b", sig(hot, Type::Bool))
+        .route("r", Some(not(sig(hot, Type::Bool))), STRONG)
+        .route("default", None, SMALL);
+    let p = lowered(&pb.build());
+    let block_root = p.conds()[0].root;
+    assert!(p.conds()[1].fresh.iter().all(|n| *n > block_root));
+    assert_eq!(p.conds()[1].fresh.len(), 1, "only the `not` is new");
+}
+
+#[test]
+fn a_policy_without_a_default_route_is_rejected() {
+    let mut pb = PolicyBuilder::new();
+    pb.route("r", Some(b(true)), STRONG);
+    assert_eq!(lower(&pb.build()), Err(LowerError::NoDefaultRoute));
+}
+
+#[test]
+fn a_signal_cycle_is_an_error_not_a_hang() {
+    let mut pb = PolicyBuilder::new();
+    pb.signal("a", sig(crate::hir::SignalId(1), Type::Bool));
+    pb.signal("b", sig(crate::hir::SignalId(0), Type::Bool));
+    pb.route("default", None, SMALL);
+    assert!(matches!(
+        lower(&pb.build()),
+        Err(LowerError::SignalCycle(_))
+    ));
+}
+
+#[test]
+fn unknown_slots_skip_settled_and_given_parts_cheapest_first() {
+    let mut pb = PolicyBuilder::new();
+    let danger = pb.signal("danger", cmp(CmpOp::Gt, guard(prompt()), float(0.5)));
+    let cond = or(
+        and(sig(danger, Type::Bool), request(RequestField::Stream)),
+        contains(prompt(), &["help"]),
+    );
+    pb.route("r", Some(cond), STRONG)
+        .route("default", None, SMALL);
+    let p = lowered(&pb.build());
+    let slot = |a: &Atom| {
+        p.atom_slot(a)
+            .unwrap_or_else(|| panic!("no slot for {a:?}"))
+    };
+    let guard_slot = slot(&Atom::Guard(GUARD, TextExpr::Prompt));
+    let stream = slot(&Atom::Request(RequestField::Stream));
+    let help = slot(&Atom::Contains(TextExpr::Prompt, vec!["help".into()]));
+    let c = p.route_cond(crate::hir::RouteId(0));
+
+    let mut row = p.new_row();
+    assert_eq!(p.unknown_slots(c, &row), vec![stream, help, guard_slot]);
+
+    row.set_bool(stream, false);
+    assert_eq!(p.unknown_slots(c, &row), vec![help], "the `and` is settled");
+
+    let mut row = p.new_row();
+    let given = p
+        .slots()
+        .iter()
+        .position(|s| s.source == SlotSource::Given(danger))
+        .map(|i| SlotId(i as u32))
+        .unwrap_or_else(|| panic!("no given slot"));
+    row.set_bool(given, true);
+    assert_eq!(
+        p.unknown_slots(c, &row),
+        vec![stream, help],
+        "the guard is given"
+    );
+}
+
+#[test]
+fn trace_names_the_parts_that_failed() {
+    let mut pb = PolicyBuilder::new();
+    let lhs = at(request(RequestField::Stream), 10, 20);
+    let rhs = at(cmp(CmpOp::Gt, request(RequestField::Tools), int(2)), 25, 40);
+    pb.route("r", Some(at(and(lhs, rhs), 10, 40)), STRONG)
+        .route("default", None, SMALL);
+    let p = lowered(&pb.build());
+    let mut row = p.new_row();
+    let slot = |a: &Atom| p.atom_slot(a).unwrap_or_else(|| panic!("no slot"));
+    row.set_bool(slot(&Atom::Request(RequestField::Stream)), true);
+    row.set_int(slot(&Atom::Request(RequestField::Tools)), 1);
+    let (out, trace) = interp::decide_traced(&p, &row);
+    assert_eq!(
+        out,
+        Outcome::Decided(Verdict::Route(crate::hir::RouteId(1)))
+    );
+    assert_eq!(trace.conds.len(), 2);
+    let first = &trace.conds[0];
+    assert_eq!(first.state, Some(false));
+    assert_eq!(first.span, sp(10, 40));
+    assert_eq!(
+        first.parts,
+        vec![interp::Part {
+            span: sp(25, 40),
+            state: Some(false)
+        }]
+    );
+    assert_eq!(trace.conds[1].state, Some(true));
+    assert!(trace.conds[1].parts.is_empty());
+}
+
+#[test]
+fn cache_skip_is_its_own_condition() {
+    let p = lowered(&example());
+    let skip = p
+        .cache_skip()
+        .unwrap_or_else(|| panic!("no skip condition"));
+    let atom = Atom::TextCmp(
+        CmpOp::Eq,
+        TextExpr::Header("x-no-cache".into()),
+        TextExpr::Lit("1".into()),
+    );
+    let slot = p.atom_slot(&atom).unwrap_or_else(|| panic!("no slot"));
+    let mut row = p.new_row();
+    assert_eq!(interp::eval_cond(&p, skip, &row), None);
+    row.set_bool(slot, true);
+    assert_eq!(interp::eval_cond(&p, skip, &row), Some(true));
+}
