@@ -265,7 +265,10 @@ pub(crate) fn numeric(cx: &mut Ctx<'_>, token: &str, span: Span) -> ExprKind {
                 d = d.with_help(help);
             }
             cx.report(d);
-            ExprKind::Number(literal::fallback_number(token))
+            match literal::fallback(token) {
+                Numeric::Number(n) => ExprKind::Number(n),
+                Numeric::Duration(d) => ExprKind::Duration(d),
+            }
         }
     }
 }

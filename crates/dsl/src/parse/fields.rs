@@ -66,6 +66,14 @@ const STATEMENTS: &[&str] = &[
     "when", "to", "hold", "skip", "given", "expect", "header", "headers",
 ];
 
+/// Words people write for a fixed choice, with the choice they mean.
+const SYNONYMS: &[(&str, &str)] = &[
+    ("gpu", "cuda"),
+    ("enabled", "on"),
+    ("disabled", "off"),
+    ("none", "off"),
+];
+
 /// The closest candidate to `word`, when it is close enough to be a likely typo.
 pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).max(1);
@@ -423,7 +431,15 @@ impl Fields {
         }
         let span = value_span(&value, &entry);
         let mut d = invalid_value(key, &expected, &value, span);
-        if let Some(close) = word.and_then(|id| suggest(&id.name, &words)) {
+        // A near miss in spelling is not always what was meant: `gpu` is `cuda`, not `cpu`.
+        let close = word.and_then(|id| {
+            SYNONYMS
+                .iter()
+                .find(|(w, m)| *w == id.name && words.contains(m))
+                .map(|(_, m)| *m)
+                .or_else(|| suggest(&id.name, &words))
+        });
+        if let Some(close) = close {
             d = d
                 .with_help(format!("{expected}; did you mean `{close}`?"))
                 .with_fix(span, close);

@@ -154,20 +154,30 @@ fn scale(whole: &str, fraction: Option<&str>, exp: u32, token: &str) -> Option<N
     })
 }
 
-/// The value kept for an invalid number-like token: its leading digits, so that later phases
-/// still see a number there (the token's own diagnostic already fails the parse).
-pub(crate) fn fallback_number(token: &str) -> Number {
+/// The value kept for an invalid number-like token: a duration when it ends in a duration unit
+/// (`1.5h`), else a number of its leading digits, so that later phases see the kind of value the
+/// author meant and report nothing more (the token's own diagnostic already fails the parse).
+pub(crate) fn fallback(token: &str) -> Numeric {
     let digits_end = token
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(token.len());
-    Number {
-        value: token[..digits_end]
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite())
-            .unwrap_or(0.0),
-        is_int: false,
-        text: token.to_string(),
+    let whole = token[..digits_end]
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite());
+    let suffix = token.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    match DURATION_UNITS.iter().find(|(u, _)| *u == suffix) {
+        Some((_, unit)) => Numeric::Duration(Duration {
+            millis: token[..digits_end]
+                .parse::<u64>()
+                .map_or(u64::MAX, |n| n.saturating_mul(*unit)),
+            text: token.to_string(),
+        }),
+        None => Numeric::Number(Number {
+            value: whole.unwrap_or(0.0),
+            is_int: false,
+            text: token.to_string(),
+        }),
     }
 }
 

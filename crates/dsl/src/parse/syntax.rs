@@ -140,6 +140,11 @@ const NAME_ORDER: &[&str] = &[
 
 fn expected_list(rules: &[Rule]) -> String {
     let mut names: Vec<&str> = rules.iter().filter_map(|r| expected_name(*r)).collect();
+    // `(` is only ever expected as the start of a call's arguments after a name, which is noise
+    // next to what the reader most likely missed.
+    if names.len() > 1 {
+        names.retain(|n| *n != "`(`");
+    }
     // Where any expression may stand, the kinds of expression need no separate mention.
     if names.contains(&"an expression") || names.contains(&"a value") {
         names.retain(|n| !matches!(*n, "a name" | "a string" | "a number" | "`[`" | "`(`"));
