@@ -96,20 +96,28 @@ pub fn labels() -> &'static [String] {
 
 /// Index into [`labels`] of the detected language of `text`.
 pub fn detect(text: &str) -> usize {
+    detect_scored(text).0
+}
+
+/// [`detect`] with the detector's confidence in [0, 1] (0 when it has no guess at all): the
+/// value of `language(TEXT).confidence`.
+pub fn detect_scored(text: &str) -> (usize, f64) {
     let undetermined = CODES.len();
     let Some(info) = whatlang::detect(text) else {
-        return undetermined;
+        return (undetermined, 0.0);
     };
+    let confidence = info.confidence().clamp(0.0, 1.0);
     if !info.is_reliable() && text.chars().count() > 40 {
         // Long text the detector is unsure of is genuinely mixed; short text is usually still
         // right, so it keeps its best guess.
-        return undetermined;
+        return (undetermined, confidence);
     }
     let three = info.lang().code();
-    CODES
+    let label = CODES
         .iter()
         .position(|(c, _)| *c == three)
-        .unwrap_or(undetermined)
+        .unwrap_or(undetermined);
+    (label, confidence)
 }
 
 #[cfg(test)]

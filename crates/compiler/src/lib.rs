@@ -10,3 +10,8 @@ pub mod engine;
 pub mod interp;
 pub mod ir;
 pub mod jit;
+pub mod compiled;
+pub mod eval;
+
+pub use compiled::{compile, CompileError, CompiledPolicy};
+pub use engine::{DecisionEngine, EngineKind};
