@@ -179,9 +179,14 @@ impl fmt::Debug for RequestView {
 }
 
 fn is_secret_header(name: &str) -> bool {
-    ["authorization", "proxy-authorization", "api-key", "x-api-key"]
-        .iter()
-        .any(|s| name.eq_ignore_ascii_case(s))
+    [
+        "authorization",
+        "proxy-authorization",
+        "api-key",
+        "x-api-key",
+    ]
+    .iter()
+    .any(|s| name.eq_ignore_ascii_case(s))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,7 +297,11 @@ fn read_chat_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(
                     }
                 }
                 Some(other) => {
-                    return Err(wrong(format!("{path}.tool_calls"), "an array or null", other))
+                    return Err(wrong(
+                        format!("{path}.tool_calls"),
+                        "an array or null",
+                        other,
+                    ))
                 }
             }
             match message.get("function_call") {
