@@ -21,6 +21,7 @@ mod tests;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use regex::Regex;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use unicode_segmentation::UnicodeSegmentation;
@@ -34,8 +35,9 @@ pub struct PhraseSet {
     matcher: Matcher,
     /// Per distinct folded phrase (pattern id): whether each edge needs a word boundary.
     edges: Vec<Edges>,
-    /// Per phrase of the list, in list order: its pattern id, `None` for an empty phrase.
-    order: Vec<Option<usize>>,
+    /// Pattern ids in list order, for `sequence`; empty when the list can never hold in
+    /// sequence (it is empty, or one of its phrases is).
+    in_order: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -59,11 +61,12 @@ impl PhraseSet {
         let mut ids: HashMap<String, usize> = HashMap::new();
         let mut patterns: Vec<String> = Vec::new();
         let mut edges = Vec::new();
-        let mut order = Vec::with_capacity(phrases.len());
+        let mut in_order = Vec::with_capacity(phrases.len());
+        let mut has_empty = false;
         for phrase in phrases {
             let folded = fold(phrase).into_owned();
             if folded.is_empty() {
-                order.push(None);
+                has_empty = true;
                 continue;
             }
             let next = patterns.len();
@@ -75,13 +78,18 @@ impl PhraseSet {
                 });
                 patterns.push(folded);
             }
-            order.push(Some(id));
+            in_order.push(id);
+        }
+        if has_empty {
+            in_order.clear();
         }
         let matcher = if patterns.is_empty() {
             Matcher::Empty
         } else {
             match AhoCorasick::builder()
                 .match_kind(MatchKind::Standard)
+                // Patterns are folded, so this only lets ASCII text skip folding.
+                .ascii_case_insensitive(true)
                 .build(&patterns)
             {
                 Ok(ac) => Matcher::Automaton(ac),
@@ -91,7 +99,7 @@ impl PhraseSet {
         PhraseSet {
             matcher,
             edges,
-            order,
+            in_order,
         }
     }
 
@@ -146,13 +154,7 @@ impl PhraseSet {
 
     /// Whether the phrases occur in list order, left to right, without overlapping.
     pub fn sequence(&self, text: &str) -> bool {
-        let mut wanted = Vec::with_capacity(self.order.len());
-        for id in &self.order {
-            match id {
-                Some(id) => wanted.push(*id),
-                None => return false,
-            }
-        }
+        let wanted = &self.in_order;
         if wanted.is_empty() {
             return false;
         }
@@ -161,7 +163,7 @@ impl PhraseSet {
         // The first match of the wanted phrase that starts after the previous one ended is
         // the earliest-ending choice, and taking it never rules out a later phrase.
         self.scan(text, |id, start, end| {
-            if id == wanted[next] && start >= last_end {
+            if wanted.get(next) == Some(&id) && start >= last_end {
                 next += 1;
                 last_end = end;
                 if next == wanted.len() {
@@ -174,16 +176,19 @@ impl PhraseSet {
     }
 
     /// Calls `f(pattern id, start, end)` for every match that respects the word-boundary rule,
-    /// in ascending order of `end`, with offsets into the folded text.
+    /// in ascending order of `end`, with offsets into the searched text.
     fn scan(&self, text: &str, mut f: impl FnMut(usize, usize, usize) -> ControlFlow<()>) {
-        let folded = match self.matcher {
-            Matcher::Empty => return,
-            _ => fold(text),
-        };
-        let haystack: &str = &folded;
         match &self.matcher {
             Matcher::Empty => {}
             Matcher::Automaton(ac) => {
+                // ASCII folds to its ASCII lowercase, which the automaton already ignores, and
+                // word characters do not depend on case: search the request text as it is.
+                let folded = if text.is_ascii() {
+                    Cow::Borrowed(text)
+                } else {
+                    fold(text)
+                };
+                let haystack: &str = &folded;
                 for m in ac.find_overlapping_iter(haystack) {
                     let id = m.pattern().as_usize();
                     if self.on_boundaries(haystack, id, m.start(), m.end()) {
@@ -194,6 +199,8 @@ impl PhraseSet {
                 }
             }
             Matcher::Naive(patterns) => {
+                let folded = fold(text);
+                let haystack: &str = &folded;
                 let mut found = Vec::new();
                 for (id, pattern) in patterns.iter().enumerate() {
                     let mut from = 0;

@@ -304,6 +304,16 @@ proptest! {
     }
 
     #[test]
+    fn folding_the_text_first_changes_nothing(text in prop_oneof![text_strategy(), "[a-zA-Z .+_1]{0,30}"], phrases in phrases_strategy()) {
+        // ASCII text skips folding; this checks that shortcut against the folded text.
+        let set = PhraseSet::new(&phrases);
+        let folded = fold(&text);
+        prop_assert_eq!(set.hits(&text), set.hits(&folded));
+        prop_assert_eq!(set.sequence(&text), set.sequence(&folded));
+        prop_assert_eq!(set.density(&text).to_bits(), set.density(&folded).to_bits());
+    }
+
+    #[test]
     fn a_phrase_found_between_spaces_is_contained(prefix in text_strategy(), phrase in "[a-z]{1,6}", suffix in text_strategy()) {
         let text = format!("{prefix} {phrase} {suffix}");
         prop_assert!(PhraseSet::new(&[phrase.to_ascii_uppercase()]).contains(&text));
