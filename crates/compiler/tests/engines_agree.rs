@@ -1,0 +1,727 @@
+//! The interpreter and the JIT agree on every well-typed policy and every row.
+//!
+//! A type-directed generator builds small typed expression trees (bool, int, float, class and
+//! model valued: nested `and`/`or`/`not`, arithmetic including `/`, `min`, `max` and mixed
+//! int/float promotion, comparisons, `is`/`in`, label equality, `.confidence`, `.cost`), turns
+//! them into a checked policy with signals (that use earlier signals), blocks, prioritised
+//! routes and `protect` holds, lowers it and compiles it once; then many rows — slots known or
+//! unknown, with edge values (NaN, ±0, infinities, `i64::MIN`, -1, out-of-range labels, and
+//! garbage in unknown slots) — must give the same `decide` and `hold` on both engines. A fully
+//! known row must never answer `Needs`.
+
+use proptest::prelude::*;
+use src_compiler::hir::*;
+use src_compiler::interp;
+use src_compiler::ir::{lower, HoldOutcome, Outcome, Program, Row, Slot, SlotKind, SlotSource};
+use src_compiler::jit::JitPolicy;
+use src_dsl::ast::{Device, FailMode, ProtectMode};
+use src_dsl::{SourceMap, Span};
+use std::path::PathBuf;
+
+const LABELS: usize = 4;
+const MODELS: usize = 3;
+const ROWS_PER_POLICY: usize = 24;
+
+// ---------------------------------------------------------------- generated shapes
+
+#[derive(Debug, Clone)]
+enum B {
+    Lit(bool),
+    Atom(u8),
+    Sig(u8),
+    And(Box<B>, Box<B>),
+    Or(Box<B>, Box<B>),
+    Not(Box<B>),
+    CmpI(CmpOp, I, I),
+    CmpF(CmpOp, F, F),
+    CmpMixed(CmpOp, I, F),
+    CmpBool(bool, Box<B>, Box<B>),
+    Is(C, Vec<u8>),
+    EqLabel(bool, C, u8),
+    EqClass(bool, C, C),
+    EqModel(bool, M, M),
+}
+
+#[derive(Debug, Clone)]
+enum I {
+    Lit(i64),
+    Atom(u8),
+    Sig(u8),
+    Arith(ArithOp, Box<I>, Box<I>),
+    Neg(Box<I>),
+}
+
+#[derive(Debug, Clone)]
+enum F {
+    Lit(f64),
+    Atom(u8),
+    Sig(u8),
+    Arith(ArithOp, Box<F>, Box<F>),
+    Mixed(ArithOp, Box<I>, Box<F>),
+    Neg(Box<F>),
+    Conf(C),
+    Cost(M),
+}
+
+#[derive(Debug, Clone)]
+enum C {
+    Atom(u8),
+    Sig(u8),
+}
+
+#[derive(Debug, Clone)]
+enum M {
+    Pinned,
+    Proposed,
+    Lit(u8),
+}
+
+#[derive(Debug, Clone)]
+enum SignalShape {
+    Bool(B),
+    Int(I),
+    Float(F),
+    Class(C),
+}
+
+#[derive(Debug, Clone)]
+struct Shape {
+    signals: Vec<SignalShape>,
+    blocks: Vec<B>,
+    routes: Vec<B>,
+    holds: Vec<B>,
+}
+
+fn cmp_op() -> impl Strategy<Value = CmpOp> {
+    prop_oneof![
+        Just(CmpOp::Eq),
+        Just(CmpOp::Ne),
+        Just(CmpOp::Lt),
+        Just(CmpOp::Le),
+        Just(CmpOp::Gt),
+        Just(CmpOp::Ge)
+    ]
+}
+
+fn arith_op() -> impl Strategy<Value = ArithOp> {
+    prop_oneof![
+        Just(ArithOp::Add),
+        Just(ArithOp::Sub),
+        Just(ArithOp::Mul),
+        Just(ArithOp::Div),
+        Just(ArithOp::Min),
+        Just(ArithOp::Max)
+    ]
+}
+
+fn int_lit() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        Just(0i64),
+        Just(1),
+        Just(-1),
+        Just(2),
+        Just(i64::MIN),
+        Just(i64::MAX),
+        -100i64..100,
+        any::<i64>()
+    ]
+}
+
+fn float_lit() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(0.0f64),
+        Just(-0.0),
+        Just(0.5),
+        Just(1.0),
+        Just(f64::NAN),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        -2.0f64..2.0,
+    ]
+}
+
+fn class() -> BoxedStrategy<C> {
+    prop_oneof![any::<u8>().prop_map(C::Atom), any::<u8>().prop_map(C::Sig)].boxed()
+}
+
+fn model() -> BoxedStrategy<M> {
+    prop_oneof![
+        Just(M::Pinned),
+        Just(M::Proposed),
+        any::<u8>().prop_map(M::Lit)
+    ]
+    .boxed()
+}
+
+/// Strategies for bool, int and float trees up to `depth` levels, built level by level so
+/// each level reuses the previous one.
+fn trees(depth: usize) -> (BoxedStrategy<B>, BoxedStrategy<I>, BoxedStrategy<F>) {
+    let mut b = prop_oneof![
+        any::<bool>().prop_map(B::Lit),
+        any::<u8>().prop_map(B::Atom),
+        any::<u8>().prop_map(B::Sig),
+    ]
+    .boxed();
+    let mut i = prop_oneof![
+        int_lit().prop_map(I::Lit),
+        any::<u8>().prop_map(I::Atom),
+        any::<u8>().prop_map(I::Sig),
+    ]
+    .boxed();
+    let mut f = prop_oneof![
+        float_lit().prop_map(F::Lit),
+        any::<u8>().prop_map(F::Atom),
+        any::<u8>().prop_map(F::Sig),
+        class().prop_map(F::Conf),
+        model().prop_map(F::Cost),
+    ]
+    .boxed();
+    for _ in 0..depth {
+        let (b0, i0, f0) = (b.clone(), i.clone(), f.clone());
+        let nb = prop_oneof![
+            2 => b0.clone(),
+            2 => (b0.clone(), b0.clone()).prop_map(|(x, y)| B::And(Box::new(x), Box::new(y))),
+            2 => (b0.clone(), b0.clone()).prop_map(|(x, y)| B::Or(Box::new(x), Box::new(y))),
+            1 => b0.clone().prop_map(|x| B::Not(Box::new(x))),
+            2 => (cmp_op(), i0.clone(), i0.clone()).prop_map(|(o, x, y)| B::CmpI(o, x, y)),
+            2 => (cmp_op(), f0.clone(), f0.clone()).prop_map(|(o, x, y)| B::CmpF(o, x, y)),
+            1 => (cmp_op(), i0.clone(), f0.clone()).prop_map(|(o, x, y)| B::CmpMixed(o, x, y)),
+            1 => (any::<bool>(), b0.clone(), b0.clone())
+                .prop_map(|(e, x, y)| B::CmpBool(e, Box::new(x), Box::new(y))),
+            1 => (class(), prop::collection::vec(any::<u8>(), 0..3))
+                .prop_map(|(c, l)| B::Is(c, l)),
+            1 => (any::<bool>(), class(), any::<u8>()).prop_map(|(e, c, l)| B::EqLabel(e, c, l)),
+            1 => (any::<bool>(), class(), class()).prop_map(|(e, x, y)| B::EqClass(e, x, y)),
+            1 => (any::<bool>(), model(), model()).prop_map(|(e, x, y)| B::EqModel(e, x, y)),
+        ]
+        .boxed();
+        let ni = prop_oneof![
+            2 => i0.clone(),
+            3 => (arith_op(), i0.clone(), i0.clone())
+                .prop_map(|(o, x, y)| I::Arith(o, Box::new(x), Box::new(y))),
+            1 => i0.clone().prop_map(|x| I::Neg(Box::new(x))),
+        ]
+        .boxed();
+        let nf = prop_oneof![
+            2 => f0.clone(),
+            2 => (arith_op(), f0.clone(), f0.clone())
+                .prop_map(|(o, x, y)| F::Arith(o, Box::new(x), Box::new(y))),
+            2 => (arith_op(), i0.clone(), f0.clone())
+                .prop_map(|(o, x, y)| F::Mixed(o, Box::new(x), Box::new(y))),
+            1 => f0.clone().prop_map(|x| F::Neg(Box::new(x))),
+        ]
+        .boxed();
+        b = nb;
+        i = ni;
+        f = nf;
+    }
+    (b, i, f)
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    let (b, i, f) = trees(3);
+    let signal = prop_oneof![
+        b.clone().prop_map(SignalShape::Bool),
+        i.prop_map(SignalShape::Int),
+        f.prop_map(SignalShape::Float),
+        class().prop_map(SignalShape::Class),
+    ];
+    (
+        prop::collection::vec(signal, 0..6),
+        prop::collection::vec(b.clone(), 0..3),
+        prop::collection::vec(b.clone(), 0..6),
+        prop::collection::vec(b, 0..3),
+    )
+        .prop_map(|(signals, blocks, routes, holds)| Shape {
+            signals,
+            blocks,
+            routes,
+            holds,
+        })
+}
+
+// ---------------------------------------------------------------- typed expressions
+
+fn ex(kind: TExprKind, ty: Type) -> TExpr {
+    TExpr {
+        kind,
+        ty,
+        span: Span::default(),
+    }
+}
+
+fn bx(e: TExpr) -> Box<TExpr> {
+    Box::new(e)
+}
+
+fn text(which: u8) -> TExpr {
+    match which % 3 {
+        0 => ex(TExprKind::Prompt, Type::Text),
+        1 => ex(TExprKind::History, Type::Text),
+        _ => ex(TExprKind::System, Type::Text),
+    }
+}
+
+fn phrases(which: u8) -> Vec<String> {
+    let all = ["alpha", "beta", "gamma", "stack trace"];
+    all.iter()
+        .take(1 + which as usize % all.len())
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn domain() -> Type {
+    Type::Class(ClassSet::Classifier(ClassifierId(0)))
+}
+
+/// Signals visible at some point, by type.
+#[derive(Default)]
+struct Scope {
+    bools: Vec<SignalId>,
+    ints: Vec<SignalId>,
+    floats: Vec<SignalId>,
+    classes: Vec<SignalId>,
+}
+
+fn pick(list: &[SignalId], n: u8) -> Option<SignalId> {
+    (!list.is_empty()).then(|| list[n as usize % list.len()])
+}
+
+impl B {
+    fn build(&self, s: &Scope) -> TExpr {
+        let bool_ty = |k| ex(k, Type::Bool);
+        match self {
+            B::Lit(v) => bool_ty(TExprKind::Bool(*v)),
+            B::Atom(n) => bool_atom(*n),
+            B::Sig(n) => match pick(&s.bools, *n) {
+                Some(id) => bool_ty(TExprKind::Signal(id)),
+                None => bool_atom(*n),
+            },
+            B::And(a, b) => bool_ty(TExprKind::And(bx(a.build(s)), bx(b.build(s)))),
+            B::Or(a, b) => bool_ty(TExprKind::Or(bx(a.build(s)), bx(b.build(s)))),
+            B::Not(a) => bool_ty(TExprKind::Not(bx(a.build(s)))),
+            B::CmpI(o, a, b) => bool_ty(TExprKind::Cmp(*o, bx(a.build(s)), bx(b.build(s)))),
+            B::CmpF(o, a, b) => bool_ty(TExprKind::Cmp(*o, bx(a.build(s)), bx(b.build(s)))),
+            B::CmpMixed(o, a, b) => bool_ty(TExprKind::Cmp(*o, bx(a.build(s)), bx(b.build(s)))),
+            B::CmpBool(eq, a, b) => {
+                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
+                bool_ty(TExprKind::Cmp(op, bx(a.build(s)), bx(b.build(s))))
+            }
+            B::Is(c, labels) => {
+                let labels = labels
+                    .iter()
+                    .map(|l| LabelId(*l as u32 % LABELS as u32))
+                    .collect();
+                bool_ty(TExprKind::IsLabel(bx(c.build(s)), labels))
+            }
+            B::EqLabel(eq, c, l) => {
+                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
+                let label = ex(
+                    TExprKind::Label(LabelId(*l as u32 % LABELS as u32)),
+                    domain(),
+                );
+                bool_ty(TExprKind::Cmp(op, bx(c.build(s)), bx(label)))
+            }
+            B::EqClass(eq, a, b) => {
+                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
+                bool_ty(TExprKind::Cmp(op, bx(a.build(s)), bx(b.build(s))))
+            }
+            B::EqModel(eq, a, b) => {
+                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
+                bool_ty(TExprKind::Cmp(op, bx(a.build()), bx(b.build())))
+            }
+        }
+    }
+}
+
+fn bool_atom(n: u8) -> TExpr {
+    let t = text(n / 8);
+    let k = match n % 8 {
+        0 => TExprKind::Request(RequestField::Stream),
+        1 => TExprKind::Request(RequestField::ToolLoop),
+        2 => TExprKind::Contains {
+            text: bx(t),
+            phrases: phrases(n / 3),
+        },
+        3 => TExprKind::Sequence {
+            text: bx(t),
+            phrases: phrases(n / 5),
+        },
+        4 => TExprKind::Matches {
+            text: bx(t),
+            regex: "a+b".into(),
+        },
+        5 => TExprKind::Cmp(
+            CmpOp::Eq,
+            bx(ex(TExprKind::Header("x-tier".into()), Type::OptText)),
+            bx(ex(TExprKind::Str("gold".into()), Type::Text)),
+        ),
+        6 => TExprKind::Cmp(
+            CmpOp::Ne,
+            bx(ex(
+                TExprKind::Coalesce(
+                    bx(ex(TExprKind::ApiKey, Type::OptText)),
+                    bx(ex(TExprKind::Str("none".into()), Type::Text)),
+                ),
+                Type::Text,
+            )),
+            bx(ex(TExprKind::Str("sk-test".into()), Type::Text)),
+        ),
+        _ => TExprKind::Request(RequestField::Stream),
+    };
+    ex(k, Type::Bool)
+}
+
+impl I {
+    fn build(&self, s: &Scope) -> TExpr {
+        let int_ty = |k| ex(k, Type::Int);
+        match self {
+            I::Lit(v) => int_ty(TExprKind::Int(*v)),
+            I::Atom(n) => int_atom(*n),
+            I::Sig(n) => match pick(&s.ints, *n) {
+                Some(id) => int_ty(TExprKind::Signal(id)),
+                None => int_atom(*n),
+            },
+            I::Arith(o, a, b) => int_ty(TExprKind::Arith(*o, bx(a.build(s)), bx(b.build(s)))),
+            I::Neg(a) => int_ty(TExprKind::Neg(bx(a.build(s)))),
+        }
+    }
+}
+
+fn int_atom(n: u8) -> TExpr {
+    let t = bx(text(n / 8));
+    let k = match n % 8 {
+        0 => TExprKind::Request(RequestField::Tools),
+        1 => TExprKind::Request(RequestField::Turns),
+        2 => TExprKind::Request(RequestField::Messages),
+        3 => TExprKind::Words(t),
+        4 => TExprKind::Tokens(t),
+        5 => TExprKind::Hits {
+            text: t,
+            phrases: phrases(n / 3),
+        },
+        6 => TExprKind::Count {
+            text: t,
+            regex: "[0-9]+".into(),
+        },
+        _ => TExprKind::OutcomeCount,
+    };
+    ex(k, Type::Int)
+}
+
+impl F {
+    fn build(&self, s: &Scope) -> TExpr {
+        let float_ty = |k| ex(k, Type::Float);
+        match self {
+            F::Lit(v) => float_ty(TExprKind::Float(*v)),
+            F::Atom(n) => float_atom(*n),
+            F::Sig(n) => match pick(&s.floats, *n) {
+                Some(id) => float_ty(TExprKind::Signal(id)),
+                None => float_atom(*n),
+            },
+            F::Arith(o, a, b) => float_ty(TExprKind::Arith(*o, bx(a.build(s)), bx(b.build(s)))),
+            F::Mixed(o, a, b) => float_ty(TExprKind::Arith(*o, bx(a.build(s)), bx(b.build(s)))),
+            F::Neg(a) => float_ty(TExprKind::Neg(bx(a.build(s)))),
+            F::Conf(c) => ex(TExprKind::Confidence(bx(c.build(s))), Type::Score),
+            F::Cost(m) => float_ty(TExprKind::Cost(bx(m.build()))),
+        }
+    }
+}
+
+fn float_atom(n: u8) -> TExpr {
+    let t = bx(text(n / 8));
+    let k = match n % 5 {
+        0 => TExprKind::Guard(GuardId(0), t),
+        1 => TExprKind::Similarity {
+            encoder: EncoderId(0),
+            text: t,
+            examples: phrases(n / 5),
+        },
+        2 => TExprKind::Density {
+            text: t,
+            phrases: phrases(n / 3),
+        },
+        3 => TExprKind::OutcomeFailRate,
+        _ => TExprKind::Guard(GuardId(0), bx(text(0))),
+    };
+    ex(k, Type::Score)
+}
+
+impl C {
+    fn build(&self, s: &Scope) -> TExpr {
+        match self {
+            C::Atom(n) => ex(TExprKind::Classify(ClassifierId(0), bx(text(*n))), domain()),
+            C::Sig(n) => match pick(&s.classes, *n) {
+                Some(id) => ex(TExprKind::Signal(id), domain()),
+                None => C::Atom(*n).build(s),
+            },
+        }
+    }
+}
+
+impl M {
+    fn build(&self) -> TExpr {
+        let k = match self {
+            M::Pinned => TExprKind::Pinned,
+            M::Proposed => TExprKind::Proposed,
+            M::Lit(n) => TExprKind::Model(ModelId(*n as u32 % MODELS as u32)),
+        };
+        ex(k, Type::Model)
+    }
+}
+
+// ---------------------------------------------------------------- policies and rows
+
+fn policy(shape: &Shape) -> CheckedPolicy {
+    let mut scope = Scope::default();
+    let mut signals = Vec::new();
+    for (i, sig) in shape.signals.iter().enumerate() {
+        let expr = match sig {
+            SignalShape::Bool(b) => b.build(&scope),
+            SignalShape::Int(x) => x.build(&scope),
+            SignalShape::Float(f) => f.build(&scope),
+            SignalShape::Class(c) => c.build(&scope),
+        };
+        let id = SignalId(i as u32);
+        match sig {
+            SignalShape::Bool(_) => scope.bools.push(id),
+            SignalShape::Int(_) => scope.ints.push(id),
+            SignalShape::Float(_) => scope.floats.push(id),
+            SignalShape::Class(_) => scope.classes.push(id),
+        }
+        signals.push(SignalDef {
+            name: format!("s{i}"),
+            span: Span::default(),
+            expr,
+        });
+    }
+    let blocks = shape
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(i, b)| BlockDef {
+            name: format!("b{i}"),
+            span: Span::default(),
+            when: b.build(&scope),
+            action: BlockActionDef::Refuse {
+                status: 403,
+                message: None,
+            },
+        })
+        .collect();
+    let route = |name: String, when: Option<TExpr>, priority: Option<i64>| RouteDef {
+        name,
+        span: Span::default(),
+        priority,
+        when,
+        to: ModelId(0),
+        fallbacks: vec![],
+        system_prompt: None,
+        headers: vec![],
+        reasoning: None,
+        tools: ToolsDef::Keep,
+        cache: true,
+    };
+    let mut routes: Vec<RouteDef> = shape
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| route(format!("r{i}"), Some(b.build(&scope)), Some(100 - i as i64)))
+        .collect();
+    routes.push(route("default".into(), None, None));
+    let holds = shape
+        .holds
+        .iter()
+        .enumerate()
+        .map(|(i, b)| HoldDef {
+            name: format!("h{i}"),
+            span: Span::default(),
+            when: b.build(&scope),
+        })
+        .collect();
+    CheckedPolicy {
+        sources: SourceMap::new(),
+        root: PathBuf::from("."),
+        backends: vec![],
+        models: (0..MODELS)
+            .map(|i| ModelDef {
+                name: format!("m{i}"),
+                span: Span::default(),
+                backend: BackendId(0),
+                serves: format!("org/m{i}"),
+                aliases: vec![],
+                cost: [0.1, 1.0, f64::NAN][i],
+                context: None,
+                tokenizer: None,
+            })
+            .collect(),
+        classifiers: vec![ClassifierDef {
+            name: "domain".into(),
+            span: Span::default(),
+            path: PathBuf::from("models/domain"),
+            labels: (0..LABELS).map(|i| format!("l{i}")).collect(),
+            device: Device::Cpu,
+        }],
+        guards: vec![GuardDef {
+            name: "guard".into(),
+            span: Span::default(),
+            path: PathBuf::from("models/guard"),
+            positive: None,
+            device: Device::Cpu,
+        }],
+        encoders: vec![EncoderDef {
+            name: "enc".into(),
+            span: Span::default(),
+            path: PathBuf::from("models/enc"),
+            device: Device::Cpu,
+        }],
+        signals,
+        blocks,
+        routes,
+        cache: None,
+        session: None,
+        protect: Some(ProtectDef {
+            mode: ProtectMode::Enforce,
+            holds,
+        }),
+        failure: FailureDef {
+            classifier: None,
+            store: FailMode::Open,
+            backend: FailMode::Closed,
+        },
+        router: RouterDef {
+            names: vec!["auto".into()],
+            tokenizer: None,
+        },
+        tests: vec![],
+    }
+}
+
+/// splitmix64: rows are derived from one generated seed per row.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn value(kind: SlotKind, rng: &mut Rng) -> u64 {
+    match kind {
+        SlotKind::Bool => rng.below(2),
+        SlotKind::Int => {
+            let specials = [0i64, 1, -1, 2, 3, i64::MIN, i64::MAX, 1000];
+            match rng.below(3) {
+                0 => specials[rng.below(specials.len() as u64) as usize] as u64,
+                1 => (rng.below(21) as i64 - 10) as u64,
+                _ => rng.next(),
+            }
+        }
+        SlotKind::Float => {
+            let specials = [
+                0.0f64,
+                -0.0,
+                0.5,
+                1.0,
+                0.7,
+                f64::NAN,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                1e-300,
+            ];
+            match rng.below(2) {
+                0 => specials[rng.below(specials.len() as u64) as usize].to_bits(),
+                _ => ((rng.below(4001) as f64 - 2000.0) / 1000.0).to_bits(),
+            }
+        }
+        // One past the end, and a huge value, to check out-of-range ids.
+        SlotKind::Label(_) => match rng.below(8) {
+            0 => u64::MAX,
+            _ => rng.below(LABELS as u64 + 1),
+        },
+        SlotKind::Model => rng.below(MODELS as u64 + 1),
+    }
+}
+
+fn row(program: &Program, seed: u64) -> Row {
+    let mut rng = Rng(seed);
+    let mut row = program.new_row();
+    let known_pct = rng.below(101);
+    for (i, slot) in program.slots().iter().enumerate() {
+        let given = matches!(
+            slot.source,
+            SlotSource::Given(_) | SlotSource::GivenConfidence(_)
+        );
+        let known = if given {
+            rng.below(5) == 0
+        } else {
+            rng.below(100) < known_pct
+        };
+        let v = value(slot.kind, &mut rng);
+        // Unknown slots carry garbage: no engine may read it.
+        let garbage = rng.next();
+        row.set(
+            src_compiler::ir::SlotId(i as u32),
+            if known {
+                Slot::known(v)
+            } else {
+                Slot {
+                    value: garbage,
+                    known: 0,
+                }
+            },
+        );
+    }
+    row
+}
+
+/// The row with every atom slot known (given slots as they were).
+fn fully_known(program: &Program, row: &Row, seed: u64) -> Row {
+    let mut rng = Rng(seed ^ 0x5555);
+    let mut full = row.clone();
+    for (i, slot) in program.slots().iter().enumerate() {
+        let id = src_compiler::ir::SlotId(i as u32);
+        if matches!(slot.source, SlotSource::Atom(_) | SlotSource::Confidence(_))
+            && !full.is_known(id)
+        {
+            full.set(id, Slot::known(value(slot.kind, &mut rng)));
+        }
+    }
+    full
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(5000))]
+
+    #[test]
+    fn interpreter_and_jit_agree(
+        shape in shape(),
+        seeds in prop::collection::vec(any::<u64>(), ROWS_PER_POLICY),
+    ) {
+        let policy = policy(&shape);
+        let program = lower(&policy).map_err(|e| TestCaseError::fail(format!("lower: {e}")))?;
+        let jit = JitPolicy::compile(&program)
+            .map_err(|e| TestCaseError::fail(format!("jit: {e}")))?;
+        for seed in seeds {
+            let row = row(&program, seed);
+            prop_assert_eq!(interp::decide(&program, &row), jit.decide(&row));
+            prop_assert_eq!(interp::hold(&program, &row), jit.hold(&row));
+
+            let full = fully_known(&program, &row, seed);
+            let decided = interp::decide(&program, &full);
+            prop_assert!(!matches!(decided, Outcome::Needs(_)), "{:?}", decided);
+            prop_assert_eq!(decided, jit.decide(&full));
+            let held = interp::hold(&program, &full);
+            prop_assert!(!matches!(held, HoldOutcome::Needs(_)), "{:?}", held);
+            prop_assert_eq!(held, jit.hold(&full));
+        }
+    }
+}
