@@ -5,6 +5,7 @@
 //!   it returns lies inside the text on character boundaries and covers what it names.
 //! - Precedence: a random expression tree, printed with only the parentheses the precedence
 //!   table requires, parses back to the same tree.
+//! - Line endings and a byte-order mark do not change what a corpus file means.
 //! - The deepest nesting the parser accepts parses on a thread with a 2 MiB stack (the size of
 //!   Rust's spawned threads), and one level more is refused with an error, not a crash.
 
@@ -129,8 +130,7 @@ fn token() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
-
+    // 256 cases by default; `PROPTEST_CASES=100000` for a longer search.
     #[test]
     fn never_panics_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         let text = String::from_utf8_lossy(&bytes);
@@ -329,4 +329,60 @@ fn long_flat_chains_are_refused_before_they_grow_deep() {
     }
     let text = format!("signal s = {}", vec!["a"; 200].join(" + "));
     assert_eq!(errors_on_small_stack(text), 0);
+}
+
+/// The `ok` corpus files with their text.
+fn ok_corpus() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/parse/ok");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "sr"))
+                .filter_map(|p| Some((p.display().to_string(), std::fs::read_to_string(&p).ok()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    assert!(
+        files.len() >= 12,
+        "ok corpus not found under {}",
+        dir.display()
+    );
+    files
+}
+
+#[test]
+fn line_endings_and_a_byte_order_mark_do_not_change_the_tree() {
+    for (path, text) in ok_corpus() {
+        let want = parse_common::dump::dump(&text, &parse(&text, FileId(0)));
+        // Every corpus file starts with a comment line, so no column on a declaration's line
+        // moves when a byte-order mark is put in front.
+        assert!(
+            text.trim_start_matches('\u{FEFF}').starts_with('#'),
+            "{path} should start with a comment"
+        );
+        for variant in [text.replace('\n', "\r\n"), format!("\u{FEFF}{text}")] {
+            let parsed = parse(&variant, FileId(0));
+            assert!(
+                parsed.diagnostics.is_empty(),
+                "{path}: {:?}",
+                parsed.diagnostics
+            );
+            let problems = parse_common::span_problems(&variant, &parsed);
+            assert!(problems.is_empty(), "{path}: {problems:?}");
+            assert_eq!(parse_common::dump::dump(&variant, &parsed), want, "{path}");
+            let comments: Vec<&str> = parsed
+                .file
+                .comments
+                .iter()
+                .map(|c| c.text.as_str())
+                .collect();
+            assert!(
+                comments.iter().all(|c| !c.contains('\r')),
+                "{path}: {comments:?}"
+            );
+        }
+    }
 }

@@ -278,7 +278,6 @@ fn read_unicode_escape(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

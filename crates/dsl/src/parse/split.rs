@@ -3,10 +3,11 @@
 //! Parsing each declaration on its own is the parser's error recovery: pest stops at the first
 //! error of its input, so one broken declaration must not hide the others. The scanner knows just
 //! enough of the lexical rules (strings, comments, braces) to find where declarations begin:
-//! a declaration keyword at brace depth 0 that begins a line (or directly follows the `}` of the
-//! previous declaration). When braces do not balance, a line that starts with a whole
-//! declaration header (`route name priority 3 {`, `cache {`, `signal name =`) also starts a new
-//! declaration, so a missing `}` costs one declaration, not the rest of the file.
+//! a declaration keyword outside any braces and brackets that begins a line (or directly follows
+//! the `}` of the previous declaration). Inside unbalanced braces or brackets, a line that starts
+//! with a whole declaration header (`route name priority 3 {`, `cache {`, `signal name =`) also
+//! starts a new declaration, so a missing `}` or `)` costs one declaration, not the rest of the
+//! file.
 //!
 //! It also measures `(`/`[` nesting, because pest recurses once per level and a pathological
 //! input must be refused before it can exhaust the stack.
@@ -177,6 +178,11 @@ pub(crate) fn split(text: &str, file: FileId) -> Split {
                 i += 1;
                 continue;
             }
+            // U+FEFF, the byte-order mark some editors write first; the grammar skips it too.
+            0xEF if bytes[i..].starts_with(&[0xEF, 0xBB, 0xBF]) => {
+                i += 3;
+                continue;
+            }
             b'#' => {
                 let end = bytes[i..]
                     .iter()
@@ -200,7 +206,11 @@ pub(crate) fn split(text: &str, file: FileId) -> Split {
         // A declaration starts here?
         if is_word_start(b) && (at_line_start || after_item) {
             let word = word_at(bytes, i);
-            if is_declaration_keyword(word) && (depth == 0 || is_header_line(bytes, i)) {
+            let nesting = open.as_ref().map_or(0, |o| o.nesting);
+            // Inside unbalanced brackets a keyword is a typo more often than a new declaration,
+            // unless the whole line reads as a declaration header.
+            let balanced = depth == 0 && nesting == 0;
+            if is_declaration_keyword(word) && (balanced || is_header_line(bytes, i)) {
                 close(&mut open, i, depth, &mut out);
                 depth = 0;
                 open = Some(Open {
@@ -269,7 +279,6 @@ pub(crate) fn split(text: &str, file: FileId) -> Split {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -331,6 +340,25 @@ mod tests {
                 (ChunkKind::Item, "model m { }"),
             ]
         );
+    }
+
+    #[test]
+    fn keywords_inside_brackets_do_not_split_unless_they_start_a_header() {
+        let text = "signal s = f(a,\nmodel)\nsignal t = g(\nsignal u = x\n";
+        assert_eq!(
+            pieces(text),
+            vec![
+                (ChunkKind::Item, "signal s = f(a,\nmodel)"),
+                (ChunkKind::Item, "signal t = g("),
+                (ChunkKind::Item, "signal u = x"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_whitespace() {
+        let text = "\u{FEFF}model m { }";
+        assert_eq!(pieces(text), vec![(ChunkKind::Item, "model m { }")]);
     }
 
     #[test]

@@ -161,36 +161,47 @@ fn expected_list(rules: &[Rule]) -> String {
     }
 }
 
-/// The token at byte `at` of `text`, as `(span start, span end, display text)`.
-pub(crate) fn token_at(text: &str, at: usize) -> Option<(usize, usize, String)> {
+/// A token found where something else was expected.
+pub(crate) struct Found {
+    pub start: usize,
+    pub end: usize,
+    /// The token as shown in a message (long tokens are cut short).
+    pub shown: String,
+    /// A string literal without its closing quote on the same line.
+    pub unterminated: bool,
+}
+
+/// The token at byte `at` of `text`, read with the grammar's lexical rules.
+pub(crate) fn token_at(text: &str, at: usize) -> Option<Found> {
     let rest = text.get(at..)?;
     let first = rest.chars().next()?;
+    let mut unterminated = false;
     let len = if first.is_ascii_alphanumeric() || first == '_' {
-        rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-            .map(|n| {
-                // Keep `1.5` together but stop a word at `.`, as the grammar does.
-                if first.is_ascii_digit() {
-                    n
-                } else {
-                    rest[..n].find('.').unwrap_or(n)
-                }
-            })
-            .unwrap_or(rest.len())
+        let n = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(rest.len());
+        // Keep `1.5` together but stop a word at `.`, as the grammar does.
+        if first.is_ascii_digit() {
+            n
+        } else {
+            rest[..n].find('.').unwrap_or(n)
+        }
     } else if first == '"' {
         let line = rest.find('\n').unwrap_or(rest.len());
         let mut escaped = false;
-        let mut end = line;
+        let mut end = None;
         for (i, c) in rest[..line].char_indices().skip(1) {
             match c {
                 '\\' if !escaped => escaped = true,
                 '"' if !escaped => {
-                    end = i + 1;
+                    end = Some(i + 1);
                     break;
                 }
                 _ => escaped = false,
             }
         }
-        end
+        unterminated = end.is_none();
+        end.unwrap_or(line)
     } else if ["==", "!=", "<=", ">=", "??"]
         .iter()
         .any(|op| rest.starts_with(op))
@@ -199,14 +210,20 @@ pub(crate) fn token_at(text: &str, at: usize) -> Option<(usize, usize, String)> 
     } else {
         first.len_utf8()
     };
-    let shown: String = if rest[..len].chars().count() > 32 {
-        let mut s: String = rest[..len].chars().take(31).collect();
+    let token = &rest[..len];
+    let shown = if token.chars().count() > 32 {
+        let mut s: String = token.chars().take(31).collect();
         s.push('…');
         s
     } else {
-        rest[..len].to_string()
+        token.to_string()
     };
-    Some((at, at + len, shown))
+    Some(Found {
+        start: at,
+        end: at + len,
+        shown,
+        unterminated,
+    })
 }
 
 fn describe(
@@ -249,23 +266,30 @@ fn describe(
             Span::new(file, text.len(), text.len()),
         )
         .with_label_message(format!("expected {expected}")),
-        Some((start, end, shown))
-            if shown.starts_with('"') && (shown.len() == 1 || !shown.ends_with('"')) =>
-        {
-            Diagnostic::error(
+        Some(found) if found.unterminated => Diagnostic::error(
+            codes::SYNTAX,
+            "unterminated string",
+            Span::new(file, found.start, found.end),
+        )
+        .with_label_message("this string has no closing `\"`")
+        .with_help("close the string on the same line; write a line break as `\\n`"),
+        Some(Found {
+            start, end, shown, ..
+        }) => {
+            let d = Diagnostic::error(
                 codes::SYNTAX,
-                "unterminated string",
+                format!("expected {expected}, found `{shown}`"),
                 Span::new(file, start, end),
             )
-            .with_label_message("this string has no closing `\"`")
-            .with_help("close the string on the same line; write a line break as `\\n`")
+            .with_label_message(format!("expected {expected}"));
+            if shown.chars().next().is_some_and(|c| !c.is_ascii()) {
+                d.with_help(
+                    "names are ASCII letters, digits and `_`; other text belongs in strings",
+                )
+            } else {
+                d
+            }
         }
-        Some((start, end, shown)) => Diagnostic::error(
-            codes::SYNTAX,
-            format!("expected {expected}, found `{shown}`"),
-            Span::new(file, start, end),
-        )
-        .with_label_message(format!("expected {expected}")),
     };
     if let Some(brace) = chunk.unclosed_brace.filter(|_| at_end) {
         diagnostic = diagnostic.with_secondary(

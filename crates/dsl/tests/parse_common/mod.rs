@@ -1,4 +1,5 @@
-//! Span invariants of a parse result, shared by the corpus and property tests.
+//! Span invariants of a parse result, and a readable dump of it ([`dump`]), shared by the
+//! corpus and property tests.
 //!
 //! Every span must lie inside the text on character boundaries, and the spans that name
 //! something must cover exactly that thing: an identifier's span is its name, a comment's span
@@ -7,6 +8,8 @@
 //! would miss.
 
 #![allow(dead_code)]
+
+pub mod dump;
 
 use src_dsl::ast::*;
 use src_dsl::{Parsed, Span, Spanned};
