@@ -5,7 +5,8 @@
 //! (expressions fully parenthesised, so precedence is visible). `err` files must give at least one
 //! error; their snapshot lists the diagnostics and the declarations that still parsed, which shows
 //! the recovery. Every result also passes the span checks of `parse_common`. The policies shipped
-//! under `policies/` and `examples/` are parsed too and must be clean.
+//! under `policies/` and `examples/`, and every ```` ```sr ```` block of `docs/*.md`, are parsed
+//! too and must be clean.
 
 mod parse_common;
 
@@ -53,6 +54,11 @@ fn main() {
             trials.push(Trial::test(name, move || run(&path, Kind::Shipped)));
         }
     }
+    for (name, text) in doc_blocks(&root.join("docs")) {
+        trials.push(Trial::test(name, move || {
+            run_text(&text, Kind::Shipped, None)
+        }));
+    }
     libtest_mimic::run(&args, trials).exit();
 }
 
@@ -90,8 +96,53 @@ fn stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// Every ```` ```sr ```` block of the Markdown files in `dir`, named `docs::FILE#LINE`.
+fn doc_blocks(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.sort();
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut block: Option<(usize, String)> = None;
+        for (n, line) in text.lines().enumerate() {
+            match &mut block {
+                None if line.trim_start().starts_with("```sr") => {
+                    block = Some((n + 1, String::new()))
+                }
+                Some((start, body)) if line.trim_start().starts_with("```") => {
+                    out.push((
+                        format!("docs::{}#{start}", stem(&path)),
+                        std::mem::take(body),
+                    ));
+                    block = None;
+                }
+                Some((_, body)) => {
+                    body.push_str(line);
+                    body.push('\n');
+                }
+                None => {}
+            }
+        }
+    }
+    out
+}
+
 fn run(path: &Path, kind: Kind) -> Result<(), Failed> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    run_text(&text, kind, Some(path))
+}
+
+fn run_text(text: &str, kind: Kind, path: Option<&Path>) -> Result<(), Failed> {
+    let text = text.to_string();
     let parsed = parse(&text, FileId(0));
     let problems = parse_common::span_problems(&text, &parsed);
     if !problems.is_empty() {
@@ -123,6 +174,9 @@ fn run(path: &Path, kind: Kind) -> Result<(), Failed> {
                 .join(", ")
         ),
         Kind::Shipped => return Ok(()),
+    };
+    let Some(path) = path else {
+        return Err("a snapshot needs the file it was made from".into());
     };
     let dir = path.parent().unwrap_or(Path::new(".")).join("snapshots");
     let mut settings = insta::Settings::clone_current();
