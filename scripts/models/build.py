@@ -295,6 +295,8 @@ def build_guard(parts: fetch.Parts, minilm: Path, encoder: Callable[[], Encoder]
         metrics[split] = {
             "at_threshold": evaluate.scores(truth, evaluate.binary_predictions(probs, 1, threshold), GUARD_LABELS),
             "at_0.5": evaluate.scores(truth, evaluate.binary_predictions(probs, 1, 0.5), GUARD_LABELS),
+            "roc_auc": round(evaluate.roc_auc(probs[:, 1], truth == 1), 4),
+            "operating_points": evaluate.operating_points(probs[:, 1], truth == 1, [0.3, 0.5, 0.7, 0.9]),
         }
     write_json(out / "metrics.json", metrics)
     write_stamp(out, print_)

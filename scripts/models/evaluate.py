@@ -68,6 +68,46 @@ def best_threshold(p_positive: np.ndarray, truth_positive: np.ndarray) -> tuple[
     return best
 
 
+def roc_auc(p_positive: np.ndarray, truth_positive: np.ndarray) -> float:
+    """Probability that a random positive scores above a random negative (ties count half)."""
+    pos, neg = p_positive[truth_positive], p_positive[~truth_positive]
+    if len(pos) == 0 or len(neg) == 0:
+        return 0.0
+    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
+    ranks = np.empty(len(order))
+    values = np.concatenate([pos, neg])[order]
+    # Average ranks over ties, 1-based.
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and values[end + 1] == values[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2.0 + 1.0
+        start = end + 1
+    rank_sum = ranks[: len(pos)].sum()
+    return float((rank_sum - len(pos) * (len(pos) + 1) / 2.0) / (len(pos) * len(neg)))
+
+
+def operating_points(p_positive: np.ndarray, truth_positive: np.ndarray, thresholds: list[float]) -> list[dict]:
+    """Precision, recall and false-positive rate of `score > t`, the form a policy writes."""
+    points = []
+    for t in thresholds:
+        pred = p_positive > t
+        tp = float(np.sum(pred & truth_positive))
+        fp = float(np.sum(pred & ~truth_positive))
+        fn = float(np.sum(~pred & truth_positive))
+        tn = float(np.sum(~pred & ~truth_positive))
+        points.append(
+            {
+                "threshold": t,
+                "precision": round(_ratio(tp, tp + fp), 4),
+                "recall": round(_ratio(tp, tp + fn), 4),
+                "false_positive_rate": round(_ratio(fp, fp + tn), 4),
+            }
+        )
+    return points
+
+
 def run_exported(model_dir, texts: list[str], batch_size: int = 64, threads: int = 2) -> np.ndarray:
     """Probabilities from the shipped directory, batched in length order, returned in input order."""
     model = ModelDir(model_dir, threads=threads)

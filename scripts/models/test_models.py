@@ -217,6 +217,18 @@ class Scoring(unittest.TestCase):
         self.assertAlmostEqual(s["per_label"]["injection"]["recall"], 0.75)
         self.assertAlmostEqual(s["per_label"]["benign"]["precision"], round(2 / 3, 4))
 
+    def test_auc_counts_ordered_pairs(self) -> None:
+        # Positives 0.9, 0.4; negatives 0.5, 0.1, 0.4: of 6 pairs, 4 ordered, 1 tied, 1 reversed.
+        p = np.array([0.9, 0.4, 0.5, 0.1, 0.4])
+        truth = np.array([True, True, False, False, False])
+        self.assertAlmostEqual(evaluate.roc_auc(p, truth), 4.5 / 6)
+
+    def test_operating_point_is_strictly_above(self) -> None:
+        p = np.array([0.7, 0.8, 0.7, 0.2])
+        truth = np.array([True, True, False, False])
+        (point,) = evaluate.operating_points(p, truth, [0.7])
+        self.assertEqual((point["precision"], point["recall"], point["false_positive_rate"]), (1.0, 0.5, 0.0))
+
     def test_threshold_search_finds_the_separating_cut(self) -> None:
         p = np.array([0.1, 0.2, 0.35, 0.4, 0.8, 0.9])
         truth = np.array([False, False, False, True, True, True])
