@@ -1,0 +1,73 @@
+//! Header names and content types the runtime reads or writes, in one place so that the
+//! simulator, the proxy and their tests cannot drift apart on a spelling.
+
+/// Request header that forces a simulator fault: `none`, `error[=STATUS]`, `stall[=MS]` or
+/// `disconnect[=TOKENS]`.
+pub const SIM_FAULT: &str = "x-sim-fault";
+/// Simulated milliseconds the request waited for a free slot of its model.
+pub const SIM_QUEUE_MS: &str = "x-sim-queue-ms";
+/// Simulated prefill milliseconds (only uncached prompt tokens cost prefill).
+pub const SIM_PREFILL_MS: &str = "x-sim-prefill-ms";
+/// Simulated decode milliseconds for the whole answer.
+pub const SIM_DECODE_MS: &str = "x-sim-decode-ms";
+
+pub const APPLICATION_JSON: &str = "application/json";
+pub const TEXT_EVENT_STREAM: &str = "text/event-stream";
+
+/// Request id the router answers with (the client's `x-request-id` when it sent a usable one).
+pub const SR_REQUEST_ID: &str = "x-sr-request-id";
+/// The route that decided (a block's name when a block decided; `-` when the client named a
+/// model and no route ran).
+pub const SR_ROUTE: &str = "x-sr-route";
+/// The logical model that answered (`-` when none did).
+pub const SR_MODEL: &str = "x-sr-model";
+/// Where the answer came from: one of [`path`]'s values.
+pub const SR_PATH: &str = "x-sr-path";
+/// The block that decided, for refusals and `block ... to MODEL` redirects.
+pub const SR_BLOCK: &str = "x-sr-block";
+/// Set when the session layer held (or, in observe mode, would have held) a pinned model.
+pub const SR_PROTECTION: &str = "x-sr-protection";
+/// Models tried before the one that answered, comma-separated (only when a fallback happened).
+pub const SR_FALLBACKS: &str = "x-sr-fallbacks";
+/// The served id the request was forwarded as (gateways and Inference Extension routes read it).
+pub const SELECTED_MODEL: &str = "x-selected-model";
+/// Request id forwarded upstream and read from clients.
+pub const REQUEST_ID: &str = "x-request-id";
+/// W3C trace context.
+pub const TRACEPARENT: &str = "traceparent";
+
+/// Values of [`SR_PATH`].
+pub mod path {
+    pub const UPSTREAM: &str = "upstream";
+    pub const CACHE: &str = "cache";
+    pub const BLOCKED: &str = "blocked";
+    pub const ERROR: &str = "error";
+}
+
+/// The value of [`SR_ROUTE`] or [`SR_MODEL`] when there is nothing to name.
+pub const NONE_VALUE: &str = "-";
+
+/// What the session layer did with the call: one of [`session`]'s values.
+pub const SR_SESSION: &str = "x-sr-session";
+/// The session identity, forwarded upstream so the frontend keeps the session on one worker.
+pub const DYNAMO_SESSION_ID: &str = "x-dynamo-session-id";
+
+/// Values of [`SR_SESSION`].
+pub mod session {
+    /// First call of a session id: the proposal was pinned.
+    pub const NEW: &str = "new";
+    /// The proposal was the pinned model.
+    pub const PINNED: &str = "pinned";
+    /// The pin moved to the proposal.
+    pub const SWITCHED: &str = "switched";
+    /// A `protect` hold kept the pinned model.
+    pub const HELD: &str = "held";
+    /// A hold would have kept the pin, but `protect` observes: the switch happened.
+    pub const OBSERVED: &str = "observed";
+    /// The call carried no session identity and was routed on its own.
+    pub const MISSING_IDENTITY: &str = "missing-identity";
+    /// The pin had been idle past its ttl: the call was routed afresh and pinned anew.
+    pub const EXPIRED: &str = "expired";
+    /// The session store failed and `failure.store = open` routed the call without affinity.
+    pub const STORE_UNAVAILABLE: &str = "store-unavailable";
+}

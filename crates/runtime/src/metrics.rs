@@ -1,0 +1,57 @@
+//! Every metric name the runtime exports, so dashboards and tests have one list to read.
+//!
+//! Names follow Prometheus conventions without the `_total` suffix, which `prometheus-client`
+//! appends to counters itself.
+
+/// Requests the simulator received, labelled by `model` and `outcome`.
+pub const SIM_REQUESTS: &str = "src_sim_requests";
+/// Prompt tokens the simulator processed, labelled by `model`.
+pub const SIM_PROMPT_TOKENS: &str = "src_sim_prompt_tokens";
+/// Prompt tokens the simulator served from its prefix cache, labelled by `model`.
+pub const SIM_CACHED_TOKENS: &str = "src_sim_cached_tokens";
+/// Output tokens the simulator generated, labelled by `model`.
+pub const SIM_COMPLETION_TOKENS: &str = "src_sim_completion_tokens";
+
+/// Label values of [`SIM_REQUESTS`]'s `outcome`.
+pub mod outcome {
+    pub const OK: &str = "ok";
+    pub const ERROR_FAULT: &str = "error_fault";
+    pub const STALL_FAULT: &str = "stall_fault";
+    pub const DISCONNECT_FAULT: &str = "disconnect_fault";
+    pub const REJECTED: &str = "rejected";
+}
+
+/// Requests the router answered, labelled by `route`, `model`, `status` and `path`.
+pub const REQUESTS: &str = "src_requests";
+/// Time from a parsed request to its routing decision (blocks, model resolution, routes).
+pub const ROUTING_SECONDS: &str = "src_routing_seconds";
+/// Time spent computing one model-backed signal, labelled by `signal`.
+pub const SIGNAL_SECONDS: &str = "src_signal_seconds";
+/// Time from sending a request upstream to its first body byte, labelled by `model`.
+pub const UPSTREAM_TTFT_SECONDS: &str = "src_upstream_ttft_seconds";
+/// Time from sending a request upstream to the end of its answer, labelled by `model`.
+pub const UPSTREAM_SECONDS: &str = "src_upstream_seconds";
+/// Policy reloads, labelled by `result` (`ok`, `error`, `unchanged`).
+pub const RELOADS: &str = "src_reloads";
+/// Requests a `block` decided, labelled by `block` and `action` (`refuse`, `redirect`).
+pub const BLOCKS: &str = "src_blocks";
+/// Moves to the next model after a backend failure, labelled by `from` model and `reason`
+/// (`connect`, `timeout`, `status`, `context`).
+pub const FALLBACKS: &str = "src_fallbacks";
+/// Generation of the policy being served (increments on every successful reload).
+pub const POLICY_GENERATION: &str = "src_policy_generation";
+
+/// Calls with a session layer verdict, labelled by `state` (the values of `x-sr-session`).
+pub const SESSION_CALLS: &str = "src_session_calls";
+/// Pins written for a new or expired session, labelled by `store` (`memory`, `redis`).
+pub const SESSION_PINS: &str = "src_session_pins";
+/// Pins moved to another model, labelled by `from` and `to` model.
+pub const SESSION_SWITCHES: &str = "src_session_switches";
+/// Switches a `protect` hold kept from happening (enforce mode), labelled by `rule`.
+pub const SESSION_HOLDS: &str = "src_session_holds";
+/// Switches a hold would have kept but observe mode let through, labelled by `rule`.
+pub const SESSION_OBSERVED: &str = "src_session_observed";
+/// Session store failures, labelled by `store`, `op` and `kind` (`timeout`, `unavailable`, ...).
+pub const SESSION_STORE_ERRORS: &str = "src_session_store_errors";
+/// Outcomes recorded, labelled by `verdict` (`pass`, `fail`) and `source` (`client`, `upstream`).
+pub const SESSION_OUTCOMES: &str = "src_session_outcomes";

@@ -1,0 +1,427 @@
+//! Token usage as upstreams report it, and an incremental SSE reader that finds it in a stream.
+//!
+//! The proxy forwards stream bytes as they arrive and must not delay or rewrite them, yet it
+//! wants the usage the final chunk carries (with `cached_tokens`, the only KV-cache evidence a
+//! backend gives). [`UsageScanner`] therefore takes the bytes by reference, in whatever pieces the
+//! network delivers, and keeps only the partial line it has not seen the end of.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Token counts from an answer. Every field is `None` when the upstream did not say: unknown is
+/// never reported as zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub total_tokens: Option<u64>,
+    /// `prompt_tokens_details.cached_tokens` (chat) or `input_tokens_details.cached_tokens`
+    /// (responses): prompt tokens the backend served from its prefix cache.
+    pub cached_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Reads a `usage` object of either the chat (`prompt_tokens`) or the responses
+    /// (`input_tokens`) dialect; `None` when `value` is not an object.
+    pub fn from_value(value: &Value) -> Option<Usage> {
+        let object = value.as_object()?;
+        let count = |names: &[&str]| names.iter().find_map(|n| object.get(*n)?.as_u64());
+        let cached = ["prompt_tokens_details", "input_tokens_details"]
+            .iter()
+            .find_map(|n| object.get(*n)?.get("cached_tokens")?.as_u64());
+        Some(Usage {
+            prompt_tokens: count(&["prompt_tokens", "input_tokens"]),
+            completion_tokens: count(&["completion_tokens", "output_tokens"]),
+            total_tokens: count(&["total_tokens"]),
+            cached_tokens: cached,
+        })
+    }
+
+    /// Finds the usage of one JSON answer or stream event: top-level `usage` (chat completions,
+    /// chat chunks) or `response.usage` (responses API objects and `response.completed` events).
+    pub fn from_answer(answer: &Value) -> Option<Usage> {
+        answer.get("usage").and_then(Usage::from_value).or_else(|| {
+            answer
+                .get("response")?
+                .get("usage")
+                .and_then(Usage::from_value)
+        })
+    }
+
+    /// [`Usage::from_answer`] over the raw bytes of a non-streaming answer.
+    pub fn from_body(body: &[u8]) -> Option<Usage> {
+        let answer: Value = serde_json::from_slice(body).ok()?;
+        Usage::from_answer(&answer)
+    }
+}
+
+/// A line longer than this is not an OpenAI event; it is skipped instead of buffered without
+/// bound.
+const MAX_LINE_BYTES: usize = 8 << 20;
+
+/// Incremental reader of a server-sent-events body that remembers the last `usage` it saw.
+///
+/// Lines may end in LF, CRLF or CR and may be split anywhere across [`UsageScanner::feed`] calls;
+/// multi-line `data:` fields are joined as the SSE specification says.
+#[derive(Debug, Default)]
+pub struct UsageScanner {
+    line: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+    skipping_line: bool,
+    after_cr: bool,
+    usage: Option<Usage>,
+    done: bool,
+    events: u64,
+    malformed: u64,
+}
+
+impl UsageScanner {
+    pub fn new() -> UsageScanner {
+        UsageScanner::default()
+    }
+
+    /// Reads the next piece of the stream.
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.after_cr {
+                self.after_cr = false;
+                if bytes[0] == b'\n' {
+                    bytes = &bytes[1..];
+                    continue;
+                }
+            }
+            match bytes.iter().position(|b| *b == b'\n' || *b == b'\r') {
+                Some(end) => {
+                    self.extend_line(&bytes[..end]);
+                    self.after_cr = bytes[end] == b'\r';
+                    self.end_line();
+                    bytes = &bytes[end + 1..];
+                }
+                None => {
+                    self.extend_line(bytes);
+                    bytes = &[];
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: an unterminated last line and event still count, because a server that
+    /// omits the final blank line has still said what it said.
+    pub fn finish(&mut self) {
+        if !self.line.is_empty() || self.skipping_line {
+            self.end_line();
+        }
+        self.dispatch();
+    }
+
+    /// The last usage any event carried.
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// Whether the `data: [DONE]` terminator arrived.
+    pub fn saw_done(&self) -> bool {
+        self.done
+    }
+
+    /// Events dispatched so far, `[DONE]` included.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Events whose data was neither JSON nor `[DONE]`: a stream with any is malformed.
+    pub fn malformed_events(&self) -> u64 {
+        self.malformed
+    }
+
+    fn extend_line(&mut self, part: &[u8]) {
+        if self.skipping_line {
+            return;
+        }
+        if self.line.len() + part.len() > MAX_LINE_BYTES {
+            self.skipping_line = true;
+            self.line.clear();
+            return;
+        }
+        self.line.extend_from_slice(part);
+    }
+
+    fn end_line(&mut self) {
+        if std::mem::take(&mut self.skipping_line) {
+            self.malformed += 1;
+            return;
+        }
+        let line = std::mem::take(&mut self.line);
+        if line.is_empty() {
+            self.dispatch();
+        } else if let Some(value) = line.strip_prefix(b"data") {
+            // Only the field named exactly `data` counts; `dataset: x` is another field.
+            let value = match value {
+                [] => Some(value),
+                [b':', b' ', rest @ ..] => Some(rest),
+                [b':', rest @ ..] => Some(rest),
+                _ => None,
+            };
+            if let Some(value) = value {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+        }
+        // Keep the allocation of the line buffer for the next line.
+        self.line = line;
+        self.line.clear();
+    }
+
+    fn dispatch(&mut self) {
+        if !std::mem::take(&mut self.has_data) {
+            return;
+        }
+        self.events += 1;
+        let data = std::mem::take(&mut self.data);
+        if data.trim_ascii() == b"[DONE]" {
+            self.done = true;
+        } else if contains(&data, b"\"usage\"") {
+            match serde_json::from_slice::<Value>(&data) {
+                Ok(event) => {
+                    if let Some(usage) = Usage::from_answer(&event) {
+                        self.usage = Some(usage);
+                    }
+                }
+                Err(_) => self.malformed += 1,
+            }
+        } else if serde_json::from_slice::<serde::de::IgnoredAny>(&data).is_err() {
+            self.malformed += 1;
+        }
+        self.data = data;
+        self.data.clear();
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const STREAM: &str = concat!(
+        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}],\"usage\":null}\n\n",
+        ": keep-alive comment\n\n",
+        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"h\\u00e9llo\"}}]}\r\n\r\n",
+        "data: {\"id\":\"c1\",\"choices\":[],\r\n",
+        "data: \"usage\":{\"prompt_tokens\":40,\"completion_tokens\":7,\"total_tokens\":47,",
+        "\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n",
+        "data: [DONE]\n\n",
+    );
+
+    fn expected() -> Usage {
+        Usage {
+            prompt_tokens: Some(40),
+            completion_tokens: Some(7),
+            total_tokens: Some(47),
+            cached_tokens: Some(32),
+        }
+    }
+
+    fn scan(pieces: &[&[u8]]) -> UsageScanner {
+        let mut scanner = UsageScanner::new();
+        for piece in pieces {
+            scanner.feed(piece);
+        }
+        scanner.finish();
+        scanner
+    }
+
+    #[test]
+    fn whole_stream_yields_usage_and_done() {
+        let scanner = scan(&[STREAM.as_bytes()]);
+        assert_eq!(scanner.usage(), Some(expected()));
+        assert!(scanner.saw_done());
+        assert_eq!(scanner.events(), 4);
+        assert_eq!(scanner.malformed_events(), 0);
+    }
+
+    #[test]
+    fn byte_by_byte_gives_the_same_answer() {
+        let pieces: Vec<&[u8]> = STREAM.as_bytes().chunks(1).collect();
+        let scanner = scan(&pieces);
+        assert_eq!(scanner.usage(), Some(expected()));
+        assert!(scanner.saw_done());
+    }
+
+    #[test]
+    fn stream_without_usage_is_none_not_zero() {
+        let stream = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n";
+        let scanner = scan(&[stream.as_bytes()]);
+        assert_eq!(scanner.usage(), None);
+        assert!(scanner.saw_done());
+    }
+
+    #[test]
+    fn usage_without_cached_details_keeps_cached_unknown() {
+        let stream = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n";
+        let usage = scan(&[stream.as_bytes()]).usage();
+        assert_eq!(
+            usage,
+            Some(Usage {
+                prompt_tokens: Some(3),
+                completion_tokens: Some(1),
+                total_tokens: Some(4),
+                cached_tokens: None,
+            })
+        );
+    }
+
+    #[test]
+    fn null_usage_does_not_erase_an_earlier_one() {
+        let stream = concat!(
+            "data: {\"usage\":{\"prompt_tokens\":5}}\n\n",
+            "data: {\"usage\":null}\n\n",
+        );
+        let usage = scan(&[stream.as_bytes()]).usage();
+        assert_eq!(usage.and_then(|u| u.prompt_tokens), Some(5));
+    }
+
+    #[test]
+    fn responses_completed_event_is_read() {
+        let stream = concat!(
+            "event: response.output_text.delta\n",
+            "data: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n",
+            "event: response.completed\n",
+            "data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":20,",
+            "\"input_tokens_details\":{\"cached_tokens\":16},\"output_tokens\":2,\"total_tokens\":22}}}\n\n",
+        );
+        let scanner = scan(&[stream.as_bytes()]);
+        assert_eq!(
+            scanner.usage(),
+            Some(Usage {
+                prompt_tokens: Some(20),
+                completion_tokens: Some(2),
+                total_tokens: Some(22),
+                cached_tokens: Some(16),
+            })
+        );
+        assert!(!scanner.saw_done());
+    }
+
+    #[test]
+    fn garbage_is_counted_as_malformed() {
+        let scanner = scan(&[b"data: {not json\n\ndata: {\"usage\": oops}\n\n"]);
+        assert_eq!(scanner.malformed_events(), 2);
+        assert_eq!(scanner.usage(), None);
+    }
+
+    #[test]
+    fn other_fields_are_not_data() {
+        let scanner = scan(&[b"dataset: [DONE]\nid: 1\n\n"]);
+        assert!(!scanner.saw_done());
+        assert_eq!(scanner.events(), 0);
+    }
+
+    #[test]
+    fn unterminated_final_event_still_counts() {
+        let scanner = scan(&[b"data: {\"usage\":{\"prompt_tokens\":9}}"]);
+        assert_eq!(scanner.usage().and_then(|u| u.prompt_tokens), Some(9));
+    }
+
+    #[test]
+    fn non_stream_body_usage() {
+        let body = br#"{"id":"x","usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}}}"#;
+        let usage = Usage::from_body(body);
+        assert_eq!(usage.and_then(|u| u.cached_tokens), Some(0));
+        assert_eq!(Usage::from_body(b"{\"id\":\"x\"}"), None);
+        assert_eq!(Usage::from_body(b"not json"), None);
+    }
+
+    /// A chat stream with the given usage (cached tokens optional), lines ended by `eol`.
+    fn generated_stream(usage: Usage, eol: &str, words: &[String]) -> String {
+        let mut stream = String::new();
+        for word in words {
+            let chunk =
+                serde_json::json!({"choices": [{"delta": {"content": word}}], "usage": null});
+            stream.push_str(&format!("data: {chunk}{eol}{eol}"));
+        }
+        let mut usage_json = serde_json::json!({
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        });
+        if let Some(cached) = usage.cached_tokens {
+            usage_json["prompt_tokens_details"] = serde_json::json!({"cached_tokens": cached});
+        }
+        let last = serde_json::json!({"choices": [], "usage": usage_json});
+        stream.push_str(&format!("data: {last}{eol}{eol}data: [DONE]{eol}{eol}"));
+        stream
+    }
+
+    fn split_at(bytes: &[u8], mut cuts: Vec<usize>) -> Vec<&[u8]> {
+        cuts.iter_mut().for_each(|c| *c %= bytes.len() + 1);
+        cuts.sort_unstable();
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        for cut in cuts {
+            pieces.push(&bytes[start..cut]);
+            start = cut;
+        }
+        pieces.push(&bytes[start..]);
+        pieces
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_of_a_fixed_stream_gives_the_same_usage(
+            cuts in proptest::collection::vec(0..STREAM.len(), 0..12)
+        ) {
+            let scanner = scan(&split_at(STREAM.as_bytes(), cuts));
+            prop_assert_eq!(scanner.usage(), Some(expected()));
+            prop_assert!(scanner.saw_done());
+            prop_assert_eq!(scanner.events(), 4);
+            prop_assert_eq!(scanner.malformed_events(), 0);
+        }
+
+        #[test]
+        fn any_split_of_any_stream_gives_its_usage(
+            prompt in 0u64..1_000_000,
+            completion in 0u64..100_000,
+            cached in proptest::option::of(0u64..1_000_000),
+            eol in proptest::sample::select(vec!["\n", "\r\n", "\r"]),
+            words in proptest::collection::vec("[ -~\u{e9}\u{4e2d}]{0,8}", 0..6),
+            cuts in proptest::collection::vec(0usize..10_000, 0..16),
+        ) {
+            let usage = Usage {
+                prompt_tokens: Some(prompt),
+                completion_tokens: Some(completion),
+                total_tokens: Some(prompt + completion),
+                cached_tokens: cached,
+            };
+            let stream = generated_stream(usage, eol, &words);
+            let scanner = scan(&split_at(stream.as_bytes(), cuts));
+            prop_assert_eq!(scanner.usage(), Some(usage));
+            prop_assert!(scanner.saw_done());
+            prop_assert_eq!(scanner.events(), words.len() as u64 + 2);
+            prop_assert_eq!(scanner.malformed_events(), 0);
+        }
+
+        #[test]
+        fn a_stream_without_usage_is_none_under_any_split(
+            words in proptest::collection::vec("[a-z]{1,6}", 1..6),
+            cuts in proptest::collection::vec(0usize..10_000, 0..16),
+        ) {
+            let mut stream = String::new();
+            for word in &words {
+                let chunk = serde_json::json!({"choices": [{"delta": {"content": word}}]});
+                stream.push_str(&format!("data: {chunk}\n\n"));
+            }
+            stream.push_str("data: [DONE]\n\n");
+            let scanner = scan(&split_at(stream.as_bytes(), cuts));
+            prop_assert_eq!(scanner.usage(), None);
+            prop_assert!(scanner.saw_done());
+        }
+    }
+}
