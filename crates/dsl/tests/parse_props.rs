@@ -323,6 +323,8 @@ fn long_flat_chains_are_refused_before_they_grow_deep() {
         let text = format!("signal s = {}", vec!["a"; 5000].join(&format!(" {op} ")));
         assert_eq!(errors_on_small_stack(text), 1, "{op}");
     }
+    let text = format!("signal s = a{}", ".b".repeat(5000));
+    assert_eq!(errors_on_small_stack(text), 1, "field chain");
     for prefix in ["not ", "-", "not -"] {
         let text = format!("signal s = {}x", prefix.repeat(5000));
         assert_eq!(errors_on_small_stack(text), 1, "{prefix:?}");

@@ -85,6 +85,11 @@ fn build_depth(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Result<Built, Invalid>
                 };
                 let field = ident(cx, &field);
                 match toks.pop() {
+                    Some(Tok::Operand(base)) if base.depth >= MAX_DEPTH => {
+                        cx.report(too_deep(base.expr.span.to(field.span)));
+                        failed = true;
+                        continue;
+                    }
                     Some(Tok::Operand(base)) => {
                         let span = base.expr.span.to(field.span);
                         let depth = base.depth + 1;
@@ -126,16 +131,18 @@ fn build_depth(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Result<Built, Invalid>
     };
     let built = climber.climb(cx, 0);
     if climber.too_deep {
-        cx.report(
-            Diagnostic::error(
-                codes::SYNTAX,
-                format!("expression is nested more than {MAX_DEPTH} levels deep"),
-                whole,
-            )
-            .with_help("split the expression into several signals"),
-        );
+        cx.report(too_deep(whole));
     }
     built
+}
+
+fn too_deep(span: Span) -> Diagnostic {
+    Diagnostic::error(
+        codes::SYNTAX,
+        format!("expression is nested more than {MAX_DEPTH} levels deep"),
+        span,
+    )
+    .with_help("split the expression into several signals")
 }
 
 pub(crate) fn ident(cx: &Ctx<'_>, pair: &Pair<'_, Rule>) -> Ident {
@@ -234,15 +241,9 @@ fn primary(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Result<Built, Invalid> {
         _ => return Err(Invalid),
     };
     if built.depth > MAX_DEPTH {
-        // Reported once, by the outermost expression that sees the overflow.
-        cx.report(
-            Diagnostic::error(
-                codes::SYNTAX,
-                format!("expression is nested more than {MAX_DEPTH} levels deep"),
-                span,
-            )
-            .with_help("split the expression into several signals"),
-        );
+        // Children were within the limit (or they would have failed already), so this is the
+        // one place that reports it.
+        cx.report(too_deep(span));
         return Err(Invalid);
     }
     Ok(built)
