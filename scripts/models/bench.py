@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import onnxruntime as ort
-
 from reference import ModelDir, softmax, tokenize
 
 ROOT = Path(__file__).resolve().parents[2]

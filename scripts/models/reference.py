@@ -206,9 +206,7 @@ def describe(model: ModelDir, texts: list[str], batch_size: int) -> dict:
             )
     else:
         for i, text in enumerate(texts):
-            results.append(
-                {"text": text, "tokens": lengths[i], "embedding": [float(x) for x in out[i]]}
-            )
+            results.append({"text": text, "tokens": lengths[i], "embedding": [float(x) for x in out[i]]})
     return {
         "kind": model.kind,
         "model": str(model.path),
