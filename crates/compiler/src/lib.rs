@@ -2,8 +2,10 @@
 //! (catalogs, classifier label sets), and turns the checked policy into one IR that a reference
 //! interpreter and a Cranelift JIT both execute.
 
+pub mod check;
 pub mod hir;
 pub mod language;
+pub mod load;
 pub mod request;
 pub mod text;
 pub mod engine;
@@ -15,3 +17,5 @@ pub mod eval;
 
 pub use compiled::{compile, CompileError, CompiledPolicy};
 pub use engine::{DecisionEngine, EngineKind};
+pub use check::{check, CheckOptions, CheckOutcome};
+pub use load::{load, LoadError, PolicySource};

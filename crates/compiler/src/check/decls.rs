@@ -1,0 +1,210 @@
+//! Deployment declarations: `backend`, `model`, `classifier`, `guard`, `encoder`.
+//!
+//! These carry data rather than logic: the checks are references (a model's backend), value
+//! ranges (costs, contexts, timeouts) and uniqueness of the names a client may send in `model`
+//! (aliases and router names), which the runtime matches against one flat table. Whether the
+//! referenced files exist and agree with the declarations is [`super::catalog`]'s job.
+
+use super::names::Kind;
+use super::Checker;
+use crate::hir::{BackendDef, BackendId, ClassifierDef, EncoderDef, GuardDef, ModelDef};
+use src_dsl::ast::{Device, Ident, Number};
+use src_dsl::{codes, Diagnostic, Span, Spanned};
+use std::collections::HashMap;
+
+impl Checker<'_> {
+    pub(super) fn check_backends(&mut self) {
+        for b in self.decls.backends.clone() {
+            if let Some(t) = &b.timeout {
+                if t.value.millis == 0 {
+                    self.report(out_of_range(
+                        format!("timeout of backend `{}` must be positive", b.name.name),
+                        t.span,
+                        "a zero timeout fails every request",
+                    ));
+                }
+            }
+            self.parts.backends.push(BackendDef {
+                name: b.name.name.clone(),
+                span: b.name.span,
+                url: b.url.as_ref().map(|u| u.value.clone()).unwrap_or_default(),
+                catalog: b.catalog.as_ref().map(|c| self.resolve_path(&c.value)),
+                api_key_env: b.api_key.as_ref().map(|k| k.var.value.clone()),
+                timeout_ms: b.timeout.as_ref().map(|t| t.value.millis),
+                simulated: b.simulated.as_ref().is_some_and(|s| s.value),
+            });
+        }
+    }
+
+    pub(super) fn check_models(&mut self) {
+        for m in self.decls.models.clone() {
+            let backend = m
+                .backend
+                .as_ref()
+                .and_then(|b| self.resolve(b, Kind::Backend));
+            let cost = m.cost.as_ref().map_or(0.0, |c| c.value.value);
+            if let Some(c) = &m.cost {
+                if c.value.value < 0.0 {
+                    self.report(out_of_range(
+                        format!(
+                            "cost of model `{}` must not be negative, found `{}`",
+                            m.name.name, c.value.text
+                        ),
+                        c.span,
+                        "costs are relative prices: 0 or more",
+                    ));
+                }
+            }
+            let context = m.context.as_ref().and_then(|c| self.context(&m.name, c));
+            let def = match (backend, &m.serves) {
+                (Some(b), Some(serves)) if m.context.is_none() || context.is_some() => {
+                    Some(ModelDef {
+                        name: m.name.name.clone(),
+                        span: m.name.span,
+                        backend: BackendId(b as u32),
+                        serves: serves.value.clone(),
+                        aliases: m
+                            .aliases
+                            .as_ref()
+                            .map(|a| a.value.iter().map(|s| s.value.clone()).collect())
+                            .unwrap_or_default(),
+                        cost,
+                        context,
+                        tokenizer: m.tokenizer.as_ref().map(|t| self.resolve_path(&t.value)),
+                    })
+                }
+                _ => None,
+            };
+            self.parts.models.push(def);
+        }
+        self.check_client_names();
+    }
+
+    fn context(&mut self, model: &Ident, c: &Spanned<Number>) -> Option<u64> {
+        match c.value.as_int() {
+            Some(n) if n > 0 => Some(n as u64),
+            _ => {
+                self.report(out_of_range(
+                    format!(
+                        "context of model `{}` must be a positive integer, found `{}`",
+                        model.name, c.value.text
+                    ),
+                    c.span,
+                    "write the context window in tokens, e.g. `context = 32k`",
+                ));
+                None
+            }
+        }
+    }
+
+    /// Model names, aliases and router names share the table of names a client may send in
+    /// `model`; each must be unique there (E044).
+    fn check_client_names(&mut self) {
+        // name -> (where, what it is, the model it names; `None` for a router name)
+        let mut seen: HashMap<String, (Span, String, Option<&str>)> = HashMap::new();
+        for m in &self.decls.models {
+            let what = format!("the name of model `{}`", m.name.name);
+            seen.insert(m.name.name.clone(), (m.name.span, what, Some(&m.name.name)));
+        }
+        let mut written: Vec<(&Spanned<String>, String, Option<&str>)> = Vec::new();
+        for m in &self.decls.models {
+            for a in m.aliases.iter().flat_map(|a| a.value.iter()) {
+                let what = format!("an alias of model `{}`", m.name.name);
+                written.push((a, what, Some(&m.name.name)));
+            }
+        }
+        if let Some((router, _)) = self.decls.router {
+            for n in router.names.iter().flat_map(|n| n.value.iter()) {
+                written.push((n, "a router name".to_string(), None));
+            }
+        }
+        let mut found = Vec::new();
+        for (name, what, owner) in written {
+            match seen.get(&name.value) {
+                // The same name twice for the same model is redundant, not ambiguous.
+                Some((_, _, first_owner)) if owner.is_some() && *first_owner == owner => {}
+                Some((first, first_what, _)) => found.push(
+                    Diagnostic::error(
+                        codes::DUPLICATE_ALIAS,
+                        format!("`{}` is already {first_what}", name.value),
+                        name.span,
+                    )
+                    .with_label_message(format!("used again as {what}"))
+                    .with_secondary(*first, "first used here")
+                    .with_help("a client names one model (or asks for routing) with each name; rename one of them"),
+                ),
+                None => {
+                    seen.insert(name.value.clone(), (name.span, what, owner));
+                }
+            }
+        }
+        for d in found {
+            self.report(d);
+        }
+    }
+
+    pub(super) fn check_model_sources(&mut self) {
+        for c in self.decls.classifiers.clone() {
+            let mut labels: Vec<String> = Vec::new();
+            let mut seen: HashMap<&str, Span> = HashMap::new();
+            for l in c.labels.iter().flat_map(|l| l.value.iter()) {
+                if let Some(first) = seen.get(l.name.as_str()) {
+                    let d = Diagnostic::error(
+                        codes::DUPLICATE_NAME,
+                        format!("label `{}` is listed twice", l.name),
+                        l.span,
+                    )
+                    .with_label_message("listed again here")
+                    .with_secondary(*first, "first listed here")
+                    .with_help("remove one of them");
+                    self.report(d);
+                    continue;
+                }
+                seen.insert(&l.name, l.span);
+                labels.push(l.name.clone());
+            }
+            self.class_labels.push(labels.clone());
+            self.parts.classifiers.push(ClassifierDef {
+                name: c.name.name.clone(),
+                span: c.name.span,
+                path: self.model_path(&c.path),
+                labels,
+                device: device(&c.device),
+            });
+        }
+        for g in self.decls.guards.clone() {
+            self.parts.guards.push(GuardDef {
+                name: g.name.name.clone(),
+                span: g.name.span,
+                path: self.model_path(&g.path),
+                positive: g.positive.as_ref().map(|p| p.name.clone()),
+                device: device(&g.device),
+            });
+        }
+        for e in self.decls.encoders.clone() {
+            self.parts.encoders.push(EncoderDef {
+                name: e.name.name.clone(),
+                span: e.name.span,
+                path: self.model_path(&e.path),
+                device: device(&e.device),
+            });
+        }
+    }
+
+    fn model_path(&self, path: &Option<Spanned<String>>) -> std::path::PathBuf {
+        path.as_ref()
+            .map(|p| self.resolve_path(&p.value))
+            .unwrap_or_else(|| self.root.to_path_buf())
+    }
+}
+
+fn device(d: &Option<Spanned<Device>>) -> Device {
+    d.as_ref().map_or(Device::Auto, |d| d.value)
+}
+
+/// E045 with the range in the help.
+pub(super) fn out_of_range(message: String, span: Span, help: &str) -> Diagnostic {
+    Diagnostic::error(codes::INVALID_VALUE, message, span)
+        .with_label_message("out of range")
+        .with_help(help)
+}

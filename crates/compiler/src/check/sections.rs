@@ -1,0 +1,258 @@
+//! `block`s and the singleton sections: `cache`, `session`, `protect`, `failure`, `router`.
+//!
+//! Each is checked field by field and turned into its `hir` form with the defaults of
+//! LANGUAGE.md §5 written out, so later phases never re-derive a default: a block refuses with
+//! 403, a session reads the three affinity headers and pins for ten minutes, the router answers
+//! to `auto`, stores fail open and backends fail closed.
+
+use super::decls::out_of_range;
+use super::names::Kind;
+use super::types::texpr;
+use super::{Checker, Scope};
+use crate::hir::{
+    BlockActionDef, BlockDef, CacheDef, EncoderId, FailureDef, HoldDef, ModelId, ProtectDef,
+    RouterDef, SessionDef, StoreDef, TExpr, TExprKind, Type,
+};
+use src_dsl::ast::{self, BlockAction, FailMode, Missing, ProtectMode};
+use src_dsl::{codes, Diagnostic, Span};
+
+/// Session pins last ten minutes unless `ttl` says otherwise.
+const DEFAULT_SESSION_TTL_MS: u64 = 10 * 60 * 1000;
+/// A refusing block answers 403 unless `status` says otherwise.
+const DEFAULT_BLOCK_STATUS: u16 = 403;
+/// The headers a session id is read from by default, first present wins.
+const AFFINITY_HEADERS: [&str; 3] = ["x-model-affinity", "x-session-id", "x-conversation-id"];
+
+impl Checker<'_> {
+    pub(super) fn check_blocks(&mut self) {
+        self.scope = Scope::Normal;
+        for b in self.decls.blocks.clone() {
+            let when = b.when.as_ref().and_then(|w| {
+                self.expect_bool(w, &format!("the condition of block `{}`", b.name.name))
+            });
+            let action = match &b.action {
+                BlockAction::Refuse { status, message } => {
+                    let status = match status {
+                        None => Some(DEFAULT_BLOCK_STATUS),
+                        Some(s) => match s.value.as_int() {
+                            Some(n @ 400..=599) => Some(n as u16),
+                            _ => {
+                                self.report(out_of_range(
+                                    format!(
+                                        "status of block `{}` must be an HTTP error status (400 to 599), found `{}`",
+                                        b.name.name, s.value.text
+                                    ),
+                                    s.span,
+                                    "a block refuses the request: use a 4xx or 5xx status such as 403 or 422",
+                                ));
+                                None
+                            }
+                        },
+                    };
+                    status.map(|status| BlockActionDef::Refuse {
+                        status,
+                        message: message.as_ref().map(|m| m.value.clone()),
+                    })
+                }
+                BlockAction::Redirect { model } => {
+                    self.select_model(model).map(BlockActionDef::Redirect)
+                }
+            };
+            let def = match (when, action) {
+                (Some(when), Some(action)) => Some(BlockDef {
+                    name: b.name.name.clone(),
+                    span: b.name.span,
+                    when,
+                    action,
+                }),
+                _ => None,
+            };
+            self.parts.blocks.push(def);
+        }
+    }
+
+    /// A model a route, fallback or block sends requests to.
+    pub(super) fn select_model(&mut self, ident: &ast::Ident) -> Option<ModelId> {
+        let index = self.resolve(ident, Kind::Model)?;
+        self.uses.models[index] = true;
+        Some(ModelId(index as u32))
+    }
+
+    pub(super) fn check_sections(&mut self) {
+        self.check_cache();
+        self.check_session();
+        self.check_protect();
+        let failure = self.decls.failure.map(|(f, _)| f);
+        let mode = |m: &Option<src_dsl::Spanned<FailMode>>| m.as_ref().map(|m| m.value);
+        self.parts.failure = Some(FailureDef {
+            classifier: failure.and_then(|f| mode(&f.classifier)),
+            store: failure
+                .and_then(|f| mode(&f.store))
+                .unwrap_or(FailMode::Open),
+            backend: failure
+                .and_then(|f| mode(&f.backend))
+                .unwrap_or(FailMode::Closed),
+        });
+        let router = self.decls.router.map(|(r, _)| r);
+        self.parts.router = Some(RouterDef {
+            names: router
+                .and_then(|r| r.names.as_ref())
+                .map(|n| n.value.iter().map(|s| s.value.clone()).collect())
+                .unwrap_or_else(|| vec!["auto".to_string()]),
+            tokenizer: router
+                .and_then(|r| r.tokenizer.as_ref())
+                .map(|t| self.resolve_path(&t.value)),
+        });
+    }
+
+    fn check_cache(&mut self) {
+        let Some((cache, _)) = self.decls.cache else {
+            return;
+        };
+        self.scope = Scope::Normal;
+        let encoder = cache.encoder.as_ref().and_then(|e| {
+            let index = self.resolve(e, Kind::Encoder)?;
+            self.uses.encoders[index] = true;
+            Some(EncoderId(index as u32))
+        });
+        let threshold = cache.threshold.as_ref().and_then(|t| {
+            if (0.0..=1.0).contains(&t.value.value) {
+                Some(t.value.value)
+            } else {
+                self.report(
+                    Diagnostic::error(
+                        codes::SCORE_RANGE,
+                        format!("cache threshold `{}` lies outside [0, 1]", t.value.text),
+                        t.span,
+                    )
+                    .with_label_message("a similarity threshold is a score")
+                    .with_help("use a cosine similarity between 0 and 1, e.g. `threshold = 0.92`"),
+                );
+                None
+            }
+        });
+        let ttl_ok = self.positive_ttl(&cache.ttl, "cache");
+        let skip = match &cache.skip_when {
+            Some(e) => self
+                .expect_bool(e, "the `skip when` condition of `cache`")
+                .map(Some),
+            None => Some(None),
+        };
+        let def = match (encoder, threshold, skip) {
+            (Some(encoder), Some(threshold), Some(skip_when)) if ttl_ok => Some(CacheDef {
+                encoder,
+                threshold,
+                ttl_ms: cache.ttl.as_ref().map(|t| t.value.millis),
+                store: store(&cache.store),
+                skip_when,
+            }),
+            _ => None,
+        };
+        self.parts.cache = Some(def);
+    }
+
+    fn positive_ttl(&mut self, ttl: &Option<src_dsl::Spanned<ast::Duration>>, what: &str) -> bool {
+        match ttl {
+            Some(t) if t.value.millis == 0 => {
+                self.report(out_of_range(
+                    format!("ttl of `{what}` must be positive"),
+                    t.span,
+                    "a zero ttl would expire every entry at once: write e.g. `ttl = 10m`",
+                ));
+                false
+            }
+            _ => true,
+        }
+    }
+
+    fn check_session(&mut self) {
+        let Some((session, span)) = self.decls.session else {
+            return;
+        };
+        self.scope = Scope::Normal;
+        let id = match &session.id {
+            Some(e) => self.session_text(e, "`session.id`"),
+            None => Some(default_session_id(span)),
+        };
+        let tenant = match &session.tenant {
+            Some(e) => self.session_text(e, "`session.tenant`").map(Some),
+            None => Some(None),
+        };
+        let ttl_ok = self.positive_ttl(&session.ttl, "session");
+        let def = match (id, tenant) {
+            (Some(id), Some(tenant)) if ttl_ok => Some(SessionDef {
+                id,
+                tenant,
+                ttl_ms: session
+                    .ttl
+                    .as_ref()
+                    .map_or(DEFAULT_SESSION_TTL_MS, |t| t.value.millis),
+                store: store(&session.store),
+                missing: session.missing.as_ref().map_or(Missing::Route, |m| m.value),
+            }),
+            _ => None,
+        };
+        self.parts.session = Some(def);
+    }
+
+    /// A session key expression: `text` or `text?`.
+    fn session_text(&mut self, e: &ast::Expr, what: &str) -> Option<TExpr> {
+        let t = self.expr(e, super::types::Hint::None)?;
+        if t.ty.is_textual() {
+            return Some(t);
+        }
+        self.mismatch(e.span, &format!("{what} must be text or `text?`"), t.ty);
+        None
+    }
+
+    fn check_protect(&mut self) {
+        let Some((protect, _)) = self.decls.protect else {
+            return;
+        };
+        self.scope = Scope::Protect;
+        let mut holds = Vec::with_capacity(protect.holds.len());
+        for h in &protect.holds {
+            let when = self.expect_bool(
+                &h.when,
+                &format!("the condition of hold \"{}\"", h.name.value),
+            );
+            holds.push(when.map(|when| HoldDef {
+                name: h.name.value.clone(),
+                span: h.span,
+                when,
+            }));
+        }
+        self.scope = Scope::Normal;
+        let holds: Option<Vec<HoldDef>> = holds.into_iter().collect();
+        self.parts.protect = Some(holds.map(|holds| {
+            ProtectDef {
+                mode: protect
+                    .mode
+                    .as_ref()
+                    .map_or(ProtectMode::Enforce, |m| m.value),
+                holds,
+            }
+        }));
+    }
+}
+
+fn store(s: &Option<src_dsl::Spanned<ast::Store>>) -> StoreDef {
+    s.as_ref()
+        .map_or(StoreDef::Memory, |s| StoreDef::from(&s.value))
+}
+
+/// `header("x-model-affinity") ?? header("x-session-id") ?? header("x-conversation-id")`.
+fn default_session_id(span: Span) -> TExpr {
+    let header = |h: &str| texpr(TExprKind::Header(h.to_string()), Type::OptText, span);
+    let [a, b, c] = AFFINITY_HEADERS;
+    let first = texpr(
+        TExprKind::Coalesce(Box::new(header(a)), Box::new(header(b))),
+        Type::OptText,
+        span,
+    );
+    texpr(
+        TExprKind::Coalesce(Box::new(first), Box::new(header(c))),
+        Type::OptText,
+        span,
+    )
+}

@@ -1,0 +1,1 @@
+//! Unit tests of the checker's parts that the corpus cannot isolate.
