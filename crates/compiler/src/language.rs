@@ -2,7 +2,9 @@
 //!
 //! Detection is `whatlang` (pure Rust, trigram based). Its ISO 639-3 codes are mapped to the
 //! two-letter ISO 639-1 codes that policies write (`topic_lang is en`). Languages without a
-//! 639-1 code keep no label; text whose language cannot be told (too short, mixed) is `und`.
+//! 639-1 code keep no label. Text with no detectable language (empty, digits only) is `und`;
+//! otherwise the detector's best guess is taken even at low confidence, since short prompts are
+//! usually still guessed right.
 
 use std::sync::OnceLock;
 
@@ -107,11 +109,6 @@ pub fn detect_scored(text: &str) -> (usize, f64) {
         return (undetermined, 0.0);
     };
     let confidence = info.confidence().clamp(0.0, 1.0);
-    if !info.is_reliable() && text.chars().count() > 40 {
-        // Long text the detector is unsure of is genuinely mixed; short text is usually still
-        // right, so it keeps its best guess.
-        return (undetermined, confidence);
-    }
     let three = info.lang().code();
     let label = CODES
         .iter()
