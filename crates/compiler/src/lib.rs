@@ -14,6 +14,7 @@ pub mod ir;
 pub mod jit;
 pub mod compiled;
 pub mod eval;
+pub mod testing;
 
 pub use compiled::{compile, CompileError, CompiledPolicy};
 pub use engine::{DecisionEngine, EngineKind};
