@@ -1,1 +1,59 @@
-fn main() {}
+//! `src`: the command-line front of the policy compiler and router.
+//!
+//! Each subcommand lives in its own module under `cmd/`; this file only parses arguments and maps
+//! outcomes to exit codes (0 success, 1 a policy problem such as check errors or failing tests,
+//! 2 a usage or I/O error).
+
+mod cmd;
+mod output;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "src",
+    version,
+    about = "Semantic-router policy compiler and OpenAI-compatible routing proxy"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Type-check policies against their catalogs and model directories.
+    Check(cmd::check::Args),
+    /// Format `.sr` files canonically, in place.
+    Fmt(cmd::fmt::Args),
+    /// Run the policies' `test` blocks on the interpreter and the JIT.
+    Test(cmd::test::Args),
+    /// Evaluate one request offline and show why the policy decided what it did.
+    Explain(cmd::explain::Args),
+}
+
+/// How a command ended, beyond "it worked".
+pub enum Outcome {
+    Success,
+    /// The policy has problems (check errors, formatting differences, failing tests).
+    Failure,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => cmd::check::run(args),
+        Command::Fmt(args) => cmd::fmt::run(args),
+        Command::Test(args) => cmd::test::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
+    };
+    match result {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failure) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -425,3 +425,56 @@ impl CheckedPolicy {
         RouteId(self.routes.len().saturating_sub(1) as u32)
     }
 }
+
+impl TExpr {
+    /// The direct subexpressions.
+    pub fn children(&self) -> Vec<&TExpr> {
+        use TExprKind as K;
+        match &self.kind {
+            K::Contains { text, .. }
+            | K::Hits { text, .. }
+            | K::Count { text, .. }
+            | K::Density { text, .. }
+            | K::Sequence { text, .. }
+            | K::Matches { text, .. }
+            | K::Similarity { text, .. } => vec![text],
+            K::Words(x)
+            | K::Language(x)
+            | K::Tokens(x)
+            | K::Classify(_, x)
+            | K::Guard(_, x)
+            | K::Confidence(x)
+            | K::Cost(x)
+            | K::Not(x)
+            | K::Neg(x)
+            | K::IsLabel(x, _) => vec![x],
+            K::And(a, b)
+            | K::Or(a, b)
+            | K::Arith(_, a, b)
+            | K::Cmp(_, a, b)
+            | K::Coalesce(a, b) => vec![a, b],
+            K::Bool(_)
+            | K::Int(_)
+            | K::Float(_)
+            | K::Str(_)
+            | K::Label(_)
+            | K::Model(_)
+            | K::Signal(_)
+            | K::Prompt
+            | K::History
+            | K::System
+            | K::ApiKey
+            | K::Header(_)
+            | K::Request(_)
+            | K::Pinned
+            | K::Proposed
+            | K::OutcomeFailRate
+            | K::OutcomeCount => Vec::new(),
+        }
+    }
+
+    /// Whether this expression or any subexpression satisfies `pred` (signals not expanded).
+    pub fn any(&self, pred: &dyn Fn(&TExpr) -> bool) -> bool {
+        pred(self) || self.children().into_iter().any(|c| c.any(pred))
+    }
+}

@@ -1,0 +1,7 @@
+//! One module per subcommand.
+
+pub mod check;
+pub mod explain;
+pub mod fmt;
+pub mod policy;
+pub mod test;
