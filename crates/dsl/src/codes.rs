@@ -69,6 +69,8 @@ codes! {
     TEST_MISSING_GIVEN = "E050": "test reaches a model-backed signal without a `given`";
     TEST_BAD_GIVEN = "E051": "`given` value does not fit the signal's type";
     TEST_MESSAGES_UNREADABLE = "E052": "test `messages` file missing or not a chat request";
+    // Runtime (`src serve` refusing a policy it cannot run).
+    MODEL_UNAVAILABLE = "E060": "classifier, guard or encoder the server cannot run";
     // Warnings.
     UNUSED_SIGNAL = "W001": "signal never used";
     UNUSED_MODEL_SOURCE = "W002": "classifier, guard or encoder never used";

@@ -1,0 +1,58 @@
+//! The shared state of a running server: configuration, the policy store, the upstream client,
+//! telemetry, and the pluggable components. One `Arc<App>` is cloned into every connection.
+
+use std::sync::Arc;
+
+use crate::backends::SimPool;
+use crate::config::ServeConfig;
+use crate::hooks::{ModelSignals, NoModelSignals, NoSessions, Sessions};
+use crate::log::RequestLog;
+use crate::policy_store::PolicyStore;
+use crate::server::health::Readiness;
+use crate::telemetry::Telemetry;
+use crate::upstream::Upstream;
+
+/// The parts of a server that other components (or tests) provide.
+#[derive(Clone)]
+pub struct Components {
+    pub models: Arc<dyn ModelSignals>,
+    pub sessions: Arc<dyn Sessions>,
+    pub log: RequestLog,
+}
+
+impl Components {
+    /// No model runtime, no sessions, request lines on stderr.
+    pub fn standard() -> Components {
+        Components {
+            models: Arc::new(NoModelSignals),
+            sessions: Arc::new(NoSessions),
+            log: RequestLog::stderr(),
+        }
+    }
+
+    /// As [`Components::standard`], with request lines kept where the caller says.
+    pub fn with_log(log: RequestLog) -> Components {
+        Components {
+            log,
+            ..Components::standard_without_log()
+        }
+    }
+
+    fn standard_without_log() -> Components {
+        Components {
+            models: Arc::new(NoModelSignals),
+            sessions: Arc::new(NoSessions),
+            log: RequestLog::Off,
+        }
+    }
+}
+
+pub struct App {
+    pub cfg: ServeConfig,
+    pub store: PolicyStore,
+    pub upstream: Upstream,
+    pub telemetry: Arc<Telemetry>,
+    pub readiness: Readiness,
+    pub components: Components,
+    pub sims: SimPool,
+}

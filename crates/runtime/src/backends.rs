@@ -1,0 +1,185 @@
+//! Backends as the forwarder sees them: a base URL, credentials, a timeout, and for
+//! `simulated = true` an in-process simulator that the policy's snapshot keeps running.
+//!
+//! Simulated backends are served over real HTTP on `127.0.0.1:0`, so the request path is the
+//! same for them as for a GPU backend. The [`SimPool`] reuses a running simulator across reloads
+//! when the backend serves the same ids, which keeps its prefix cache warm.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use hyper::header::HeaderValue;
+use hyper::Uri;
+use src_compiler::hir::BackendDef;
+
+use crate::sim::{SimConfig, SimHandle};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    #[error("backend `{backend}` has url `{url}`, which is not an absolute http URL")]
+    BadUrl { backend: String, url: String },
+    #[error(
+        "backend `{backend}` uses https (`{url}`); this server speaks plain http to backends \
+         (put a TLS-terminating sidecar in front, or use the backend's http port)"
+    )]
+    Https { backend: String, url: String },
+    #[error("backend `{backend}` takes its API key from `{var}`, which is not set")]
+    MissingKey { backend: String, var: String },
+    #[error("backend `{backend}`: the API key in `{var}` cannot be sent in a header")]
+    BadKey { backend: String, var: String },
+    #[error("cannot start the simulator for backend `{backend}`: {detail}")]
+    Simulator { backend: String, detail: String },
+}
+
+/// One backend, ready to be forwarded to.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub name: String,
+    /// The URL up to and including the API version (`http://host:port/v1`), no trailing slash.
+    pub base: String,
+    pub authorization: Option<HeaderValue>,
+    /// How long the response head may take.
+    pub timeout: Duration,
+    pub simulated: bool,
+    /// Keeps a simulated backend running while a snapshot uses it.
+    sim: Option<Arc<SimHandle>>,
+}
+
+impl Endpoint {
+    pub async fn resolve(
+        backend: &BackendDef,
+        served: Vec<String>,
+        sims: &SimPool,
+        default_timeout: Duration,
+        sim_time_scale: f64,
+    ) -> Result<Endpoint, BackendError> {
+        let timeout = backend
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(default_timeout);
+        if backend.simulated && served.is_empty() {
+            // Nothing is bound to it, so nothing will be forwarded to it: start nothing.
+            return Ok(Endpoint {
+                name: backend.name.clone(),
+                base: String::new(),
+                authorization: None,
+                timeout,
+                simulated: true,
+                sim: None,
+            });
+        }
+        if backend.simulated {
+            let sim = sims
+                .get_or_spawn(&backend.name, served, sim_time_scale)
+                .await?;
+            return Ok(Endpoint {
+                name: backend.name.clone(),
+                base: format!("{}/v1", sim.base_url()),
+                authorization: None,
+                timeout,
+                simulated: true,
+                sim: Some(sim),
+            });
+        }
+        let base = backend.url.trim_end_matches('/').to_owned();
+        let bad_url = || BackendError::BadUrl {
+            backend: backend.name.clone(),
+            url: backend.url.clone(),
+        };
+        let uri: Uri = base.parse().map_err(|_| bad_url())?;
+        match uri.scheme_str() {
+            Some("http") if uri.authority().is_some() => {}
+            Some("https") => {
+                return Err(BackendError::Https {
+                    backend: backend.name.clone(),
+                    url: backend.url.clone(),
+                })
+            }
+            _ => return Err(bad_url()),
+        }
+        let authorization = match &backend.api_key_env {
+            None => None,
+            Some(var) => {
+                let key = std::env::var(var).map_err(|_| BackendError::MissingKey {
+                    backend: backend.name.clone(),
+                    var: var.clone(),
+                })?;
+                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                    BackendError::BadKey {
+                        backend: backend.name.clone(),
+                        var: var.clone(),
+                    }
+                })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        Ok(Endpoint {
+            name: backend.name.clone(),
+            base,
+            authorization,
+            timeout,
+            simulated: false,
+            sim: None,
+        })
+    }
+
+    /// The in-process simulator of a `simulated = true` backend.
+    pub fn simulator(&self) -> Option<&Arc<SimHandle>> {
+        self.sim.as_ref()
+    }
+
+    /// The backend URL of an API path (`/chat/completions`, `/models`).
+    pub fn url(&self, suffix: &str) -> String {
+        let mut url = String::with_capacity(self.base.len() + suffix.len());
+        url.push_str(&self.base);
+        url.push_str(suffix);
+        url
+    }
+}
+
+type SimKey = (String, Vec<String>);
+
+/// Simulators of `simulated = true` backends, shared across reloads while a snapshot holds them.
+#[derive(Default)]
+pub struct SimPool {
+    sims: tokio::sync::Mutex<HashMap<SimKey, Weak<SimHandle>>>,
+}
+
+impl SimPool {
+    pub fn new() -> SimPool {
+        SimPool::default()
+    }
+
+    async fn get_or_spawn(
+        &self,
+        backend: &str,
+        mut served: Vec<String>,
+        time_scale: f64,
+    ) -> Result<Arc<SimHandle>, BackendError> {
+        served.sort();
+        served.dedup();
+        let key = (backend.to_owned(), served);
+        let mut sims = self.sims.lock().await;
+        sims.retain(|_, sim| sim.strong_count() > 0);
+        if let Some(sim) = sims.get(&key).and_then(Weak::upgrade) {
+            return Ok(sim);
+        }
+        let failed = |detail: String| BackendError::Simulator {
+            backend: backend.to_owned(),
+            detail,
+        };
+        let cfg = SimConfig {
+            time_scale,
+            ..SimConfig::serving(key.1.iter().cloned())
+        };
+        let sim = Arc::new(
+            SimHandle::spawn(cfg)
+                .await
+                .map_err(|err| failed(err.to_string()))?,
+        );
+        sims.insert(key, Arc::downgrade(&sim));
+        Ok(sim)
+    }
+}

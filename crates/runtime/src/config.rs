@@ -1,0 +1,177 @@
+//! What `src serve` is told at start: the policy, where to listen, which engine, the limits.
+//!
+//! One struct ([`ServeConfig`]) is the runtime's input; [`ServeArgs`] is its command-line face
+//! (clap), kept next to it so that a new knob is added in one place and the CLI only flattens it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use src_compiler::EngineKind;
+
+/// Default listener of the OpenAI-compatible API.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8801";
+/// Default listener of the admin API (policy state).
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:8802";
+/// Default request body limit: 10 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 10 << 20;
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// A policy directory or a single `.sr` file.
+    pub policy: PathBuf,
+    pub listen: SocketAddr,
+    pub admin: SocketAddr,
+    pub engine: EngineKind,
+    /// Bodies larger than this are refused with 413 while they are read.
+    pub max_body_bytes: usize,
+    /// Time allowed for an upstream's response head when its backend declares no `timeout`.
+    pub upstream_timeout: Duration,
+    /// Time allowed to open a TCP connection to a backend.
+    pub connect_timeout: Duration,
+    /// How often every backend's `GET {url}/models` is probed for `/readyz`.
+    pub probe_interval: Duration,
+    pub probe_timeout: Duration,
+    /// Quiet time after the last change in the policy directory before it is recompiled.
+    pub reload_debounce: Duration,
+    /// Watch the policy files and reload on change (SIGHUP reloads either way).
+    pub watch: bool,
+    /// Time scale of the built-in simulator's latency model for `simulated = true` backends
+    /// (1.0 = the modelled latencies; tests use a small value).
+    pub sim_time_scale: f64,
+}
+
+impl ServeConfig {
+    /// The defaults of `src serve POLICY`.
+    pub fn new(policy: impl Into<PathBuf>) -> ServeConfig {
+        ServeConfig {
+            policy: policy.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8801)),
+            admin: SocketAddr::from(([127, 0, 0, 1], 8802)),
+            engine: EngineKind::Jit,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            upstream_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(5),
+            probe_interval: Duration::from_secs(10),
+            probe_timeout: Duration::from_secs(2),
+            reload_debounce: Duration::from_millis(200),
+            watch: true,
+            sim_time_scale: 1.0,
+        }
+    }
+
+    /// Both listeners on `127.0.0.1:0` (for tests: the bound addresses come back from
+    /// [`crate::spawn`]).
+    pub fn ephemeral(policy: impl Into<PathBuf>) -> ServeConfig {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..ServeConfig::new(policy)
+        }
+    }
+}
+
+/// The engine names of `--engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    /// The reference interpreter.
+    Interp,
+    /// Native code compiled with Cranelift.
+    Jit,
+}
+
+impl From<EngineArg> for EngineKind {
+    fn from(e: EngineArg) -> EngineKind {
+        match e {
+            EngineArg::Interp => EngineKind::Interp,
+            EngineArg::Jit => EngineKind::Jit,
+        }
+    }
+}
+
+/// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
+    pub policy: PathBuf,
+    /// Address of the OpenAI-compatible API.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Address of the admin API (`GET /v1/router/policy`).
+    #[arg(long, default_value = DEFAULT_ADMIN)]
+    pub admin: SocketAddr,
+    /// Decision engine.
+    #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
+    pub engine: EngineArg,
+    /// Largest accepted request body, in bytes.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Do not watch the policy files (SIGHUP still reloads).
+    #[arg(long)]
+    pub no_watch: bool,
+}
+
+impl From<ServeArgs> for ServeConfig {
+    fn from(args: ServeArgs) -> ServeConfig {
+        ServeConfig {
+            listen: args.listen,
+            admin: args.admin,
+            engine: args.engine.into(),
+            max_body_bytes: args.max_body_bytes,
+            watch: !args.no_watch,
+            ..ServeConfig::new(args.policy)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn defaults_match_the_documented_ones() -> Result<(), clap::Error> {
+        let cfg = ServeConfig::from(Cli::try_parse_from(["src", "policy/"])?.serve);
+        assert_eq!(cfg.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(cfg.admin.to_string(), DEFAULT_ADMIN);
+        assert_eq!(cfg.max_body_bytes, 10 * 1024 * 1024);
+        assert_eq!(cfg.engine, EngineKind::Jit);
+        assert!(cfg.watch);
+        Ok(())
+    }
+
+    #[test]
+    fn flags_override_defaults() -> Result<(), clap::Error> {
+        let cli = Cli::try_parse_from([
+            "src",
+            "p.sr",
+            "--listen",
+            "0.0.0.0:9000",
+            "--admin",
+            "127.0.0.1:9001",
+            "--engine",
+            "interp",
+            "--max-body-bytes",
+            "1024",
+            "--no-watch",
+        ])?;
+        let cfg = ServeConfig::from(cli.serve);
+        assert_eq!(cfg.listen.port(), 9000);
+        assert_eq!(cfg.admin.port(), 9001);
+        assert_eq!(cfg.engine, EngineKind::Interp);
+        assert_eq!(cfg.max_body_bytes, 1024);
+        assert!(!cfg.watch);
+        Ok(())
+    }
+
+    #[test]
+    fn bad_engine_is_a_usage_error() {
+        assert!(Cli::try_parse_from(["src", "p", "--engine", "gpu"]).is_err());
+    }
+}

@@ -1,0 +1,136 @@
+//! Seams for the parts of the request path that other components provide: model-backed signals
+//! (classifiers, guards, encoders) and session continuity (`session` + `protect`).
+//!
+//! The proxy calls these traits at fixed points of LANGUAGE.md §5 and knows nothing of how they
+//! are implemented. The defaults here are honest about what this build does: [`NoModelSignals`]
+//! refuses, at load time and with a diagnostic per declaration, any policy that needs a model;
+//! [`NoSessions`] keeps every route decision as it is (and the load logs that `session` and
+//! `protect` are not enforced).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use src_compiler::eval::{ModelCall, ModelResult};
+use src_compiler::hir::{CheckedPolicy, ModelId, RouteId};
+use src_compiler::request::RequestView;
+use src_dsl::{codes, Diagnostic};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A model-backed signal could not be computed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{signal}: {message}")]
+pub struct SignalError {
+    pub signal: String,
+    pub message: String,
+}
+
+/// Computes classifier, guard and similarity atoms the staged evaluation asks for.
+pub trait ModelSignals: Send + Sync {
+    /// Called on the blocking reload thread for every policy before it is served: load or check
+    /// the model files the policy declares. Errors refuse the policy (the old one keeps serving).
+    fn prepare(&self, policy: &CheckedPolicy) -> Vec<Diagnostic>;
+
+    /// Answers every call of one evaluation step, in order. Implementations batch as they see
+    /// fit and must time out rather than hang.
+    fn compute<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        calls: &'a [ModelCall],
+    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>>;
+}
+
+/// The default: no model runtime in this build.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoModelSignals;
+
+impl ModelSignals for NoModelSignals {
+    fn prepare(&self, policy: &CheckedPolicy) -> Vec<Diagnostic> {
+        let declared = policy
+            .classifiers
+            .iter()
+            .map(|c| ("classifier", &c.name, c.span))
+            .chain(policy.guards.iter().map(|g| ("guard", &g.name, g.span)))
+            .chain(policy.encoders.iter().map(|e| ("encoder", &e.name, e.span)));
+        declared
+            .map(|(kind, name, span)| {
+                Diagnostic::error(
+                    codes::MODEL_UNAVAILABLE,
+                    format!(
+                        "{kind} `{name}` needs a model runtime, which this server does not have"
+                    ),
+                    span,
+                )
+                .with_label_message("declared here")
+                .with_help(
+                    "serve policies whose signals are cheap (phrases, regexes, tokens, headers), \
+                     or remove the declaration and the signals that use it",
+                )
+            })
+            .collect()
+    }
+
+    fn compute<'a>(
+        &'a self,
+        _policy: &'a CheckedPolicy,
+        calls: &'a [ModelCall],
+    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
+        // `prepare` refuses every policy that could reach this; answer an error, never panic.
+        let signal = format!("{} model call(s)", calls.len());
+        Box::pin(async move {
+            Err(SignalError {
+                signal,
+                message: "no model runtime in this server".into(),
+            })
+        })
+    }
+}
+
+/// What the session layer knows when the route has proposed a model.
+pub struct SessionInput<'a> {
+    pub policy: &'a CheckedPolicy,
+    pub request: &'a RequestView,
+    /// The route that decided (`None` when the client named a model or a block redirected).
+    pub route: Option<RouteId>,
+    pub proposed: ModelId,
+}
+
+/// The session layer's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionOutcome {
+    /// Forward to the proposal.
+    Keep,
+    /// Forward to another model (a pin that a `hold` kept); `protection` is the value of
+    /// `x-sr-protection` (the hold's name, with the mode).
+    Use {
+        model: ModelId,
+        protection: Option<String>,
+    },
+    /// Refuse (`missing = reject` without an identity, a failed store with `store = closed`).
+    Reject { status: u16, message: String },
+}
+
+/// Session pinning and `protect`, called after the route decision and before forwarding.
+pub trait Sessions: Send + Sync {
+    /// Whether `session` and `protect` declarations take effect (the default hook says no, and
+    /// the server warns at load when a policy declares them).
+    fn enforces(&self) -> bool {
+        true
+    }
+
+    fn after_route<'a>(&'a self, input: SessionInput<'a>) -> BoxFuture<'a, SessionOutcome>;
+}
+
+/// The default: every decision stands.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSessions;
+
+impl Sessions for NoSessions {
+    fn enforces(&self) -> bool {
+        false
+    }
+
+    fn after_route<'a>(&'a self, _input: SessionInput<'a>) -> BoxFuture<'a, SessionOutcome> {
+        Box::pin(std::future::ready(SessionOutcome::Keep))
+    }
+}

@@ -1,0 +1,371 @@
+//! The policy being served: compiled once per (re)load into an immutable [`Snapshot`] together
+//! with every lookup table the request path needs, and swapped whole with `ArcSwap`.
+//!
+//! A request takes the current `Arc<Snapshot>` once and uses it to the end, so a reload never
+//! changes the policy under a running request (LANGUAGE.md §5), and the request path never
+//! clones a policy, compiles a regex or parses a URL: all of that happens here, off the request
+//! path, on the reload's blocking thread.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use src_compiler::hir::{CheckedPolicy, ModelId};
+use src_compiler::{CheckOptions, CompiledPolicy, EngineKind};
+use src_dsl::{render, Diagnostic, SourceMap};
+
+use crate::backends::{Endpoint, SimPool};
+use crate::hooks::ModelSignals;
+
+/// Why a policy could not be (re)loaded.
+#[derive(Debug, Clone)]
+pub struct LoadFailure {
+    /// One line for logs and the admin endpoint.
+    pub message: String,
+    pub diagnostics: Vec<Diagnostic>,
+    pub sources: SourceMap,
+}
+
+impl LoadFailure {
+    pub fn from_message(message: impl Into<String>) -> LoadFailure {
+        LoadFailure {
+            message: message.into(),
+            diagnostics: Vec::new(),
+            sources: SourceMap::new(),
+        }
+    }
+
+    /// Diagnostics rendered for people (no color: this goes to logs).
+    pub fn human(&self) -> String {
+        if self.diagnostics.is_empty() {
+            self.message.clone()
+        } else {
+            render::human(&self.diagnostics, &self.sources, false)
+        }
+    }
+
+    /// The `src check --format json` report of the diagnostics.
+    pub fn json(&self) -> Value {
+        render::json_report(&self.diagnostics, &self.sources)
+    }
+}
+
+impl std::fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.human())
+    }
+}
+
+/// A policy that compiled, before its backends are attached.
+pub struct Compiled {
+    pub policy: CompiledPolicy,
+    pub content_hash: String,
+    pub warnings: Vec<Diagnostic>,
+    pub sources: SourceMap,
+}
+
+/// Loads, checks and compiles the policy at `path` (blocking: run it off the async threads).
+pub fn compile_policy(
+    path: &Path,
+    engine: EngineKind,
+    models: &dyn ModelSignals,
+) -> Result<Compiled, LoadFailure> {
+    let source = src_compiler::load(path).map_err(|err| {
+        LoadFailure::from_message(format!(
+            "cannot load the policy at `{}`: {err}",
+            path.display()
+        ))
+    })?;
+    let sources = source.sources.clone();
+    let outcome = src_compiler::check(source, &CheckOptions::default());
+    let (errors, warnings): (Vec<Diagnostic>, Vec<Diagnostic>) = outcome
+        .diagnostics
+        .into_iter()
+        .partition(Diagnostic::is_error);
+    let checked = match outcome.policy {
+        Some(checked) if errors.is_empty() => checked,
+        _ => {
+            return Err(LoadFailure {
+                message: format!("the policy has {} error(s)", errors.len().max(1)),
+                diagnostics: errors,
+                sources,
+            })
+        }
+    };
+    let refused = models.prepare(&checked);
+    if !refused.is_empty() {
+        return Err(LoadFailure {
+            message: format!(
+                "the policy needs {} model(s) this server cannot run",
+                refused.len()
+            ),
+            diagnostics: refused,
+            sources,
+        });
+    }
+    let content_hash = content_hash(&sources);
+    let policy = src_compiler::compile(checked, engine)
+        .map_err(|err| LoadFailure::from_message(format!("cannot compile the policy: {err}")))?;
+    Ok(Compiled {
+        policy,
+        content_hash,
+        warnings,
+        sources,
+    })
+}
+
+/// sha256 over every file's name and text, in load order.
+pub fn content_hash(sources: &SourceMap) -> String {
+    let mut hasher = Sha256::new();
+    for (_, file) in sources.files() {
+        let name = file
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(file.text.as_bytes());
+        hasher.update([0]);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What a request's `model` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// One of `router.names`: route it.
+    Route,
+    /// A declared model, by name or alias.
+    Model(ModelId),
+}
+
+/// Per-model data the forwarder needs, prepared once.
+#[derive(Debug, Clone)]
+pub struct ModelWire {
+    /// The served id as a JSON string (spliced into bodies).
+    pub served_json: Vec<u8>,
+    /// The served id as the `x-selected-model` value.
+    pub served_header: HeaderValue,
+}
+
+/// The policy being served, with everything the request path looks up.
+pub struct Snapshot {
+    pub compiled: CompiledPolicy,
+    pub generation: u64,
+    pub content_hash: String,
+    pub loaded_at: SystemTime,
+    pub warnings: usize,
+    /// Indexed by `BackendId`.
+    pub endpoints: Vec<Endpoint>,
+    /// Indexed by `ModelId`.
+    pub wire: Vec<ModelWire>,
+    /// Route headers plugin, parsed; indexed by `RouteId`.
+    pub route_headers: Vec<Vec<(HeaderName, HeaderValue)>>,
+    pub targets: HashMap<String, Target>,
+    /// The `GET /v1/models` answer.
+    pub models_list: Bytes,
+}
+
+impl Snapshot {
+    pub fn policy(&self) -> &CheckedPolicy {
+        &self.compiled.checked
+    }
+
+    /// Attaches backends to a compiled policy: simulated ones are started (or reused) from
+    /// `sims`; API keys are read from the environment now, so a missing one fails the load
+    /// instead of every request.
+    pub async fn build(
+        compiled: Compiled,
+        generation: u64,
+        sims: &SimPool,
+        default_timeout: Duration,
+        sim_time_scale: f64,
+    ) -> Result<Snapshot, LoadFailure> {
+        let checked = &compiled.policy.checked;
+        let mut endpoints = Vec::with_capacity(checked.backends.len());
+        for (index, backend) in checked.backends.iter().enumerate() {
+            let served: Vec<String> = checked
+                .models
+                .iter()
+                .filter(|m| m.backend.index() == index)
+                .map(|m| m.serves.clone())
+                .collect();
+            let endpoint =
+                Endpoint::resolve(backend, served, sims, default_timeout, sim_time_scale)
+                    .await
+                    .map_err(|err| LoadFailure::from_message(err.to_string()))?;
+            endpoints.push(endpoint);
+        }
+        let mut wire = Vec::with_capacity(checked.models.len());
+        for model in &checked.models {
+            let served_header = HeaderValue::from_str(&model.serves).map_err(|_| {
+                LoadFailure::from_message(format!(
+                    "model `{}` serves `{}`, which cannot be sent in a header",
+                    model.name, model.serves
+                ))
+            })?;
+            let served_json = serde_json::to_vec(&model.serves)
+                .map_err(|err| LoadFailure::from_message(err.to_string()))?;
+            wire.push(ModelWire {
+                served_json,
+                served_header,
+            });
+        }
+        let mut route_headers = Vec::with_capacity(checked.routes.len());
+        for route in &checked.routes {
+            let mut parsed = Vec::with_capacity(route.headers.len());
+            for (name, value) in &route.headers {
+                let header = HeaderName::from_bytes(name.as_bytes())
+                    .ok()
+                    .zip(HeaderValue::from_str(value).ok())
+                    .ok_or_else(|| {
+                        LoadFailure::from_message(format!(
+                            "route `{}` sets header `{name}: {value}`, which is not a valid \
+                             HTTP header",
+                            route.name
+                        ))
+                    })?;
+                parsed.push(header);
+            }
+            route_headers.push(parsed);
+        }
+        let targets = targets(checked);
+        let created = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let models_list = models_list(checked, created);
+        Ok(Snapshot {
+            generation,
+            content_hash: compiled.content_hash,
+            loaded_at: SystemTime::now(),
+            warnings: compiled.warnings.len(),
+            endpoints,
+            wire,
+            route_headers,
+            targets,
+            models_list,
+            compiled: compiled.policy,
+        })
+    }
+}
+
+fn targets(policy: &CheckedPolicy) -> HashMap<String, Target> {
+    let mut targets = HashMap::new();
+    // Model names and aliases first, router names last: the checker forbids overlaps (E044),
+    // and should one slip through, routing wins, as the client asked for it by name.
+    for (i, model) in policy.models.iter().enumerate() {
+        let id = ModelId(i as u32);
+        targets.insert(model.name.clone(), Target::Model(id));
+        for alias in &model.aliases {
+            targets.insert(alias.clone(), Target::Model(id));
+        }
+    }
+    for name in &policy.router.names {
+        targets.insert(name.clone(), Target::Route);
+    }
+    targets
+}
+
+/// The OpenAI list: router names (routed), then logical models and their aliases.
+fn models_list(policy: &CheckedPolicy, created: u64) -> Bytes {
+    let mut data = Vec::new();
+    for name in &policy.router.names {
+        data.push(
+            json!({"id": name, "object": "model", "created": created, "owned_by": "src-router"}),
+        );
+    }
+    for model in &policy.models {
+        data.push(json!({
+            "id": model.name, "object": "model", "created": created, "owned_by": "src",
+            "served_as": model.serves,
+        }));
+        for alias in &model.aliases {
+            data.push(json!({
+                "id": alias, "object": "model", "created": created, "owned_by": "src",
+                "served_as": model.serves, "alias_of": model.name,
+            }));
+        }
+    }
+    Bytes::from(json!({"object": "list", "data": data}).to_string())
+}
+
+/// A failed reload, as the admin endpoint shows it.
+#[derive(Debug, Clone)]
+pub struct ReloadError {
+    pub at: SystemTime,
+    pub failure: LoadFailure,
+}
+
+/// The current snapshot and the reload history the admin endpoint reports.
+pub struct PolicyStore {
+    current: ArcSwap<Snapshot>,
+    last_error: Mutex<Option<ReloadError>>,
+    next_generation: AtomicU64,
+}
+
+impl PolicyStore {
+    pub fn new(first: Snapshot) -> PolicyStore {
+        let next = first.generation + 1;
+        PolicyStore {
+            current: ArcSwap::from_pointee(first),
+            last_error: Mutex::new(None),
+            next_generation: AtomicU64::new(next),
+        }
+    }
+
+    /// The snapshot a request uses from start to end.
+    pub fn current(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    pub fn next_generation(&self) -> u64 {
+        self.next_generation.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Makes `snapshot` current and clears the last error (the policy on disk is good again).
+    pub fn swap(&self, snapshot: Snapshot) {
+        self.current.store(Arc::new(snapshot));
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The files on disk are what is being served again: an earlier failure no longer applies.
+    pub fn clear_error(&self) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    pub fn record_error(&self, failure: LoadFailure) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(ReloadError {
+            at: SystemTime::now(),
+            failure,
+        });
+    }
+
+    pub fn last_error(&self) -> Option<ReloadError> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}

@@ -1,0 +1,209 @@
+//! Response bodies: small local answers, and the relay that streams an upstream answer through.
+//!
+//! The relay forwards each upstream frame as the same `Bytes` the moment it arrives (an SSE
+//! stream is never buffered whole), while it watches the bytes for usage evidence and times the
+//! first byte. It owns the request's [`Completion`]: when the stream ends, fails, or the client
+//! goes away (the body is dropped, which also drops the upstream connection and so cancels the
+//! backend's work), the completion writes the request's log line and metrics exactly once.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use crate::openai::{Usage, UsageScanner};
+use crate::proxy::completion::Completion;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Non-streaming answers are kept (as shared `Bytes`, no copy) up to this size to read their
+/// `usage`; larger ones go through unread.
+const MAX_JSON_EVIDENCE: usize = 16 << 20;
+
+/// Every response body the router sends.
+pub enum ProxyBody {
+    Full(Full<Bytes>),
+    Relay(Box<Relay>),
+}
+
+impl From<Bytes> for ProxyBody {
+    fn from(bytes: Bytes) -> Self {
+        ProxyBody::Full(Full::new(bytes))
+    }
+}
+
+impl From<String> for ProxyBody {
+    fn from(s: String) -> Self {
+        ProxyBody::Full(Full::new(Bytes::from(s)))
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ProxyBody::Full(full) => Pin::new(full)
+                .poll_frame(cx)
+                .map_err(|never| match never {}),
+            ProxyBody::Relay(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ProxyBody::Full(full) => full.is_end_stream(),
+            ProxyBody::Relay(relay) => relay.inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Full(full) => full.size_hint(),
+            ProxyBody::Relay(relay) => relay.inner.size_hint(),
+        }
+    }
+}
+
+/// How usage is read from the answer.
+enum Evidence {
+    Sse(UsageScanner),
+    Json { parts: Vec<Bytes>, len: usize },
+}
+
+/// An upstream answer on its way to the client.
+pub struct Relay {
+    inner: Incoming,
+    evidence: Evidence,
+    sent_at: Instant,
+    first_byte: Option<Instant>,
+    completion: Option<Completion>,
+}
+
+impl Relay {
+    /// `sent_at` is when the request went upstream (for time to first byte); `sse` says whether
+    /// the answer is an event stream.
+    pub fn new(inner: Incoming, sse: bool, sent_at: Instant, completion: Completion) -> Relay {
+        let evidence = if sse {
+            Evidence::Sse(UsageScanner::new())
+        } else {
+            Evidence::Json {
+                parts: Vec::new(),
+                len: 0,
+            }
+        };
+        Relay {
+            inner,
+            evidence,
+            sent_at,
+            first_byte: None,
+            completion: Some(completion),
+        }
+    }
+
+    fn observe(&mut self, data: &Bytes) {
+        if self.first_byte.is_none() && !data.is_empty() {
+            self.first_byte = Some(Instant::now());
+        }
+        match &mut self.evidence {
+            Evidence::Sse(scanner) => scanner.feed(data),
+            Evidence::Json { parts, len } => {
+                if *len <= MAX_JSON_EVIDENCE {
+                    *len += data.len();
+                    parts.push(data.clone());
+                }
+            }
+        }
+    }
+
+    fn usage(&mut self) -> Option<Usage> {
+        match &mut self.evidence {
+            Evidence::Sse(scanner) => {
+                scanner.finish();
+                scanner.usage()
+            }
+            Evidence::Json { parts, len } => {
+                if *len > MAX_JSON_EVIDENCE {
+                    return None;
+                }
+                if parts.len() == 1 {
+                    return Usage::from_body(&parts[0]);
+                }
+                let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+                Usage::from_body(&whole)
+            }
+        }
+    }
+
+    /// Reports the request once: `error` says how the answer ended early, if it did.
+    fn complete(&mut self, error: Option<String>) {
+        if let Some(completion) = self.completion.take() {
+            let usage = self.usage();
+            let ttft = self.first_byte.map(|t| t.duration_since(self.sent_at));
+            completion.finish_upstream(self.sent_at.elapsed(), ttft, usage, error);
+        }
+    }
+}
+
+impl Body for Relay {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                this.complete(None);
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.observe(data);
+                }
+                // A sized body may be dropped right after its last frame without another poll.
+                if this.inner.is_end_stream() {
+                    this.complete(None);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(err))) => {
+                this.complete(Some(format!(
+                    "upstream answer broke off: {}",
+                    crate::upstream::error_chain(&err)
+                )));
+                Poll::Ready(Some(Err(Box::new(err))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if self.completion.is_some() {
+            // Hyper drops the body when the client disconnects; the upstream connection goes
+            // with `inner`, which stops the backend's generation.
+            let error = (!self.inner.is_end_stream())
+                .then(|| "client disconnected before the answer ended".to_owned());
+            self.complete(error);
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Steps 1–3 and 5 of LANGUAGE.md §5 for one request: blocks, model resolution, routes, and the
+//! session hook, ending in a [`Decision`] the forwarder carries out.
+//!
+//! Cheap signals are computed lazily by the staged evaluation itself; model-backed ones are
+//! asked of the [`crate::hooks::ModelSignals`] component, in batches, only when a condition that
+//! is still open needs them.
+
+use src_compiler::eval::{ModelResult, Step};
+use src_compiler::hir::{BlockActionDef, BlockId, ModelId, RouteId};
+use src_compiler::ir::Verdict;
+use src_compiler::request::RequestView;
+use src_dsl::ast::FailMode;
+
+use crate::app::App;
+use crate::hooks::{SessionInput, SessionOutcome};
+use crate::openai::ApiError;
+use crate::policy_store::{Snapshot, Target};
+
+/// Where a request goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// A block refuses it.
+    Refuse {
+        block: BlockId,
+        status: u16,
+        message: String,
+    },
+    Forward(Plan),
+}
+
+/// The models to try, in order, and what decided them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The route whose decision this is (`None` when the client named a model or a block
+    /// redirected).
+    pub route: Option<RouteId>,
+    /// The block that redirected the request (`block ... to MODEL`).
+    pub block: Option<BlockId>,
+    /// First the proposal, then `else` models, then (with `failure.backend = open`) the default
+    /// route's model.
+    pub candidates: Vec<ModelId>,
+    /// `x-sr-protection` when the session layer held a pin.
+    pub protection: Option<String>,
+}
+
+/// What the request's evaluation found, besides the decision.
+#[derive(Debug, Default, Clone)]
+pub struct Facts {
+    /// Signals never computed because the decision did not need them.
+    pub skipped_signals: Vec<String>,
+}
+
+/// Decides `view` under `snapshot`.
+pub async fn decide(
+    app: &App,
+    snapshot: &Snapshot,
+    view: &RequestView,
+    facts: &mut Facts,
+) -> Result<Decision, ApiError> {
+    let policy = snapshot.policy();
+    let verdict = {
+        let mut evaluation = snapshot.compiled.evaluate(view);
+        let verdict = loop {
+            match evaluation.step() {
+                Step::Decided(verdict) => break verdict,
+                Step::NeedModels(calls) => {
+                    let results = match app.components.models.compute(policy, &calls).await {
+                        Ok(results) if results.len() == calls.len() => results,
+                        // The evaluator applies `failure.classifier`: open treats the signal as
+                        // not holding, closed ends in `Step::Failed`.
+                        Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
+                    };
+                    for (call, result) in calls.iter().zip(results) {
+                        evaluation.supply(call, result).map_err(|err| {
+                            ApiError::internal(format!(
+                                "a model-backed signal answered badly: {err}"
+                            ))
+                        })?;
+                    }
+                }
+                Step::Failed(failed) => {
+                    return Err(ApiError::service_unavailable(format!(
+                        "{} model-backed signal(s) failed and the policy fails closed",
+                        failed.atoms.len()
+                    )))
+                }
+            }
+        };
+        facts.skipped_signals = evaluation
+            .skipped_signals()
+            .into_iter()
+            .filter_map(|s| policy.signals.get(s.index()).map(|d| d.name.clone()))
+            .collect();
+        verdict
+    };
+
+    let (route, block, proposal) = match verdict {
+        Verdict::Blocked(block) => {
+            let def = policy
+                .blocks
+                .get(block.index())
+                .ok_or_else(|| ApiError::internal("the decision named an unknown block"))?;
+            match &def.action {
+                BlockActionDef::Refuse { status, message } => {
+                    return Ok(Decision::Refuse {
+                        block,
+                        status: *status,
+                        message: message
+                            .clone()
+                            .unwrap_or_else(|| format!("request blocked by policy `{}`", def.name)),
+                    })
+                }
+                BlockActionDef::Redirect(model) => (None, Some(block), *model),
+            }
+        }
+        Verdict::Route(route) => {
+            let requested = view.model.as_deref().ok_or_else(|| {
+                ApiError::bad_request("you must provide a `model` parameter").with_param("model")
+            })?;
+            match snapshot.targets.get(requested) {
+                Some(Target::Route) => {
+                    let def = policy
+                        .routes
+                        .get(route.index())
+                        .ok_or_else(|| ApiError::internal("the decision named an unknown route"))?;
+                    (Some(route), None, def.to)
+                }
+                Some(Target::Model(model)) => (None, None, *model),
+                None => return Err(ApiError::model_not_found(requested)),
+            }
+        }
+    };
+
+    let outcome = app
+        .components
+        .sessions
+        .after_route(SessionInput {
+            policy,
+            request: view,
+            route,
+            proposed: proposal,
+        })
+        .await;
+    let (first, protection) = match outcome {
+        SessionOutcome::Keep => (proposal, None),
+        SessionOutcome::Use { model, protection } => (model, protection),
+        SessionOutcome::Reject { status, message } => {
+            let status =
+                hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
+            return Err(ApiError::new(
+                status,
+                "invalid_request_error",
+                Some("session"),
+                message,
+            ));
+        }
+    };
+
+    let mut candidates = vec![first];
+    if let Some(route) = route.and_then(|r| policy.routes.get(r.index())) {
+        if first == route.to {
+            candidates.extend(route.fallbacks.iter().copied());
+        }
+        if policy.failure.backend == FailMode::Open {
+            if let Some(default) = policy.routes.get(policy.default_route().index()) {
+                candidates.push(default.to);
+            }
+        }
+    }
+    let mut seen = Vec::with_capacity(candidates.len());
+    candidates.retain(|m| {
+        let new = !seen.contains(m);
+        seen.push(*m);
+        new
+    });
+    Ok(Decision::Forward(Plan {
+        route,
+        block,
+        candidates,
+        protection,
+    }))
+}

@@ -1,0 +1,353 @@
+//! Step 6 of LANGUAGE.md §5: send the request to the first candidate model that can take it.
+//!
+//! A model whose `context` is smaller than the request's token count is skipped; a connect
+//! error, a timeout, or a 5xx before the first response byte moves on to the next candidate.
+//! Once an answer's head has arrived it is relayed as is, whatever follows.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::http::request::Parts;
+use hyper::{Request, Response, StatusCode};
+use serde_json::Value;
+use src_compiler::hir::ModelId;
+use src_compiler::request::RequestView;
+
+use crate::app::App;
+use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
+use crate::openai::ApiError;
+use crate::policy_store::Snapshot;
+use crate::proxy::body::{ProxyBody, Relay};
+use crate::proxy::completion::Completion;
+use crate::proxy::decide::Plan;
+use crate::proxy::rewrite::{self, Edit};
+use crate::proxy::{answer_error, set_sr_headers, Api};
+use crate::telemetry::FallbackLabels;
+use crate::trace;
+use crate::upstream::UpstreamError;
+
+/// Client headers that are about the client's connection, not the request, or that the router
+/// sets itself. `accept-encoding` is dropped so answers arrive uncompressed: the router reads
+/// usage evidence from them.
+const NOT_FORWARDED: [&str; 12] = [
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "accept-encoding",
+    "expect",
+];
+
+/// Upstream answer headers that belong to the upstream connection.
+const NOT_RETURNED: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Why a candidate produced no answer.
+enum Failure {
+    Context { tokens: i64, context: u64 },
+    Upstream(UpstreamError),
+    Status(StatusCode),
+    Body(String),
+}
+
+impl Failure {
+    fn reason(&self) -> &'static str {
+        match self {
+            Failure::Context { .. } => "context",
+            Failure::Upstream(e) => e.reason(),
+            Failure::Status(_) => "status",
+            Failure::Body(_) => "body",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Failure::Context { tokens, context } => {
+                format!("the request has ~{tokens} tokens, over its context of {context}")
+            }
+            Failure::Upstream(e) => e.to_string(),
+            Failure::Status(s) => format!("the backend answered {}", s.as_u16()),
+            Failure::Body(e) => e.clone(),
+        }
+    }
+}
+
+/// Everything about the request the forwarder reads.
+pub struct Outgoing<'a> {
+    pub api: Api,
+    pub parts: &'a Parts,
+    pub body: &'a Bytes,
+    pub parsed: &'a Value,
+    pub view: &'a RequestView,
+}
+
+pub async fn forward(
+    app: &App,
+    snapshot: &Arc<Snapshot>,
+    request: Outgoing<'_>,
+    plan: Plan,
+    mut done: Completion,
+) -> Response<ProxyBody> {
+    let policy = snapshot.policy();
+    let route = plan.route.and_then(|r| policy.routes.get(r.index()));
+    done.record.route = route.map(|r| r.name.clone());
+    done.record.block = plan
+        .block
+        .and_then(|b| policy.blocks.get(b.index()))
+        .map(|b| b.name.clone());
+
+    let edits: Vec<Edit> = match (request.api, route) {
+        (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(request.parsed, route),
+        _ => Vec::new(),
+    };
+    let base_headers = upstream_headers(
+        request.parts,
+        &done.record.request_id,
+        plan.route
+            .and_then(|r| snapshot.route_headers.get(r.index())),
+    );
+    let mut tokens: Option<i64> = None;
+    let mut failures: Vec<(ModelId, Failure)> = Vec::new();
+
+    for &model_id in &plan.candidates {
+        let Some(model) = policy.models.get(model_id.index()) else {
+            continue;
+        };
+        let (Some(endpoint), Some(wire)) = (
+            snapshot.endpoints.get(model.backend.index()),
+            snapshot.wire.get(model_id.index()),
+        ) else {
+            continue;
+        };
+        if let Some(context) = model.context {
+            let count = *tokens
+                .get_or_insert_with(|| src_compiler::text::tokens_estimate(&request.view.history));
+            if u64::try_from(count).unwrap_or(0) > context {
+                note_fallback(
+                    app,
+                    &model.name,
+                    Failure::Context {
+                        tokens: count,
+                        context,
+                    },
+                    model_id,
+                    &mut failures,
+                );
+                continue;
+            }
+        }
+        let body = match rewrite::build_body(request.body, &edits, &wire.served_json) {
+            Ok(body) => body,
+            Err(err) => return answer_error(done, ApiError::bad_request(err.to_string())),
+        };
+        let mut upstream = match Request::post(endpoint.url(request.api.suffix()))
+            .body(Full::new(Bytes::from(body)))
+        {
+            Ok(r) => r,
+            Err(err) => {
+                let failure = Failure::Body(format!("cannot build the upstream request: {err}"));
+                note_fallback(app, &model.name, failure, model_id, &mut failures);
+                continue;
+            }
+        };
+        let headers = upstream.headers_mut();
+        headers.clone_from(&base_headers);
+        headers.insert(
+            HeaderName::from_static(headers::SELECTED_MODEL),
+            wire.served_header.clone(),
+        );
+        if let Some(auth) = &endpoint.authorization {
+            headers.insert(AUTHORIZATION, auth.clone());
+        }
+        done.record.model = Some(model.name.clone());
+        done.record.served = Some(model.serves.clone());
+        done.record.backend = Some(endpoint.name.clone());
+
+        let sent_at = Instant::now();
+        match app.upstream.send(upstream, endpoint.timeout).await {
+            Ok(response) if response.status().is_server_error() => {
+                let status = response.status();
+                drop(response);
+                note_fallback(
+                    app,
+                    &model.name,
+                    Failure::Status(status),
+                    model_id,
+                    &mut failures,
+                );
+            }
+            Ok(response) => {
+                done.record.fallbacks = fallback_list(policy, &failures);
+                return relay(
+                    response,
+                    sent_at,
+                    plan.protection.as_deref(),
+                    &model.name,
+                    done,
+                );
+            }
+            Err(err) => note_fallback(
+                app,
+                &model.name,
+                Failure::Upstream(err),
+                model_id,
+                &mut failures,
+            ),
+        }
+    }
+    done.record.fallbacks = fallback_list(policy, &failures);
+    let error = exhausted(policy, &failures);
+    answer_error(done, error)
+}
+
+fn note_fallback(
+    app: &App,
+    model: &str,
+    failure: Failure,
+    id: ModelId,
+    failures: &mut Vec<(ModelId, Failure)>,
+) {
+    app.telemetry
+        .fallbacks
+        .get_or_create(&FallbackLabels {
+            from: model.to_owned(),
+            reason: failure.reason(),
+        })
+        .inc();
+    tracing::debug!(model, reason = failure.reason(), detail = %failure.describe(), "trying the next model");
+    failures.push((id, failure));
+}
+
+fn fallback_list(
+    policy: &src_compiler::hir::CheckedPolicy,
+    failures: &[(ModelId, Failure)],
+) -> Vec<String> {
+    failures
+        .iter()
+        .filter_map(|(id, f)| {
+            policy
+                .models
+                .get(id.index())
+                .map(|m| format!("{}:{}", m.name, f.reason()))
+        })
+        .collect()
+}
+
+/// The answer when every candidate failed: 400 when the request fits no model's context, else
+/// the kind of the last failure (504 timeout, 502 unreachable or broken, 503 backend errors).
+fn exhausted(
+    policy: &src_compiler::hir::CheckedPolicy,
+    failures: &[(ModelId, Failure)],
+) -> ApiError {
+    let detail = failures
+        .iter()
+        .map(|(id, f)| {
+            let name = policy
+                .models
+                .get(id.index())
+                .map_or("?", |m| m.name.as_str());
+            format!("`{name}`: {}", f.describe())
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if !failures.is_empty()
+        && failures
+            .iter()
+            .all(|(_, f)| matches!(f, Failure::Context { .. }))
+    {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("context_length_exceeded"),
+            format!("the request is longer than every eligible model's context ({detail})"),
+        );
+    }
+    let message = format!("no backend could answer ({detail})");
+    match failures
+        .iter()
+        .rev()
+        .find(|(_, f)| !matches!(f, Failure::Context { .. }))
+    {
+        Some((_, Failure::Upstream(UpstreamError::Timeout { .. }))) => {
+            ApiError::gateway_timeout(message)
+        }
+        Some((_, Failure::Upstream(_) | Failure::Body(_))) => ApiError::bad_gateway(message),
+        _ => ApiError::service_unavailable(message),
+    }
+}
+
+/// Client headers minus hop-by-hop ones, plus request id, trace context and route headers.
+fn upstream_headers(
+    parts: &Parts,
+    request_id: &str,
+    route_headers: Option<&Vec<(HeaderName, HeaderValue)>>,
+) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(parts.headers.len() + 6);
+    for (name, value) in &parts.headers {
+        if !NOT_FORWARDED.contains(&name.as_str()) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        out.insert(HeaderName::from_static(headers::REQUEST_ID), v);
+    }
+    let client_trace = parts
+        .headers
+        .get(headers::TRACEPARENT)
+        .and_then(|v| v.to_str().ok());
+    if let Ok(v) = HeaderValue::from_str(&trace::traceparent(client_trace)) {
+        out.insert(HeaderName::from_static(headers::TRACEPARENT), v);
+    }
+    out.insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
+    for (name, value) in route_headers.into_iter().flatten() {
+        out.insert(name.clone(), value.clone());
+    }
+    out
+}
+
+fn relay(
+    upstream: Response<hyper::body::Incoming>,
+    sent_at: Instant,
+    protection: Option<&str>,
+    model: &str,
+    mut done: Completion,
+) -> Response<ProxyBody> {
+    let (parts, body) = upstream.into_parts();
+    let sse = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
+    done.record.status = parts.status.as_u16();
+    done.record.path = path::UPSTREAM;
+    let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::new())));
+    *response.status_mut() = parts.status;
+    let headers = response.headers_mut();
+    for (name, value) in &parts.headers {
+        if !NOT_RETURNED.contains(&name.as_str()) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    set_sr_headers(headers, &done.record, Some(model));
+    if let Some(protection) = protection.and_then(|p| HeaderValue::from_str(p).ok()) {
+        headers.insert(HeaderName::from_static(headers::SR_PROTECTION), protection);
+    }
+    *response.body_mut() = ProxyBody::Relay(Box::new(Relay::new(body, sse, sent_at, done)));
+    response
+}

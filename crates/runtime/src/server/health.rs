@@ -1,0 +1,182 @@
+//! Liveness and readiness: `/healthz` says the process answers; `/readyz` says a policy is
+//! loaded and every backend a model is bound to answered its last probe (`GET {url}/models`,
+//! with a timeout). Simulated backends run in-process and are always ready.
+//!
+//! "Answered" means an HTTP answer below 500 arrived in time: a 401 from a backend that wants a
+//! key still proves it is up; a refused connection, a timeout or a 5xx does not.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderValue, AUTHORIZATION};
+use hyper::{Request, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::app::App;
+use crate::backends::Endpoint;
+use crate::log::rfc3339;
+use crate::policy_store::Snapshot;
+
+#[derive(Debug, Clone)]
+struct Probe {
+    ok: bool,
+    detail: String,
+    at: SystemTime,
+}
+
+/// The last probe of each backend base URL.
+#[derive(Default)]
+pub struct Readiness {
+    probes: Mutex<HashMap<String, Probe>>,
+}
+
+impl Readiness {
+    fn record(&self, base: &str, ok: bool, detail: String) {
+        self.probes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                base.to_owned(),
+                Probe {
+                    ok,
+                    detail,
+                    at: SystemTime::now(),
+                },
+            );
+    }
+
+    /// Whether `snapshot` can serve, and the per-backend report behind the answer.
+    pub fn report(&self, snapshot: &Snapshot) -> (bool, Value) {
+        let probes = self.probes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ready = true;
+        let mut backends = BTreeMap::new();
+        for endpoint in bound_endpoints(snapshot) {
+            let entry = if endpoint.simulated {
+                json!({"ready": true, "simulated": true})
+            } else {
+                match probes.get(&endpoint.base) {
+                    Some(p) => {
+                        ready &= p.ok;
+                        json!({"ready": p.ok, "url": endpoint.base, "detail": p.detail,
+                               "probed_at": rfc3339(p.at)})
+                    }
+                    None => {
+                        ready = false;
+                        json!({"ready": false, "url": endpoint.base, "detail": "not probed yet"})
+                    }
+                }
+            };
+            backends.insert(endpoint.name.clone(), entry);
+        }
+        let body = json!({
+            "ready": ready,
+            "policy": {"generation": snapshot.generation, "content_hash": snapshot.content_hash},
+            "backends": backends,
+        });
+        (ready, body)
+    }
+}
+
+/// Backends that at least one model is bound to.
+fn bound_endpoints(snapshot: &Snapshot) -> impl Iterator<Item = &Endpoint> {
+    let policy = snapshot.policy();
+    snapshot
+        .endpoints
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| policy.models.iter().any(|m| m.backend.index() == *i))
+        .map(|(_, e)| e)
+}
+
+/// Probes the current snapshot's backends now, then every `probe_interval` and after each
+/// reload (the `reloaded` channel ticks), until `stop` changes.
+pub async fn probe_loop(
+    app: Arc<App>,
+    mut reloaded: watch::Receiver<u64>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        probe_all(&app).await;
+        tokio::select! {
+            _ = tokio::time::sleep(app.cfg.probe_interval) => {}
+            changed = reloaded.changed() => if changed.is_err() { return },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn probe_all(app: &App) {
+    let snapshot = app.store.current();
+    let probes = bound_endpoints(&snapshot)
+        .filter(|e| !e.simulated)
+        .map(|endpoint| probe_one(app, endpoint));
+    let results = futures_join(probes).await;
+    for (base, ok, detail) in results {
+        app.readiness.record(&base, ok, detail);
+    }
+}
+
+async fn probe_one(app: &App, endpoint: &Endpoint) -> (String, bool, String) {
+    let url = endpoint.url("/models");
+    let mut request = match Request::get(&url).body(Full::new(Bytes::new())) {
+        Ok(r) => r,
+        Err(err) => return (endpoint.base.clone(), false, err.to_string()),
+    };
+    if let Some(auth) = &endpoint.authorization {
+        request.headers_mut().insert(AUTHORIZATION, auth.clone());
+    }
+    request.headers_mut().insert(
+        hyper::header::USER_AGENT,
+        HeaderValue::from_static("src-router-probe"),
+    );
+    let outcome = app.upstream.send(request, app.cfg.probe_timeout).await;
+    match outcome {
+        Ok(response) => {
+            let status = response.status();
+            // Drain the small answer so the connection returns to the pool.
+            let _ =
+                tokio::time::timeout(app.cfg.probe_timeout, response.into_body().collect()).await;
+            let ok = status < StatusCode::INTERNAL_SERVER_ERROR;
+            (
+                endpoint.base.clone(),
+                ok,
+                format!("answered {}", status.as_u16()),
+            )
+        }
+        Err(err) => (endpoint.base.clone(), false, err.to_string()),
+    }
+}
+
+/// Runs the probes concurrently (a handful per policy) without pulling in a futures crate.
+async fn futures_join<F, T>(futures: impl Iterator<Item = F>) -> Vec<T>
+where
+    F: std::future::Future<Output = T>,
+{
+    let mut pending: Vec<_> = futures.map(|f| Some(Box::pin(f))).collect();
+    let mut out = Vec::with_capacity(pending.len());
+    std::future::poll_fn(|cx| {
+        let mut all_done = true;
+        for slot in pending.iter_mut() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        out.push(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => all_done = false,
+                }
+            }
+        }
+        if all_done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out
+}

@@ -1,0 +1,243 @@
+//! `src serve`: starts the API and admin listeners over one compiled policy, keeps the policy
+//! fresh (file watch, SIGHUP), probes backends, and shuts down gracefully.
+//!
+//! [`serve`] runs until its shutdown future completes; [`spawn`] starts the same server in the
+//! background and returns the bound addresses (tests bind `127.0.0.1:0`).
+
+pub mod admin;
+pub mod health;
+pub mod routes;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::app::{App, Components};
+use crate::backends::SimPool;
+use crate::config::ServeConfig;
+use crate::policy_store::{compile_policy, LoadFailure, PolicyStore, Snapshot};
+use crate::reload;
+use crate::server::health::Readiness;
+use crate::telemetry::Telemetry;
+use crate::upstream::Upstream;
+
+/// In-flight connections get this long to finish after shutdown is asked for.
+const DRAIN: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Policy(LoadFailure),
+    #[error("cannot watch the policy at `{path}`: {detail}")]
+    Watch { path: String, detail: String },
+    #[error("server task failed: {0}")]
+    Task(String),
+}
+
+/// Serves until `shutdown` completes, with the standard components (no model runtime, no
+/// sessions, request lines on stderr).
+pub async fn serve(cfg: ServeConfig, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+    let handle = spawn(cfg, Components::standard()).await?;
+    tracing::info!(
+        listen = %handle.addr,
+        admin = %handle.admin_addr,
+        "serving"
+    );
+    shutdown.await;
+    handle.shutdown().await
+}
+
+/// A running server.
+pub struct ServerHandle {
+    /// Where the OpenAI-compatible API listens.
+    pub addr: SocketAddr,
+    /// Where the admin API listens.
+    pub admin_addr: SocketAddr,
+    app: Arc<App>,
+    stop: watch::Sender<bool>,
+    reload_now: tokio::sync::mpsc::Sender<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The generation of the policy being served.
+    pub fn generation(&self) -> u64 {
+        self.app.store.current().generation
+    }
+
+    /// The simulators serving the current policy's `simulated = true` backends.
+    pub fn simulators(&self) -> Vec<Arc<crate::sim::SimHandle>> {
+        self.app
+            .store
+            .current()
+            .endpoints
+            .iter()
+            .filter_map(|e| e.simulator().cloned())
+            .collect()
+    }
+
+    /// Asks for a reload, as SIGHUP does.
+    pub async fn reload(&self) {
+        let _ = self.reload_now.send(()).await;
+    }
+
+    /// Stops accepting, lets in-flight requests finish (up to a bound) and waits for the tasks.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            task.await.map_err(|e| ServeError::Task(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Loads the policy, binds both listeners and starts serving in the background.
+pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
+    let sims = SimPool::new();
+    let first = {
+        let path = cfg.policy.clone();
+        let engine = cfg.engine;
+        let models = Arc::clone(&components.models);
+        tokio::task::spawn_blocking(move || compile_policy(&path, engine, models.as_ref()))
+            .await
+            .map_err(|e| ServeError::Task(e.to_string()))?
+            .map_err(ServeError::Policy)?
+    };
+    let snapshot = Snapshot::build(first, 1, &sims, cfg.upstream_timeout, cfg.sim_time_scale)
+        .await
+        .map_err(ServeError::Policy)?;
+    reload::warn_unenforced(&snapshot, components.sessions.as_ref());
+    let api_listener = bind(cfg.listen).await?;
+    let admin_listener = bind(cfg.admin).await?;
+    let addr = local_addr(&api_listener, cfg.listen)?;
+    let admin_addr = local_addr(&admin_listener, cfg.admin)?;
+    let telemetry = Arc::new(Telemetry::new());
+    telemetry.generation.set(snapshot.generation);
+    let app = Arc::new(App {
+        upstream: Upstream::new(cfg.connect_timeout),
+        store: PolicyStore::new(snapshot),
+        telemetry,
+        readiness: Readiness::default(),
+        components,
+        sims,
+        cfg,
+    });
+    let (stop, stopped) = watch::channel(false);
+    let (reloaded_tx, reloaded_rx) = watch::channel(1u64);
+    let (reload_now, reload_rx) = tokio::sync::mpsc::channel(4);
+    let watcher = reload::start(Arc::clone(&app), reload_rx, reloaded_tx, stopped.clone())?;
+    let tasks = vec![
+        tokio::spawn(accept_loop(
+            api_listener,
+            Arc::clone(&app),
+            Listener::Api,
+            stopped.clone(),
+        )),
+        tokio::spawn(accept_loop(
+            admin_listener,
+            Arc::clone(&app),
+            Listener::Admin,
+            stopped.clone(),
+        )),
+        tokio::spawn(health::probe_loop(Arc::clone(&app), reloaded_rx, stopped)),
+        watcher,
+    ];
+    Ok(ServerHandle {
+        addr,
+        admin_addr,
+        app,
+        stop,
+        reload_now,
+        tasks,
+    })
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, ServeError> {
+    listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: asked,
+        source,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Listener {
+    Api,
+    Admin,
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    app: Arc<App>,
+    kind: Listener,
+    mut stop: watch::Receiver<bool>,
+) {
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let app = Arc::clone(&app);
+                    let service = service_fn(move |request| {
+                        let app = Arc::clone(&app);
+                        async move {
+                            Ok::<_, Infallible>(match kind {
+                                Listener::Api => routes::api(app, request).await,
+                                Listener::Admin => routes::admin(app, request).await,
+                            })
+                        }
+                    });
+                    let connection = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .into_owned();
+                    let connection = graceful.watch(connection);
+                    tokio::spawn(async move {
+                        // Connection errors (a client that vanished) are the client's business.
+                        let _ = connection.await;
+                    });
+                }
+                Err(err) => {
+                    // Out of file descriptors and similar: back off instead of spinning.
+                    tracing::warn!(%err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after the drain period; closing them");
+    }
+}
+
+/// The `GET /v1/models` answer of a snapshot (prepared at load).
+pub fn models_answer(snapshot: &Snapshot) -> Bytes {
+    snapshot.models_list.clone()
+}

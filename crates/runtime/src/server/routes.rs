@@ -1,0 +1,101 @@
+//! Which handler answers which method and path, on the API listener and on the admin listener.
+//!
+//! The table is small and fixed, so it is a `match`; a path that exists answers 405 (with
+//! `allow`) for a method it does not take, and any other path 404, both OpenAI-style.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+
+use crate::app::App;
+use crate::headers::APPLICATION_JSON;
+use crate::openai::ApiError;
+use crate::proxy::{self, body::ProxyBody, Api};
+use crate::server::{admin, models_answer};
+
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The OpenAI-compatible listener.
+pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    match (path.as_str(), &method) {
+        ("/v1/chat/completions", &Method::POST) => {
+            proxy::handle(&app, Api::Chat, request, started).await
+        }
+        ("/v1/responses", &Method::POST) => {
+            proxy::handle(&app, Api::Responses, request, started).await
+        }
+        ("/v1/chat/completions" | "/v1/responses", _) => {
+            proxy::refuse_method(&app, &request, started, "POST")
+        }
+        ("/v1/models", &Method::GET | &Method::HEAD) => {
+            let snapshot = app.store.current();
+            json(StatusCode::OK, models_answer(&snapshot))
+        }
+        ("/healthz", &Method::GET | &Method::HEAD) => {
+            json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
+        }
+        ("/readyz", &Method::GET | &Method::HEAD) => {
+            let snapshot = app.store.current();
+            let (ready, report) = app.readiness.report(&snapshot);
+            let status = if ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            json(status, Bytes::from(report.to_string()))
+        }
+        ("/metrics", &Method::GET | &Method::HEAD) => {
+            let mut response = Response::new(ProxyBody::from(app.telemetry.encode()));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TEXT));
+            response
+        }
+        ("/v1/models" | "/healthz" | "/readyz" | "/metrics", _) => {
+            not_allowed(&method, &path, "GET, HEAD")
+        }
+        _ => ApiError::not_found(&path).into_response(),
+    }
+}
+
+/// The admin listener.
+pub async fn admin(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    match (path.as_str(), &method) {
+        ("/v1/router/policy", &Method::GET | &Method::HEAD) => json(
+            StatusCode::OK,
+            Bytes::from(admin::policy_report(&app).to_string()),
+        ),
+        ("/healthz", &Method::GET | &Method::HEAD) => {
+            json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
+        }
+        ("/v1/router/policy" | "/healthz", _) => not_allowed(&method, &path, "GET, HEAD"),
+        _ => ApiError::not_found(&path).into_response(),
+    }
+}
+
+fn json(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
+    let mut response = Response::new(ProxyBody::from(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
+    response
+}
+
+pub(crate) fn not_allowed(method: &Method, path: &str, allow: &'static str) -> Response<ProxyBody> {
+    let mut response: Response<ProxyBody> =
+        ApiError::method_not_allowed(method.as_str(), path).into_response();
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    response
+}

@@ -1,0 +1,201 @@
+//! The router's Prometheus metrics: one registry, built once, shared by every request.
+//!
+//! Names come from [`crate::metrics`]; this module owns the label sets, bucket layouts and the
+//! text exposition of `GET /metrics`. Label values are bounded by the policy (route, model, block
+//! and signal names) and a few fixed words, so cardinality cannot grow with traffic.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::metrics as names;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub route: String,
+    pub model: String,
+    pub status: u16,
+    pub path: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabels {
+    pub model: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignalLabels {
+    pub signal: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BlockLabels {
+    pub block: String,
+    pub action: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FallbackLabels {
+    pub from: String,
+    pub reason: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every metric the router exports.
+pub struct Telemetry {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub routing: Histogram,
+    pub signal: HistogramFamily<SignalLabels>,
+    pub upstream_ttft: HistogramFamily<ModelLabels>,
+    pub upstream: HistogramFamily<ModelLabels>,
+    pub reloads: Family<ResultLabels, Counter>,
+    pub blocks: Family<BlockLabels, Counter>,
+    pub fallbacks: Family<FallbackLabels, Counter>,
+    pub generation: Gauge<u64, AtomicU64>,
+}
+
+/// Routing takes microseconds: 1 µs to ~16 ms.
+fn routing_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1e-6, 2.0, 15))
+}
+
+/// Model calls and upstream answers take milliseconds to minutes: 1 ms to ~131 s.
+fn latency_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1e-3, 2.0, 18))
+}
+
+impl Telemetry {
+    pub fn new() -> Telemetry {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let routing = routing_buckets();
+        let signal: HistogramFamily<SignalLabels> = Family::new_with_constructor(latency_buckets);
+        let upstream_ttft: HistogramFamily<ModelLabels> =
+            Family::new_with_constructor(latency_buckets);
+        let upstream: HistogramFamily<ModelLabels> = Family::new_with_constructor(latency_buckets);
+        let reloads = Family::<ResultLabels, Counter>::default();
+        let blocks = Family::<BlockLabels, Counter>::default();
+        let fallbacks = Family::<FallbackLabels, Counter>::default();
+        let generation = Gauge::<u64, AtomicU64>::default();
+        registry.register(
+            names::REQUESTS,
+            "Requests answered, by route, model, status and path",
+            requests.clone(),
+        );
+        registry.register(
+            names::ROUTING_SECONDS,
+            "Time from a parsed request to its routing decision",
+            routing.clone(),
+        );
+        registry.register(
+            names::SIGNAL_SECONDS,
+            "Time computing one model-backed signal",
+            signal.clone(),
+        );
+        registry.register(
+            names::UPSTREAM_TTFT_SECONDS,
+            "Time from sending upstream to the first answer byte",
+            upstream_ttft.clone(),
+        );
+        registry.register(
+            names::UPSTREAM_SECONDS,
+            "Time from sending upstream to the end of the answer",
+            upstream.clone(),
+        );
+        registry.register(names::RELOADS, "Policy reloads by result", reloads.clone());
+        registry.register(names::BLOCKS, "Requests decided by a block", blocks.clone());
+        registry.register(
+            names::FALLBACKS,
+            "Moves to the next model after a backend failure",
+            fallbacks.clone(),
+        );
+        registry.register(
+            names::POLICY_GENERATION,
+            "Generation of the policy being served",
+            generation.clone(),
+        );
+        Telemetry {
+            registry,
+            requests,
+            routing,
+            signal,
+            upstream_ttft,
+            upstream,
+            reloads,
+            blocks,
+            fallbacks,
+            generation,
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_has_every_family_and_counts() {
+        let t = Telemetry::new();
+        t.requests
+            .get_or_create(&RequestLabels {
+                route: "coding".into(),
+                model: "strong".into(),
+                status: 200,
+                path: "upstream",
+            })
+            .inc();
+        t.reloads
+            .get_or_create(&ResultLabels { result: "ok" })
+            .inc();
+        t.routing.observe(3e-6);
+        let text = t.encode();
+        assert!(text.contains(
+            "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\"} 1"
+        ), "{text}");
+        assert!(
+            text.contains("src_reloads_total{result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("src_routing_seconds_count 1"), "{text}");
+        // Families appear once they have a sample; the gauge always does.
+        assert!(text.contains("src_policy_generation 0"), "{text}");
+        assert!(!text.contains(names::FALLBACKS), "{text}");
+        t.fallbacks
+            .get_or_create(&FallbackLabels {
+                from: "strong".into(),
+                reason: "connect",
+            })
+            .inc();
+        let text = t.encode();
+        assert!(
+            text.contains("src_fallbacks_total{from=\"strong\",reason=\"connect\"} 1"),
+            "{text}"
+        );
+    }
+}

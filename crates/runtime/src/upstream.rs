@@ -1,0 +1,205 @@
+//! The pooled HTTP client the router forwards with, and how its failures are classified.
+//!
+//! One client for the whole process keeps connections to each backend alive between requests
+//! (a new TCP connection per request would cost more than the routing itself). Failures are
+//! sorted into the kinds the fallback rules distinguish: the backend could not be reached, it did
+//! not answer in time, or the exchange broke.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+/// Idle keep-alive connections are closed after this long (backends usually allow longer).
+const POOL_IDLE: Duration = Duration::from_secs(60);
+/// Idle connections kept per backend.
+const POOL_MAX_IDLE_PER_HOST: usize = 256;
+
+/// Why a request to a backend produced no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("cannot connect to `{url}`: {detail}")]
+    Connect { url: String, detail: String },
+    #[error("`{url}` did not answer within {}", crate::upstream::human_duration(*timeout))]
+    Timeout { url: String, timeout: Duration },
+    #[error("request to `{url}` failed: {detail}")]
+    Exchange { url: String, detail: String },
+}
+
+impl UpstreamError {
+    /// The fallback metric's `reason` label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            UpstreamError::Connect { .. } => "connect",
+            UpstreamError::Timeout { .. } => "timeout",
+            UpstreamError::Exchange { .. } => "exchange",
+        }
+    }
+}
+
+pub(crate) fn human_duration(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+/// The shared client.
+#[derive(Clone)]
+pub struct Upstream {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Upstream {
+    pub fn new(connect_timeout: Duration) -> Upstream {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_keepalive(Some(Duration::from_secs(30)));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        Upstream { client }
+    }
+
+    /// Sends `request` and waits at most `timeout` for the response head. Dropping the returned
+    /// response (or its body) before the end closes the connection, which is how a client that
+    /// goes away cancels the backend's work.
+    pub async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let url = request.uri().to_string();
+        match tokio::time::timeout(timeout, self.client.request(request)).await {
+            Err(_) => Err(UpstreamError::Timeout { url, timeout }),
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(err)) if err.is_connect() => Err(UpstreamError::Connect {
+                url,
+                detail: error_chain(&err),
+            }),
+            Ok(Err(err)) => Err(UpstreamError::Exchange {
+                url,
+                detail: error_chain(&err),
+            }),
+        }
+    }
+}
+
+/// An error and its sources on one line (hyper's top-level messages alone say little).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    fn get(url: &str) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
+        Request::get(url).body(Full::new(Bytes::new()))
+    }
+
+    #[tokio::test]
+    async fn closed_port_is_a_connect_error() -> Result<(), Box<dyn std::error::Error>> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        drop(listener);
+        let upstream = Upstream::new(Duration::from_secs(2));
+        let err = upstream
+            .send(
+                get(&format!("http://{addr}/v1/models"))?,
+                Duration::from_secs(5),
+            )
+            .await
+            .err()
+            .ok_or("expected an error")?;
+        assert_eq!(err.reason(), "connect", "{err}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn silent_backend_times_out() -> Result<(), Box<dyn std::error::Error>> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let hold = tokio::spawn(async move {
+            // Accept and read, never answer.
+            if let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = socket.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
+        });
+        let upstream = Upstream::new(Duration::from_secs(2));
+        let err = upstream
+            .send(get(&format!("http://{addr}/"))?, Duration::from_millis(100))
+            .await
+            .err()
+            .ok_or("expected an error")?;
+        assert_eq!(err.reason(), "timeout", "{err}");
+        hold.abort();
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn connections_are_reused() -> Result<(), Box<dyn std::error::Error>> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            let mut accepted = 0u32;
+            // Serve keep-alive answers; count connections.
+            while let Ok((mut socket, _)) = listener.accept().await {
+                accepted += 1;
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    while let Ok(n) = socket.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-conn: {accepted}\r\n\r\nok"
+                        );
+                        if socket.write_all(answer.as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let upstream = Upstream::new(Duration::from_secs(2));
+        let mut conns = Vec::new();
+        for _ in 0..3 {
+            let response = upstream
+                .send(get(&format!("http://{addr}/"))?, Duration::from_secs(5))
+                .await?;
+            conns.push(response.headers()["x-conn"].to_str()?.to_owned());
+            response.into_body().collect().await?;
+        }
+        assert_eq!(conns, ["1", "1", "1"]);
+        server.abort();
+        Ok(())
+    }
+}
