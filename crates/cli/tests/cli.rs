@@ -1,0 +1,250 @@
+//! The `src` binary as users run it: exit codes, output shapes, and files it rewrites.
+
+use assert_cmd::Command;
+use predicates::str::contains;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn src() -> Command {
+    Command::cargo_bin("src").expect("the src binary is built")
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write fixture");
+    path
+}
+
+fn error_with_code<'a>(doc: &'a Value, code: &str) -> &'a Value {
+    doc["diagnostics"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|d| d["code"] == code))
+        .unwrap_or_else(|| panic!("no {code} in {doc}"))
+}
+
+const GOOD: &str = r#"backend b { url = "http://127.0.0.1:9/v1" }
+model small { backend = b  serves = "s" }
+route default { to small }
+"#;
+
+#[test]
+fn check_passes_a_good_policy() {
+    src()
+        .args(["check", "--color", "never"])
+        .arg(repo("examples/quickstart"))
+        .assert()
+        .success();
+}
+
+#[test]
+fn check_exits_1_on_errors_and_reports_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "bad.sr",
+        "backend b { url = \"u\" }\nmodel small { backend = b  serves = \"s\" }\nroute default { to smal }\n",
+    );
+    let out = src()
+        .args(["check", "--format", "json"])
+        .arg(&file)
+        .assert()
+        .code(1);
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let doc: Value = serde_json::from_str(stdout.trim()).expect("exactly one JSON object");
+    assert_eq!(doc["errors"], 1);
+    let d = error_with_code(&doc, "E011");
+    let keys: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();
+    for key in [
+        "code",
+        "severity",
+        "message",
+        "file",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "help",
+    ] {
+        assert!(keys.contains(&key), "missing key {key} in {d}");
+    }
+    assert_eq!(d["code"], "E011");
+    assert_eq!(d["line"], 3);
+    assert_eq!(d["column"], 20);
+    assert_eq!(d["end_column"], 24);
+    assert!(d["help"].as_str().unwrap().contains("small"));
+}
+
+#[test]
+fn check_counts_columns_in_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "p.sr",
+        "backend b { url = \"u\" }\nmodel small { backend = b  serves = \"s\" }\nsignal s = contains(prompt, [\"é中\"]) and nope\nroute r priority 1 { when s  to small }\nroute default { to small }\n",
+    );
+    let out = src()
+        .args(["check", "--format", "json"])
+        .arg(&file)
+        .assert()
+        .code(1);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let d = error_with_code(&doc, "E011");
+    // `nope` starts after 38 characters of line 3 (but more bytes).
+    assert_eq!(d["line"], 3);
+    assert_eq!(d["column"], 41);
+}
+
+#[test]
+fn deny_warnings_turns_warnings_into_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "w.sr",
+        &format!("{GOOD}signal unused = contains(prompt, [\"x\"])\n"),
+    );
+    src().arg("check").arg(&file).assert().success();
+    src()
+        .args(["check", "--deny-warnings"])
+        .arg(&file)
+        .assert()
+        .code(1);
+}
+
+#[test]
+fn usage_and_io_errors_exit_2() {
+    src()
+        .args(["check", "/definitely/not/here"])
+        .assert()
+        .code(2);
+    src()
+        .args(["check", "--catalog", "nonsense"])
+        .arg(repo("examples/quickstart"))
+        .assert()
+        .code(2);
+    src().args(["check", "--no-such-flag"]).assert().code(2);
+}
+
+#[test]
+fn catalog_override_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = write(
+        dir.path(),
+        "c.json",
+        r#"{"object":"list","data":[{"id":"other"}]}"#,
+    );
+    src()
+        .args(["check", "--color", "never", "--catalog"])
+        .arg(format!("dynamo={}", catalog.display()))
+        .arg(repo("policies/production"))
+        .assert()
+        .code(1)
+        .stderr(contains("E040"));
+}
+
+#[test]
+fn fmt_check_lists_files_and_fmt_rewrites_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "messy.sr",
+        "route   default{to small}\nmodel small{backend=b serves=\"s\"}\nbackend b{url=\"u\"}\n",
+    );
+    src()
+        .args(["fmt", "--check"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stdout(contains("messy.sr"));
+    src().arg("fmt").arg(dir.path()).assert().success();
+    let once = std::fs::read_to_string(&file).unwrap();
+    assert!(once.contains("route default {\n  to small\n}"), "{once}");
+    src()
+        .args(["fmt", "--check"])
+        .arg(dir.path())
+        .assert()
+        .success();
+}
+
+#[test]
+fn test_command_reports_failures_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "t.sr",
+        &format!(
+            "{GOOD}model big {{ backend = b  serves = \"l\" }}\nroute code priority 1 {{ when contains(prompt, [\"rust\"])  to big }}\n\
+             test right {{ prompt = \"rust\"  expect code model big }}\n\
+             test wrong {{ prompt = \"hello\"  expect code }}\n"
+        ),
+    );
+    src()
+        .arg("test")
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stdout(contains("2 passed, 2 failed"))
+        .stdout(contains("`wrong`"));
+}
+
+#[test]
+fn explain_prints_the_decision_as_json() {
+    let out = src()
+        .args([
+            "explain",
+            "--format",
+            "json",
+            "--prompt",
+            "my service panics with this stack trace",
+        ])
+        .arg(repo("examples/quickstart"))
+        .assert()
+        .success();
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(doc["route"], "coding");
+    assert_eq!(doc["model"], "strong");
+    assert_eq!(doc["serves"], "Qwen/Qwen3-8B");
+    assert_eq!(doc["blocked"], Value::Null);
+    assert_eq!(doc["signals"]["code_talk"], true);
+    // The first route decided: the token count was never needed.
+    assert_eq!(doc["signals"]["long_chat"], Value::Null);
+    assert!(doc["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s == "long_chat"));
+}
+
+#[test]
+fn explain_names_missing_givens() {
+    src()
+        .args(["explain", "--prompt", "hello"])
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("--given attack="));
+}
+
+#[test]
+fn explain_engines_agree() {
+    let run = |engine: &str| {
+        let out = src()
+            .args([
+                "explain", "--format", "json", "--engine", engine, "--prompt", "x",
+            ])
+            .args(["--given", "attack=0.95", "--given", "topic=math"])
+            .arg(repo("policies/production"))
+            .assert()
+            .success();
+        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
+    };
+    let (a, b) = (run("interp"), run("jit"));
+    assert_eq!(a, b);
+    assert_eq!(a["blocked"], "jailbreak");
+    assert_eq!(a["model"], "safe");
+}
