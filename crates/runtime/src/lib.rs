@@ -18,6 +18,7 @@ pub mod policy_store;
 pub mod proxy;
 pub mod reload;
 pub mod server;
+pub mod session;
 pub mod telemetry;
 pub mod trace;
 pub mod upstream;

@@ -1,0 +1,149 @@
+//! What session affinity costs per request: the route decision alone (no session), then the
+//! decision plus the session layer's hot path — a pinned call following its pin — on the
+//! memory store and on Redis over loopback. Printed at the end as ratios to the decision alone.
+//!
+//! Needs `redis-server` on the PATH for the Redis case (it is started on a free port).
+
+#[path = "../tests/support/redis.rs"]
+mod redis_support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use src_compiler::eval::Step;
+use src_compiler::hir::{ModelId, StoreDef};
+use src_compiler::request::RequestView;
+use src_compiler::{CheckOptions, CompiledPolicy, EngineKind};
+use src_runtime::session::{
+    Continuity, ContinuityInput, MemoryStore, PolicyHolds, RedisStore, SessionLayer,
+};
+use tokio::runtime::Runtime;
+
+const POLICY: &str = r#"
+backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
+model small  { backend = sim  serves = "small"  cost = 0.1 }
+model strong { backend = sim  serves = "strong" cost = 1.0 }
+route coding priority 10 { when contains(prompt, ["stack trace", "segfault", "compile error"])  to strong }
+route default { to small }
+session { id = header("x-session-id")  ttl = 10m }
+protect { hold "tool call in flight" when request.tool_loop }
+"#;
+
+fn compile() -> CompiledPolicy {
+    let checked = src_compiler::check(
+        src_compiler::load::load_str("bench.sr", POLICY),
+        &CheckOptions::default(),
+    )
+    .policy
+    .unwrap_or_else(|| panic!("the bench policy does not check"));
+    match src_compiler::compile(checked, EngineKind::Jit) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn request() -> RequestView {
+    let body = serde_json::json!({
+        "model": "auto",
+        "messages": [
+            {"role": "system", "content": "You are a careful coding assistant."},
+            {"role": "user", "content": "my program segfaults after the compile error is fixed"}
+        ]
+    });
+    let headers = vec![
+        ("x-session-id".to_owned(), "bench-session".to_owned()),
+        ("authorization".to_owned(), "Bearer sk-bench".to_owned()),
+    ];
+    RequestView::from_chat(&body, &headers).unwrap_or_default()
+}
+
+fn route(compiled: &CompiledPolicy, view: &RequestView) -> ModelId {
+    let mut evaluation = compiled.evaluate(view);
+    match evaluation.step() {
+        Step::Decided(src_compiler::ir::Verdict::Route(r)) => compiled.checked.routes[r.index()].to,
+        other => panic!("unexpected step {other:?}"),
+    }
+}
+
+async fn route_and_pin(
+    layer: &SessionLayer,
+    compiled: &CompiledPolicy,
+    view: &RequestView,
+) -> ModelId {
+    let proposed = route(compiled, view);
+    let input = ContinuityInput {
+        policy: &compiled.checked,
+        view,
+        route: None,
+        proposed,
+    };
+    match layer.decide(input, &PolicyHolds { compiled, view }).await {
+        Continuity::Forward { model, .. } => model,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn mean(rt: &Runtime, iters: u32, mut f: impl FnMut(&Runtime)) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        f(rt);
+    }
+    start.elapsed() / iters
+}
+
+fn bench(c: &mut Criterion) {
+    let compiled = compile();
+    let view = request();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
+    };
+    let memory =
+        SessionLayer::default().with_store(StoreDef::Memory, Arc::new(MemoryStore::default()));
+    let server = redis_support::RedisServer::start();
+    let redis_store = rt
+        .block_on(async { RedisStore::connect(&server.url(), Duration::from_secs(1)) })
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The policy says `store = memory`; serving that name from Redis measures the Redis path.
+    let redis = SessionLayer::default().with_store(StoreDef::Memory, Arc::new(redis_store));
+    // The first call pins; every measured call then follows the pin (the hot path).
+    rt.block_on(route_and_pin(&memory, &compiled, &view));
+    rt.block_on(route_and_pin(&redis, &compiled, &view));
+
+    let mut group = c.benchmark_group("session_overhead");
+    group.bench_function("route_only", |b| {
+        b.iter(|| black_box(route(&compiled, &view)))
+    });
+    group.bench_function("route_and_pin_memory", |b| {
+        b.iter(|| black_box(rt.block_on(route_and_pin(&memory, &compiled, &view))))
+    });
+    group.bench_function("route_and_pin_redis", |b| {
+        b.iter(|| black_box(rt.block_on(route_and_pin(&redis, &compiled, &view))))
+    });
+    group.finish();
+
+    // A plain summary with the ratios the docs quote (criterion reports each case alone).
+    let n = 20_000;
+    let base = mean(&rt, n, |_| {
+        black_box(route(&compiled, &view));
+    });
+    let mem = mean(&rt, n, |rt| {
+        black_box(rt.block_on(route_and_pin(&memory, &compiled, &view)));
+    });
+    let red = mean(&rt, n / 10, |rt| {
+        black_box(rt.block_on(route_and_pin(&redis, &compiled, &view)));
+    });
+    let ratio = |d: Duration| d.as_secs_f64() / base.as_secs_f64().max(1e-12);
+    println!(
+        "session overhead: route only {base:?}; + memory pin {mem:?} ({:.1}x); + redis pin {red:?} ({:.1}x)",
+        ratio(mem),
+        ratio(red)
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

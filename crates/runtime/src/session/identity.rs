@@ -1,0 +1,164 @@
+//! Who a call belongs to: the session identity and the tenant that scopes it.
+//!
+//! `session.id` and `session.tenant` are `text?` expressions (LANGUAGE.md §3, §5 step 5). They
+//! are tiny — headers, the API key, literals, `??` chains, text signals — so they are evaluated
+//! here directly over the [`RequestView`] instead of through the staged evaluator, which only
+//! carries text inside atoms.
+//!
+//! The tenant defaults to a hash of the API key so that the key itself never reaches a store,
+//! a log line or a metric. Pins are keyed by (tenant, id): the tenant is never taken from what
+//! a client merely claims in a body, so one tenant cannot name another's pins.
+
+use sha2::{Digest, Sha256};
+use src_compiler::hir::{CheckedPolicy, SessionDef, TExpr, TExprKind};
+use src_compiler::request::RequestView;
+
+/// The tenant of calls that carry no API key (and whose policy names no tenant expression).
+pub const ANONYMOUS: &str = "anonymous";
+
+/// Hex digits of the API key's sha256 kept as the tenant: 128 bits, collision-free in practice.
+const TENANT_HASH_HEX: usize = 32;
+
+/// Identities longer than this are replaced by their hash so store keys stay bounded.
+const MAX_ID_BYTES: usize = 256;
+
+/// Text signals may use other text signals; the checker forbids cycles, this bounds the walk
+/// anyway so a malformed policy value can never recurse without end.
+const MAX_DEPTH: usize = 64;
+
+/// A call's continuity key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub tenant: String,
+    pub id: String,
+}
+
+/// The identity of a call under `def`, or `None` when its `id` expression yields no text (an
+/// absent header, or text that is empty after trimming).
+pub fn identify(policy: &CheckedPolicy, def: &SessionDef, view: &RequestView) -> Option<Identity> {
+    let id = session_id(&eval_text(policy, &def.id, view, 0)?)?;
+    Some(Identity {
+        tenant: tenant(policy, def, view),
+        id,
+    })
+}
+
+/// A session id as pins key it: trimmed, hashed when very long; `None` when blank.
+pub fn session_id(raw: &str) -> Option<String> {
+    non_blank(raw.to_owned()).map(bound_id)
+}
+
+/// The tenant of a call: the `tenant` expression's value, or a hash of the API key; calls with
+/// neither are [`ANONYMOUS`].
+pub fn tenant(policy: &CheckedPolicy, def: &SessionDef, view: &RequestView) -> String {
+    match &def.tenant {
+        Some(expr) => eval_text(policy, expr, view, 0)
+            .and_then(non_blank)
+            .unwrap_or_else(|| ANONYMOUS.to_owned()),
+        None => tenant_of_key(view.api_key.as_deref()),
+    }
+}
+
+/// The default tenant: a hex prefix of the key's sha256, or [`ANONYMOUS`] without a key.
+pub fn tenant_of_key(api_key: Option<&str>) -> String {
+    match api_key.filter(|k| !k.trim().is_empty()) {
+        Some(key) => {
+            let mut hex = hex(&Sha256::digest(key.as_bytes()));
+            hex.truncate(TENANT_HASH_HEX);
+            hex
+        }
+        None => ANONYMOUS.to_owned(),
+    }
+}
+
+fn non_blank(text: String) -> Option<String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        None
+    } else if trimmed.len() == text.len() {
+        Some(text)
+    } else {
+        Some(trimmed.to_owned())
+    }
+}
+
+fn bound_id(id: String) -> String {
+    if id.len() <= MAX_ID_BYTES {
+        id
+    } else {
+        format!("sha256:{}", hex(&Sha256::digest(id.as_bytes())))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
+}
+
+/// Evaluates a text-valued expression; `None` is an absent `text?`. Expressions of other types
+/// (which the checker never lets through here) are absent too, never a panic.
+fn eval_text(
+    policy: &CheckedPolicy,
+    expr: &TExpr,
+    view: &RequestView,
+    depth: usize,
+) -> Option<String> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    match &expr.kind {
+        TExprKind::Str(s) => Some(s.clone()),
+        TExprKind::Header(name) => view.header(name).map(str::to_owned),
+        TExprKind::ApiKey => view.api_key.clone(),
+        TExprKind::Prompt => Some(view.prompt.clone()),
+        TExprKind::History => Some(view.history.clone()),
+        TExprKind::System => Some(view.system.clone()),
+        TExprKind::Coalesce(a, b) => {
+            eval_text(policy, a, view, depth + 1).or_else(|| eval_text(policy, b, view, depth + 1))
+        }
+        TExprKind::Signal(id) => {
+            let signal = policy.signals.get(id.index())?;
+            eval_text(policy, &signal.expr, view, depth + 1)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_hash_is_a_prefix_of_its_sha256_and_never_the_key() {
+        let tenant = tenant_of_key(Some("sk-secret"));
+        let full = hex(&Sha256::digest(b"sk-secret"));
+        assert_eq!(tenant.len(), TENANT_HASH_HEX);
+        assert!(full.starts_with(&tenant));
+        assert!(!tenant.contains("secret"));
+        assert_ne!(tenant_of_key(Some("sk-other")), tenant);
+        assert_eq!(tenant_of_key(None), ANONYMOUS);
+        assert_eq!(tenant_of_key(Some("  ")), ANONYMOUS);
+    }
+
+    #[test]
+    fn long_ids_are_hashed_and_short_ones_kept() {
+        assert_eq!(bound_id("abc".into()), "abc");
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        let bounded = bound_id(long.clone());
+        assert!(bounded.starts_with("sha256:"));
+        assert_eq!(bounded.len(), "sha256:".len() + 64);
+        assert_ne!(bound_id(format!("{long}y")), bounded);
+    }
+
+    #[test]
+    fn blank_text_is_no_identity() {
+        assert_eq!(non_blank("  ".into()), None);
+        assert_eq!(non_blank(" a ".into()), Some("a".into()));
+        assert_eq!(non_blank("a".into()), Some("a".into()));
+    }
+}

@@ -1,0 +1,592 @@
+//! The switch protocol (LANGUAGE.md §5 step 5): after the route has proposed a model, decide
+//! whether the call follows its session's pin, starts one, or moves it.
+//!
+//! - no identity: `missing = route` forwards the proposal alone, `reject` answers 400;
+//! - no pin: the proposal is pinned (`new`), created only if absent so two replicas racing on
+//!   a first call agree on one winner — the loser follows the winner's pin;
+//! - a pin idle past its ttl (or on a model the policy no longer declares) is replaced
+//!   (`expired`);
+//! - a live pin on the proposal: `pinned`; on another model: the `protect` holds run in order,
+//!   and the first that holds keeps the pinned model (`held`); in observe mode its verdict is
+//!   only reported (`observed`) and the switch goes ahead; no hold: `switched`. Moves are
+//!   compare-and-set on the version read, so a concurrent writer's pin wins and is followed.
+//!
+//! A failing store follows `failure.store`: `open` forwards the proposal without affinity
+//! (`store-unavailable`, counted), `closed` answers 503.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use src_compiler::hir::{CheckedPolicy, ModelId, RouteId, SessionDef, StoreDef, TExpr, TExprKind};
+use src_compiler::request::RequestView;
+use src_dsl::ast::{FailMode, Missing, ProtectMode};
+
+use crate::headers::session as state;
+use crate::session::clock::{Clock, SystemClock};
+use crate::session::identity::{identify, Identity};
+use crate::session::metrics::{
+    OutcomeLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels, StoreLabels,
+    SwitchLabels,
+};
+use crate::session::pin::Pin;
+use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds};
+use crate::session::store::{
+    memory, redis, Cas, MemoryStore, OutcomeKey, OutcomeStats, Put, Recorded, RedisStore,
+    SessionStore, StoreError, Verdict,
+};
+
+/// Rounds of the protocol before a pin that keeps changing under concurrent writers is given
+/// up on (each lost race adopts the winner's pin, so two rounds settle any ordinary race).
+const MAX_ROUNDS: usize = 4;
+
+/// What the session layer did with a call; the value of `x-sr-session`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionState {
+    New,
+    Pinned,
+    Switched,
+    Held,
+    Observed,
+    MissingIdentity,
+    Expired,
+    StoreUnavailable,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::New => state::NEW,
+            SessionState::Pinned => state::PINNED,
+            SessionState::Switched => state::SWITCHED,
+            SessionState::Held => state::HELD,
+            SessionState::Observed => state::OBSERVED,
+            SessionState::MissingIdentity => state::MISSING_IDENTITY,
+            SessionState::Expired => state::EXPIRED,
+            SessionState::StoreUnavailable => state::STORE_UNAVAILABLE,
+        }
+    }
+}
+
+impl std::fmt::Display for SessionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Tunables of the layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Pins a `memory` store keeps.
+    pub memory_capacity: usize,
+    /// Bound on each Redis call.
+    pub redis_timeout: Duration,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            memory_capacity: memory::DEFAULT_CAPACITY,
+            redis_timeout: redis::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// The call whose continuity is decided.
+#[derive(Clone, Copy)]
+pub struct ContinuityInput<'a> {
+    pub policy: &'a CheckedPolicy,
+    pub view: &'a RequestView,
+    /// The route that proposed (`None` when the client named the model).
+    pub route: Option<RouteId>,
+    pub proposed: ModelId,
+}
+
+/// Where a session's upstream outcomes go: handed to the forwarder, which reports failed
+/// answers of the model it used.
+#[derive(Clone)]
+pub struct Ticket {
+    pub identity: Identity,
+    store: Arc<dyn SessionStore>,
+    ttl_ms: u64,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("identity", &self.identity)
+            .field("store", &self.store.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The layer's answer.
+#[derive(Debug, Clone)]
+pub enum Continuity {
+    /// The policy declares no `session`: the proposal stands and nothing is reported.
+    Unmanaged,
+    Forward {
+        model: ModelId,
+        state: SessionState,
+        /// The hold that kept the pin (or would have, in observe mode).
+        protection: Option<String>,
+        /// Set when the call had an identity and the store worked.
+        ticket: Option<Ticket>,
+    },
+    Reject {
+        status: u16,
+        message: String,
+    },
+}
+
+/// Why a protocol run stopped early.
+enum Stop {
+    Store(&'static str, StoreError),
+    Holds(String),
+}
+
+/// Session pinning and `protect` over pluggable stores.
+pub struct SessionLayer {
+    clock: Arc<dyn Clock>,
+    options: SessionOptions,
+    stores: Mutex<Vec<(StoreDef, Arc<dyn SessionStore>)>>,
+    metrics: SessionMetrics,
+}
+
+impl Default for SessionLayer {
+    fn default() -> Self {
+        SessionLayer::new(Arc::new(SystemClock), SessionOptions::default())
+    }
+}
+
+impl SessionLayer {
+    pub fn new(clock: Arc<dyn Clock>, options: SessionOptions) -> SessionLayer {
+        SessionLayer {
+            clock,
+            options,
+            stores: Mutex::new(Vec::new()),
+            metrics: SessionMetrics::default(),
+        }
+    }
+
+    /// Serves `def` from `store` instead of building one (tests, embedding).
+    pub fn with_store(self, def: StoreDef, store: Arc<dyn SessionStore>) -> SessionLayer {
+        self.lock_stores().push((def, store));
+        self
+    }
+
+    pub fn metrics(&self) -> &SessionMetrics {
+        &self.metrics
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    fn lock_stores(&self) -> std::sync::MutexGuard<'_, Vec<(StoreDef, Arc<dyn SessionStore>)>> {
+        self.stores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The store a policy names, built on first use and kept across reloads that name it again.
+    pub fn store(&self, def: &StoreDef) -> Result<Arc<dyn SessionStore>, StoreError> {
+        let mut stores = self.lock_stores();
+        if let Some((_, store)) = stores.iter().find(|(d, _)| d == def) {
+            return Ok(Arc::clone(store));
+        }
+        let store: Arc<dyn SessionStore> = match def {
+            StoreDef::Memory => Arc::new(MemoryStore::new(self.options.memory_capacity)),
+            StoreDef::Redis(url) => Arc::new(RedisStore::connect(url, self.options.redis_timeout)?),
+        };
+        stores.push((def.clone(), Arc::clone(&store)));
+        Ok(store)
+    }
+
+    /// Decides the call's continuity; `holds` answers `protect` for it.
+    pub async fn decide(&self, input: ContinuityInput<'_>, holds: &dyn Holds) -> Continuity {
+        let Some(def) = &input.policy.session else {
+            return Continuity::Unmanaged;
+        };
+        let Some(identity) = identify(input.policy, def, input.view) else {
+            return self.missing(input, def);
+        };
+        let store = match self.store(&def.store) {
+            Ok(store) => store,
+            Err(err) => return self.store_failed(input, "connect", "none", &err),
+        };
+        match self.run(input, def, &identity, store.as_ref(), holds).await {
+            Ok((model, state, protection)) => {
+                self.count(state);
+                Continuity::Forward {
+                    model,
+                    state,
+                    protection,
+                    ticket: Some(Ticket {
+                        identity,
+                        store,
+                        ttl_ms: def.ttl_ms,
+                    }),
+                }
+            }
+            Err(Stop::Store(op, err)) => self.store_failed(input, op, store.kind(), &err),
+            Err(Stop::Holds(message)) => Continuity::Reject {
+                status: 503,
+                message: format!("cannot decide whether the session's pin holds: {message}"),
+            },
+        }
+    }
+
+    fn count(&self, s: SessionState) {
+        self.metrics
+            .calls
+            .get_or_create(&StateLabels { state: s.as_str() })
+            .inc();
+    }
+
+    fn missing(&self, input: ContinuityInput<'_>, def: &SessionDef) -> Continuity {
+        match def.missing {
+            Missing::Route => {
+                self.count(SessionState::MissingIdentity);
+                Continuity::Forward {
+                    model: input.proposed,
+                    state: SessionState::MissingIdentity,
+                    protection: None,
+                    ticket: None,
+                }
+            }
+            Missing::Reject => {
+                let headers = id_headers(&def.id);
+                let hint = if headers.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<String> = headers.iter().map(|h| format!("`{h}`")).collect();
+                    format!(": send {}", names.join(" or "))
+                };
+                Continuity::Reject {
+                    status: 400,
+                    message: format!("this router requires a session identity{hint}"),
+                }
+            }
+        }
+    }
+
+    fn store_failed(
+        &self,
+        input: ContinuityInput<'_>,
+        op: &'static str,
+        store: &'static str,
+        err: &StoreError,
+    ) -> Continuity {
+        self.metrics
+            .store_errors
+            .get_or_create(&StoreErrorLabels {
+                store,
+                op,
+                kind: err.kind(),
+            })
+            .inc();
+        tracing::warn!(%err, op, "session store failed");
+        match input.policy.failure.store {
+            FailMode::Open => {
+                self.count(SessionState::StoreUnavailable);
+                Continuity::Forward {
+                    model: input.proposed,
+                    state: SessionState::StoreUnavailable,
+                    protection: None,
+                    ticket: None,
+                }
+            }
+            FailMode::Closed => Continuity::Reject {
+                status: 503,
+                message: "the session store is unavailable".into(),
+            },
+        }
+    }
+
+    /// One call of the switch protocol against the store.
+    async fn run(
+        &self,
+        input: ContinuityInput<'_>,
+        def: &SessionDef,
+        id: &Identity,
+        store: &dyn SessionStore,
+        holds: &dyn Holds,
+    ) -> Result<(ModelId, SessionState, Option<String>), Stop> {
+        let policy = input.policy;
+        let ttl = def.ttl_ms;
+        let now = self.clock.now_ms();
+        let proposed_name = model_name(policy, input.proposed);
+        let route_name = input
+            .route
+            .and_then(|r| policy.routes.get(r.index()))
+            .map(|r| r.name.as_str());
+        let store_err = |op| move |e| Stop::Store(op, e);
+        let mut found = store
+            .get_and_touch(id, now, ttl)
+            .await
+            .map_err(store_err("get"))?;
+        // Set once this call lost a race: it then follows whatever pin won.
+        let mut raced = false;
+        for _ in 0..MAX_ROUNDS {
+            let Some(pin) = found.take() else {
+                let pin = Pin::first(proposed_name, route_name, now);
+                match store
+                    .put_if_absent(id, &pin, ttl)
+                    .await
+                    .map_err(store_err("put"))?
+                {
+                    Put::Stored => {
+                        self.pinned(store);
+                        return Ok((input.proposed, SessionState::New, None));
+                    }
+                    Put::Exists(winner) => {
+                        raced = true;
+                        found = Some(winner);
+                        continue;
+                    }
+                }
+            };
+            let live = policy
+                .model_by_name(&pin.model)
+                .filter(|_| !pin.is_stale(now, ttl));
+            let Some(pinned) = live else {
+                let renewed = pin.renewed(proposed_name, route_name, now);
+                match store
+                    .compare_and_set(id, pin.version, &renewed, ttl)
+                    .await
+                    .map_err(store_err("cas"))?
+                {
+                    Cas::Stored => {
+                        self.pinned(store);
+                        return Ok((input.proposed, SessionState::Expired, None));
+                    }
+                    Cas::Conflict(current) => {
+                        raced = true;
+                        found = current;
+                        continue;
+                    }
+                }
+            };
+            if raced {
+                store
+                    .touch(id, now, ttl)
+                    .await
+                    .map_err(store_err("touch"))?;
+                return Ok((pinned, SessionState::Pinned, None));
+            }
+            if pinned == input.proposed {
+                return Ok((pinned, SessionState::Pinned, None));
+            }
+            let held = self
+                .holds(input, id, store, &pin, pinned, holds)
+                .await
+                .map_err(Stop::Holds)?;
+            let observe = policy
+                .protect
+                .as_ref()
+                .is_some_and(|p| p.mode == ProtectMode::Observe);
+            if let Some(rule) = &held {
+                if !observe {
+                    self.metrics
+                        .holds
+                        .get_or_create(&RuleLabels { rule: rule.clone() })
+                        .inc();
+                    return Ok((pinned, SessionState::Held, held));
+                }
+            }
+            let moved = pin.switched(proposed_name, route_name, now, held.as_deref());
+            match store
+                .compare_and_set(id, pin.version, &moved, ttl)
+                .await
+                .map_err(store_err("cas"))?
+            {
+                Cas::Stored => {
+                    self.metrics
+                        .switches
+                        .get_or_create(&SwitchLabels {
+                            from: pin.model.clone(),
+                            to: proposed_name.to_owned(),
+                        })
+                        .inc();
+                    let Some(rule) = held else {
+                        return Ok((input.proposed, SessionState::Switched, None));
+                    };
+                    self.metrics
+                        .observed
+                        .get_or_create(&RuleLabels { rule: rule.clone() })
+                        .inc();
+                    return Ok((input.proposed, SessionState::Observed, Some(rule)));
+                }
+                Cas::Conflict(current) => {
+                    raced = true;
+                    found = current;
+                }
+            }
+        }
+        Err(Stop::Store(
+            "cas",
+            StoreError::Unavailable("the pin kept changing under concurrent writers".into()),
+        ))
+    }
+
+    fn pinned(&self, store: &dyn SessionStore) {
+        self.metrics
+            .pins
+            .get_or_create(&StoreLabels {
+                store: store.kind(),
+            })
+            .inc();
+    }
+
+    /// The name of the first hold that holds for moving `pin` to the proposal.
+    async fn holds(
+        &self,
+        input: ContinuityInput<'_>,
+        id: &Identity,
+        store: &dyn SessionStore,
+        pin: &Pin,
+        pinned: ModelId,
+        holds: &dyn Holds,
+    ) -> Result<Option<String>, String> {
+        let Some(protect) = input
+            .policy
+            .protect
+            .as_ref()
+            .filter(|p| !p.holds.is_empty())
+        else {
+            return Ok(None);
+        };
+        let outcomes = if reads_outcomes(input.policy, protect) {
+            let key = OutcomeKey {
+                session: id.clone(),
+                model: pin.model.clone(),
+            };
+            match store.outcomes(&key, self.clock.now_ms()).await {
+                Ok(stats) => stats,
+                Err(err) => {
+                    // Holds on outcomes then see "unknown", which does not hold.
+                    self.metrics
+                        .store_errors
+                        .get_or_create(&StoreErrorLabels {
+                            store: store.kind(),
+                            op: "outcomes",
+                            kind: err.kind(),
+                        })
+                        .inc();
+                    OutcomeStats::default()
+                }
+            }
+        } else {
+            OutcomeStats::default()
+        };
+        let query = HoldQuery {
+            pinned,
+            proposed: input.proposed,
+            outcomes,
+        };
+        match holds.first_hold(query).await {
+            HoldVerdict::NoHold => Ok(None),
+            HoldVerdict::Held(i) => Ok(protect.holds.get(i).map(|h| h.name.clone())),
+            HoldVerdict::Failed(message) => Err(message),
+        }
+    }
+
+    /// Records an outcome of `model` in a session; `source` is `client` or `upstream`.
+    pub async fn record(
+        &self,
+        ticket: &Ticket,
+        model: &str,
+        verdict: Verdict,
+        idempotency: Option<&str>,
+        source: &'static str,
+    ) -> Result<Recorded, StoreError> {
+        let key = OutcomeKey {
+            session: ticket.identity.clone(),
+            model: model.to_owned(),
+        };
+        let now = self.clock.now_ms();
+        let recorded = ticket
+            .store
+            .record_outcome(&key, verdict, idempotency, now, ticket.ttl_ms)
+            .await;
+        match &recorded {
+            Ok(Recorded::New) => {
+                self.metrics
+                    .outcomes
+                    .get_or_create(&OutcomeLabels {
+                        verdict: verdict_word(verdict),
+                        source,
+                    })
+                    .inc();
+            }
+            Ok(Recorded::Duplicate) => {}
+            Err(err) => {
+                self.metrics
+                    .store_errors
+                    .get_or_create(&StoreErrorLabels {
+                        store: ticket.store.kind(),
+                        op: "record",
+                        kind: err.kind(),
+                    })
+                    .inc();
+            }
+        }
+        recorded
+    }
+
+    /// A ticket for a session named outside a chat call (the outcomes endpoint).
+    pub fn ticket(&self, def: &SessionDef, identity: Identity) -> Result<Ticket, StoreError> {
+        Ok(Ticket {
+            identity,
+            store: self.store(&def.store)?,
+            ttl_ms: def.ttl_ms,
+        })
+    }
+
+    /// The session's pin as stored (live or stale), and a model's recent outcomes in it.
+    pub async fn pin_of(&self, ticket: &Ticket) -> Result<Option<Pin>, StoreError> {
+        ticket
+            .store
+            .get(&ticket.identity, self.clock.now_ms())
+            .await
+    }
+
+    pub async fn outcomes_of(
+        &self,
+        ticket: &Ticket,
+        model: &str,
+    ) -> Result<OutcomeStats, StoreError> {
+        let key = OutcomeKey {
+            session: ticket.identity.clone(),
+            model: model.to_owned(),
+        };
+        ticket.store.outcomes(&key, self.clock.now_ms()).await
+    }
+}
+
+pub(crate) fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "fail",
+    }
+}
+
+fn model_name(policy: &CheckedPolicy, id: ModelId) -> &str {
+    policy
+        .models
+        .get(id.index())
+        .map_or("", |m| m.name.as_str())
+}
+
+/// The headers an identity expression reads, in order, for the "send one of" hint.
+fn id_headers(e: &TExpr) -> Vec<&str> {
+    match &e.kind {
+        TExprKind::Header(h) => vec![h.as_str()],
+        TExprKind::Coalesce(a, b) => {
+            let mut v = id_headers(a);
+            v.extend(id_headers(b));
+            v
+        }
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,119 @@
+//! `protect`: whether a proposed switch away from a pinned model is held.
+//!
+//! The holds are conditions of the compiled policy, so they are answered by the same staged
+//! evaluator as the routes ([`Evaluation::hold_step`]) — one semantics for `src test`, `src
+//! explain` and serving. The session layer asks through the small [`Holds`] trait so the switch
+//! protocol can be exercised against a plain table too.
+
+use src_compiler::eval::{HoldStep, ModelResult};
+use src_compiler::hir::{CheckedPolicy, ModelId, ProtectDef, TExpr, TExprKind};
+use src_compiler::request::RequestView;
+use src_compiler::CompiledPolicy;
+
+use crate::hooks::BoxFuture;
+use crate::session::store::OutcomeStats;
+
+/// A switch under consideration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HoldQuery {
+    pub pinned: ModelId,
+    pub proposed: ModelId,
+    /// Recent outcomes of the pinned model in this session.
+    pub outcomes: OutcomeStats,
+}
+
+/// What the holds said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldVerdict {
+    /// The hold at this position (in `protect` order) holds.
+    Held(usize),
+    NoHold,
+    /// A model-backed hold could not be computed and `failure.classifier = closed` forbids
+    /// guessing.
+    Failed(String),
+}
+
+/// Answers `protect` for one request.
+pub trait Holds: Send + Sync {
+    fn first_hold(&self, query: HoldQuery) -> BoxFuture<'_, HoldVerdict>;
+}
+
+/// The policy's own holds over one request, through the staged evaluator. Model-backed atoms
+/// are answered as failed (the build has no model runtime in the request path of `protect`),
+/// which the evaluator turns into "does not hold" under `failure.classifier = open` and into
+/// [`HoldVerdict::Failed`] under `closed`.
+pub struct PolicyHolds<'a> {
+    pub compiled: &'a CompiledPolicy,
+    pub view: &'a RequestView,
+}
+
+impl Holds for PolicyHolds<'_> {
+    fn first_hold(&self, query: HoldQuery) -> BoxFuture<'_, HoldVerdict> {
+        let verdict = evaluate_holds(self.compiled, self.view, query);
+        Box::pin(std::future::ready(verdict))
+    }
+}
+
+/// Upper bound on evaluator rounds; each round settles at least one model atom, so this is
+/// only reached by an evaluator that stops making progress.
+const MAX_ROUNDS: usize = 64;
+
+fn evaluate_holds(compiled: &CompiledPolicy, view: &RequestView, query: HoldQuery) -> HoldVerdict {
+    let mut evaluation = compiled.evaluate(view);
+    let count = i64::try_from(query.outcomes.count).unwrap_or(i64::MAX);
+    for _ in 0..MAX_ROUNDS {
+        match evaluation.hold_step(
+            query.pinned,
+            query.proposed,
+            query.outcomes.fail_rate(),
+            count,
+        ) {
+            HoldStep::Held(i) => return HoldVerdict::Held(i),
+            HoldStep::NoHold => return HoldVerdict::NoHold,
+            HoldStep::Failed(failed) => {
+                return HoldVerdict::Failed(format!(
+                    "{} model-backed value(s) of a `protect` hold could not be computed",
+                    failed.atoms.len()
+                ))
+            }
+            HoldStep::NeedModels(calls) => {
+                for call in &calls {
+                    if evaluation.supply(call, ModelResult::Failed).is_err() {
+                        return HoldVerdict::Failed("the evaluator refused a model answer".into());
+                    }
+                }
+            }
+        }
+    }
+    HoldVerdict::Failed("the `protect` holds did not settle".into())
+}
+
+/// Whether any hold reads `outcomes(pinned)`, so the store is asked for outcomes only then.
+pub fn reads_outcomes(policy: &CheckedPolicy, protect: &ProtectDef) -> bool {
+    protect
+        .holds
+        .iter()
+        .any(|h| mentions_outcomes(policy, &h.when, 0))
+}
+
+fn mentions_outcomes(policy: &CheckedPolicy, e: &TExpr, depth: usize) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    let sub = |x: &TExpr| mentions_outcomes(policy, x, depth + 1);
+    match &e.kind {
+        TExprKind::OutcomeFailRate | TExprKind::OutcomeCount => true,
+        TExprKind::Signal(id) => policy.signals.get(id.index()).is_some_and(|s| sub(&s.expr)),
+        TExprKind::Not(a)
+        | TExprKind::Neg(a)
+        | TExprKind::Confidence(a)
+        | TExprKind::Cost(a)
+        | TExprKind::IsLabel(a, _) => sub(a),
+        TExprKind::And(a, b)
+        | TExprKind::Or(a, b)
+        | TExprKind::Arith(_, a, b)
+        | TExprKind::Cmp(_, a, b)
+        | TExprKind::Coalesce(a, b) => sub(a) || sub(b),
+        _ => false,
+    }
+}

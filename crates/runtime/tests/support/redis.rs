@@ -1,0 +1,134 @@
+//! A real `redis-server` for tests: started on a free port with persistence off, ready once it
+//! answers PING, killed when dropped. `kill` and `restart` (same port) let tests take Redis
+//! away under load and bring it back.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a started server may take to answer PING (it usually needs ~10 ms).
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port; panics (failing the test) when `redis-server` is not
+    /// installed — install it with `apt-get install -y redis-server`.
+    pub fn start() -> RedisServer {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut server = RedisServer { child: None, port };
+            if server.spawn() {
+                return server;
+            }
+        }
+        panic!("redis-server did not start on any free port");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Stops the server at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (empty: persistence is off).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + READY_WITHIN;
+        while Instant::now() < deadline {
+            if self.spawn() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+
+    /// Sends one inline command and answers the raw reply (for assertions on keys).
+    pub fn command(&self, line: &str) -> String {
+        let mut stream = match TcpStream::connect(("127.0.0.1", self.port)) {
+            Ok(s) => s,
+            Err(e) => panic!("cannot reach redis on {}: {e}", self.port),
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = stream.write_all(format!("{line}\r\n").as_bytes());
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = stream.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    fn spawn(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => panic!(
+                "cannot run redis-server ({e}); install it with `apt-get install -y redis-server`"
+            ),
+        };
+        let deadline = Instant::now() + READY_WITHIN;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                // Exited: most likely the port was taken meanwhile.
+                return false;
+            }
+            if ping(self.port) {
+                self.child = Some(child);
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
+        Ok(addr) => addr.port(),
+        Err(e) => panic!("no free port: {e}"),
+    }
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    matches!(stream.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+}
