@@ -51,8 +51,11 @@ pub fn start(
     } else {
         None
     };
+    // Registered before the server is reported started, so a SIGHUP sent right after start
+    // reloads instead of taking the default action (terminating the process).
+    let hangup = hangup_signal();
     Ok(tokio::spawn(run(
-        app, watcher, fs_rx, requests, reloaded, stop,
+        app, watcher, hangup, fs_rx, requests, reloaded, stop,
     )))
 }
 
@@ -102,6 +105,7 @@ fn watch_policy(
 async fn run(
     app: Arc<App>,
     watcher: Option<notify::RecommendedWatcher>,
+    mut hangup: Hangup,
     mut fs_events: mpsc::Receiver<()>,
     mut requests: mpsc::Receiver<()>,
     reloaded: watch::Sender<u64>,
@@ -109,7 +113,6 @@ async fn run(
 ) {
     // Kept alive for as long as the task runs.
     let _watcher = watcher;
-    let mut hangup = hangup_signal();
     loop {
         tokio::select! {
             Some(()) = fs_events.recv() => {

@@ -41,7 +41,10 @@ impl Router {
         Router::start_with(policy, |_| {}).await
     }
 
-    pub async fn start_with(policy: &str, tweak: impl FnOnce(&mut ServeConfig)) -> TestResult<Router> {
+    pub async fn start_with(
+        policy: &str,
+        tweak: impl FnOnce(&mut ServeConfig),
+    ) -> TestResult<Router> {
         let dir = tempfile::tempdir()?;
         std::fs::write(dir.path().join("policy.sr"), policy)?;
         let mut cfg = ServeConfig::ephemeral(dir.path());
@@ -79,12 +82,19 @@ impl Router {
 
     pub async fn chat(&self, body: &Value, headers: &[(&str, &str)]) -> TestResult<Answer> {
         self.client
-            .send(Method::POST, &self.url("/v1/chat/completions"), body.to_string(), headers)
+            .send(
+                Method::POST,
+                &self.url("/v1/chat/completions"),
+                body.to_string(),
+                headers,
+            )
             .await
     }
 
     pub async fn get(&self, path: &str) -> TestResult<Answer> {
-        self.client.send(Method::GET, &self.url(path), String::new(), &[]).await
+        self.client
+            .send(Method::GET, &self.url(path), String::new(), &[])
+            .await
     }
 
     /// The request log line of `request_id`, waiting for it (streams log when they end).

@@ -1,0 +1,192 @@
+//! Hot reload of `src serve`: a valid edit swaps the route, an invalid one keeps the old policy
+//! and shows its diagnostics on the admin listener, SIGHUP reloads, and requests under load
+//! never fail while policies are swapped.
+
+mod proxy_support;
+
+use std::time::Duration;
+
+use proxy_support::{user, Http, Router, TestResult, PATIENCE};
+use serde_json::Value;
+
+fn policy(default_model: &str) -> String {
+    format!(
+        r#"
+backend sim {{ url = "http://127.0.0.1:9/v1"  simulated = true }}
+model small  {{ backend = sim  serves = "Qwen/Qwen3-0.6B" }}
+model strong {{ backend = sim  serves = "Qwen/Qwen3-8B" }}
+route coding priority 10 {{ when contains(prompt, ["segfault"])  to strong }}
+route default {{ to {default_model} }}
+"#
+    )
+}
+
+async fn admin(router: &Router) -> TestResult<Value> {
+    Http::new()
+        .send(
+            hyper::Method::GET,
+            &router.admin_url("/v1/router/policy"),
+            "",
+            &[],
+        )
+        .await?
+        .json()
+}
+
+/// Polls until `probe` is true (bounded by `PATIENCE`).
+async fn eventually<F, Fut>(what: &str, mut probe: F) -> TestResult
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = TestResult<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !probe().await? {
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("never happened: {what}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Ok(())
+}
+
+async fn model_for_hello(router: &Router) -> TestResult<String> {
+    let answer = router.chat(&user("hello"), &[]).await?;
+    if answer.status != 200 {
+        return Err(format!("status {}: {}", answer.status, answer.text()).into());
+    }
+    Ok(answer.header("x-sr-model").unwrap_or_default().to_owned())
+}
+
+#[tokio::test]
+async fn file_edits_reload_and_broken_edits_keep_the_old_policy() -> TestResult {
+    let router = Router::start_with(&policy("small"), |cfg| cfg.watch = true).await?;
+    assert_eq!(model_for_hello(&router).await?, "small");
+    let first = admin(&router).await?;
+
+    // A valid edit swaps the default route's model.
+    std::fs::write(router.policy_path(), policy("strong"))?;
+    eventually("the edit is served", || async {
+        Ok(model_for_hello(&router).await? == "strong")
+    })
+    .await?;
+    let second = admin(&router).await?;
+    assert_eq!(second["generation"], 2);
+    assert_ne!(second["content_hash"], first["content_hash"]);
+
+    // A broken edit: the old policy keeps serving; the admin endpoint shows why.
+    std::fs::write(
+        router.policy_path(),
+        policy("strong").replace("to strong }\n", "to stronk }\n"),
+    )?;
+    eventually("the failure is reported", || async {
+        Ok(!admin(&router).await?["last_reload_error"].is_null())
+    })
+    .await?;
+    let report = admin(&router).await?;
+    let error = &report["last_reload_error"];
+    assert_eq!(report["generation"], 2, "{report}");
+    let diagnostics = error["diagnostics"]["diagnostics"]
+        .as_array()
+        .ok_or("no diagnostics list")?;
+    assert!(
+        diagnostics
+            .iter()
+            .any(|d| d["code"] == "E011"
+                && d["message"].as_str().is_some_and(|m| m.contains("stronk"))),
+        "{error}"
+    );
+    assert!(
+        error["rendered"]
+            .as_str()
+            .is_some_and(|r| r.contains("E011")),
+        "{error}"
+    );
+    assert_eq!(model_for_hello(&router).await?, "strong");
+    let metrics = router.get("/metrics").await?.text();
+    assert!(
+        metrics.contains("src_reloads_total{result=\"error\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("src_reloads_total{result=\"ok\"} 1"),
+        "{metrics}"
+    );
+
+    // Back to a good file: the error clears, and the same text gives the same hash.
+    std::fs::write(router.policy_path(), policy("small"))?;
+    eventually("the fix is served", || async {
+        Ok(model_for_hello(&router).await? == "small")
+    })
+    .await?;
+    let third = admin(&router).await?;
+    assert!(third["last_reload_error"].is_null(), "{third}");
+    assert_eq!(third["content_hash"], first["content_hash"]);
+    assert_eq!(third["generation"], 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn sighup_reloads() -> TestResult {
+    let router = Router::start(&policy("small")).await?;
+    std::fs::write(router.policy_path(), policy("strong"))?;
+    // Not watching: nothing changes until asked.
+    assert_eq!(model_for_hello(&router).await?, "small");
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()?;
+    assert!(status.success());
+    eventually("SIGHUP reloaded", || async {
+        Ok(model_for_hello(&router).await? == "strong")
+    })
+    .await?;
+    assert_eq!(router.server.generation(), 2);
+    Ok(())
+}
+
+#[tokio::test]
+async fn no_request_fails_while_policies_swap_under_load() -> TestResult {
+    let router = Router::start(&policy("small")).await?;
+    let url = router.url("/v1/chat/completions");
+    let mut clients = Vec::new();
+    for c in 0..4 {
+        let url = url.clone();
+        clients.push(tokio::spawn(async move {
+            let http = Http::new();
+            let mut seen = Vec::new();
+            for i in 0..60 {
+                let prompt = if (i + c) % 3 == 0 {
+                    "a segfault"
+                } else {
+                    "hello"
+                };
+                let answer = http
+                    .send(hyper::Method::POST, &url, user(prompt).to_string(), &[])
+                    .await?;
+                if answer.status != 200 {
+                    return Err(format!("status {}: {}", answer.status, answer.text()).into());
+                }
+                seen.push(answer.header("x-sr-model").unwrap_or_default().to_owned());
+            }
+            TestResult::Ok(seen)
+        }));
+    }
+    for round in 0..10 {
+        let model = if round % 2 == 0 { "strong" } else { "small" };
+        std::fs::write(router.policy_path(), policy(model))?;
+        router.server.reload().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for client in clients {
+        let seen = client.await??;
+        assert_eq!(seen.len(), 60);
+        assert!(
+            seen.iter().all(|m| m == "small" || m == "strong"),
+            "{seen:?}"
+        );
+    }
+    eventually("every reload is done", || async {
+        Ok(router.server.generation() >= 2)
+    })
+    .await?;
+    Ok(())
+}
