@@ -78,7 +78,17 @@ async fn route_and_pin(
         route: None,
         proposed,
     };
-    match layer.decide(input, &PolicyHolds { compiled, view }).await {
+    match layer
+        .decide(
+            input,
+            &PolicyHolds {
+                compiled,
+                view,
+                models: None,
+            },
+        )
+        .await
+    {
         Continuity::Forward { model, .. } => model,
         other => panic!("unexpected {other:?}"),
     }

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use crate::backends::SimPool;
 use crate::config::ServeConfig;
-use crate::hooks::{ModelSignals, NoModelSignals, NoSessions, Sessions};
+use crate::hooks::{ModelSignals, NoModelSignals, Sessions};
 use crate::log::RequestLog;
 use crate::policy_store::PolicyStore;
 use crate::server::health::Readiness;
+use crate::session::SessionLayer;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
 
@@ -21,12 +22,11 @@ pub struct Components {
 }
 
 impl Components {
-    /// No model runtime, no sessions, request lines on stderr.
+    /// No model runtime, sessions pinned as the policy says, request lines on stderr.
     pub fn standard() -> Components {
         Components {
-            models: Arc::new(NoModelSignals),
-            sessions: Arc::new(NoSessions),
             log: RequestLog::stderr(),
+            ..Components::standard_without_log()
         }
     }
 
@@ -39,9 +39,10 @@ impl Components {
     }
 
     fn standard_without_log() -> Components {
+        let models: Arc<dyn ModelSignals> = Arc::new(NoModelSignals);
         Components {
-            models: Arc::new(NoModelSignals),
-            sessions: Arc::new(NoSessions),
+            sessions: Arc::new(SessionLayer::default().with_models(Arc::clone(&models))),
+            models,
             log: RequestLog::Off,
         }
     }

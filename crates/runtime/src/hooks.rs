@@ -9,11 +9,15 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use src_compiler::eval::{ModelCall, ModelResult};
 use src_compiler::hir::{CheckedPolicy, ModelId, RouteId};
 use src_compiler::request::RequestView;
+use src_compiler::CompiledPolicy;
 use src_dsl::{codes, Diagnostic};
+
+use crate::openai::ApiError;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -89,6 +93,8 @@ impl ModelSignals for NoModelSignals {
 /// What the session layer knows when the route has proposed a model.
 pub struct SessionInput<'a> {
     pub policy: &'a CheckedPolicy,
+    /// The same policy compiled: `protect` holds run on its staged evaluator.
+    pub compiled: &'a CompiledPolicy,
     pub request: &'a RequestView,
     /// The route that decided (`None` when the client named a model or a block redirected).
     pub route: Option<RouteId>,
@@ -108,6 +114,52 @@ pub enum SessionOutcome {
     },
     /// Refuse (`missing = reject` without an identity, a failed store with `store = closed`).
     Reject { status: u16, message: String },
+    /// Forward to `model` (the proposal, or the pin a `hold` kept) with what the session layer
+    /// reports about the call.
+    Session {
+        model: ModelId,
+        protection: Option<String>,
+        report: SessionReport,
+    },
+}
+
+/// What a session-managed call carries to the forwarder.
+#[derive(Clone)]
+pub struct SessionReport {
+    /// The value of `x-sr-session`.
+    pub state: &'static str,
+    /// The session id, forwarded upstream as `x-dynamo-session-id`.
+    pub identity: Option<String>,
+    /// Told when a model fails the call upstream (an error, or an answer that is not one).
+    pub outcomes: Option<Arc<dyn UpstreamOutcomes>>,
+}
+
+impl std::fmt::Debug for SessionReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionReport")
+            .field("state", &self.state)
+            .field("identity", &self.identity)
+            .field("outcomes", &self.outcomes.is_some())
+            .finish()
+    }
+}
+
+impl PartialEq for SessionReport {
+    fn eq(&self, other: &Self) -> bool {
+        let same_sink = match (&self.outcomes, &other.outcomes) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        self.state == other.state && self.identity == other.identity && same_sink
+    }
+}
+
+/// Receives upstream failures of the models a session's call tried. Called on the request path
+/// (also from a response body's poll), so implementations must not block.
+pub trait UpstreamOutcomes: Send + Sync {
+    /// `model` (a logical model name) failed the call; `reason` is a short fixed word.
+    fn failed(&self, model: &str, reason: &'static str);
 }
 
 /// Session pinning and `protect`, called after the route decision and before forwarding.
@@ -119,6 +171,24 @@ pub trait Sessions: Send + Sync {
     }
 
     fn after_route<'a>(&'a self, input: SessionInput<'a>) -> BoxFuture<'a, SessionOutcome>;
+
+    /// Adds the layer's metrics to the server's registry.
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
+
+    /// `POST /v1/router/outcomes`: records a client's verdict; answers the JSON body.
+    fn record_outcome<'a>(
+        &'a self,
+        _policy: &'a CheckedPolicy,
+        _headers: &'a [(String, String)],
+        _body: &'a [u8],
+    ) -> BoxFuture<'a, Result<serde_json::Value, ApiError>> {
+        Box::pin(std::future::ready(Err(ApiError::new(
+            hyper::StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            Some("no_sessions"),
+            "this server does not keep sessions",
+        ))))
+    }
 }
 
 /// The default: every decision stands.

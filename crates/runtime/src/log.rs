@@ -67,6 +67,10 @@ pub struct RequestRecord {
     pub policy_generation: u64,
     /// Why the request failed, or how the answer ended early (client gone, upstream cut).
     pub error: Option<String>,
+    /// What the session layer did (`x-sr-session`), for session-managed policies.
+    pub session: Option<&'static str>,
+    /// The `protect` hold that kept the pin, or would have in observe mode.
+    pub protection: Option<String>,
 }
 
 /// Where request lines go.

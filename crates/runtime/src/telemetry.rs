@@ -78,7 +78,13 @@ fn latency_buckets() -> Histogram {
 
 impl Telemetry {
     pub fn new() -> Telemetry {
+        Telemetry::with_extra(|_| {})
+    }
+
+    /// The router's metrics plus those `extra` registers (pluggable components' own).
+    pub fn with_extra(extra: impl FnOnce(&mut Registry)) -> Telemetry {
         let mut registry = Registry::default();
+        extra(&mut registry);
         let requests = Family::<RequestLabels, Counter>::default();
         let routing = routing_buckets();
         let signal: HistogramFamily<SignalLabels> = Family::new_with_constructor(latency_buckets);

@@ -215,7 +215,16 @@ async fn run_layer(
         route: None,
         proposed,
     };
-    layer.decide(input, &PolicyHolds { compiled, view }).await
+    layer
+        .decide(
+            input,
+            &PolicyHolds {
+                compiled,
+                view,
+                models: None,
+            },
+        )
+        .await
 }
 
 fn model(policy: &CheckedPolicy, i: u32) -> ModelId {

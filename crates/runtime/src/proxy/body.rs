@@ -7,6 +7,7 @@
 //! backend's work), the completion writes the request's log line and metrics exactly once.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Usage, UsageScanner};
 use crate::proxy::completion::Completion;
 
@@ -85,6 +87,8 @@ pub struct Relay {
     sent_at: Instant,
     first_byte: Option<Instant>,
     completion: Option<Completion>,
+    /// The session to tell, and the model to blame, when the answer turns out not to be one.
+    outcomes: Option<(Arc<dyn UpstreamOutcomes>, String)>,
 }
 
 impl Relay {
@@ -105,6 +109,48 @@ impl Relay {
             sent_at,
             first_byte: None,
             completion: Some(completion),
+            outcomes: None,
+        }
+    }
+
+    /// Reports to `outcomes` a failure of `model` when the answer breaks off or, for a 2xx
+    /// JSON answer, is not a JSON object without `error` (HTTP 200 alone is no success).
+    pub fn with_outcomes(mut self, outcomes: Arc<dyn UpstreamOutcomes>, model: &str) -> Relay {
+        self.outcomes = Some((outcomes, model.to_owned()));
+        self
+    }
+
+    /// At the end of the answer: reports a malformed one.
+    fn judge_answer(&mut self) {
+        let Some((outcomes, model)) = self.outcomes.take() else {
+            return;
+        };
+        let success = self
+            .completion
+            .as_ref()
+            .is_some_and(|c| (200..300).contains(&c.record.status));
+        let Evidence::Json { parts, len } = &self.evidence else {
+            return;
+        };
+        if !success || *len > MAX_JSON_EVIDENCE {
+            return;
+        }
+        let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        let answer = serde_json::from_slice::<serde_json::Value>(&whole);
+        let well_formed = answer
+            .as_ref()
+            .ok()
+            .and_then(|v| v.as_object())
+            .is_some_and(|o| !o.contains_key("error"));
+        if !well_formed {
+            outcomes.failed(&model, "malformed");
+        }
+    }
+
+    /// The upstream cut the answer off.
+    fn judge_broken(&mut self) {
+        if let Some((outcomes, model)) = self.outcomes.take() {
+            outcomes.failed(&model, "broken");
         }
     }
 
@@ -164,6 +210,7 @@ impl Body for Relay {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(None) => {
+                this.judge_answer();
                 this.complete(None);
                 Poll::Ready(None)
             }
@@ -173,11 +220,13 @@ impl Body for Relay {
                 }
                 // A sized body may be dropped right after its last frame without another poll.
                 if this.inner.is_end_stream() {
+                    this.judge_answer();
                     this.complete(None);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(err))) => {
+                this.judge_broken();
                 this.complete(Some(format!(
                     "upstream answer broke off: {}",
                     crate::upstream::error_chain(&err)

@@ -12,7 +12,7 @@ use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
 use crate::app::App;
-use crate::hooks::{SessionInput, SessionOutcome};
+use crate::hooks::{SessionInput, SessionOutcome, SessionReport};
 use crate::openai::ApiError;
 use crate::policy_store::{Snapshot, Target};
 
@@ -41,6 +41,8 @@ pub struct Plan {
     pub candidates: Vec<ModelId>,
     /// `x-sr-protection` when the session layer held a pin.
     pub protection: Option<String>,
+    /// What the session layer reports, for a call of a session-managed policy.
+    pub session: Option<SessionReport>,
 }
 
 /// What the request's evaluation found, besides the decision.
@@ -136,14 +138,20 @@ pub async fn decide(
         .sessions
         .after_route(SessionInput {
             policy,
+            compiled: &snapshot.compiled,
             request: view,
             route,
             proposed: proposal,
         })
         .await;
-    let (first, protection) = match outcome {
-        SessionOutcome::Keep => (proposal, None),
-        SessionOutcome::Use { model, protection } => (model, protection),
+    let (first, protection, session) = match outcome {
+        SessionOutcome::Keep => (proposal, None, None),
+        SessionOutcome::Use { model, protection } => (model, protection, None),
+        SessionOutcome::Session {
+            model,
+            protection,
+            report,
+        } => (model, protection, Some(report)),
         SessionOutcome::Reject { status, message } => {
             let status =
                 hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
@@ -178,5 +186,6 @@ pub async fn decide(
         block,
         candidates,
         protection,
+        session,
     }))
 }

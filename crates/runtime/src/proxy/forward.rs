@@ -18,6 +18,7 @@ use src_compiler::request::RequestView;
 
 use crate::app::App;
 use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
+use crate::hooks::UpstreamOutcomes;
 use crate::openai::ApiError;
 use crate::policy_store::Snapshot;
 use crate::proxy::body::{ProxyBody, Relay};
@@ -111,17 +112,28 @@ pub async fn forward(
         .block
         .and_then(|b| policy.blocks.get(b.index()))
         .map(|b| b.name.clone());
+    done.record.session = plan.session.as_ref().map(|s| s.state);
+    done.record.protection.clone_from(&plan.protection);
+    let session_outcomes = plan.session.as_ref().and_then(|s| s.outcomes.clone());
 
     let edits: Vec<Edit> = match (request.api, route) {
         (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(request.parsed, route),
         _ => Vec::new(),
     };
-    let base_headers = upstream_headers(
+    let mut base_headers = upstream_headers(
         request.parts,
         &done.record.request_id,
         plan.route
             .and_then(|r| snapshot.route_headers.get(r.index())),
     );
+    if let Some(id) = plan
+        .session
+        .as_ref()
+        .and_then(|s| s.identity.as_deref())
+        .and_then(|id| HeaderValue::from_str(id).ok())
+    {
+        base_headers.insert(HeaderName::from_static(headers::DYNAMO_SESSION_ID), id);
+    }
     let mut tokens: Option<i64> = None;
     let mut failures: Vec<(ModelId, Failure)> = Vec::new();
 
@@ -194,12 +206,14 @@ pub async fn forward(
             }
             Ok(response) => {
                 done.record.fallbacks = fallback_list(policy, &failures);
+                report_failures(session_outcomes.as_deref(), policy, &failures);
                 return relay(
                     response,
                     sent_at,
                     plan.protection.as_deref(),
                     &model.name,
                     done,
+                    session_outcomes,
                 );
             }
             Err(err) => note_fallback(
@@ -212,8 +226,28 @@ pub async fn forward(
         }
     }
     done.record.fallbacks = fallback_list(policy, &failures);
+    report_failures(session_outcomes.as_deref(), policy, &failures);
     let error = exhausted(policy, &failures);
     answer_error(done, error)
+}
+
+/// Tells the session layer which models failed the call upstream (a context skip or a request
+/// the router could not build is no fault of the model).
+fn report_failures(
+    outcomes: Option<&dyn UpstreamOutcomes>,
+    policy: &src_compiler::hir::CheckedPolicy,
+    failures: &[(ModelId, Failure)],
+) {
+    let Some(outcomes) = outcomes else {
+        return;
+    };
+    for (id, failure) in failures {
+        if let (Failure::Status(_) | Failure::Upstream(_), Some(model)) =
+            (failure, policy.models.get(id.index()))
+        {
+            outcomes.failed(&model.name, failure.reason());
+        }
+    }
 }
 
 fn note_fallback(
@@ -327,6 +361,7 @@ fn relay(
     protection: Option<&str>,
     model: &str,
     mut done: Completion,
+    outcomes: Option<Arc<dyn UpstreamOutcomes>>,
 ) -> Response<ProxyBody> {
     let (parts, body) = upstream.into_parts();
     let sse = parts
@@ -348,6 +383,10 @@ fn relay(
     if let Some(protection) = protection.and_then(|p| HeaderValue::from_str(p).ok()) {
         headers.insert(HeaderName::from_static(headers::SR_PROTECTION), protection);
     }
-    *response.body_mut() = ProxyBody::Relay(Box::new(Relay::new(body, sse, sent_at, done)));
+    let mut relay = Relay::new(body, sse, sent_at, done);
+    if let Some(outcomes) = outcomes {
+        relay = relay.with_outcomes(outcomes, model);
+    }
+    *response.body_mut() = ProxyBody::Relay(Box::new(relay));
     response
 }

@@ -194,7 +194,11 @@ pub fn refuse_method(
 /// Reads the whole body, refusing with 413 as soon as it is known to exceed `limit` (from
 /// `content-length`, or while reading a body of unknown length): nothing beyond the limit is
 /// buffered.
-async fn read_body(body: Incoming, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(
+    body: Incoming,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -214,7 +218,7 @@ async fn read_body(body: Incoming, headers: &HeaderMap, limit: usize) -> Result<
     }
 }
 
-fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+pub(crate) fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
     headers
         .iter()
         .map(|(name, value)| {
@@ -279,5 +283,8 @@ pub(crate) fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, mo
     }
     if !record.fallbacks.is_empty() {
         set(headers::SR_FALLBACKS, &record.fallbacks.join(","));
+    }
+    if let Some(session) = record.session {
+        set(headers::SR_SESSION, session);
     }
 }

@@ -127,7 +127,9 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let admin_listener = bind(cfg.admin).await?;
     let addr = local_addr(&api_listener, cfg.listen)?;
     let admin_addr = local_addr(&admin_listener, cfg.admin)?;
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(Telemetry::with_extra(|registry| {
+        components.sessions.register_metrics(registry)
+    }));
     telemetry.generation.set(snapshot.generation);
     let app = Arc::new(App {
         upstream: Upstream::new(cfg.connect_timeout),

@@ -34,6 +34,8 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
         ("/v1/chat/completions" | "/v1/responses", _) => {
             proxy::refuse_method(&app, &request, started, "POST")
         }
+        ("/v1/router/outcomes", &Method::POST) => outcomes(&app, request).await,
+        ("/v1/router/outcomes", _) => not_allowed(&method, &path, "POST"),
         ("/v1/models", &Method::GET | &Method::HEAD) => {
             let snapshot = app.store.current();
             json(StatusCode::OK, models_answer(&snapshot))
@@ -79,6 +81,29 @@ pub async fn admin(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyB
         }
         ("/v1/router/policy" | "/healthz", _) => not_allowed(&method, &path, "GET, HEAD"),
         _ => ApiError::not_found(&path).into_response(),
+    }
+}
+
+/// Limit on an outcome report's body: a few short fields.
+const MAX_OUTCOME_BYTES: usize = 16 << 10;
+
+/// `POST /v1/router/outcomes`, answered by the session layer under the current policy.
+async fn outcomes(app: &App, request: Request<Incoming>) -> Response<ProxyBody> {
+    let (parts, body) = request.into_parts();
+    let bytes = match proxy::read_body(body, &parts.headers, MAX_OUTCOME_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error.into_response(),
+    };
+    let headers = proxy::header_pairs(&parts.headers);
+    let snapshot = app.store.current();
+    match app
+        .components
+        .sessions
+        .record_outcome(snapshot.policy(), &headers, &bytes)
+        .await
+    {
+        Ok(answer) => json(StatusCode::OK, Bytes::from(answer.to_string())),
+        Err(error) => error.into_response(),
     }
 }
 

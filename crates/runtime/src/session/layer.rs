@@ -22,6 +22,7 @@ use src_compiler::request::RequestView;
 use src_dsl::ast::{FailMode, Missing, ProtectMode};
 
 use crate::headers::session as state;
+use crate::hooks::ModelSignals;
 use crate::session::clock::{Clock, SystemClock};
 use crate::session::identity::{identify, Identity};
 use crate::session::metrics::{
@@ -108,6 +109,52 @@ pub struct Ticket {
     pub identity: Identity,
     store: Arc<dyn SessionStore>,
     ttl_ms: u64,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<SessionMetrics>,
+}
+
+impl Ticket {
+    /// Records an outcome of `model` in a session; `source` is `client` or `upstream`.
+    pub async fn record(
+        &self,
+        model: &str,
+        verdict: Verdict,
+        idempotency: Option<&str>,
+        source: &'static str,
+    ) -> Result<Recorded, StoreError> {
+        let key = OutcomeKey {
+            session: self.identity.clone(),
+            model: model.to_owned(),
+        };
+        let now = self.clock.now_ms();
+        let recorded = self
+            .store
+            .record_outcome(&key, verdict, idempotency, now, self.ttl_ms)
+            .await;
+        match &recorded {
+            Ok(Recorded::New) => {
+                self.metrics
+                    .outcomes
+                    .get_or_create(&OutcomeLabels {
+                        verdict: verdict_word(verdict),
+                        source,
+                    })
+                    .inc();
+            }
+            Ok(Recorded::Duplicate) => {}
+            Err(err) => {
+                self.metrics
+                    .store_errors
+                    .get_or_create(&StoreErrorLabels {
+                        store: self.store.kind(),
+                        op: "record",
+                        kind: err.kind(),
+                    })
+                    .inc();
+            }
+        }
+        recorded
+    }
 }
 
 impl std::fmt::Debug for Ticket {
@@ -147,9 +194,10 @@ enum Stop {
 /// Session pinning and `protect` over pluggable stores.
 pub struct SessionLayer {
     clock: Arc<dyn Clock>,
+    models: Option<Arc<dyn ModelSignals>>,
     options: SessionOptions,
     stores: Mutex<Vec<(StoreDef, Arc<dyn SessionStore>)>>,
-    metrics: SessionMetrics,
+    metrics: Arc<SessionMetrics>,
 }
 
 impl Default for SessionLayer {
@@ -162,10 +210,21 @@ impl SessionLayer {
     pub fn new(clock: Arc<dyn Clock>, options: SessionOptions) -> SessionLayer {
         SessionLayer {
             clock,
+            models: None,
             options,
             stores: Mutex::new(Vec::new()),
-            metrics: SessionMetrics::default(),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Answers model-backed `protect` atoms with the server's model runtime.
+    pub fn with_models(mut self, models: Arc<dyn ModelSignals>) -> SessionLayer {
+        self.models = Some(models);
+        self
+    }
+
+    pub(crate) fn models(&self) -> Option<&dyn ModelSignals> {
+        self.models.as_deref()
     }
 
     /// Serves `def` from `store` instead of building one (tests, embedding).
@@ -221,11 +280,7 @@ impl SessionLayer {
                     model,
                     state,
                     protection,
-                    ticket: Some(Ticket {
-                        identity,
-                        store,
-                        ttl_ms: def.ttl_ms,
-                    }),
+                    ticket: Some(self.new_ticket(def, identity, store)),
                 }
             }
             Err(Stop::Store(op, err)) => self.store_failed(input, op, store.kind(), &err),
@@ -491,56 +546,24 @@ impl SessionLayer {
         }
     }
 
-    /// Records an outcome of `model` in a session; `source` is `client` or `upstream`.
-    pub async fn record(
-        &self,
-        ticket: &Ticket,
-        model: &str,
-        verdict: Verdict,
-        idempotency: Option<&str>,
-        source: &'static str,
-    ) -> Result<Recorded, StoreError> {
-        let key = OutcomeKey {
-            session: ticket.identity.clone(),
-            model: model.to_owned(),
-        };
-        let now = self.clock.now_ms();
-        let recorded = ticket
-            .store
-            .record_outcome(&key, verdict, idempotency, now, ticket.ttl_ms)
-            .await;
-        match &recorded {
-            Ok(Recorded::New) => {
-                self.metrics
-                    .outcomes
-                    .get_or_create(&OutcomeLabels {
-                        verdict: verdict_word(verdict),
-                        source,
-                    })
-                    .inc();
-            }
-            Ok(Recorded::Duplicate) => {}
-            Err(err) => {
-                self.metrics
-                    .store_errors
-                    .get_or_create(&StoreErrorLabels {
-                        store: ticket.store.kind(),
-                        op: "record",
-                        kind: err.kind(),
-                    })
-                    .inc();
-            }
-        }
-        recorded
-    }
-
     /// A ticket for a session named outside a chat call (the outcomes endpoint).
     pub fn ticket(&self, def: &SessionDef, identity: Identity) -> Result<Ticket, StoreError> {
-        Ok(Ticket {
+        Ok(self.new_ticket(def, identity, self.store(&def.store)?))
+    }
+
+    fn new_ticket(
+        &self,
+        def: &SessionDef,
+        identity: Identity,
+        store: Arc<dyn SessionStore>,
+    ) -> Ticket {
+        Ticket {
             identity,
-            store: self.store(&def.store)?,
+            store,
             ttl_ms: def.ttl_ms,
-        })
+            clock: Arc::clone(&self.clock),
+            metrics: Arc::clone(&self.metrics),
+        }
     }
 
     /// The session's pin as stored (live or stale), and a model's recent outcomes in it.

@@ -9,9 +9,11 @@
 //! - [`identity`]: who a call belongs to — (tenant, id), the tenant a hash of the API key;
 //! - [`pin`]: what a pin records; [`store`]: where pins live (memory or Redis);
 //! - [`layer`]: the switch protocol; [`protect`]: the holds, via the staged evaluator;
-//! - [`outcomes`]: the `POST /v1/router/outcomes` endpoint feeding `outcomes(pinned)`.
+//! - [`outcomes`]: the `POST /v1/router/outcomes` endpoint feeding `outcomes(pinned)`;
+//! - [`hook`]: the layer as the proxy's [`crate::hooks::Sessions`] component.
 
 pub mod clock;
+pub mod hook;
 pub mod identity;
 pub mod layer;
 pub mod metrics;

@@ -106,8 +106,8 @@ pub async fn report(
             }
         },
     };
-    let recorded = layer
-        .record(&ticket, &model, report.verdict, Some(key), "client")
+    let recorded = ticket
+        .record(&model, report.verdict, Some(key), "client")
         .await
         .map_err(unavailable)?;
     let stats = layer

@@ -10,7 +10,7 @@ use src_compiler::hir::{CheckedPolicy, ModelId, ProtectDef, TExpr, TExprKind};
 use src_compiler::request::RequestView;
 use src_compiler::CompiledPolicy;
 
-use crate::hooks::BoxFuture;
+use crate::hooks::{BoxFuture, ModelSignals};
 use crate::session::store::OutcomeStats;
 
 /// A switch under consideration.
@@ -39,18 +39,18 @@ pub trait Holds: Send + Sync {
 }
 
 /// The policy's own holds over one request, through the staged evaluator. Model-backed atoms
-/// are answered as failed (the build has no model runtime in the request path of `protect`),
-/// which the evaluator turns into "does not hold" under `failure.classifier = open` and into
-/// [`HoldVerdict::Failed`] under `closed`.
+/// go to `models` (the server's model runtime) in batches, as for routes; without one, or when
+/// it fails, they are answered as failed, which the evaluator turns into "does not hold" under
+/// `failure.classifier = open` and into [`HoldVerdict::Failed`] under `closed`.
 pub struct PolicyHolds<'a> {
     pub compiled: &'a CompiledPolicy,
     pub view: &'a RequestView,
+    pub models: Option<&'a dyn ModelSignals>,
 }
 
 impl Holds for PolicyHolds<'_> {
     fn first_hold(&self, query: HoldQuery) -> BoxFuture<'_, HoldVerdict> {
-        let verdict = evaluate_holds(self.compiled, self.view, query);
-        Box::pin(std::future::ready(verdict))
+        Box::pin(evaluate_holds(self.compiled, self.view, self.models, query))
     }
 }
 
@@ -58,7 +58,12 @@ impl Holds for PolicyHolds<'_> {
 /// only reached by an evaluator that stops making progress.
 const MAX_ROUNDS: usize = 64;
 
-fn evaluate_holds(compiled: &CompiledPolicy, view: &RequestView, query: HoldQuery) -> HoldVerdict {
+async fn evaluate_holds(
+    compiled: &CompiledPolicy,
+    view: &RequestView,
+    models: Option<&dyn ModelSignals>,
+    query: HoldQuery,
+) -> HoldVerdict {
     let mut evaluation = compiled.evaluate(view);
     let count = i64::try_from(query.outcomes.count).unwrap_or(i64::MAX);
     for _ in 0..MAX_ROUNDS {
@@ -77,9 +82,18 @@ fn evaluate_holds(compiled: &CompiledPolicy, view: &RequestView, query: HoldQuer
                 ))
             }
             HoldStep::NeedModels(calls) => {
-                for call in &calls {
-                    if evaluation.supply(call, ModelResult::Failed).is_err() {
-                        return HoldVerdict::Failed("the evaluator refused a model answer".into());
+                let answers = match models {
+                    Some(models) => match models.compute(&compiled.checked, &calls).await {
+                        Ok(results) if results.len() == calls.len() => results,
+                        Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
+                    },
+                    None => vec![ModelResult::Failed; calls.len()],
+                };
+                for (call, answer) in calls.iter().zip(answers) {
+                    if evaluation.supply(call, answer).is_err() {
+                        return HoldVerdict::Failed(
+                            "a model answered a `protect` hold badly".into(),
+                        );
                     }
                 }
             }

@@ -1,0 +1,92 @@
+//! The session layer as the proxy's [`Sessions`] component: it answers the proxy's call after
+//! the route decision, registers its counters with the server's metrics, serves the outcomes
+//! endpoint, and records the upstream failures the forwarder reports as failed outcomes of the
+//! model that failed.
+
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+use src_compiler::hir::CheckedPolicy;
+
+use crate::hooks::{
+    BoxFuture, SessionInput, SessionOutcome, SessionReport, Sessions, UpstreamOutcomes,
+};
+use crate::openai::ApiError;
+use crate::session::layer::{Continuity, ContinuityInput, SessionLayer, Ticket};
+use crate::session::outcomes;
+use crate::session::protect::PolicyHolds;
+use crate::session::store::Verdict;
+
+impl Sessions for SessionLayer {
+    fn after_route<'a>(&'a self, input: SessionInput<'a>) -> BoxFuture<'a, SessionOutcome> {
+        Box::pin(async move {
+            let holds = PolicyHolds {
+                compiled: input.compiled,
+                view: input.request,
+                models: self.models(),
+            };
+            let call = ContinuityInput {
+                policy: input.policy,
+                view: input.request,
+                route: input.route,
+                proposed: input.proposed,
+            };
+            match self.decide(call, &holds).await {
+                Continuity::Unmanaged => SessionOutcome::Keep,
+                Continuity::Reject { status, message } => {
+                    SessionOutcome::Reject { status, message }
+                }
+                Continuity::Forward {
+                    model,
+                    state,
+                    protection,
+                    ticket,
+                } => SessionOutcome::Session {
+                    model,
+                    protection,
+                    report: SessionReport {
+                        state: state.as_str(),
+                        identity: ticket.as_ref().map(|t| t.identity.id.clone()),
+                        outcomes: ticket.map(|ticket| {
+                            Arc::new(UpstreamSink { ticket }) as Arc<dyn UpstreamOutcomes>
+                        }),
+                    },
+                },
+            }
+        })
+    }
+
+    fn register_metrics(&self, registry: &mut Registry) {
+        self.metrics().register(registry);
+    }
+
+    fn record_outcome<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        headers: &'a [(String, String)],
+        body: &'a [u8],
+    ) -> BoxFuture<'a, Result<Value, ApiError>> {
+        Box::pin(outcomes::report(self, policy, headers, body))
+    }
+}
+
+/// Records upstream failures as `fail` outcomes of the session, off the request path.
+struct UpstreamSink {
+    ticket: Ticket,
+}
+
+impl UpstreamOutcomes for UpstreamSink {
+    fn failed(&self, model: &str, reason: &'static str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let ticket = self.ticket.clone();
+        let model = model.to_owned();
+        runtime.spawn(async move {
+            if let Err(err) = ticket.record(&model, Verdict::Fail, None, "upstream").await {
+                tracing::debug!(%err, reason, "cannot record an upstream failure");
+            }
+        });
+    }
+}
