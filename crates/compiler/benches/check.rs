@@ -83,6 +83,15 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+    // Parsing alone, to tell the checker's share from the parser's.
+    let mut group = c.benchmark_group("parse_only");
+    for n in [10, 100, 1000] {
+        let text = policy(n);
+        group.bench_with_input(BenchmarkId::from_parameter(n), &text, |b, text| {
+            b.iter(|| black_box(load_str("bench.sr", black_box(text)).files.len()))
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

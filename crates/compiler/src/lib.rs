@@ -3,20 +3,20 @@
 //! interpreter and a Cranelift JIT both execute.
 
 pub mod check;
-pub mod hir;
-pub mod language;
-pub mod load;
-pub mod request;
-pub mod text;
+pub mod compiled;
 pub mod engine;
+pub mod eval;
+pub mod hir;
 pub mod interp;
 pub mod ir;
 pub mod jit;
-pub mod compiled;
-pub mod eval;
+pub mod language;
+pub mod load;
+pub mod request;
 pub mod testing;
+pub mod text;
 
+pub use check::{check, CheckOptions, CheckOutcome};
 pub use compiled::{compile, CompileError, CompiledPolicy};
 pub use engine::{DecisionEngine, EngineKind};
-pub use check::{check, CheckOptions, CheckOutcome};
 pub use load::{load, LoadError, PolicySource};

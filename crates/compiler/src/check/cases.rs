@@ -71,13 +71,11 @@ impl Checker<'_> {
                 None => givens_ok = false,
             }
         }
-        let (expect, expect_model) = match &t.expect {
-            Some(e) => self.expectation(&e.value)?,
-            None => return None,
-        };
-        if givens_ok {
-            self.report_needs(t, &givens, &expect);
+        let (expect, expect_model) = self.expectation(&t.expect.as_ref()?.value)?;
+        if !givens_ok {
+            return None;
         }
+        self.report_needs(t, &givens, &expect);
         Some(TestDef {
             name: t.name.name.clone(),
             span: t.name.span,
@@ -88,7 +86,7 @@ impl Checker<'_> {
                 .iter()
                 .map(|h| (h.name.value.clone(), h.value.value.clone()))
                 .collect(),
-            givens: if givens_ok { givens } else { return None },
+            givens,
             expect,
             expect_model,
         })

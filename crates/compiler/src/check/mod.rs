@@ -185,9 +185,8 @@ impl<'a> Checker<'a> {
         root: &'a Path,
         options: &'a CheckOptions,
         files: &'a [(src_dsl::FileId, src_dsl::ast::File)],
-        diags: Vec<Diagnostic>,
+        mut diags: Vec<Diagnostic>,
     ) -> Self {
-        let mut diags = diags;
         let decls = Decls::collect(files, &mut diags);
         let uses = Uses {
             signals: vec![false; decls.signals.len()],

@@ -147,7 +147,16 @@ impl Checker<'_> {
     pub(super) fn expect_bool(&mut self, e: &Expr, what: &str) -> Option<TExpr> {
         let t = self.expr(e, Hint::None)?;
         if t.ty != Type::Bool {
-            self.mismatch(e.span, &format!("{what} must be `bool`"), t.ty);
+            let help = match t.ty {
+                Type::Class(_) => "test a class value with `is` or `in`: `topic is math`",
+                Type::OptText | Type::Text => "test text with a builtin such as `contains(prompt, [\"...\"])`, or compare it: `x == \"...\"`",
+                Type::Score | Type::Float | Type::Int => "compare it: `x > 0.5`",
+                _ => "a condition is `true` or `false`",
+            };
+            let d = self
+                .mismatch_diagnostic(e.span, &format!("{what} must be `bool`"), t.ty)
+                .with_help(help);
+            self.report(d);
             return None;
         }
         Some(t)
@@ -155,25 +164,18 @@ impl Checker<'_> {
 
     /// Reports E020: `what`, found `ty`.
     pub(super) fn mismatch(&mut self, span: Span, what: &str, ty: Type) {
+        let d = self.mismatch_diagnostic(span, what, ty);
+        self.report(d);
+    }
+
+    fn mismatch_diagnostic(&self, span: Span, what: &str, ty: Type) -> Diagnostic {
         let found = self.type_name(ty);
-        let help = match ty {
-            Type::Class(_) => Some("test a class value with `is` or `in`: `topic is math`"),
-            Type::OptText | Type::Text => {
-                Some("test text with a builtin such as `contains(prompt, [\"...\"])` or compare it: `x == \"...\"`")
-            }
-            Type::Score | Type::Float | Type::Int => Some("compare it: `x > 0.5`"),
-            _ => None,
-        };
-        let d = Diagnostic::error(
+        Diagnostic::error(
             codes::TYPE_MISMATCH,
             format!("{what}, found `{found}`"),
             span,
         )
-        .with_label_message(format!("this is `{found}`"));
-        self.report(match help {
-            Some(h) if what.contains("`bool`") => d.with_help(h),
-            _ => d,
-        });
+        .with_label_message(format!("this is `{found}`"))
     }
 
     pub(super) fn type_name(&self, ty: Type) -> String {
