@@ -31,6 +31,10 @@ enum Command {
     Test(cmd::test::Args),
     /// Evaluate one request offline and show why the policy decided what it did.
     Explain(cmd::explain::Args),
+    /// Serve the OpenAI-compatible routing proxy for a policy (hot-reloads on change).
+    Serve(src_runtime::ServeArgs),
+    /// Run the built-in simulated OpenAI-compatible backend on its own.
+    Sim(cmd::serve::SimArgs),
 }
 
 /// How a command ended, beyond "it worked".
@@ -47,6 +51,8 @@ fn main() -> ExitCode {
         Command::Fmt(args) => cmd::fmt::run(args),
         Command::Test(args) => cmd::test::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Serve(args) => cmd::serve::serve(args),
+        Command::Sim(args) => cmd::serve::sim(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

@@ -4,4 +4,5 @@ pub mod check;
 pub mod explain;
 pub mod fmt;
 pub mod policy;
+pub mod serve;
 pub mod test;
