@@ -236,6 +236,14 @@ fn bench_compile(c: &mut Criterion) {
     let policy = policy(1000);
     let mut group = c.benchmark_group("compile");
     group.sample_size(10);
+    group.bench_function("lower/1000", |b| {
+        b.iter(|| lower(black_box(&policy)).is_ok())
+    });
+    if let Ok(program) = lower(&policy) {
+        group.bench_function("jit/1000", |b| {
+            b.iter(|| JitPolicy::compile(black_box(&program)).is_ok())
+        });
+    }
     group.bench_function("lower+jit/1000", |b| {
         b.iter(|| {
             let program = lower(black_box(&policy)).ok();

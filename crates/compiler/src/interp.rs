@@ -81,12 +81,21 @@ pub fn decide_forcing(program: &Program, row: &Row, forced: &dyn Fn(CondId) -> b
 
 /// `decide` with a trace of every condition it looked at.
 pub fn decide_traced(program: &Program, row: &Row) -> (Outcome, Trace) {
+    decide_traced_forcing(program, row, &|_| false)
+}
+
+/// [`decide_traced`] with [`decide_forcing`]'s treatment of settled conditions.
+pub fn decide_traced_forcing(
+    program: &Program,
+    row: &Row,
+    forced: &dyn Fn(CondId) -> bool,
+) -> (Outcome, Trace) {
     let mut trace = Trace::default();
     let scan = scan(
         program,
         program.decide_conds(),
         row,
-        &|_| false,
+        forced,
         Some(&mut trace.conds),
     );
     (decide_outcome(program, scan), trace)

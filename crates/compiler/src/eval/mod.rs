@@ -428,7 +428,7 @@ impl<'a> Evaluation<'a> {
 
     /// The decide scan over what is known now, with a trace (for `src explain`).
     pub fn trace(&self) -> (Outcome, Trace) {
-        interp::decide_traced(&self.policy.program, &self.row)
+        interp::decide_traced_forcing(&self.policy.program, &self.row, &|c| self.is_forced(c))
     }
 
     fn decide_now(&self) -> Outcome {
