@@ -155,12 +155,13 @@ pub async fn decide(
         SessionOutcome::Reject { status, message } => {
             let status =
                 hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
-            return Err(ApiError::new(
-                status,
-                "invalid_request_error",
-                Some("session"),
-                message,
-            ));
+            // A missing identity is the client's to fix; a failed store is the server's.
+            let kind = if status.is_server_error() {
+                "server_error"
+            } else {
+                "invalid_request_error"
+            };
+            return Err(ApiError::new(status, kind, Some("session"), message));
         }
     };
 
