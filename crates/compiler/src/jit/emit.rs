@@ -22,12 +22,14 @@ use cranelift_frontend::FunctionBuilder;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-/// Emits the scan over the conditions in `range`; `exit` takes the encoded outcome.
+/// Emits the conditions in `range` (a part of the scan that begins at `scan_start`); `exit`
+/// takes the encoded outcome, `TAG_MISS` when none of them decides.
 pub(super) fn scan<'a>(
     b: FunctionBuilder<'a>,
     row: Value,
     program: &Program,
     range: std::ops::Range<usize>,
+    scan_start: usize,
     exit: Block,
 ) -> FunctionBuilder<'a> {
     let n = program.nodes.len();
@@ -42,9 +44,11 @@ pub(super) fn scan<'a>(
         slow: vec![None; n],
     };
     let mut cold = Vec::new();
-    for (pos, ci) in range.enumerate() {
+    for ci in range {
         let cond = &program.conds[ci];
-        for &node in &cond.fresh {
+        let pos = ci - scan_start;
+        // The nodes this condition is the first in this function to need, operands first.
+        for node in e.unemitted(cond.root) {
             let s = e.spine_node(node);
             e.spine[node.index()] = Some(s);
         }
@@ -137,6 +141,22 @@ struct Emitter<'a, 'p> {
 }
 
 impl Emitter<'_, '_> {
+    fn unemitted(&self, root: NodeId) -> Vec<NodeId> {
+        let nodes = &self.program.nodes;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            if self.spine[n.index()].is_some() || !seen.insert(n) {
+                continue;
+            }
+            out.push(n);
+            stack.extend(nodes[n.index()].inst.operands());
+        }
+        out.sort_unstable();
+        out
+    }
+
     fn spine_of(&self, n: NodeId) -> Spine {
         // Operands precede their users in `fresh` order, so this is always filled.
         self.spine[n.index()].clone().unwrap_or(Spine {
@@ -329,6 +349,27 @@ impl Emitter<'_, '_> {
     }
 
     fn spine_node(&mut self, n: NodeId) -> Spine {
+        let spine = self.spine_value(n);
+        if self.is_leaf(n) {
+            // The cold paths read a leaf's exact known bit from here (see `is_leaf`).
+            self.conjunction(&spine.k);
+        }
+        spine
+    }
+
+    /// A comparison or label test of non-bool operands: it is known exactly when all its
+    /// inputs are (no `and`/`or` below it), so its spine conjunction is exact and the cold path
+    /// need not look inside it.
+    fn is_leaf(&self, n: NodeId) -> bool {
+        let nodes = &self.program.nodes;
+        match &nodes[n.index()].inst {
+            Inst::IsLabel(..) => true,
+            Inst::Cmp(_, _, a, _) => nodes[a.index()].ty != ValTy::Bool,
+            _ => false,
+        }
+    }
+
+    fn spine_value(&mut self, n: NodeId) -> Spine {
         let program = self.program;
         let def = &program.nodes[n.index()];
         let empty = || Rc::from(Vec::new());
@@ -475,7 +516,7 @@ impl Emitter<'_, '_> {
     /// (known true, known false) of `root` by exact Kleene logic, emitted in the current
     /// (cold) block from the spine's values and known bits.
     fn three_valued(&mut self, root: NodeId) -> (Bit, Bit) {
-        let nodes = closure(self.program, root);
+        let nodes = self.skeleton(root);
         for &n in &nodes {
             let s = self.slow_node(n);
             self.slow[n.index()] = Some(s);
@@ -493,14 +534,53 @@ impl Emitter<'_, '_> {
         out
     }
 
+    /// The bool structure above the leaves of `root`, in increasing order: what the cold path
+    /// evaluates exactly.
+    fn skeleton(&self, root: NodeId) -> Vec<NodeId> {
+        let nodes = &self.program.nodes;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            if !seen.insert(n) {
+                continue;
+            }
+            out.push(n);
+            if nodes[n.index()].ty == ValTy::Bool && !self.is_leaf(n) {
+                stack.extend(nodes[n.index()].inst.operands());
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// The conjunction of a known-bit set: from the spine when materialised there, else
+    /// emitted here (in a cold block, so not remembered).
+    fn conjunction_here(&mut self, set: &Rc<[u32]>) -> Bit {
+        if let Some(&b) = self.conj.get(set) {
+            return b;
+        }
+        let mut acc = Bit::C(true);
+        for &a in set.iter() {
+            let v = self.atoms[a as usize];
+            acc = self.and(acc, Bit::V(v));
+        }
+        acc
+    }
+
     fn slow_of(&self, n: NodeId) -> Slow {
         self.slow[n.index()].unwrap_or(Slow::Num { k: Bit::C(false) })
     }
 
     fn known(&mut self, n: NodeId) -> Bit {
-        match self.slow_of(n) {
-            Slow::Bool { t, f } => self.or(t, f),
-            Slow::Num { k } => k,
+        match self.slow[n.index()] {
+            Some(Slow::Bool { t, f }) => self.or(t, f),
+            Some(Slow::Num { k }) => k,
+            // Not in the skeleton: a non-bool value, whose spine conjunction is exact.
+            None => {
+                let k = self.spine_of(n).k;
+                self.conjunction_here(&k)
+            }
         }
     }
 
@@ -574,6 +654,11 @@ impl Emitter<'_, '_> {
                 Slow::Num {
                     k: self.and(ka, kb),
                 }
+            }
+            Inst::Cmp(..) | Inst::IsLabel(..) if self.is_leaf(n) => {
+                let k = self.spine_of(n).k;
+                let k = self.conjunction_here(&k);
+                self.bool_of(k, v.bit())
             }
             Inst::Cmp(_, _, a, b) => {
                 let (ka, kb) = (self.known(*a), self.known(*b));
@@ -650,22 +735,6 @@ impl Emitter<'_, '_> {
             }
         }
     }
-}
-
-/// The nodes `root` depends on, itself included, in increasing order.
-fn closure(program: &Program, root: NodeId) -> Vec<NodeId> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    let mut stack = vec![root];
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n) {
-            continue;
-        }
-        out.push(n);
-        stack.extend(program.nodes[n.index()].inst.operands());
-    }
-    out.sort_unstable();
-    out
 }
 
 fn int_cc(op: CmpOp, signed: bool) -> IntCC {

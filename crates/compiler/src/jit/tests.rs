@@ -277,3 +277,62 @@ fn jit_policy_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<JitPolicy>();
 }
+
+#[test]
+fn long_scans_split_into_parts_agree_with_the_interpreter() {
+    // More conditions than one compiled part holds, for both scans, with the decisive
+    // condition in every part in turn.
+    let n = 3 * super::PART as i64 + 5;
+    let mut pb = PolicyBuilder::new();
+    let safe = pb.signal("safe", cmp(CmpOp::Lt, f(), float(0.5)));
+    pb.block("b", and(p(), cmp(CmpOp::Gt, x(), int(n))));
+    for i in 0..n {
+        let when = or(
+            and(cmp(CmpOp::Eq, x(), int(i)), sig(safe, Type::Bool)),
+            and(q(), cmp(CmpOp::Eq, y(), int(i))),
+        );
+        pb.route("r", Some(when), STRONG)
+            .hold("h", cmp(CmpOp::Eq, y(), int(n - i)));
+    }
+    pb.route("default", None, SMALL);
+    let program = lower(&pb.build()).unwrap_or_else(|e| panic!("{e}"));
+    let jit = JitPolicy::compile(&program).unwrap_or_else(|e| panic!("{e}"));
+    let mut seed = 7u64;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let mut decided = std::collections::HashSet::new();
+    for _ in 0..2000 {
+        let pick = |r: u64| match r % 4 {
+            0 => None,
+            _ => Some(r % 2 == 0),
+        };
+        let ins = [
+            In::P(pick(next())),
+            In::Q(pick(next())),
+            In::X((next() % 5 != 0).then(|| (next() % (n as u64 + 3)) as i64)),
+            In::Y((next() % 5 != 0).then(|| (next() % (n as u64 + 3)) as i64)),
+            In::F((next() % 5 != 0).then(|| (next() % 10) as f64 / 10.0)),
+        ];
+        let mut row = program.new_row();
+        for i in ins {
+            let (atom, v) = atom_of(i);
+            if let (Some(s), Some(v)) = (program.atom_slot(&atom), v) {
+                row.set(s, v);
+            }
+        }
+        let out = interp::decide(&program, &row);
+        assert_eq!(out, jit.decide(&row));
+        assert_eq!(interp::hold(&program, &row), jit.hold(&row));
+        decided.insert(out);
+    }
+    // The rows reached decisions in several parts, not just the first.
+    let late = decided
+        .iter()
+        .filter(|o| matches!(o, Outcome::Decided(Verdict::Route(RouteId(r))) if *r as usize > 2 * super::PART))
+        .count();
+    assert!(late > 0, "{decided:?}");
+}
