@@ -308,7 +308,7 @@ fn long_scans_split_into_parts_agree_with_the_interpreter() {
     for _ in 0..2000 {
         let pick = |r: u64| match r % 4 {
             0 => None,
-            _ => Some(r % 2 == 0),
+            _ => Some(r.is_multiple_of(2)),
         };
         let ins = [
             In::P(pick(next())),
