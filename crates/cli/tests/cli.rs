@@ -1,5 +1,7 @@
 //! The `src` binary as users run it: exit codes, output shapes, and files it rewrites.
 
+#![allow(clippy::expect_used)]
+
 use assert_cmd::Command;
 use predicates::str::contains;
 use serde_json::Value;

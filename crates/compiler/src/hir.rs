@@ -18,7 +18,17 @@ macro_rules! id_type {
         }
     )*};
 }
-id_type!(BackendId, ModelId, ClassifierId, GuardId, EncoderId, SignalId, BlockId, RouteId, LabelId);
+id_type!(
+    BackendId,
+    ModelId,
+    ClassifierId,
+    GuardId,
+    EncoderId,
+    SignalId,
+    BlockId,
+    RouteId,
+    LabelId
+);
 
 /// Which label set a `class<..>` value draws from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -234,7 +244,10 @@ pub struct SignalDef {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockActionDef {
-    Refuse { status: u16, message: Option<String> },
+    Refuse {
+        status: u16,
+        message: Option<String>,
+    },
     Redirect(ModelId),
 }
 

@@ -127,9 +127,18 @@ mod tests {
 
     #[test]
     fn detects_common_languages() {
-        assert_eq!(label("The quick brown fox jumps over the lazy dog near the river bank"), "en");
-        assert_eq!(label("El rápido zorro marrón salta sobre el perro perezoso cerca del río"), "es");
-        assert_eq!(label("这是一个用中文写的句子，用来测试语言检测是否正确。"), "zh");
+        assert_eq!(
+            label("The quick brown fox jumps over the lazy dog near the river bank"),
+            "en"
+        );
+        assert_eq!(
+            label("El rápido zorro marrón salta sobre el perro perezoso cerca del río"),
+            "es"
+        );
+        assert_eq!(
+            label("这是一个用中文写的句子，用来测试语言检测是否正确。"),
+            "zh"
+        );
     }
 
     #[test]

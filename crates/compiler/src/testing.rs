@@ -16,10 +16,19 @@ use src_dsl::{codes, Span};
 /// What a case came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Actual {
-    Route { route: String, model: String },
-    Blocked { block: String, model: Option<String> },
+    Route {
+        route: String,
+        model: String,
+    },
+    Blocked {
+        block: String,
+        model: Option<String>,
+    },
     /// The case could not be evaluated (a missing `given`, a bad request file).
-    Error { code: codes::Code, message: String },
+    Error {
+        code: codes::Code,
+        message: String,
+    },
 }
 
 impl std::fmt::Display for Actual {

@@ -2,6 +2,8 @@
 //! interpreter and on the JIT as its own named test. Adding a case needs no code: write a `test`
 //! block in a corpus file.
 
+#![allow(clippy::expect_used)]
+
 use libtest_mimic::{Arguments, Failed, Trial};
 use src_compiler::testing::run_case;
 use src_compiler::{check, compile, load, CheckOptions, EngineKind};
@@ -29,7 +31,11 @@ fn trials() -> Vec<Trial> {
         let source = load(&file).expect("corpus file loads");
         let outcome = check(source, &CheckOptions::default());
         let Some(checked) = outcome.policy else {
-            let messages: Vec<String> = outcome.diagnostics.iter().map(|d| d.message.clone()).collect();
+            let messages: Vec<String> = outcome
+                .diagnostics
+                .iter()
+                .map(|d| d.message.clone())
+                .collect();
             trials.push(Trial::test(format!("{stem}::checks"), move || {
                 Err(Failed::from(format!("policy has errors: {messages:?}")))
             }));
@@ -37,7 +43,8 @@ fn trials() -> Vec<Trial> {
         };
         assert!(!checked.tests.is_empty(), "{stem} has no test cases");
         for engine in [EngineKind::Interp, EngineKind::Jit] {
-            let policy = Arc::new(compile(checked.clone(), engine).expect("corpus policy compiles"));
+            let policy =
+                Arc::new(compile(checked.clone(), engine).expect("corpus policy compiles"));
             for index in 0..policy.checked.tests.len() {
                 let policy = Arc::clone(&policy);
                 let name = format!(

@@ -1,6 +1,8 @@
 //! The user reference's complete examples (```sr policy blocks in docs/*.md and the README's
 //! ```sr block) must check without errors, so the documentation cannot drift from the compiler.
 
+#![allow(clippy::expect_used)]
+
 use src_compiler::{check, load::load_str, CheckOptions};
 use std::path::Path;
 
@@ -10,10 +12,10 @@ fn blocks(text: &str, info: &str) -> Vec<(usize, String)> {
     let mut current: Option<(usize, String)> = None;
     for (n, line) in text.lines().enumerate() {
         match &mut current {
-            None if line.trim_start().starts_with("```") => {
-                if line.trim_start().trim_start_matches('`').trim() == info {
-                    current = Some((n + 1, String::new()));
-                }
+            None if line.trim_start().starts_with("```")
+                && line.trim_start().trim_start_matches('`').trim() == info =>
+            {
+                current = Some((n + 1, String::new()));
             }
             Some((start, body)) if line.trim_start().starts_with("```") => {
                 out.push((*start, std::mem::take(body)));
@@ -30,19 +32,30 @@ fn blocks(text: &str, info: &str) -> Vec<(usize, String)> {
 }
 
 fn assert_checks(doc: &str, info: &str, minimum: usize) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(doc);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(doc);
     let text = std::fs::read_to_string(&path).expect("document exists");
     let found = blocks(&text, info);
-    assert!(found.len() >= minimum, "{doc}: expected at least {minimum} `{info}` blocks");
+    assert!(
+        found.len() >= minimum,
+        "{doc}: expected at least {minimum} `{info}` blocks"
+    );
     for (line, body) in found {
-        let outcome = check(load_str(&format!("{doc}:{line}"), &body), &CheckOptions::default());
+        let outcome = check(
+            load_str(&format!("{doc}:{line}"), &body),
+            &CheckOptions::default(),
+        );
         let errors: Vec<_> = outcome
             .diagnostics
             .iter()
             .filter(|d| d.is_error())
             .map(|d| format!("{} {}", d.code, d.message))
             .collect();
-        assert!(errors.is_empty(), "{doc} block at line {line} has errors: {errors:?}");
+        assert!(
+            errors.is_empty(),
+            "{doc} block at line {line} has errors: {errors:?}"
+        );
     }
 }
 
