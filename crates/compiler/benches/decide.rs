@@ -8,10 +8,13 @@
 //! every condition is evaluated (the worst case).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use src_compiler::eval::{ModelKind, ModelResult, Step};
 use src_compiler::hir::*;
 use src_compiler::interp;
 use src_compiler::ir::{lower, Atom, Outcome, Program, Row, TextExpr, Verdict};
 use src_compiler::jit::JitPolicy;
+use src_compiler::request::RequestView;
+use src_compiler::EngineKind;
 use src_dsl::ast::{Device, FailMode};
 use src_dsl::{SourceMap, Span};
 use std::hint::black_box;
@@ -232,6 +235,46 @@ fn bench_decide(c: &mut Criterion) {
     group.finish();
 }
 
+/// A whole staged evaluation with model answers supplied instantly: what the policy costs a
+/// request besides inference (phrase scan, token estimate, scans of the engine).
+fn bench_evaluate(c: &mut Criterion) {
+    let mut group = c.benchmark_group("evaluate");
+    let prompt = "please explain this stack trace from my build ".repeat(10);
+    let req = RequestView::from_prompt(&prompt, None, &[]);
+    for n in [10usize, 100, 1000] {
+        let compiled = match src_compiler::compile(policy(n), EngineKind::Jit) {
+            Ok(c) => c,
+            Err(e) => panic!("compile failed: {e}"),
+        };
+        group.bench_function(BenchmarkId::new("jit", n), |b| {
+            b.iter(|| {
+                let mut ev = compiled.evaluate(black_box(&req));
+                loop {
+                    match ev.step() {
+                        Step::Decided(v) => break Some(v),
+                        Step::Failed(_) => break None,
+                        Step::NeedModels(calls) => {
+                            for call in calls {
+                                let answer = match call.model {
+                                    ModelKind::Classifier(_) => ModelResult::Class {
+                                        label: LabelId(3),
+                                        confidence: 0.9,
+                                    },
+                                    _ => ModelResult::Score(0.1),
+                                };
+                                if ev.supply(&call, answer).is_err() {
+                                    return None;
+                                }
+                            }
+                        }
+                    }
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn bench_compile(c: &mut Criterion) {
     let policy = policy(1000);
     let mut group = c.benchmark_group("compile");
@@ -258,6 +301,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = bench_decide, bench_compile
+    targets = bench_decide, bench_evaluate, bench_compile
 }
 criterion_main!(benches);
