@@ -17,14 +17,19 @@ use serde_json::Value;
 /// Target of the per-request log line.
 pub const REQUEST_TARGET: &str = "src::request";
 
-/// Lines queued for the writer thread before new ones are dropped (and counted).
+/// Lines queued for the writer thread; beyond this, new lines are dropped with a warning.
 const QUEUE: usize = 8192;
 
+/// Default log filter: the router's own events at `info`; the JIT's code listings (which
+/// Cranelift logs at `info`) only at `warn`.
+pub const DEFAULT_FILTER: &str =
+    "info,cranelift_codegen=warn,cranelift_jit=warn,cranelift_frontend=warn";
+
 /// Installs the process-wide tracing subscriber: JSON lines on stderr, filtered by `RUST_LOG`
-/// (default `info`). Returns `false` when a subscriber was already installed.
+/// (default [`DEFAULT_FILTER`]). Returns `false` when a subscriber was already installed.
 pub fn init_json_logging() -> bool {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
     tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)

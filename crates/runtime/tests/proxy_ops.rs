@@ -190,3 +190,53 @@ async fn both_engines_serve_the_same_decisions() -> TestResult {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn shutdown_lets_in_flight_requests_finish() -> TestResult {
+    use src_runtime::sim::{SimConfig, SimHandle, SimModel};
+    // A non-streaming answer that takes about half a second.
+    let mut model = SimModel::new("slow-model");
+    model.decode_ms_per_token = 10.0;
+    model.min_output_tokens = 50;
+    model.max_output_tokens = 50;
+    let sim = SimHandle::spawn(SimConfig {
+        models: vec![model],
+        time_scale: 1.0,
+        ..SimConfig::default()
+    })
+    .await?;
+    let policy = format!(
+        r#"
+backend gpu {{ url = "{}/v1" }}
+model m {{ backend = gpu  serves = "slow-model" }}
+route default {{ to m }}
+"#,
+        sim.base_url()
+    );
+    let router = Router::start(&policy).await?;
+    let url = router.url("/v1/chat/completions");
+    let request = tokio::spawn(async move {
+        Http::new()
+            .send(hyper::Method::POST, &url, user("hi").to_string(), &[])
+            .await
+    });
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while sim.load("slow-model").map(|l| l.running) != Some(1) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the request never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let addr = router.server.addr;
+    let Router { server, .. } = router;
+    server.shutdown().await?;
+    let answer = request.await??;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert!(answer.content()?.starts_with("[slow-model]"));
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting after shutdown"
+    );
+    Ok(())
+}

@@ -270,6 +270,61 @@ async fn a_client_that_disconnects_cancels_the_upstream_request() -> TestResult 
     Ok(())
 }
 
+/// A backend that reads the request and never answers; reports when the router hangs up.
+async fn silent_upstream() -> TestResult<(String, oneshot::Receiver<bool>)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/v1", listener.local_addr()?);
+    let (closed_tx, closed_rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let mut closed_tx = Some(closed_tx);
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let Ok(line) = read_request(&mut stream).await else {
+                continue;
+            };
+            if line.starts_with("GET") {
+                continue;
+            }
+            let mut byte = [0u8; 64];
+            let closed = matches!(
+                tokio::time::timeout(PATIENCE, stream.read(&mut byte)).await,
+                Ok(Ok(0)) | Ok(Err(_))
+            );
+            if let Some(tx) = closed_tx.take() {
+                let _ = tx.send(closed);
+            }
+        }
+    });
+    Ok((url, closed_rx))
+}
+
+#[tokio::test]
+async fn leaving_before_the_answer_starts_cancels_and_logs_499() -> TestResult {
+    let (url, closed) = silent_upstream().await?;
+    let router = Router::start(&scripted_policy(&url)).await?;
+    let client = Http::new();
+    let waited = tokio::time::timeout(
+        Duration::from_millis(300),
+        client.send(
+            Method::POST,
+            &router.url("/v1/chat/completions"),
+            stream_request().to_string(),
+            &[("x-request-id", "early-1")],
+        ),
+    )
+    .await;
+    assert!(waited.is_err(), "the silent backend answered");
+    drop(client);
+    assert!(
+        tokio::time::timeout(PATIENCE, closed).await??,
+        "the router kept the upstream request open"
+    );
+    let line = router.log_line("early-1").await?;
+    assert_eq!(line["status"], 499, "{line}");
+    assert_eq!(line["path"], "error");
+    assert_eq!(line["model"], "m");
+    Ok(())
+}
+
 fn slow_sim_config() -> SimConfig {
     let mut model = SimModel::new("slow-model");
     model.decode_ms_per_token = 20.0;

@@ -2,7 +2,9 @@
 //!
 //! A [`Completion`] is created when a request arrives and travels with it: the handler fills in
 //! what it decides, and whichever part answers (a local error, a refusal, or the relay streaming
-//! an upstream answer) consumes it. Consuming it by value is what makes "exactly once" hold.
+//! an upstream answer) consumes it. Consuming it by value is what makes "exactly once" hold; one
+//! dropped unconsumed (hyper drops the handler when the client leaves before the answer starts)
+//! reports itself as status 499, the client-closed-request convention.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +20,11 @@ pub struct Completion {
     started: Instant,
     telemetry: Arc<Telemetry>,
     log: RequestLog,
+    reported: bool,
 }
+
+/// Status recorded for a client that closed its connection before the answer started.
+pub const CLIENT_CLOSED: u16 = 499;
 
 impl Completion {
     pub fn new(
@@ -38,6 +44,7 @@ impl Completion {
             started,
             telemetry,
             log,
+            reported: false,
         }
     }
 
@@ -86,7 +93,10 @@ impl Completion {
         self.report();
     }
 
-    fn report(mut self) {
+    fn report(&mut self) {
+        if std::mem::replace(&mut self.reported, true) {
+            return;
+        }
         self.record.latency_ms = millis(self.started.elapsed());
         let labels = RequestLabels {
             route: label(&self.record.route),
@@ -96,6 +106,17 @@ impl Completion {
         };
         self.telemetry.requests.get_or_create(&labels).inc();
         self.log.write(&self.record);
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if !self.reported {
+            self.record.status = CLIENT_CLOSED;
+            self.record.path = path::ERROR;
+            self.record.error = Some("client disconnected before the answer started".to_owned());
+            self.report();
+        }
     }
 }
 
