@@ -80,6 +80,58 @@ fn listing_shows_arithmetic_promotion_and_cost() {
 }
 
 #[test]
+fn listing_of_text_atoms_language_and_protect() {
+    use crate::hir::TExprKind as K;
+    let lang_ty = Type::Class(ClassSet::Language);
+    let mut pb = PolicyBuilder::new();
+    let tier = pb.signal(
+        "tier",
+        ex(
+            K::Coalesce(Box::new(header("X-Tier")), Box::new(s("free"))),
+            Type::Text,
+        ),
+    );
+    let lang = pb.signal("lang", ex(K::Language(Box::new(prompt())), lang_ty));
+    let en = ex(K::Label(crate::hir::LabelId(14)), lang_ty);
+    let count = ex(
+        K::Count {
+            text: Box::new(sig(tier, Type::Text)),
+            regex: "[0-9]+".into(),
+        },
+        Type::Int,
+    );
+    pb.route(
+        "gold_english",
+        Some(and(
+            cmp(CmpOp::Eq, sig(tier, Type::Text), s("gold")),
+            or(
+                cmp(CmpOp::Eq, sig(lang, lang_ty), en),
+                cmp(CmpOp::Ge, confidence(sig(lang, lang_ty)), float(0.9)),
+            ),
+        )),
+        STRONG,
+    )
+    .route("numbered", Some(cmp(CmpOp::Gt, count, int(0))), STRONG)
+    .route("default", None, SMALL)
+    .hold(
+        "same model",
+        cmp(
+            CmpOp::Eq,
+            ex(K::Pinned, Type::Model),
+            ex(K::Model(STRONG), Type::Model),
+        ),
+    )
+    .hold(
+        "flaky",
+        and(
+            cmp(CmpOp::Ge, ex(K::OutcomeCount, Type::Int), int(3)),
+            cmp(CmpOp::Gt, ex(K::OutcomeFailRate, Type::Score), float(0.25)),
+        ),
+    );
+    insta::assert_snapshot!(lowered(&pb.build()).listing());
+}
+
+#[test]
 fn identical_atoms_are_shared() {
     let mut pb = PolicyBuilder::new();
     let a = pb.signal("a", contains(prompt(), &["x", "y"]));
