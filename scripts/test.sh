@@ -4,16 +4,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scripts/setup.sh
+# ONNX Runtime from the PyPI wheel that scripts/models.sh unpacked (see docs/models.md).
+export ORT_DYLIB_PATH="$PWD/.cache/ort/lib/libonnxruntime.so.1.31.1"
+
 echo "== build"
 cargo build --workspace --locked --all-targets
 
 echo "== unit, corpus, property and end-to-end tests"
 cargo test --workspace --locked
 
-echo "== shipped policies and examples"
 src=target/debug/src
+echo "== shipped policies and examples"
 for policy in policies/*/ examples/*/; do
   "$src" check "$policy"
   "$src" test "$policy"
 done
 "$src" fmt --check policies examples
+
+echo "== the official openai client against src serve"
+tests/e2e/openai.sh "$src" .cache/venv-e2e/bin/python
