@@ -23,4 +23,4 @@ done
 "$src" fmt --check policies examples
 
 echo "== the official openai client against src serve"
-tests/e2e/openai.sh "$src" .cache/venv-e2e/bin/python
+tests/e2e/openai_client.sh "$src" .cache/venv-e2e/bin/python

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Runs the official `openai` Python client (tests/e2e/openai_client.py) against a fresh
 # `src serve examples/quickstart` on free loopback ports, then stops the server.
-# Usage: tests/e2e/openai_client.sh [PATH_TO_SRC_BINARY]   (default target/debug/src)
+# Usage: tests/e2e/openai_client.sh [SRC_BINARY] [PYTHON]
+#        (defaults: target/debug/src, and the client environment scripts/setup.sh makes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 src=${1:-target/debug/src}
+python=${2:-.cache/venv-e2e/bin/python}
 
-python3 -c "import openai" 2>/dev/null || python3 -m pip install --quiet openai
-
-read -r api admin < <(python3 - <<'EOF'
+read -r api admin < <("$python" - <<'EOF'
 import socket
 ports = []
 sockets = []
@@ -27,7 +27,7 @@ log=$(mktemp)
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
 
-python3 - "$api" <<'EOF'
+"$python" - "$api" <<'EOF'
 import sys, time, urllib.request
 url = f"http://127.0.0.1:{sys.argv[1]}/readyz"
 for _ in range(300):
@@ -42,7 +42,7 @@ print("src serve never became ready", file=sys.stderr)
 sys.exit(1)
 EOF
 
-if ! python3 tests/e2e/openai_client.py "http://127.0.0.1:$api/v1"; then
+if ! "$python" tests/e2e/openai_client.py "http://127.0.0.1:$api/v1"; then
   echo "--- src serve log (last 40 lines)" >&2
   tail -n 40 "$log" >&2
   exit 1
