@@ -294,3 +294,23 @@ async fn every_request_logs_one_line_with_unknown_as_null() -> TestResult {
     assert_eq!(count, 1);
     Ok(())
 }
+
+#[tokio::test]
+async fn hop_by_hop_headers_stay_on_their_hop() -> TestResult {
+    let router = Router::start(POLICY).await?;
+    let answer = router
+        .chat(
+            &user("hello"),
+            &[
+                ("connection", "x-hop"),
+                ("x-hop", "private"),
+                ("x-end", "kept"),
+            ],
+        )
+        .await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let received: Vec<_> = router.sims().iter().flat_map(|s| s.received()).collect();
+    assert_eq!(received[0].header("x-end"), Some("kept"));
+    assert_eq!(received[0].header("x-hop"), None);
+    Ok(())
+}

@@ -326,6 +326,16 @@ fn exhausted(
     }
 }
 
+/// Whether `connection` lists `name` as a hop-by-hop header of this connection (RFC 9110 §7.6.1).
+fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
+    headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
+}
+
 /// Client headers minus hop-by-hop ones, plus request id, trace context and route headers.
 fn upstream_headers(
     parts: &Parts,
@@ -334,7 +344,7 @@ fn upstream_headers(
 ) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(parts.headers.len() + 6);
     for (name, value) in &parts.headers {
-        if !NOT_FORWARDED.contains(&name.as_str()) {
+        if !NOT_FORWARDED.contains(&name.as_str()) && !named_by_connection(&parts.headers, name) {
             out.append(name.clone(), value.clone());
         }
     }
@@ -375,7 +385,7 @@ fn relay(
     *response.status_mut() = parts.status;
     let headers = response.headers_mut();
     for (name, value) in &parts.headers {
-        if !NOT_RETURNED.contains(&name.as_str()) {
+        if !NOT_RETURNED.contains(&name.as_str()) && !named_by_connection(&parts.headers, name) {
             headers.append(name.clone(), value.clone());
         }
     }
