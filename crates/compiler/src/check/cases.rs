@@ -368,7 +368,7 @@ impl Checker<'_> {
                 }
             }
             _ => {
-                for child in children(e) {
+                for child in e.children() {
                     self.leaf_needs(child, inside, given, out, depth);
                 }
                 return;
@@ -387,50 +387,6 @@ fn union(mut x: Vec<Need>, y: Vec<Need>) -> Vec<Need> {
         }
     }
     x
-}
-
-/// The direct subexpressions of a typed expression.
-pub(super) fn children(e: &TExpr) -> Vec<&TExpr> {
-    use TExprKind as K;
-    match &e.kind {
-        K::Contains { text, .. }
-        | K::Hits { text, .. }
-        | K::Count { text, .. }
-        | K::Density { text, .. }
-        | K::Sequence { text, .. }
-        | K::Matches { text, .. }
-        | K::Similarity { text, .. } => vec![text],
-        K::Words(x)
-        | K::Language(x)
-        | K::Tokens(x)
-        | K::Classify(_, x)
-        | K::Guard(_, x)
-        | K::Confidence(x)
-        | K::Cost(x)
-        | K::Not(x)
-        | K::Neg(x)
-        | K::IsLabel(x, _) => vec![x],
-        K::And(a, b) | K::Or(a, b) | K::Arith(_, a, b) | K::Cmp(_, a, b) | K::Coalesce(a, b) => {
-            vec![a, b]
-        }
-        K::Bool(_)
-        | K::Int(_)
-        | K::Float(_)
-        | K::Str(_)
-        | K::Label(_)
-        | K::Model(_)
-        | K::Signal(_)
-        | K::Prompt
-        | K::History
-        | K::System
-        | K::ApiKey
-        | K::Header(_)
-        | K::Request(_)
-        | K::Pinned
-        | K::Proposed
-        | K::OutcomeFailRate
-        | K::OutcomeCount => Vec::new(),
-    }
 }
 
 /// Whether a JSON value is a chat request or its `messages` array: a list of objects, each with

@@ -296,10 +296,7 @@ impl Analysis {
                 return *k;
             }
         }
-        let kids: Vec<Key> = super::cases::children(e)
-            .into_iter()
-            .map(|c| self.canon(c))
-            .collect();
+        let kids: Vec<Key> = e.children().into_iter().map(|c| self.canon(c)).collect();
         let ty = format!("{:?}", e.ty);
         let (tag, extra): (&'static str, String) = match &e.kind {
             K::Bool(b) => ("bool", b.to_string()),
