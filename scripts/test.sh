@@ -14,7 +14,7 @@ cargo build --workspace --locked --all-targets
 echo "== unit, corpus, property and end-to-end tests"
 cargo test --workspace --locked
 
-src=target/debug/src
+src="${CARGO_TARGET_DIR:-target}/debug/src"
 echo "== shipped policies and examples"
 for policy in policies/*/ examples/*/; do
   "$src" check "$policy"
