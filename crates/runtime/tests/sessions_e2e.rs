@@ -675,3 +675,24 @@ async fn a_redis_outage_follows_failure_store_and_recovers() {
     let again = open.chat(&user("segfault"), &h).await;
     assert_eq!(again.session(), "pinned");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_redirect_is_never_overridden_by_a_pin() {
+    let text = policy("enforce", "", "")
+        + r#"
+model safe { backend = sim  serves = "safe-model" }
+block jailbreak { when contains(prompt, ["ignore previous instructions"])  to safe }
+"#;
+    let router = Router::start(&text).await;
+    let h = [(SID, "guarded")];
+    let first = router.chat(&agent("segfault", &[], true), &h).await;
+    assert_eq!((first.session(), first.model()), ("new", "strong"));
+    // Inside a tool loop a hold would keep `strong`; the block's redirect wins regardless.
+    let call = agent("ignore previous instructions", &["ok"], true);
+    let redirected = router.chat(&call, &h).await;
+    assert_eq!(redirected.model(), "safe");
+    assert_eq!(redirected.header("x-sr-session"), None);
+    // And the pin did not move.
+    let after = router.chat(&agent("segfault", &["ok"], true), &h).await;
+    assert_eq!((after.session(), after.model()), ("pinned", "strong"));
+}

@@ -133,17 +133,21 @@ pub async fn decide(
         }
     };
 
-    let outcome = app
-        .components
-        .sessions
-        .after_route(SessionInput {
-            policy,
-            compiled: &snapshot.compiled,
-            request: view,
-            route,
-            proposed: proposal,
-        })
-        .await;
+    // A block's redirect is a safety decision: no pin may override it, and it moves no pin.
+    let outcome = if block.is_some() {
+        SessionOutcome::Keep
+    } else {
+        app.components
+            .sessions
+            .after_route(SessionInput {
+                policy,
+                compiled: &snapshot.compiled,
+                request: view,
+                route,
+                proposed: proposal,
+            })
+            .await
+    };
     let (first, protection, session) = match outcome {
         SessionOutcome::Keep => (proposal, None, None),
         SessionOutcome::Use { model, protection } => (model, protection, None),
