@@ -42,6 +42,9 @@ pub trait ModelSignals: Send + Sync {
         policy: &'a CheckedPolicy,
         calls: &'a [ModelCall],
     ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>>;
+
+    /// Adds the model runtime's metrics to the server's registry.
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }
 
 /// The default: no model runtime in this build.

@@ -14,6 +14,7 @@ pub mod backends;
 pub mod config;
 pub mod hooks;
 pub mod log;
+pub mod models;
 pub mod policy_store;
 pub mod proxy;
 pub mod reload;

@@ -55,3 +55,12 @@ pub const SESSION_OBSERVED: &str = "src_session_observed";
 pub const SESSION_STORE_ERRORS: &str = "src_session_store_errors";
 /// Outcomes recorded, labelled by `verdict` (`pass`, `fail`) and `source` (`client`, `upstream`).
 pub const SESSION_OUTCOMES: &str = "src_session_outcomes";
+
+/// Texts sent to a model (one per model-backed signal computed), labelled by `model`.
+pub const MODEL_CALLS: &str = "src_model_calls";
+/// Texts per inference batch, labelled by `model`.
+pub const MODEL_BATCH_SIZE: &str = "src_model_batch_size";
+/// Time of one inference batch (tokenize + run + pool), labelled by `model`.
+pub const MODEL_INFERENCE_SECONDS: &str = "src_model_inference_seconds";
+/// Model calls that failed or timed out, labelled by `model` and `reason` (`timeout`, `error`).
+pub const MODEL_FAILURES: &str = "src_model_failures";

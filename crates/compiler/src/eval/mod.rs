@@ -45,6 +45,9 @@ pub struct ModelCall {
     pub atom: AtomId,
     pub model: ModelKind,
     pub text: String,
+    /// The examples of a similarity atom (empty for classifiers and guards), so a model runtime
+    /// that sees only the checked policy can answer the call.
+    pub examples: std::sync::Arc<[String]>,
 }
 
 impl ModelCall {
@@ -581,16 +584,17 @@ impl<'a> Evaluation<'a> {
 
     fn call(&self, a: AtomId) -> Option<ModelCall> {
         let def = self.policy.program.atom(a)?;
-        let (model, text) = match &def.atom {
-            Atom::Classify(c, t) => (ModelKind::Classifier(*c), t),
-            Atom::Guard(g, t) => (ModelKind::Guard(*g), t),
-            Atom::Similarity(e, t, _) => (ModelKind::Similarity(*e), t),
+        let (model, text, examples) = match &def.atom {
+            Atom::Classify(c, t) => (ModelKind::Classifier(*c), t, &[][..]),
+            Atom::Guard(g, t) => (ModelKind::Guard(*g), t, &[][..]),
+            Atom::Similarity(e, t, examples) => (ModelKind::Similarity(*e), t, &examples[..]),
             _ => return None,
         };
         Some(ModelCall {
             atom: a,
             model,
             text: self.text(text).unwrap_or("").to_string(),
+            examples: examples.into(),
         })
     }
 }

@@ -1,0 +1,22 @@
+//! Model-backed signals run for real: ONNX classifiers, guards and sentence encoders through
+//! ONNX Runtime (`ort`, loaded from `ORT_DYLIB_PATH`) and Hugging Face `tokenizers`.
+//!
+//! [`OnnxModels`] is the server's [`crate::hooks::ModelSignals`]: `prepare` loads every model
+//! directory a policy declares (one session per directory, shared by every declaration and
+//! reload that names it) and embeds its `similarity` examples once; `compute` queues the texts
+//! of one evaluation step on each model's micro-batching worker and waits, with a timeout.
+//! [`verify`] is the file check `src check` can run when a directory exists.
+
+mod batch;
+mod error;
+mod library;
+mod metrics;
+mod model;
+mod signals;
+
+pub use batch::{BatchOptions, Batcher};
+pub use error::ModelError;
+pub use library::{ensure_library, load_from, LIBRARY_HELP, ORT_DYLIB_PATH};
+pub use metrics::ModelMetrics;
+pub use model::{softmax, verify, Model, Role};
+pub use signals::{ModelOptions, OnnxModels};

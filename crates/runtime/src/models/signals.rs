@@ -1,0 +1,617 @@
+//! [`OnnxModels`]: the [`ModelSignals`] implementation the server runs.
+//!
+//! Loaded models are kept by (directory, role, device) and reused across reloads while their
+//! files are unchanged (size and modification time), so a reload costs no model load. Example
+//! embeddings are cached by the model's content fingerprint and the example text: a reload, or a
+//! second policy, with the same examples embeds nothing again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
+use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId, TExpr, TExprKind};
+use src_dsl::ast::Device;
+use src_dsl::{codes, Diagnostic, Span};
+
+use super::batch::{BatchOptions, Batcher};
+use super::error::ModelError;
+use super::library::{self, LIBRARY_HELP};
+use super::metrics::{FailureLabels, ModelLabel, ModelMetrics};
+use super::model::{softmax, Model, Role};
+use crate::hooks::{BoxFuture, ModelSignals, SignalError};
+
+/// Labels a guard's unsafe label is not, when `positive` is not declared.
+const SAFE_LABELS: &[&str] = &["benign", "safe", "LABEL_0"];
+
+/// How models run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelOptions {
+    pub batch: BatchOptions,
+    /// Per-signal limit: a call not answered in time is `Failed` (the policy's `failure` mode
+    /// applies).
+    pub timeout: Duration,
+    /// ONNX Runtime intra-op threads per model.
+    pub threads: usize,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            batch: BatchOptions::default(),
+            timeout: Duration::from_secs(2),
+            threads: 1,
+        }
+    }
+}
+
+impl ModelOptions {
+    /// The defaults, overridden by `SRC_MODEL_BATCH` (most texts per batch),
+    /// `SRC_MODEL_BATCH_WAIT_MS`, `SRC_MODEL_TIMEOUT_MS` and `SRC_MODEL_THREADS` when set to a
+    /// number (anything else is logged and ignored).
+    pub fn from_env() -> ModelOptions {
+        let mut options = ModelOptions::default();
+        let read = |name: &str| -> Option<u64> {
+            let raw = std::env::var(name).ok()?;
+            match raw.trim().parse() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    tracing::warn!(variable = name, value = %raw, "not a number; ignored");
+                    None
+                }
+            }
+        };
+        if let Some(n) = read("SRC_MODEL_BATCH") {
+            options.batch.max = (n as usize).max(1);
+        }
+        if let Some(ms) = read("SRC_MODEL_BATCH_WAIT_MS") {
+            options.batch.wait = Duration::from_millis(ms);
+        }
+        if let Some(ms) = read("SRC_MODEL_TIMEOUT_MS") {
+            options.timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = read("SRC_MODEL_THREADS") {
+            options.threads = (n as usize).max(1);
+        }
+        options
+    }
+}
+
+/// Files of a directory as last seen: a change reloads the model.
+type Stamp = Vec<Option<(u64, SystemTime)>>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    dir: PathBuf,
+    role: Role,
+    device: u8,
+}
+
+struct Loaded {
+    stamp: Stamp,
+    batcher: Arc<Batcher>,
+}
+
+/// Runs classifier, guard and similarity atoms on ONNX models.
+pub struct OnnxModels {
+    options: ModelOptions,
+    metrics: ModelMetrics,
+    loaded: Mutex<HashMap<Key, Loaded>>,
+    /// (model fingerprint, example text) → unit embedding.
+    examples: Mutex<HashMap<(String, String), Arc<[f32]>>>,
+}
+
+impl Default for OnnxModels {
+    fn default() -> Self {
+        OnnxModels::new(ModelOptions::default())
+    }
+}
+
+impl OnnxModels {
+    pub fn new(options: ModelOptions) -> OnnxModels {
+        OnnxModels {
+            options,
+            metrics: ModelMetrics::default(),
+            loaded: Mutex::new(HashMap::new()),
+            examples: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn options(&self) -> ModelOptions {
+        self.options
+    }
+
+    pub fn metrics(&self) -> &ModelMetrics {
+        &self.metrics
+    }
+
+    /// Example embeddings held in the cache.
+    pub fn cached_examples(&self) -> usize {
+        self.examples.lock().map_or(0, |e| e.len())
+    }
+
+    /// The loaded model for a declaration, loading it (or reloading it when its files changed).
+    pub fn load(&self, dir: &Path, role: Role, device: Device) -> Result<Arc<Batcher>, ModelError> {
+        let key = key(dir, role, device);
+        let stamp = stamp(dir);
+        if let Some(found) = self.lookup(&key) {
+            if found.0 == stamp {
+                return Ok(found.1);
+            }
+        }
+        let model = Model::load(dir, role, device, self.options.threads)?;
+        let batcher = Arc::new(Batcher::start(
+            model,
+            self.options.batch,
+            self.metrics.clone(),
+        )?);
+        if let Ok(mut loaded) = self.loaded.lock() {
+            loaded.insert(
+                key,
+                Loaded {
+                    stamp,
+                    batcher: Arc::clone(&batcher),
+                },
+            );
+        }
+        Ok(batcher)
+    }
+
+    fn lookup(&self, key: &Key) -> Option<(Stamp, Arc<Batcher>)> {
+        let loaded = self.loaded.lock().ok()?;
+        loaded
+            .get(key)
+            .map(|l| (l.stamp.clone(), Arc::clone(&l.batcher)))
+    }
+
+    fn batcher_for(&self, policy: &CheckedPolicy, kind: ModelKind) -> Option<Arc<Batcher>> {
+        let (dir, role, device) = declaration(policy, kind)?;
+        self.lookup(&key(dir, role, device)).map(|(_, b)| b)
+    }
+
+    /// Embeds `texts` under `batcher`'s model, from the cache where it can.
+    fn embed_examples(
+        &self,
+        batcher: &Batcher,
+        texts: &[String],
+    ) -> Result<Vec<Arc<[f32]>>, ModelError> {
+        let cached = |t: &String| {
+            self.examples
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&(batcher.fingerprint.clone(), t.clone())).cloned())
+        };
+        let missing: Vec<String> = texts.iter().filter(|t| cached(t).is_none()).cloned().collect();
+        if !missing.is_empty() {
+            let rows = batcher.run_blocking(&missing)?;
+            if let Ok(mut cache) = self.examples.lock() {
+                for (text, row) in missing.into_iter().zip(rows) {
+                    cache.insert((batcher.fingerprint.clone(), text), row.into());
+                }
+            }
+        }
+        texts
+            .iter()
+            .map(|t| {
+                cached(t).ok_or_else(|| ModelError::Inference("an example was not embedded".into()))
+            })
+            .collect()
+    }
+
+    fn cached_example(&self, fingerprint: &str, text: &str) -> Option<Arc<[f32]>> {
+        self.examples
+            .lock()
+            .ok()?
+            .get(&(fingerprint.to_string(), text.to_string()))
+            .cloned()
+    }
+
+    fn fail(&self, model: &str, reason: &'static str) -> ModelResult {
+        self.metrics
+            .failures
+            .get_or_create(&FailureLabels {
+                model: model.to_string(),
+                reason,
+            })
+            .inc();
+        ModelResult::Failed
+    }
+}
+
+impl ModelSignals for OnnxModels {
+    fn prepare(&self, policy: &CheckedPolicy) -> Vec<Diagnostic> {
+        let declared = declarations(policy);
+        let Some(first) = declared.first() else {
+            return Vec::new();
+        };
+        if let Err(err) = library::ensure_library() {
+            let names: Vec<String> = declared.iter().map(|d| format!("`{}`", d.name)).collect();
+            return vec![Diagnostic::error(codes::MODEL_UNAVAILABLE, err.to_string(), first.span)
+                .with_label_message("needs ONNX Runtime")
+                .with_note(format!("the policy declares {}", names.join(", ")))
+                .with_help(LIBRARY_HELP)];
+        }
+        let mut diagnostics = Vec::new();
+        for d in &declared {
+            match self.load(&d.dir, d.role, d.device) {
+                Ok(batcher) => {
+                    if let Some(problem) = check_labels(policy, d, &batcher) {
+                        diagnostics.push(problem);
+                    }
+                }
+                Err(err) => diagnostics.push(
+                    Diagnostic::error(
+                        codes::MODEL_UNAVAILABLE,
+                        format!("{} `{}` cannot run: {err}", d.role.word(), d.name),
+                        d.span,
+                    )
+                    .with_label_message("declared here")
+                    .with_help(load_help(&err)),
+                ),
+            }
+        }
+        if !diagnostics.is_empty() {
+            return diagnostics;
+        }
+        for (encoder, examples) in similarity_examples(policy) {
+            let Some(def) = policy.encoders.get(encoder.index()) else {
+                continue;
+            };
+            let embedded = self
+                .load(&def.path, Role::Encoder, def.device)
+                .and_then(|b| self.embed_examples(&b, &examples));
+            if let Err(err) = embedded {
+                diagnostics.push(
+                    Diagnostic::error(
+                        codes::MODEL_UNAVAILABLE,
+                        format!("cannot embed the `similarity` examples of encoder `{}`: {err}", def.name),
+                        def.span,
+                    )
+                    .with_label_message("declared here"),
+                );
+            }
+        }
+        diagnostics
+    }
+
+    fn compute<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        calls: &'a [ModelCall],
+    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + self.options.timeout;
+            // One text per (model, text): two atoms over the same model and text share a run.
+            let mut pending: HashMap<(usize, String), usize> = HashMap::new();
+            let mut receivers = Vec::new();
+            let mut batchers: Vec<Arc<Batcher>> = Vec::new();
+            let mut slots: Vec<Option<usize>> = Vec::with_capacity(calls.len());
+            for call in calls {
+                let Some(batcher) = self.batcher_for(policy, call.model) else {
+                    slots.push(None);
+                    continue;
+                };
+                let b = match batchers.iter().position(|x| Arc::ptr_eq(x, &batcher)) {
+                    Some(i) => i,
+                    None => {
+                        batchers.push(batcher);
+                        batchers.len() - 1
+                    }
+                };
+                let slot = *pending.entry((b, call.text.clone())).or_insert_with(|| {
+                    let model = &batchers[b];
+                    self.metrics
+                        .calls
+                        .get_or_create(&ModelLabel {
+                            model: model.name.clone(),
+                        })
+                        .inc();
+                    receivers.push((b, model.submit(call.text.clone())));
+                    receivers.len() - 1
+                });
+                slots.push(Some(slot));
+            }
+            let mut answers: Vec<Result<Vec<f32>, &'static str>> = Vec::with_capacity(receivers.len());
+            for (_, rx) in receivers.iter_mut() {
+                answers.push(match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(Ok(row))) => Ok(row),
+                    Ok(Ok(Err(err))) => {
+                        tracing::warn!(error = %err, "model call failed");
+                        Err("error")
+                    }
+                    Ok(Err(_)) => Err("error"),
+                    Err(_) => Err("timeout"),
+                });
+            }
+            let results = calls
+                .iter()
+                .zip(slots)
+                .map(|(call, slot)| {
+                    let Some(slot) = slot else {
+                        return self.fail("unprepared", "error");
+                    };
+                    let Some((b, _)) = receivers.get(slot) else {
+                        return ModelResult::Failed;
+                    };
+                    let batcher = &batchers[*b];
+                    match &answers[slot] {
+                        Ok(row) => self.answer(policy, call, batcher, row),
+                        Err(reason) => self.fail(&batcher.name, reason),
+                    }
+                })
+                .collect();
+            Ok(results)
+        })
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.metrics.register(registry);
+    }
+}
+
+impl OnnxModels {
+    /// Turns a model's output row into the atom's value.
+    fn answer(
+        &self,
+        policy: &CheckedPolicy,
+        call: &ModelCall,
+        batcher: &Batcher,
+        row: &[f32],
+    ) -> ModelResult {
+        match call.model {
+            ModelKind::Classifier(c) => {
+                let probs = softmax(row);
+                let best = (0..probs.len()).max_by(|&a, &b| probs[a].total_cmp(&probs[b]));
+                let declared = policy.classifiers.get(c.index()).map(|d| &d.labels);
+                let label = best.and_then(|i| {
+                    let name = batcher.labels.get(i)?;
+                    declared?.iter().position(|l| l == name)
+                });
+                match (label, best) {
+                    (Some(label), Some(i)) => ModelResult::Class {
+                        label: LabelId(label as u32),
+                        confidence: f64::from(probs[i]),
+                    },
+                    _ => self.fail(&batcher.name, "error"),
+                }
+            }
+            ModelKind::Guard(g) => {
+                let positive = policy
+                    .guards
+                    .get(g.index())
+                    .and_then(|def| positive_index(&batcher.labels, def.positive.as_deref()));
+                match positive {
+                    Some(i) => softmax(row)
+                        .get(i)
+                        .map_or(ModelResult::Failed, |&p| ModelResult::Score(f64::from(p))),
+                    None => self.fail(&batcher.name, "error"),
+                }
+            }
+            ModelKind::Similarity(_) => {
+                let mut best: Option<f32> = None;
+                for example in call.examples.iter() {
+                    let Some(e) = self.cached_example(&batcher.fingerprint, example) else {
+                        // `prepare` embeds every example of the policy; a miss means the policy
+                        // changed under us: answer failed rather than run the encoder here.
+                        return self.fail(&batcher.name, "error");
+                    };
+                    let dot: f32 = e.iter().zip(row).map(|(a, b)| a * b).sum();
+                    best = Some(best.map_or(dot, |b| b.max(dot)));
+                }
+                // A score is in [0, 1]: opposite directions count as no similarity.
+                best.map_or(ModelResult::Failed, |s| {
+                    ModelResult::Score(f64::from(s.clamp(0.0, 1.0)))
+                })
+            }
+        }
+    }
+}
+
+/// One model declaration of a policy.
+struct Declaration {
+    name: String,
+    span: Span,
+    dir: PathBuf,
+    role: Role,
+    device: Device,
+    /// The declaring classifier's labels or guard's `positive`.
+    labels: Option<Vec<String>>,
+    positive: Option<String>,
+}
+
+fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
+    let classifiers = policy.classifiers.iter().map(|c| Declaration {
+        name: c.name.clone(),
+        span: c.span,
+        dir: c.path.clone(),
+        role: Role::Classifier,
+        device: c.device,
+        labels: Some(c.labels.clone()),
+        positive: None,
+    });
+    let guards = policy.guards.iter().map(|g| Declaration {
+        name: g.name.clone(),
+        span: g.span,
+        dir: g.path.clone(),
+        role: Role::Guard,
+        device: g.device,
+        labels: None,
+        positive: g.positive.clone(),
+    });
+    let encoders = policy.encoders.iter().map(|e| Declaration {
+        name: e.name.clone(),
+        span: e.span,
+        dir: e.path.clone(),
+        role: Role::Encoder,
+        device: e.device,
+        labels: None,
+        positive: None,
+    });
+    classifiers.chain(guards).chain(encoders).collect()
+}
+
+fn declaration(policy: &CheckedPolicy, kind: ModelKind) -> Option<(&Path, Role, Device)> {
+    match kind {
+        ModelKind::Classifier(c) => policy
+            .classifiers
+            .get(c.index())
+            .map(|d| (d.path.as_path(), Role::Classifier, d.device)),
+        ModelKind::Guard(g) => policy
+            .guards
+            .get(g.index())
+            .map(|d| (d.path.as_path(), Role::Guard, d.device)),
+        ModelKind::Similarity(e) => policy
+            .encoders
+            .get(e.index())
+            .map(|d| (d.path.as_path(), Role::Encoder, d.device)),
+    }
+}
+
+/// The labels a declaration says must match the model's (`check` compares them too; a model
+/// directory can change between `check` and `serve`).
+fn check_labels(policy: &CheckedPolicy, d: &Declaration, batcher: &Batcher) -> Option<Diagnostic> {
+    let _ = policy;
+    let model = &batcher.labels;
+    let shown = |l: &[String]| {
+        l.iter()
+            .map(|x| format!("`{x}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(declared) = &d.labels {
+        let mut want = declared.clone();
+        let mut have = model.clone();
+        want.sort();
+        have.sort();
+        if want != have {
+            return Some(
+                Diagnostic::error(
+                    codes::LABELS_MISMATCH,
+                    format!(
+                        "labels of classifier `{}` differ from the model's `id2label` in `{}`",
+                        d.name,
+                        d.dir.join("config.json").display()
+                    ),
+                    d.span,
+                )
+                .with_label_message(format!("declared: {}", shown(declared)))
+                .with_note(format!("the model's labels: {}", shown(model)))
+                .with_help(format!("write the model's labels: `labels = [{}]`", model.join(", "))),
+            );
+        }
+    }
+    if d.role == Role::Guard && positive_index(model, d.positive.as_deref()).is_none() {
+        return Some(
+            Diagnostic::error(
+                codes::LABELS_MISMATCH,
+                format!("cannot tell the unsafe label of guard `{}`", d.name),
+                d.span,
+            )
+            .with_note(format!("the model's labels: {}", shown(model)))
+            .with_help("declare it: `positive = LABEL`"),
+        );
+    }
+    None
+}
+
+/// The index of a guard's unsafe label: `positive`, else the one label of two that is not safe.
+fn positive_index(labels: &[String], positive: Option<&str>) -> Option<usize> {
+    match positive {
+        Some(p) => labels.iter().position(|l| l == p),
+        None => {
+            let unsafe_labels: Vec<usize> = (0..labels.len())
+                .filter(|&i| !SAFE_LABELS.contains(&labels[i].as_str()))
+                .collect();
+            match unsafe_labels[..] {
+                [i] if labels.len() == 2 => Some(i),
+                _ => None,
+            }
+        }
+    }
+}
+
+fn load_help(err: &ModelError) -> String {
+    match err {
+        ModelError::Library(_) => LIBRARY_HELP.to_string(),
+        ModelError::Device(_) => "use `device = auto` to fall back to the CPU, or run where \
+             ONNX Runtime has the CUDA provider (`onnxruntime-gpu`)"
+            .to_string(),
+        _ => "a model directory holds `model.onnx`, `tokenizer.json` and `config.json`; \
+              `scripts/models.sh` builds the project's models under `models/`"
+            .to_string(),
+    }
+}
+
+fn key(dir: &Path, role: Role, device: Device) -> Key {
+    Key {
+        dir: dir.to_path_buf(),
+        role,
+        device: match device {
+            Device::Auto => 0,
+            Device::Cpu => 1,
+            Device::Cuda => 2,
+        },
+    }
+}
+
+fn stamp(dir: &Path) -> Stamp {
+    ["model.onnx", "tokenizer.json", "config.json"]
+        .iter()
+        .map(|name| {
+            let meta = std::fs::metadata(dir.join(name)).ok()?;
+            Some((meta.len(), meta.modified().ok()?))
+        })
+        .collect()
+}
+
+/// Every `similarity` call's examples, by encoder.
+fn similarity_examples(policy: &CheckedPolicy) -> Vec<(EncoderId, Vec<String>)> {
+    let mut found = Vec::new();
+    let mut exprs: Vec<&TExpr> = Vec::new();
+    exprs.extend(policy.signals.iter().map(|s| &s.expr));
+    exprs.extend(policy.blocks.iter().map(|b| &b.when));
+    exprs.extend(policy.routes.iter().filter_map(|r| r.when.as_ref()));
+    exprs.extend(policy.cache.iter().filter_map(|c| c.skip_when.as_ref()));
+    if let Some(p) = &policy.protect {
+        exprs.extend(p.holds.iter().map(|h| &h.when));
+    }
+    while let Some(e) = exprs.pop() {
+        if let TExprKind::Similarity {
+            encoder, examples, ..
+        } = &e.kind
+        {
+            found.push((*encoder, examples.clone()));
+        }
+        push_children(e, &mut exprs);
+    }
+    found
+}
+
+fn push_children<'e>(e: &'e TExpr, out: &mut Vec<&'e TExpr>) {
+    use TExprKind as K;
+    match &e.kind {
+        K::Contains { text, .. }
+        | K::Hits { text, .. }
+        | K::Count { text, .. }
+        | K::Density { text, .. }
+        | K::Sequence { text, .. }
+        | K::Matches { text, .. }
+        | K::Similarity { text, .. } => out.push(text),
+        K::Words(x)
+        | K::Language(x)
+        | K::Tokens(x)
+        | K::Classify(_, x)
+        | K::Guard(_, x)
+        | K::Confidence(x)
+        | K::Cost(x)
+        | K::Not(x)
+        | K::Neg(x)
+        | K::IsLabel(x, _) => out.push(x),
+        K::And(a, b) | K::Or(a, b) | K::Arith(_, a, b) | K::Cmp(_, a, b) | K::Coalesce(a, b) => {
+            out.push(a);
+            out.push(b);
+        }
+        _ => {}
+    }
+}
