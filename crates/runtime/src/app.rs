@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::backends::SimPool;
 use crate::config::ServeConfig;
-use crate::hooks::{ModelSignals, NoModelSignals, Sessions};
+use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
 use crate::policy_store::PolicyStore;
 use crate::server::health::Readiness;
@@ -22,7 +22,8 @@ pub struct Components {
 }
 
 impl Components {
-    /// No model runtime, sessions pinned as the policy says, request lines on stderr.
+    /// ONNX models (loaded only for policies that declare them), sessions pinned as the policy
+    /// says, request lines on stderr.
     pub fn standard() -> Components {
         Components {
             log: RequestLog::stderr(),
@@ -39,7 +40,9 @@ impl Components {
     }
 
     fn standard_without_log() -> Components {
-        let models: Arc<dyn ModelSignals> = Arc::new(NoModelSignals);
+        let models: Arc<dyn ModelSignals> = Arc::new(crate::models::OnnxModels::new(
+            crate::models::ModelOptions::from_env(),
+        ));
         Components {
             sessions: Arc::new(SessionLayer::default().with_models(Arc::clone(&models))),
             models,

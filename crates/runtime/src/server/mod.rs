@@ -128,7 +128,8 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let addr = local_addr(&api_listener, cfg.listen)?;
     let admin_addr = local_addr(&admin_listener, cfg.admin)?;
     let telemetry = Arc::new(Telemetry::with_extra(|registry| {
-        components.sessions.register_metrics(registry)
+        components.sessions.register_metrics(registry);
+        components.models.register_metrics(registry);
     }));
     telemetry.generation.set(snapshot.generation);
     let app = Arc::new(App {
