@@ -1,0 +1,387 @@
+//! The symbol index of one policy: every declaration and every use of a name, with its span.
+//!
+//! The index is built from the syntax trees alone, so it exists even when the policy does not
+//! check (a type error elsewhere must not switch off go-to-definition). Names resolve the way the
+//! checker resolves them: backends, routes, blocks and tests each have their own namespace;
+//! signals, models, classifiers, guards and encoders share the value namespace; a label belongs
+//! to the classifier whose value it is compared with, which takes a small type inference
+//! ([`crate::types`]) to find.
+
+use crate::types::{infer, Ty};
+use src_dsl::ast::{self, BlockAction, Expectation, ExprKind, ItemKind};
+use src_dsl::{FileId, Span};
+use std::collections::HashMap;
+
+/// What kind of thing a name stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SymKind {
+    Backend,
+    Model,
+    Classifier,
+    Guard,
+    Encoder,
+    Signal,
+    Block,
+    Route,
+    Test,
+    /// A label of a classifier (`owner` names it; `None` for the `language` labels).
+    Label,
+}
+
+impl SymKind {
+    pub fn word(self) -> &'static str {
+        match self {
+            SymKind::Backend => "backend",
+            SymKind::Model => "model",
+            SymKind::Classifier => "classifier",
+            SymKind::Guard => "guard",
+            SymKind::Encoder => "encoder",
+            SymKind::Signal => "signal",
+            SymKind::Block => "block",
+            SymKind::Route => "route",
+            SymKind::Test => "test",
+            SymKind::Label => "label",
+        }
+    }
+
+    fn of(item: &ItemKind) -> Option<SymKind> {
+        Some(match item {
+            ItemKind::Backend(_) => SymKind::Backend,
+            ItemKind::Model(_) => SymKind::Model,
+            ItemKind::Classifier(_) => SymKind::Classifier,
+            ItemKind::Guard(_) => SymKind::Guard,
+            ItemKind::Encoder(_) => SymKind::Encoder,
+            ItemKind::Signal(_) => SymKind::Signal,
+            ItemKind::Block(_) => SymKind::Block,
+            ItemKind::Route(_) => SymKind::Route,
+            ItemKind::Test(_) => SymKind::Test,
+            _ => return None,
+        })
+    }
+
+    /// Whether the kind lives in the value namespace (usable in expressions).
+    pub fn is_value(self) -> bool {
+        matches!(
+            self,
+            SymKind::Model
+                | SymKind::Classifier
+                | SymKind::Guard
+                | SymKind::Encoder
+                | SymKind::Signal
+        )
+    }
+}
+
+/// The identity of a symbol: two occurrences with equal keys name the same thing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SymbolKey {
+    pub kind: SymKind,
+    pub name: String,
+    /// For labels: the classifier they belong to.
+    pub owner: Option<String>,
+}
+
+/// One declaration.
+#[derive(Debug, Clone)]
+pub struct Decl {
+    pub key: SymbolKey,
+    pub name_span: Span,
+    /// The whole declaration (for a label: the label itself).
+    pub item_span: Span,
+}
+
+/// One written name and what it resolves to.
+#[derive(Debug, Clone)]
+pub struct Occurrence {
+    pub key: SymbolKey,
+    pub span: Span,
+    pub is_decl: bool,
+}
+
+/// Every declaration and resolved name of a policy.
+#[derive(Debug, Clone, Default)]
+pub struct SymbolIndex {
+    pub decls: Vec<Decl>,
+    pub occurrences: Vec<Occurrence>,
+    /// Signal name → its expression, for type inference.
+    pub signal_exprs: HashMap<String, ast::Expr>,
+    /// Classifier name → its labels.
+    pub classifier_labels: HashMap<String, Vec<String>>,
+    values: HashMap<String, SymKind>,
+}
+
+impl SymbolIndex {
+    /// Indexes the trees of every file of a policy.
+    pub fn build(files: &[(FileId, ast::File)]) -> Self {
+        let mut index = SymbolIndex::default();
+        for (_, file) in files {
+            for item in &file.items {
+                index.declare(item);
+            }
+        }
+        for (_, file) in files {
+            for item in &file.items {
+                index.resolve_item(item);
+            }
+        }
+        index
+            .occurrences
+            .sort_by_key(|o| (o.span.file, o.span.start));
+        index
+    }
+
+    fn declare(&mut self, item: &ast::Item) {
+        let (Some(kind), Some(name)) = (SymKind::of(&item.kind), item.kind.name()) else {
+            return;
+        };
+        let key = SymbolKey {
+            kind,
+            name: name.name.clone(),
+            owner: None,
+        };
+        self.push_decl(key, name.span, item.span);
+        if kind.is_value() {
+            self.values.entry(name.name.clone()).or_insert(kind);
+        }
+        match &item.kind {
+            ItemKind::Signal(s) => {
+                self.signal_exprs
+                    .entry(s.name.name.clone())
+                    .or_insert_with(|| s.expr.clone());
+            }
+            ItemKind::Classifier(c) => {
+                let labels = c.labels.as_ref().map(|l| l.value.as_slice()).unwrap_or(&[]);
+                for label in labels {
+                    let key = SymbolKey {
+                        kind: SymKind::Label,
+                        name: label.name.clone(),
+                        owner: Some(c.name.name.clone()),
+                    };
+                    self.push_decl(key, label.span, label.span);
+                }
+                self.classifier_labels
+                    .entry(c.name.name.clone())
+                    .or_insert_with(|| labels.iter().map(|l| l.name.clone()).collect());
+            }
+            _ => {}
+        }
+    }
+
+    fn push_decl(&mut self, key: SymbolKey, name_span: Span, item_span: Span) {
+        self.occurrences.push(Occurrence {
+            key: key.clone(),
+            span: name_span,
+            is_decl: true,
+        });
+        self.decls.push(Decl {
+            key,
+            name_span,
+            item_span,
+        });
+    }
+
+    /// The value-namespace kind of a name, when declared.
+    pub fn value_kind(&self, name: &str) -> Option<SymKind> {
+        self.values.get(name).copied()
+    }
+
+    /// The first declaration of a symbol.
+    pub fn decl(&self, key: &SymbolKey) -> Option<&Decl> {
+        self.decls.iter().find(|d| &d.key == key)
+    }
+
+    /// Declarations of one kind, in declaration order.
+    pub fn decls_of(&self, kind: SymKind) -> impl Iterator<Item = &Decl> {
+        self.decls.iter().filter(move |d| d.key.kind == kind)
+    }
+
+    /// The occurrence under a byte offset of a file (a name touching the offset on either side).
+    pub fn occurrence_at(&self, file: FileId, offset: usize) -> Option<&Occurrence> {
+        let hits = self
+            .occurrences
+            .iter()
+            .filter(|o| o.span.file == file && o.span.contains(offset));
+        // Prefer the name that starts at or before the offset and ends after it.
+        let mut best: Option<&Occurrence> = None;
+        for o in hits {
+            if best.is_none() || (o.span.end as usize) > offset {
+                best = Some(o);
+            }
+        }
+        best
+    }
+
+    /// Every occurrence of a symbol, declarations included.
+    pub fn occurrences_of<'a>(
+        &'a self,
+        key: &'a SymbolKey,
+    ) -> impl Iterator<Item = &'a Occurrence> {
+        self.occurrences.iter().filter(move |o| &o.key == key)
+    }
+
+    fn reference(&mut self, kind: SymKind, ident: &ast::Ident) {
+        self.occurrences.push(Occurrence {
+            key: SymbolKey {
+                kind,
+                name: ident.name.clone(),
+                owner: None,
+            },
+            span: ident.span,
+            is_decl: false,
+        });
+    }
+
+    fn label_reference(&mut self, owner: &Ty, ident: &ast::Ident) {
+        if let Ty::Class(Some(classifier)) = owner {
+            self.occurrences.push(Occurrence {
+                key: SymbolKey {
+                    kind: SymKind::Label,
+                    name: ident.name.clone(),
+                    owner: Some(classifier.clone()),
+                },
+                span: ident.span,
+                is_decl: false,
+            });
+        }
+    }
+
+    fn resolve_item(&mut self, item: &ast::Item) {
+        match &item.kind {
+            ItemKind::Model(m) => {
+                if let Some(b) = &m.backend {
+                    self.reference(SymKind::Backend, b);
+                }
+            }
+            ItemKind::Signal(s) => self.expr(&s.expr),
+            ItemKind::Block(b) => {
+                if let Some(w) = &b.when {
+                    self.expr(w);
+                }
+                if let BlockAction::Redirect { model } = &b.action {
+                    self.reference(SymKind::Model, model);
+                }
+            }
+            ItemKind::Route(r) => {
+                if let Some(w) = &r.when {
+                    self.expr(w);
+                }
+                for m in r.to.iter().chain(&r.fallbacks) {
+                    self.reference(SymKind::Model, m);
+                }
+            }
+            ItemKind::Cache(c) => {
+                if let Some(e) = &c.encoder {
+                    self.reference(SymKind::Encoder, e);
+                }
+                if let Some(w) = &c.skip_when {
+                    self.expr(w);
+                }
+            }
+            ItemKind::Session(s) => {
+                for e in s.id.iter().chain(&s.tenant) {
+                    self.expr(e);
+                }
+            }
+            ItemKind::Protect(p) => {
+                for h in &p.holds {
+                    self.expr(&h.when);
+                }
+            }
+            ItemKind::Test(t) => self.test(t),
+            ItemKind::Backend(_)
+            | ItemKind::Classifier(_)
+            | ItemKind::Guard(_)
+            | ItemKind::Encoder(_)
+            | ItemKind::Failure(_)
+            | ItemKind::Router(_) => {}
+        }
+    }
+
+    fn test(&mut self, t: &ast::Test) {
+        for g in &t.givens {
+            self.reference(SymKind::Signal, &g.signal);
+            let ty = infer(&self.name_expr(&g.signal), self);
+            match &g.value.kind {
+                ExprKind::Name(label) => self.label_reference(&ty, label),
+                _ => self.expr(&g.value),
+            }
+        }
+        if let Some(expect) = &t.expect {
+            match &expect.value {
+                Expectation::Route { route, model } => {
+                    self.reference(SymKind::Route, route);
+                    if let Some(m) = model {
+                        self.reference(SymKind::Model, m);
+                    }
+                }
+                Expectation::Blocked { block, model } => {
+                    self.reference(SymKind::Block, block);
+                    if let Some(m) = model {
+                        self.reference(SymKind::Model, m);
+                    }
+                }
+            }
+        }
+    }
+
+    fn name_expr(&self, ident: &ast::Ident) -> ast::Expr {
+        ast::Expr {
+            kind: ExprKind::Name(ident.clone()),
+            span: ident.span,
+        }
+    }
+
+    fn expr(&mut self, e: &ast::Expr) {
+        match &e.kind {
+            ExprKind::Name(ident) => {
+                if let Some(kind) = self.value_kind(&ident.name) {
+                    self.reference(kind, ident);
+                }
+            }
+            ExprKind::Field(inner, _) => self.expr(inner),
+            ExprKind::Call(f, args) => {
+                if let Some(kind) = self.value_kind(&f.name) {
+                    self.reference(kind, f);
+                }
+                for (i, a) in args.iter().enumerate() {
+                    match (&a.kind, f.name.as_str(), i) {
+                        (ExprKind::Name(enc), "similarity", 0) => {
+                            self.reference(SymKind::Encoder, enc);
+                        }
+                        _ => self.expr(a),
+                    }
+                }
+            }
+            ExprKind::List(items) => {
+                for i in items {
+                    self.expr(i);
+                }
+            }
+            ExprKind::Unary(_, x) | ExprKind::Paren(x) => self.expr(x),
+            ExprKind::Binary(op, a, b) => {
+                self.expr(a);
+                let is_cmp = matches!(op, ast::BinOp::Eq | ast::BinOp::Ne);
+                match (&b.kind, is_cmp) {
+                    (ExprKind::Name(label), true) if self.value_kind(&label.name).is_none() => {
+                        let ty = infer(a, self);
+                        self.label_reference(&ty, label);
+                    }
+                    _ => self.expr(b),
+                }
+            }
+            ExprKind::Is(x, label) => {
+                self.expr(x);
+                let ty = infer(x, self);
+                self.label_reference(&ty, label);
+            }
+            ExprKind::In(x, labels) => {
+                self.expr(x);
+                let ty = infer(x, self);
+                for l in labels {
+                    self.label_reference(&ty, l);
+                }
+            }
+            ExprKind::Bool(_) | ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Duration(_) => {}
+        }
+    }
+}

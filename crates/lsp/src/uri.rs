@@ -1,0 +1,79 @@
+//! `file:` URIs ↔ paths.
+//!
+//! lsp-types 0.97 carries URIs as `fluent_uri` values without file-path helpers, so the
+//! conversion is written here once: percent-encoding every byte outside the unreserved set and
+//! `/`, and decoding on the way back. Anything that is not a `file:` URI has no path.
+
+use lsp_types::Uri;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The path of a `file:` URI (`file:///a/b.sr`, `file://localhost/a/b.sr`).
+pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
+    let rest = uri.as_str().strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    let bytes = percent_decode(rest)?;
+    let text = String::from_utf8(bytes).ok()?;
+    Some(PathBuf::from(text))
+}
+
+/// The `file:` URI of an absolute path.
+pub fn path_to_uri(path: &Path) -> Option<Uri> {
+    let text = path.to_str()?;
+    if !text.starts_with('/') {
+        return None;
+    }
+    let mut out = String::from("file://");
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Uri::from_str(&out).ok()
+}
+
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_spaces_and_non_ascii_round_trip() {
+        let path = PathBuf::from("/tmp/my policies/ré中/routing.sr");
+        let uri = path_to_uri(&path).unwrap();
+        assert!(uri
+            .as_str()
+            .starts_with("file:///tmp/my%20policies/r%C3%A9"));
+        assert_eq!(uri_to_path(&uri), Some(path));
+    }
+
+    #[test]
+    fn other_schemes_have_no_path() {
+        let uri = Uri::from_str("untitled:Untitled-1").unwrap();
+        assert_eq!(uri_to_path(&uri), None);
+        let uri = Uri::from_str("file://localhost/a/b.sr").unwrap();
+        assert_eq!(uri_to_path(&uri), Some(PathBuf::from("/a/b.sr")));
+    }
+}
