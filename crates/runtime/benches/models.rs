@@ -15,7 +15,8 @@ use src_dsl::ast::Device;
 use src_runtime::models::{softmax, BatchOptions, Batcher, Model, ModelMetrics, Role};
 
 const SHORT: &str = "Please summarise the main points of this article about solar power.";
-const PARAGRAPH: &str = "The committee reviewed the quarterly results, discussed the supply chain delays that \
+const PARAGRAPH: &str =
+    "The committee reviewed the quarterly results, discussed the supply chain delays that \
 affected deliveries in the northern region, and asked the operations team to prepare a \
 detailed plan for the next meeting, including staffing, budget and risk estimates. ";
 
@@ -94,9 +95,10 @@ fn main() {
     let reps = |n: f64| ((n * scale) as usize).max(3);
     let long = PARAGRAPH.repeat(12);
     println!("Rust (ort, 1 intra-op thread), models/prompt_guard, end to end per item:");
-    for (name, base, single_reps, batch_reps, per_client) in
-        [("short", SHORT, 200.0, 30.0, 24), ("long", long.as_str(), 40.0, 6.0, 3)]
-    {
+    for (name, base, single_reps, batch_reps, per_client) in [
+        ("short", SHORT, 200.0, 30.0, 24),
+        ("long", long.as_str(), 40.0, 6.0, 3),
+    ] {
         let batch = texts(base, 32);
         let one = [batch[0].as_str()];
         let all: Vec<&str> = batch.iter().map(String::as_str).collect();
@@ -117,7 +119,15 @@ fn main() {
         );
         let per_client = ((per_client as f64 * scale) as usize).max(2);
         let unbatched = load(1).map_or(0.0, |m| {
-            concurrent(m, BatchOptions { max: 1, wait: Duration::ZERO }, base, per_client)
+            concurrent(
+                m,
+                BatchOptions {
+                    max: 1,
+                    wait: Duration::ZERO,
+                },
+                base,
+                per_client,
+            )
         });
         let batched_rate = load(1).map_or(0.0, |m| {
             concurrent(m, BatchOptions::default(), base, per_client)

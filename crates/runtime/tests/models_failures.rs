@@ -76,7 +76,11 @@ async fn a_missing_model_directory_refuses_the_policy() -> TestResult {
 async fn a_corrupt_model_file_refuses_the_policy() -> TestResult {
     let dir = tempfile::tempdir()?;
     let broken = dir.path().join("broken");
-    copy_with_model(&model_dir("prompt_guard")?, &broken, b"this is not an onnx graph")?;
+    copy_with_model(
+        &model_dir("prompt_guard")?,
+        &broken,
+        b"this is not an onnx graph",
+    )?;
     let text = refusal(
         dir.path(),
         r#"guard g { path = "broken" }
@@ -134,8 +138,8 @@ async fn a_guard_without_a_clear_unsafe_label_is_refused() -> TestResult {
     let odd = dir.path().join("odd");
     let guard = model_dir("prompt_guard")?;
     copy_with_model(&guard, &odd, &std::fs::read(guard.join("model.onnx"))?)?;
-    let config = std::fs::read_to_string(guard.join("config.json"))?
-        .replace("\"benign\"", "\"calm\"");
+    let config =
+        std::fs::read_to_string(guard.join("config.json"))?.replace("\"benign\"", "\"calm\"");
     std::fs::write(odd.join("config.json"), config)?;
     let text = refusal(
         dir.path(),

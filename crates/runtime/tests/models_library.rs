@@ -14,9 +14,14 @@ async fn a_missing_library_refuses_model_policies_and_serves_the_rest() -> TestR
     let err = load_from(std::path::Path::new("/nowhere/libonnxruntime.so"))
         .err()
         .ok_or("a missing file loaded")?;
-    assert!(err.contains("ORT_DYLIB_PATH") && err.contains("not a file"), "{err}");
+    assert!(
+        err.contains("ORT_DYLIB_PATH") && err.contains("not a file"),
+        "{err}"
+    );
     let not_a_library = std::env::current_exe()?;
-    let err = load_from(&not_a_library).err().ok_or("an executable loaded as ONNX Runtime")?;
+    let err = load_from(&not_a_library)
+        .err()
+        .ok_or("an executable loaded as ONNX Runtime")?;
     assert!(err.contains("cannot load ONNX Runtime"), "{err}");
 
     std::env::set_var("ORT_DYLIB_PATH", "/nowhere/libonnxruntime.so.1.31.1");

@@ -31,7 +31,10 @@ fn assert_close(what: &str, rust: &[f32], python: &[f32]) {
         .zip(python)
         .map(|(a, b)| (a - b).abs())
         .fold(0f32, f32::max);
-    assert!(worst <= TOLERANCE, "{what}: max difference {worst} > {TOLERANCE}");
+    assert!(
+        worst <= TOLERANCE,
+        "{what}: max difference {worst} > {TOLERANCE}"
+    );
 }
 
 fn parity(name: &str, role: Role, field: &str) -> TestResult {
@@ -105,7 +108,10 @@ fn long_prompts_are_truncated_to_the_models_max_length() -> TestResult {
 fn embeddings_are_unit_length_and_related_sentences_are_close() -> TestResult {
     load_library()?;
     let mut model = Model::load(&model_dir("minilm")?, Role::Encoder, Device::Cpu, 1)?;
-    let rows = model.infer(&["A man is playing a guitar.", "Someone plays an acoustic guitar."])?;
+    let rows = model.infer(&[
+        "A man is playing a guitar.",
+        "Someone plays an acoustic guitar.",
+    ])?;
     for row in &rows {
         let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
@@ -119,7 +125,10 @@ fn embeddings_are_unit_length_and_related_sentences_are_close() -> TestResult {
 #[test]
 fn verify_accepts_each_directory_for_its_kind_only() -> TestResult {
     load_library()?;
-    assert_eq!(verify(&model_dir("prompt_guard")?, Role::Guard)?, ["benign", "injection"]);
+    assert_eq!(
+        verify(&model_dir("prompt_guard")?, Role::Guard)?,
+        ["benign", "injection"]
+    );
     assert_eq!(
         verify(&model_dir("domain")?, Role::Classifier)?,
         ["math", "code", "law", "other"]

@@ -47,7 +47,10 @@ async fn the_guard_blocks_an_injection_and_benign_prompts_route() -> TestResult 
     let served = serve(POLICY, options()).await?;
     let (status, _, body) = served.chat(INJECTION).await?;
     assert_ne!(status, 200, "{body}");
-    assert_eq!(body["error"]["message"], "blocked by the prompt guard", "{body}");
+    assert_eq!(
+        body["error"]["message"], "blocked by the prompt guard",
+        "{body}"
+    );
 
     let (status, route, body) = served.chat(MATHS).await?;
     assert_eq!(status, 200, "{body}");
@@ -57,7 +60,9 @@ async fn the_guard_blocks_an_injection_and_benign_prompts_route() -> TestResult 
     assert_eq!(status, 200, "{body}");
     assert_eq!(route.as_deref(), Some("refunds"));
 
-    let (status, route, _) = served.chat("Recommend a good novel for a long train ride.").await?;
+    let (status, route, _) = served
+        .chat("Recommend a good novel for a long train ride.")
+        .await?;
     assert_eq!(status, 200);
     assert_eq!(route.as_deref(), Some("default"));
 
@@ -74,16 +79,29 @@ async fn a_request_a_cheap_signal_settles_runs_no_model() -> TestResult {
     assert_eq!(route.as_deref(), Some("hello"));
     let metrics = served.metrics().await?;
     for model in ["prompt_guard", "domain", "minilm"] {
-        let calls = sample(&metrics, "src_model_calls_total", &format!("model=\"{model}\""));
+        let calls = sample(
+            &metrics,
+            "src_model_calls_total",
+            &format!("model=\"{model}\""),
+        );
         assert_eq!(calls, 0.0, "{model} ran for a greeting:\n{metrics}");
     }
 
     let (status, route, _) = served.chat(MATHS).await?;
     assert_eq!((status, route.as_deref()), (200, Some("maths")));
     let metrics = served.metrics().await?;
-    assert_eq!(sample(&metrics, "src_model_calls_total", "model=\"prompt_guard\""), 1.0);
-    assert_eq!(sample(&metrics, "src_model_calls_total", "model=\"domain\""), 1.0);
-    assert_eq!(sample(&metrics, "src_model_calls_total", "model=\"minilm\""), 1.0);
+    assert_eq!(
+        sample(&metrics, "src_model_calls_total", "model=\"prompt_guard\""),
+        1.0
+    );
+    assert_eq!(
+        sample(&metrics, "src_model_calls_total", "model=\"domain\""),
+        1.0
+    );
+    assert_eq!(
+        sample(&metrics, "src_model_calls_total", "model=\"minilm\""),
+        1.0
+    );
     Ok(())
 }
 
@@ -101,7 +119,9 @@ async fn concurrent_requests_share_batches() -> TestResult {
         let served = std::sync::Arc::clone(&served);
         tasks.push(tokio::spawn(async move {
             served
-                .chat(&format!("Please summarise chapter {i} of the history book for me."))
+                .chat(&format!(
+                    "Please summarise chapter {i} of the history book for me."
+                ))
                 .await
         }));
     }
@@ -114,7 +134,10 @@ async fn concurrent_requests_share_batches() -> TestResult {
     let texts = sample(&metrics, "src_model_batch_size_sum", label);
     let batches = sample(&metrics, "src_model_batch_size_count", label);
     assert_eq!(texts, 24.0, "{metrics}");
-    assert!(batches < texts, "24 texts ran in {batches} batches:\n{metrics}");
+    assert!(
+        batches < texts,
+        "24 texts ran in {batches} batches:\n{metrics}"
+    );
     Ok(())
 }
 
@@ -134,10 +157,18 @@ async fn a_timed_out_guard_fails_closed_and_a_timed_out_classifier_fails_open() 
     let served = serve(&open, opts).await?;
     let (status, route, body) = served.chat(MATHS).await?;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(route.as_deref(), Some("default"), "a failed signal does not hold");
+    assert_eq!(
+        route.as_deref(),
+        Some("default"),
+        "a failed signal does not hold"
+    );
     let metrics = served.metrics().await?;
     assert!(
-        sample(&metrics, "src_model_failures_total", "model=\"domain\",reason=\"timeout\"") >= 1.0,
+        sample(
+            &metrics,
+            "src_model_failures_total",
+            "model=\"domain\",reason=\"timeout\""
+        ) >= 1.0,
         "{metrics}"
     );
     Ok(())

@@ -84,7 +84,9 @@ impl Batcher {
             device: model.device,
             name: name.clone(),
         };
-        let label = ModelLabel { model: name.clone() };
+        let label = ModelLabel {
+            model: name.clone(),
+        };
         std::thread::Builder::new()
             .name(format!("model-{name}"))
             .spawn(move || work(model, rx, options, metrics, label))
@@ -96,9 +98,9 @@ impl Batcher {
     pub fn submit(&self, text: String) -> oneshot::Receiver<Result<Vec<f32>, ModelError>> {
         let (reply, rx) = oneshot::channel();
         if let Err(mpsc::SendError(job)) = self.tx.send(Job { text, reply }) {
-            let _ = job
-                .reply
-                .send(Err(ModelError::Inference("the model thread has stopped".into())));
+            let _ = job.reply.send(Err(ModelError::Inference(
+                "the model thread has stopped".into(),
+            )));
         }
         rx
     }

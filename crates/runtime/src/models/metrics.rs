@@ -32,7 +32,7 @@ pub struct ModelMetrics {
 }
 
 fn batch_buckets() -> Histogram {
-    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0].into_iter())
+    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0])
 }
 
 fn latency_buckets() -> Histogram {

@@ -96,7 +96,12 @@ struct Batch {
 
 impl Model {
     /// Loads `dir` for `role` on `device` with `threads` intra-op threads.
-    pub fn load(dir: &Path, role: Role, device: Device, threads: usize) -> Result<Model, ModelError> {
+    pub fn load(
+        dir: &Path,
+        role: Role,
+        device: Device,
+        threads: usize,
+    ) -> Result<Model, ModelError> {
         let config = read_config(dir)?;
         let max_length = max_length_of(&config);
         let labels = match role {
@@ -224,9 +229,13 @@ impl Model {
             let pad = cols - e.len().min(cols);
             batch.ids.extend(e.get_ids().iter().map(|&v| i64::from(v)));
             batch.ids.extend(std::iter::repeat_n(0, pad));
-            batch.mask.extend(e.get_attention_mask().iter().map(|&v| i64::from(v)));
+            batch
+                .mask
+                .extend(e.get_attention_mask().iter().map(|&v| i64::from(v)));
             batch.mask.extend(std::iter::repeat_n(0, pad));
-            batch.types.extend(e.get_type_ids().iter().map(|&v| i64::from(v)));
+            batch
+                .types
+                .extend(e.get_type_ids().iter().map(|&v| i64::from(v)));
             batch.types.extend(std::iter::repeat_n(0, pad));
         }
         Ok(batch)
@@ -238,7 +247,9 @@ pub fn softmax(logits: &[f32]) -> Vec<f32> {
     let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let exp: Vec<f32> = logits.iter().map(|&l| (l - top).exp()).collect();
     let sum: f32 = exp.iter().sum();
-    exp.iter().map(|&e| e / sum.max(f32::MIN_POSITIVE)).collect()
+    exp.iter()
+        .map(|&e| e / sum.max(f32::MIN_POSITIVE))
+        .collect()
 }
 
 /// Checks that `dir` can serve `role`: the files exist, the tokenizer loads, the graph has the
@@ -327,9 +338,11 @@ fn labels_of(dir: &Path, config: &serde_json::Value) -> Result<Vec<String>, Mode
         let id: usize = k
             .parse()
             .map_err(|_| bad(format!("has an `id2label` key `{k}` that is not a number")))?;
-        let name = v
-            .as_str()
-            .ok_or_else(|| bad(format!("has an `id2label` value for `{k}` that is not a string")))?;
+        let name = v.as_str().ok_or_else(|| {
+            bad(format!(
+                "has an `id2label` value for `{k}` that is not a string"
+            ))
+        })?;
         match labels.get_mut(id) {
             Some(slot) => *slot = Some(name.to_string()),
             None => return Err(bad("has `id2label` keys that are not 0..n-1".into())),

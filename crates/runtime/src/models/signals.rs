@@ -81,6 +81,9 @@ impl ModelOptions {
 /// Files of a directory as last seen: a change reloads the model.
 type Stamp = Vec<Option<(u64, SystemTime)>>;
 
+/// (model fingerprint, example text) → unit embedding.
+type ExampleCache = HashMap<(String, String), Arc<[f32]>>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     dir: PathBuf,
@@ -98,8 +101,7 @@ pub struct OnnxModels {
     options: ModelOptions,
     metrics: ModelMetrics,
     loaded: Mutex<HashMap<Key, Loaded>>,
-    /// (model fingerprint, example text) → unit embedding.
-    examples: Mutex<HashMap<(String, String), Arc<[f32]>>>,
+    examples: Mutex<ExampleCache>,
 }
 
 impl Default for OnnxModels {
@@ -182,7 +184,11 @@ impl OnnxModels {
                 .ok()
                 .and_then(|c| c.get(&(batcher.fingerprint.clone(), t.clone())).cloned())
         };
-        let missing: Vec<String> = texts.iter().filter(|t| cached(t).is_none()).cloned().collect();
+        let missing: Vec<String> = texts
+            .iter()
+            .filter(|t| cached(t).is_none())
+            .cloned()
+            .collect();
         if !missing.is_empty() {
             let rows = batcher.run_blocking(&missing)?;
             if let Ok(mut cache) = self.examples.lock() {
@@ -227,10 +233,12 @@ impl ModelSignals for OnnxModels {
         };
         if let Err(err) = library::ensure_library() {
             let names: Vec<String> = declared.iter().map(|d| format!("`{}`", d.name)).collect();
-            return vec![Diagnostic::error(codes::MODEL_UNAVAILABLE, err.to_string(), first.span)
-                .with_label_message("needs ONNX Runtime")
-                .with_note(format!("the policy declares {}", names.join(", ")))
-                .with_help(LIBRARY_HELP)];
+            return vec![
+                Diagnostic::error(codes::MODEL_UNAVAILABLE, err.to_string(), first.span)
+                    .with_label_message("needs ONNX Runtime")
+                    .with_note(format!("the policy declares {}", names.join(", ")))
+                    .with_help(LIBRARY_HELP),
+            ];
         }
         let mut diagnostics = Vec::new();
         for d in &declared {
@@ -265,7 +273,10 @@ impl ModelSignals for OnnxModels {
                 diagnostics.push(
                     Diagnostic::error(
                         codes::MODEL_UNAVAILABLE,
-                        format!("cannot embed the `similarity` examples of encoder `{}`: {err}", def.name),
+                        format!(
+                            "cannot embed the `similarity` examples of encoder `{}`: {err}",
+                            def.name
+                        ),
                         def.span,
                     )
                     .with_label_message("declared here"),
@@ -312,7 +323,8 @@ impl ModelSignals for OnnxModels {
                 });
                 slots.push(Some(slot));
             }
-            let mut answers: Vec<Result<Vec<f32>, &'static str>> = Vec::with_capacity(receivers.len());
+            let mut answers: Vec<Result<Vec<f32>, &'static str>> =
+                Vec::with_capacity(receivers.len());
             for (_, rx) in receivers.iter_mut() {
                 answers.push(match tokio::time::timeout_at(deadline, rx).await {
                     Ok(Ok(Ok(row))) => Ok(row),
@@ -497,7 +509,10 @@ fn check_labels(policy: &CheckedPolicy, d: &Declaration, batcher: &Batcher) -> O
                 )
                 .with_label_message(format!("declared: {}", shown(declared)))
                 .with_note(format!("the model's labels: {}", shown(model)))
-                .with_help(format!("write the model's labels: `labels = [{}]`", model.join(", "))),
+                .with_help(format!(
+                    "write the model's labels: `labels = [{}]`",
+                    model.join(", ")
+                )),
             );
         }
     }

@@ -72,7 +72,11 @@ pub fn floats(v: &Value) -> TestResult<Vec<f32>> {
     v.as_array()
         .ok_or("not a list")?
         .iter()
-        .map(|x| x.as_f64().map(|f| f as f32).ok_or_else(|| "not a number".into()))
+        .map(|x| {
+            x.as_f64()
+                .map(|f| f as f32)
+                .ok_or_else(|| "not a number".into())
+        })
         .collect()
 }
 
