@@ -5,9 +5,11 @@
 //! asked of the [`crate::hooks::ModelSignals`] component, in batches, only when a condition that
 //! is still open needs them.
 
-use src_compiler::eval::{ModelResult, Step};
-use src_compiler::hir::{BlockActionDef, BlockId, ModelId, RouteId};
-use src_compiler::ir::Verdict;
+use std::time::{Duration, Instant};
+
+use src_compiler::eval::{Evaluation, ModelCall, ModelKind, ModelResult, Step};
+use src_compiler::hir::{BlockActionDef, BlockId, CheckedPolicy, ModelId, RouteId};
+use src_compiler::ir::{CondOwner, Outcome, Verdict};
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
@@ -15,6 +17,7 @@ use crate::app::App;
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport};
 use crate::openai::ApiError;
 use crate::policy_store::{Snapshot, Target};
+use crate::telemetry::SignalLabels;
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,18 +63,30 @@ pub async fn decide(
     facts: &mut Facts,
 ) -> Result<Decision, ApiError> {
     let policy = snapshot.policy();
-    let verdict = {
+    // A client that names its model needs the blocks only: once every block is known not to
+    // hold, model calls that only routes would read are not made.
+    let explicit = match view.model.as_deref().and_then(|m| snapshot.targets.get(m)) {
+        Some(Target::Model(model)) => Some(*model),
+        _ => None,
+    };
+    let found = {
         let mut evaluation = snapshot.compiled.evaluate(view);
-        let verdict = loop {
+        let found = loop {
             match evaluation.step() {
-                Step::Decided(verdict) => break verdict,
+                Step::Decided(verdict) => break Found::Verdict(verdict),
                 Step::NeedModels(calls) => {
+                    if let Some(model) = explicit.filter(|_| blocks_settled(snapshot, &evaluation))
+                    {
+                        break Found::Unblocked(model);
+                    }
+                    let started = Instant::now();
                     let results = match app.components.models.compute(policy, &calls).await {
                         Ok(results) if results.len() == calls.len() => results,
                         // The evaluator applies `failure.classifier`: open treats the signal as
                         // not holding, closed ends in `Step::Failed`.
                         Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
                     };
+                    observe_signals(app, policy, &calls, started.elapsed());
                     for (call, result) in calls.iter().zip(results) {
                         evaluation.supply(call, result).map_err(|err| {
                             ApiError::internal(format!(
@@ -93,11 +108,12 @@ pub async fn decide(
             .into_iter()
             .filter_map(|s| policy.signals.get(s.index()).map(|d| d.name.clone()))
             .collect();
-        verdict
+        found
     };
 
-    let (route, block, proposal) = match verdict {
-        Verdict::Blocked(block) => {
+    let (route, block, proposal) = match found {
+        Found::Unblocked(model) => (None, None, model),
+        Found::Verdict(Verdict::Blocked(block)) => {
             let def = policy
                 .blocks
                 .get(block.index())
@@ -115,7 +131,7 @@ pub async fn decide(
                 BlockActionDef::Redirect(model) => (None, Some(block), *model),
             }
         }
-        Verdict::Route(route) => {
+        Found::Verdict(Verdict::Route(route)) => {
             let requested = view.model.as_deref().ok_or_else(|| {
                 ApiError::bad_request("you must provide a `model` parameter").with_param("model")
             })?;
@@ -193,4 +209,48 @@ pub async fn decide(
         protection,
         session,
     }))
+}
+
+/// How the evaluation ended.
+enum Found {
+    Verdict(Verdict),
+    /// No block holds, and the client named this model: routes do not matter.
+    Unblocked(ModelId),
+}
+
+/// Whether every block is known not to hold: the condition the evaluation waits on is a route's.
+fn blocks_settled(snapshot: &Snapshot, evaluation: &Evaluation<'_>) -> bool {
+    match evaluation.trace().0 {
+        Outcome::Decided(Verdict::Route(_)) => true,
+        Outcome::Decided(Verdict::Blocked(_)) => false,
+        Outcome::Needs(cond) => snapshot
+            .compiled
+            .program
+            .cond(cond)
+            .is_some_and(|c| matches!(c.owner, CondOwner::Route(_))),
+    }
+}
+
+/// Model-backed signal latency, by the classifier, guard or encoder that computed it (one batch
+/// serves every call of a step, so each model in it is charged the batch's time).
+fn observe_signals(app: &App, policy: &CheckedPolicy, calls: &[ModelCall], elapsed: Duration) {
+    let mut seen: Vec<&str> = Vec::with_capacity(calls.len());
+    for call in calls {
+        let name = match call.model {
+            ModelKind::Classifier(id) => {
+                policy.classifiers.get(id.index()).map(|c| c.name.as_str())
+            }
+            ModelKind::Guard(id) => policy.guards.get(id.index()).map(|g| g.name.as_str()),
+            ModelKind::Similarity(id) => policy.encoders.get(id.index()).map(|e| e.name.as_str()),
+        };
+        if let Some(name) = name.filter(|n| !seen.contains(n)) {
+            seen.push(name);
+            app.telemetry
+                .signal
+                .get_or_create(&SignalLabels {
+                    signal: name.to_owned(),
+                })
+                .observe(elapsed.as_secs_f64());
+        }
+    }
 }

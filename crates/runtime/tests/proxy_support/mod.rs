@@ -45,6 +45,15 @@ impl Router {
         policy: &str,
         tweak: impl FnOnce(&mut ServeConfig),
     ) -> TestResult<Router> {
+        Router::start_full(policy, tweak, |_| {}).await
+    }
+
+    /// With the components (model runtime, sessions) adjusted too.
+    pub async fn start_full(
+        policy: &str,
+        tweak: impl FnOnce(&mut ServeConfig),
+        components: impl FnOnce(&mut Components),
+    ) -> TestResult<Router> {
         let dir = tempfile::tempdir()?;
         std::fs::write(dir.path().join("policy.sr"), policy)?;
         let mut cfg = ServeConfig::ephemeral(dir.path());
@@ -55,7 +64,9 @@ impl Router {
         cfg.reload_debounce = Duration::from_millis(50);
         tweak(&mut cfg);
         let (log, lines) = RequestLog::memory();
-        let server = src_runtime::spawn(cfg, Components::with_log(log)).await?;
+        let mut parts = Components::with_log(log);
+        components(&mut parts);
+        let server = src_runtime::spawn(cfg, parts).await?;
         Ok(Router {
             server,
             dir,
