@@ -35,6 +35,8 @@ enum Command {
     Serve(src_runtime::ServeArgs),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
     Sim(cmd::serve::SimArgs),
+    /// Run the language server over standard input and output (for editors).
+    Lsp,
 }
 
 /// How a command ended, beyond "it worked".
@@ -53,6 +55,9 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Serve(args) => cmd::serve::serve(args),
         Command::Sim(args) => cmd::serve::sim(args),
+        Command::Lsp => src_lsp::run_stdio()
+            .map(|()| Outcome::Success)
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

@@ -1,14 +1,16 @@
 //! `src explain`: evaluate one request offline and show why the policy decided what it did.
 //!
-//! Model-backed signals (classifiers, guards, similarity) need `--given` values here; a request
-//! that reaches one without a value is answered with an error naming the signals to give.
+//! Model-backed signals (classifiers, guards, similarity) run on the same ONNX runtime as
+//! `src serve` when their model directories and ONNX Runtime are present; `--given` stubs them
+//! otherwise, and a request that needs a model that cannot run is answered with an error naming
+//! the signals to give.
 
 use super::policy::{load_checked, Engine};
 use crate::output::{Color, Format};
 use crate::Outcome;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value as Json};
-use src_compiler::eval::{ModelKind, Step};
+use src_compiler::eval::{ModelCall, ModelKind, ModelResult, Step};
 use src_compiler::hir::{BlockActionDef, CheckedPolicy, LabelId, ModelId, TExprKind, Type, Value};
 use src_compiler::interp::Trace;
 use src_compiler::ir::{CondOwner, Verdict};
@@ -16,6 +18,8 @@ use src_compiler::request::RequestView;
 use src_compiler::testing::display_value;
 use src_compiler::{compile, CompiledPolicy};
 use src_dsl::SourceMap;
+use src_runtime::hooks::ModelSignals;
+use src_runtime::models::OnnxModels;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -183,24 +187,28 @@ fn explain(
             .give(*signal, value.clone())
             .map_err(|e| anyhow!("--given: {e}"))?;
     }
-    let verdict =
+    let mut models: Option<ModelRunner> = None;
+    let verdict = loop {
         match evaluation.step() {
-            Step::Decided(v) => v,
+            Step::Decided(v) => break v,
             Step::NeedModels(calls) => {
-                let mut names: Vec<String> = calls
-                    .iter()
-                    .flat_map(|c| signals_calling(checked, c.model))
-                    .collect();
-                names.sort();
-                names.dedup();
-                bail!(
-                "this request needs model-backed signal(s) {} to decide; give their values with {}",
-                names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
-                names.iter().map(|n| format!("--given {n}=VALUE")).collect::<Vec<_>>().join(" ")
-            );
+                let runner = match &mut models {
+                    Some(runner) => runner,
+                    None => models.insert(
+                        ModelRunner::start(checked)
+                            .map_err(|why| missing_givens(checked, &calls, &why))?,
+                    ),
+                };
+                let results = runner.compute(checked, &calls)?;
+                for (call, result) in calls.iter().zip(results) {
+                    evaluation
+                        .supply(call, result)
+                        .map_err(|e| anyhow!("model answer does not fit: {e}"))?;
+                }
             }
-            Step::Failed(_) => bail!("a model-backed signal failed"),
-        };
+            Step::Failed(_) => bail!("a model-backed signal failed, and the policy fails closed"),
+        }
+    };
     let (_, trace) = evaluation.trace();
     let (blocked, route, model) = match verdict {
         Verdict::Blocked(b) => {
@@ -243,6 +251,63 @@ fn explain(
         "skipped": skipped,
         "trace": trace_json(checked, &trace),
     }))
+}
+
+/// The error for a request that needs models this machine cannot run: name the signals to give.
+fn missing_givens(checked: &CheckedPolicy, calls: &[ModelCall], why: &str) -> anyhow::Error {
+    let mut names: Vec<String> = calls
+        .iter()
+        .flat_map(|c| signals_calling(checked, c.model))
+        .collect();
+    names.sort();
+    names.dedup();
+    anyhow!(
+        "this request needs model-backed signal(s) {} to decide, and the models cannot run here \
+         ({why}); give their values with {}",
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        names
+            .iter()
+            .map(|n| format!("--given {n}=VALUE"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+/// The ONNX model runtime `src serve` uses, run here on a small async runtime.
+struct ModelRunner {
+    models: OnnxModels,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl ModelRunner {
+    /// Loads the policy's models; the error says why they cannot run.
+    fn start(checked: &CheckedPolicy) -> Result<ModelRunner, String> {
+        let models = OnnxModels::default();
+        let problems: Vec<String> = models
+            .prepare(checked)
+            .into_iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.message)
+            .collect();
+        if !problems.is_empty() {
+            return Err(problems.join("; "));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(ModelRunner { models, runtime })
+    }
+
+    fn compute(&self, checked: &CheckedPolicy, calls: &[ModelCall]) -> Result<Vec<ModelResult>> {
+        self.runtime
+            .block_on(self.models.compute(checked, calls))
+            .map_err(|e| anyhow!("model-backed signal failed: {e}"))
+    }
 }
 
 fn resolve_model(checked: &CheckedPolicy, name: &str) -> Option<ModelId> {
