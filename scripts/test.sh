@@ -24,3 +24,9 @@ done
 
 echo "== the official openai client against src serve"
 tests/e2e/openai_client.sh "$src" .cache/venv-e2e/bin/python
+
+echo "== Neovim as a real editor client of src lsp"
+SRC_BIN="$src" tests/e2e/nvim/run.sh
+
+echo "== src serve with ONNX models agrees with the Python reference"
+.cache/venv-models/bin/python tests/e2e/parity.py "$src"
