@@ -250,3 +250,39 @@ fn explain_engines_agree() {
     assert_eq!(a["blocked"], "jailbreak");
     assert_eq!(a["model"], "safe");
 }
+
+#[test]
+fn check_verifies_onnx_graphs_against_their_declaration() {
+    // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
+    // A classifier directory whose config.json is right but whose graph is the encoder's: only
+    // opening the graph tells.
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo("models");
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(models.join("domain").join(f), broken.join(f)).unwrap();
+    }
+    std::fs::copy(models.join("minilm/model.onnx"), broken.join("model.onnx")).unwrap();
+    let policy = |path: &str| {
+        format!(
+            "{GOOD}classifier c {{ path = \"{path}\"  labels = [math, code, law, other] }}\n\
+             signal topic = c(prompt)\nblock b {{ when topic is law }}\n"
+        )
+    };
+    let bad = write(dir.path(), "bad.sr", &policy("broken"));
+    let out = src()
+        .args(["check", "--format", "json"])
+        .arg(&bad)
+        .assert()
+        .code(1);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let d = error_with_code(&doc, "E060");
+    assert!(d["message"].as_str().unwrap().contains("`c`"), "{d}");
+    let good = write(
+        dir.path(),
+        "good.sr",
+        &policy(&models.join("domain").display().to_string()),
+    );
+    src().arg("check").arg(&good).assert().success();
+}

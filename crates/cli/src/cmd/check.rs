@@ -3,8 +3,10 @@
 use crate::output::{Color, Format};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
+use src_compiler::hir::CheckedPolicy;
 use src_compiler::{check, load, CheckOptions};
-use src_dsl::{render, Diagnostic, SourceMap};
+use src_dsl::{codes, render, Diagnostic, SourceMap};
+use src_runtime::models::{self, Role};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -56,7 +58,10 @@ pub fn run(args: Args) -> Result<Outcome> {
     let mut json_diagnostics = Vec::new();
     for path in &paths {
         let source = load(path).with_context(|| format!("cannot load `{}`", path.display()))?;
-        let outcome = check(source.clone(), &options);
+        let mut outcome = check(source.clone(), &options);
+        if let Some(policy) = &outcome.policy {
+            outcome.diagnostics.extend(verify_models(policy));
+        }
         let (e, w) = src_dsl::diagnostic::tally(&outcome.diagnostics);
         errors += e;
         warnings += w;
@@ -91,6 +96,53 @@ pub fn run(args: Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// Opens every model directory that exists with ONNX Runtime and checks that its graph fits the
+/// declaration (inputs, `logits` width against `id2label`, an encoder's output). Runs only when
+/// the ONNX Runtime library is available (`ORT_DYLIB_PATH`): the compiler's own checks of
+/// `config.json` do not need it.
+fn verify_models(policy: &CheckedPolicy) -> Vec<Diagnostic> {
+    let declared = policy
+        .classifiers
+        .iter()
+        .map(|c| (&c.path, Role::Classifier, &c.name, c.span))
+        .chain(
+            policy
+                .guards
+                .iter()
+                .map(|g| (&g.path, Role::Guard, &g.name, g.span)),
+        )
+        .chain(
+            policy
+                .encoders
+                .iter()
+                .map(|e| (&e.path, Role::Encoder, &e.name, e.span)),
+        );
+    let present: Vec<_> = declared
+        .map(|(path, role, name, span)| (policy.root.join(path), role, name, span))
+        .filter(|(dir, ..)| dir.is_dir())
+        .collect();
+    if present.is_empty() || models::ensure_library().is_err() {
+        return Vec::new();
+    }
+    present
+        .into_iter()
+        .filter_map(|(dir, role, name, span)| {
+            models::verify(&dir, role).err().map(|e| {
+                Diagnostic::error(
+                    codes::MODEL_UNAVAILABLE,
+                    format!("model directory of `{name}` does not fit its declaration: {e}"),
+                    span,
+                )
+                .with_label_message("declared here")
+                .with_help(format!(
+                    "`{}` must hold a model of this kind",
+                    dir.display()
+                ))
+            })
+        })
+        .collect()
 }
 
 fn plural(n: usize) -> &'static str {
