@@ -8,6 +8,7 @@ pub mod ast;
 pub mod codes;
 pub mod diagnostic;
 pub mod format;
+pub mod keywords;
 pub mod parse;
 pub mod render;
 pub mod span;

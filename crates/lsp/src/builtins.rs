@@ -57,38 +57,7 @@ pub const REQUEST_FIELDS: &[(&str, &str, &str)] = &[
     ("tool_loop", "bool", "the request continues a tool loop"),
 ];
 
-/// Words that cannot name a declaration (the parser's list).
-pub const KEYWORDS: &[&str] = &[
-    "backend",
-    "model",
-    "classifier",
-    "guard",
-    "encoder",
-    "signal",
-    "block",
-    "route",
-    "cache",
-    "session",
-    "protect",
-    "failure",
-    "router",
-    "test",
-    "when",
-    "to",
-    "else",
-    "priority",
-    "and",
-    "or",
-    "not",
-    "is",
-    "in",
-    "true",
-    "false",
-    "hold",
-    "given",
-    "expect",
-    "blocked",
-];
+pub use src_dsl::keywords::KEYWORDS;
 
 /// Top-level declarations with a snippet each.
 #[rustfmt::skip]

@@ -19,38 +19,7 @@ use crate::diagnostic::Diagnostic;
 use crate::span::{FileId, Span, Spanned};
 use pest::iterators::Pair;
 
-/// Words that cannot name a declaration.
-const KEYWORDS: &[&str] = &[
-    "backend",
-    "model",
-    "classifier",
-    "guard",
-    "encoder",
-    "signal",
-    "block",
-    "route",
-    "cache",
-    "session",
-    "protect",
-    "failure",
-    "router",
-    "test",
-    "when",
-    "to",
-    "else",
-    "priority",
-    "and",
-    "or",
-    "not",
-    "is",
-    "in",
-    "true",
-    "false",
-    "hold",
-    "given",
-    "expect",
-    "blocked",
-];
+use crate::keywords::KEYWORDS;
 
 const DEVICES: &[(&str, Device)] = &[
     ("auto", Device::Auto),

@@ -18,23 +18,7 @@ use crate::span::{FileId, Span};
 /// Deepest `(`/`[` nesting the parser accepts.
 pub(crate) const MAX_NESTING: usize = 128;
 
-/// Keywords that begin a top-level declaration.
-pub(crate) const DECLARATION_KEYWORDS: &[&str] = &[
-    "backend",
-    "model",
-    "classifier",
-    "guard",
-    "encoder",
-    "signal",
-    "block",
-    "route",
-    "cache",
-    "session",
-    "protect",
-    "failure",
-    "router",
-    "test",
-];
+pub(crate) use crate::keywords::DECLARATION_KEYWORDS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChunkKind {
