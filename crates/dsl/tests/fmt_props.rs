@@ -16,45 +16,9 @@ use src_dsl::ast::*;
 use src_dsl::format::format_file;
 use src_dsl::{parse, FileId, Span, Spanned};
 
-/// Words an identifier must not be: the grammar's keywords, and the words some field values
-/// give a meaning to.
-const RESERVED: &[&str] = &[
-    "backend",
-    "model",
-    "classifier",
-    "guard",
-    "encoder",
-    "signal",
-    "blocked",
-    "block",
-    "router",
-    "route",
-    "cache",
-    "session",
-    "protect",
-    "failure",
-    "test",
-    "when",
-    "to",
-    "else",
-    "priority",
-    "and",
-    "or",
-    "not",
-    "is",
-    "in",
-    "true",
-    "false",
-    "hold",
-    "given",
-    "expect",
-    "skip",
-    "header",
-    "headers",
-    "replace",
-    "only",
-    "memory",
-];
+/// Words some field values give a meaning to, which an identifier must not be either (besides
+/// the grammar's keywords).
+const CONTEXTUAL: &[&str] = &["skip", "header", "headers", "replace", "only", "memory"];
 
 fn s() -> Span {
     Span::default()
@@ -66,7 +30,9 @@ fn sp<T>(value: T) -> Spanned<T> {
 
 fn ident() -> impl Strategy<Value = Ident> {
     "[a-z_][a-z0-9_]{0,7}"
-        .prop_filter("keyword", |w| !RESERVED.contains(&w.as_str()))
+        .prop_filter("keyword", |w| {
+            !src_dsl::keywords::KEYWORDS.contains(&w.as_str()) && !CONTEXTUAL.contains(&w.as_str())
+        })
         .prop_map(|name| Ident { name, span: s() })
 }
 
