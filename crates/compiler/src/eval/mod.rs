@@ -29,6 +29,7 @@ use crate::ir::{
 use crate::request::RequestView;
 use atoms::Computed;
 use src_dsl::ast::FailMode;
+use std::sync::Arc;
 
 /// The model an atom runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,7 +48,7 @@ pub struct ModelCall {
     pub text: String,
     /// The examples of a similarity atom (empty for classifiers and guards), so a model runtime
     /// that sees only the checked policy can answer the call.
-    pub examples: std::sync::Arc<[String]>,
+    pub examples: Arc<[String]>,
 }
 
 impl ModelCall {
@@ -585,16 +586,18 @@ impl<'a> Evaluation<'a> {
     fn call(&self, a: AtomId) -> Option<ModelCall> {
         let def = self.policy.program.atom(a)?;
         let (model, text, examples) = match &def.atom {
-            Atom::Classify(c, t) => (ModelKind::Classifier(*c), t, &[][..]),
-            Atom::Guard(g, t) => (ModelKind::Guard(*g), t, &[][..]),
-            Atom::Similarity(e, t, examples) => (ModelKind::Similarity(*e), t, &examples[..]),
+            Atom::Classify(c, t) => (ModelKind::Classifier(*c), t, Arc::from([])),
+            Atom::Guard(g, t) => (ModelKind::Guard(*g), t, Arc::from([])),
+            Atom::Similarity(e, t, examples) => {
+                (ModelKind::Similarity(*e), t, Arc::clone(examples))
+            }
             _ => return None,
         };
         Some(ModelCall {
             atom: a,
             model,
             text: self.text(text).unwrap_or("").to_string(),
-            examples: examples.into(),
+            examples,
         })
     }
 }

@@ -347,7 +347,7 @@ impl<'p> Lowerer<'p> {
                 examples,
             } => {
                 let t = self.text(text)?;
-                self.atom(Atom::Similarity(*encoder, t, examples.clone()))
+                self.atom(Atom::Similarity(*encoder, t, examples.as_slice().into()))
             }
             K::Pinned => self.atom(Atom::Pinned),
             K::Proposed => self.atom(Atom::Proposed),

@@ -130,7 +130,8 @@ pub enum Atom {
     /// Two slots: the top label and its confidence.
     Classify(ClassifierId, TextExpr),
     Guard(GuardId, TextExpr),
-    Similarity(EncoderId, TextExpr, Vec<String>),
+    /// The examples are shared with every [`crate::eval::ModelCall`] of the atom, not copied.
+    Similarity(EncoderId, TextExpr, std::sync::Arc<[String]>),
     Pinned,
     Proposed,
     OutcomeFailRate,

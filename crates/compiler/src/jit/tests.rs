@@ -49,7 +49,11 @@ fn atom_of(i: In) -> (Atom, Option<Slot>) {
         In::Y(v) => (Atom::Request(RequestField::Turns), n(v)),
         In::F(v) => (Atom::Guard(GUARD, TextExpr::Prompt), fl(v)),
         In::G(v) => (
-            Atom::Similarity(ENCODER, TextExpr::Prompt, vec!["example".into()]),
+            Atom::Similarity(
+                ENCODER,
+                TextExpr::Prompt,
+                vec!["example".to_string()].into(),
+            ),
             fl(v),
         ),
     }
