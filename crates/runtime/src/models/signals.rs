@@ -327,6 +327,9 @@ impl ModelSignals for OnnxModels {
                 Vec::with_capacity(receivers.len());
             for (_, rx) in receivers.iter_mut() {
                 answers.push(match tokio::time::timeout_at(deadline, rx).await {
+                    // `timeout_at` polls the answer before the clock, so an answer that was
+                    // already there past the deadline would count as in time.
+                    Ok(Ok(Ok(_))) if tokio::time::Instant::now() >= deadline => Err("timeout"),
                     Ok(Ok(Ok(row))) => Ok(row),
                     Ok(Ok(Err(err))) => {
                         tracing::warn!(error = %err, "model call failed");
