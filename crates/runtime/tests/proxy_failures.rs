@@ -10,9 +10,13 @@ use serde_json::json;
 use src_runtime::sim::{SimConfig, SimFaults, SimHandle, SimModel};
 
 /// A port nothing listens on.
-async fn closed_port() -> TestResult<u16> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    Ok(listener.local_addr()?.port())
+async fn closed_port() -> TestResult<(tokio::net::TcpSocket, u16)> {
+    // Bound but never listening: connections are refused, and no other test's server can take
+    // the port while the socket lives (a dropped listener's port could be reused at once).
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind("127.0.0.1:0".parse()?)?;
+    let port = socket.local_addr()?.port();
+    Ok((socket, port))
 }
 
 /// A standalone simulator serving `id` with `faults`.
@@ -46,7 +50,7 @@ route default {{ to other }}
 
 #[tokio::test]
 async fn a_closed_port_falls_back_to_the_next_model() -> TestResult {
-    let port = closed_port().await?;
+    let (_reserved, port) = closed_port().await?;
     let router = Router::start(&chain_policy(&format!("http://127.0.0.1:{port}/v1"), "")).await?;
     let answer = router
         .chat(&user("please fallback"), &[("x-request-id", "fb-1")])
@@ -95,7 +99,7 @@ async fn a_500_before_the_first_byte_falls_back() -> TestResult {
 #[tokio::test]
 async fn exhausted_chains_answer_by_the_kind_of_failure() -> TestResult {
     // Unreachable, no fallback: 502.
-    let port = closed_port().await?;
+    let (_reserved, port) = closed_port().await?;
     let router = Router::start(&chain_policy(&format!("http://127.0.0.1:{port}/v1"), "")).await?;
     let answer = router.chat(&user("alone"), &[]).await?;
     assert_eq!(answer.status, 502, "{}", answer.text());
@@ -136,7 +140,7 @@ async fn exhausted_chains_answer_by_the_kind_of_failure() -> TestResult {
 
 #[tokio::test]
 async fn failure_backend_open_tries_the_default_route() -> TestResult {
-    let port = closed_port().await?;
+    let (_reserved, port) = closed_port().await?;
     let policy = chain_policy(
         &format!("http://127.0.0.1:{port}/v1"),
         "failure { backend = open }",
