@@ -1,5 +1,6 @@
 //! Seams for the parts of the request path that other components provide: model-backed signals
-//! (classifiers, guards, encoders) and session continuity (`session` + `protect`).
+//! (classifiers, guards, encoders, and the embeddings the response cache compares) and session
+//! continuity (`session` + `protect`).
 //!
 //! The proxy calls these traits at fixed points of LANGUAGE.md §5 and knows nothing of how they
 //! are implemented. The defaults here are honest about what this build does: [`NoModelSignals`]
@@ -12,7 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use src_compiler::eval::{ModelCall, ModelResult};
-use src_compiler::hir::{CheckedPolicy, ModelId, RouteId};
+use src_compiler::hir::{CheckedPolicy, EncoderId, ModelId, RouteId};
 use src_compiler::request::RequestView;
 use src_compiler::CompiledPolicy;
 use src_dsl::{codes, Diagnostic};
@@ -43,8 +44,34 @@ pub trait ModelSignals: Send + Sync {
         calls: &'a [ModelCall],
     ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>>;
 
+    /// Embeds `text` under the policy's `encoder` (one encoder call), for the response cache.
+    /// Implementations time out rather than hang. The default has no encoder to run.
+    fn embed<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        encoder: EncoderId,
+        _text: &'a str,
+    ) -> BoxFuture<'a, Result<Embedding, SignalError>> {
+        let signal = policy
+            .encoders
+            .get(encoder.index())
+            .map_or_else(|| format!("encoder #{}", encoder.0), |e| e.name.clone());
+        Box::pin(std::future::ready(Err(SignalError {
+            signal,
+            message: "this model runtime cannot embed text".into(),
+        })))
+    }
+
     /// Adds the model runtime's metrics to the server's registry.
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
+}
+
+/// A text's embedding: a unit vector, and the fingerprint of the model that made it (vectors of
+/// different models are never compared).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embedding {
+    pub vector: Vec<f32>,
+    pub model: String,
 }
 
 /// The default: no model runtime in this build.

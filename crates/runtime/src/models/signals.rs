@@ -3,7 +3,8 @@
 //! Loaded models are kept by (directory, role, device) and reused across reloads while their
 //! files are unchanged (size and modification time), so a reload costs no model load. Example
 //! embeddings are cached by the model's content fingerprint and the example text: a reload, or a
-//! second policy, with the same examples embeds nothing again.
+//! second policy, with the same examples embeds nothing again. [`ModelSignals::embed`] runs one
+//! text through an encoder's batcher for the response cache.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use super::error::ModelError;
 use super::library::{self, LIBRARY_HELP};
 use super::metrics::{FailureLabels, ModelLabel, ModelMetrics};
 use super::model::{softmax, Model, Role};
-use crate::hooks::{BoxFuture, ModelSignals, SignalError};
+use crate::hooks::{BoxFuture, Embedding, ModelSignals, SignalError};
 
 /// Labels a guard's unsafe label is not, when `positive` is not declared.
 const SAFE_LABELS: &[&str] = &["benign", "safe", "LABEL_0"];
@@ -360,9 +361,78 @@ impl ModelSignals for OnnxModels {
         })
     }
 
+    fn embed<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        encoder: EncoderId,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Embedding, SignalError>> {
+        Box::pin(async move {
+            let name = policy
+                .encoders
+                .get(encoder.index())
+                .map_or_else(|| format!("encoder #{}", encoder.0), |e| e.name.clone());
+            let failed = |message: String| SignalError {
+                signal: name.clone(),
+                message,
+            };
+            let Some(batcher) = self.batcher_for(policy, ModelKind::Similarity(encoder)) else {
+                self.fail("unprepared", "error");
+                return Err(failed("the encoder is not loaded".into()));
+            };
+            self.metrics
+                .calls
+                .get_or_create(&ModelLabel {
+                    model: batcher.name.clone(),
+                })
+                .inc();
+            let deadline = tokio::time::Instant::now() + self.options.timeout;
+            let answer = tokio::time::timeout_at(deadline, batcher.submit(text.to_owned())).await;
+            let row = match answer {
+                Ok(Ok(Ok(_))) if tokio::time::Instant::now() >= deadline => Err("timeout"),
+                Ok(Ok(Ok(row))) => Ok(row),
+                Ok(Ok(Err(err))) => {
+                    tracing::warn!(error = %err, "embedding failed");
+                    Err("error")
+                }
+                Ok(Err(_)) => Err("error"),
+                Err(_) => Err("timeout"),
+            };
+            match row {
+                Ok(row) => match unit(row) {
+                    Some(vector) => Ok(Embedding {
+                        vector,
+                        model: batcher.fingerprint.clone(),
+                    }),
+                    None => {
+                        self.fail(&batcher.name, "error");
+                        Err(failed("the encoder answered a zero vector".into()))
+                    }
+                },
+                Err(reason) => {
+                    self.fail(&batcher.name, reason);
+                    Err(failed(format!("the encoder call failed ({reason})")))
+                }
+            }
+        })
+    }
+
     fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.metrics.register(registry);
     }
+}
+
+/// `row` scaled to length 1 (encoders already answer unit vectors; this guards the dot product
+/// against one that does not); `None` for a zero or non-finite row.
+fn unit(mut row: Vec<f32>) -> Option<Vec<f32>> {
+    let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if !norm.is_finite() || norm <= f32::EPSILON {
+        return None;
+    }
+    for x in &mut row {
+        *x /= norm;
+    }
+    Some(row)
 }
 
 impl OnnxModels {
