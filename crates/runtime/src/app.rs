@@ -1,9 +1,11 @@
 //! The shared state of a running server: configuration, the policy store, the upstream client,
-//! telemetry, and the pluggable components. One `Arc<App>` is cloned into every connection.
+//! telemetry, the response cache, and the pluggable components. One `Arc<App>` is cloned into
+//! every connection.
 
 use std::sync::Arc;
 
 use crate::backends::SimPool;
+use crate::cache::CacheLayer;
 use crate::config::ServeConfig;
 use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
@@ -59,4 +61,6 @@ pub struct App {
     pub readiness: Readiness,
     pub components: Components,
     pub sims: SimPool,
+    /// The response cache (`cache { }`), embedding with `components.models`.
+    pub cache: CacheLayer,
 }

@@ -71,3 +71,24 @@ pub mod session {
     /// The session store failed and `failure.store = open` routed the call without affinity.
     pub const STORE_UNAVAILABLE: &str = "store-unavailable";
 }
+
+/// What the response cache did with the request: one of [`cache`]'s values (only when the
+/// policy declares `cache`).
+pub const SR_CACHE: &str = "x-sr-cache";
+/// The similarity of the entry that answered a cache hit, with three decimals.
+pub const SR_CACHE_SCORE: &str = "x-sr-cache-score";
+
+/// Values of [`SR_CACHE`].
+pub mod cache {
+    /// A stored answer of the proposed model answered.
+    pub const HIT: &str = "hit";
+    /// No stored answer was close enough: the backend answered.
+    pub const MISS: &str = "miss";
+    /// The policy's `skip when` held.
+    pub const SKIP: &str = "skip";
+    /// The cache does not apply: the route says `cache = off`, a streaming `/v1/responses`
+    /// request, or a body without a final user message.
+    pub const BYPASS: &str = "bypass";
+    /// The encoder or the cache store failed; the request went on without the cache.
+    pub const ERROR: &str = "error";
+}

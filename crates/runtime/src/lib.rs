@@ -11,6 +11,7 @@ pub mod sim;
 
 pub mod app;
 pub mod backends;
+pub mod cache;
 pub mod config;
 pub mod hooks;
 pub mod log;

@@ -76,6 +76,11 @@ pub struct RequestRecord {
     pub session: Option<&'static str>,
     /// The `protect` hold that kept the pin, or would have in observe mode.
     pub protection: Option<String>,
+    /// What the response cache did (`x-sr-cache`: `hit`, `miss`, `skip`, `bypass`, `error`);
+    /// `None` when the policy has no `cache` or the request never reached it.
+    pub cache: Option<&'static str>,
+    /// The similarity of the nearest cached entry compared (a hit's, or a miss's best).
+    pub cache_score: Option<f64>,
 }
 
 /// Where request lines go.

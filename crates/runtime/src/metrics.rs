@@ -64,3 +64,11 @@ pub const MODEL_BATCH_SIZE: &str = "src_model_batch_size";
 pub const MODEL_INFERENCE_SECONDS: &str = "src_model_inference_seconds";
 /// Model calls that failed or timed out, labelled by `model` and `reason` (`timeout`, `error`).
 pub const MODEL_FAILURES: &str = "src_model_failures";
+
+/// Response cache lookups, labelled by `result` (`hit`, `miss`, `skip`, `bypass`, `error`).
+pub const CACHE_LOOKUPS: &str = "src_cache_lookups";
+/// Entries held by the in-process (`memory`) cache store.
+pub const CACHE_ENTRIES: &str = "src_cache_entries";
+/// Answers offered to the cache after being relayed, labelled by `result` (`stored`,
+/// `too_large`, `invalid`, `error`).
+pub const CACHE_STORES: &str = "src_cache_stores";

@@ -110,6 +110,13 @@ pub fn compile_policy(
             sources,
         });
     }
+    if let Err(message) = crate::cache::layer::check_policy(&checked) {
+        return Err(LoadFailure {
+            message,
+            diagnostics: Vec::new(),
+            sources,
+        });
+    }
     let content_hash = content_hash(&sources);
     let policy = src_compiler::compile(checked, engine)
         .map_err(|err| LoadFailure::from_message(format!("cannot compile the policy: {err}")))?;

@@ -4,7 +4,9 @@
 //! stream is never buffered whole), while it watches the bytes for usage evidence and times the
 //! first byte. It owns the request's [`Completion`]: when the stream ends, fails, or the client
 //! goes away (the body is dropped, which also drops the upstream connection and so cancels the
-//! backend's work), the completion writes the request's log line and metrics exactly once.
+//! backend's work), the completion writes the request's log line and metrics exactly once. A
+//! relay that carries a cache [`Fill`] hands the frames it kept to it once a 200 answer has
+//! ended whole; nothing is held back from the client for it.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+use crate::cache::Fill;
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Usage, UsageScanner};
 use crate::proxy::completion::Completion;
@@ -89,6 +92,8 @@ pub struct Relay {
     completion: Option<Completion>,
     /// The session to tell, and the model to blame, when the answer turns out not to be one.
     outcomes: Option<(Arc<dyn UpstreamOutcomes>, String)>,
+    /// Where a complete answer is stored (a cache miss's).
+    fill: Option<Fill>,
 }
 
 impl Relay {
@@ -110,7 +115,14 @@ impl Relay {
             first_byte: None,
             completion: Some(completion),
             outcomes: None,
+            fill: None,
         }
+    }
+
+    /// Offers the answer to the response cache once it has ended whole with status 200.
+    pub fn with_cache(mut self, fill: Fill) -> Relay {
+        self.fill = Some(fill);
+        self
     }
 
     /// Reports to `outcomes` a failure of `model` when the answer breaks off or, for a 2xx
@@ -192,6 +204,14 @@ impl Relay {
     fn complete(&mut self, error: Option<String>) {
         if let Some(completion) = self.completion.take() {
             let usage = self.usage();
+            if let (Some(fill), None, 200, Evidence::Json { parts, len }) = (
+                self.fill.take(),
+                &error,
+                completion.record.status,
+                &mut self.evidence,
+            ) {
+                fill.offer(std::mem::take(parts), *len);
+            }
             let ttft = self.first_byte.map(|t| t.duration_since(self.sent_at));
             completion.finish_upstream(self.sent_at.elapsed(), ttft, usage, error);
         }

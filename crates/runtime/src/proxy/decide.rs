@@ -1,5 +1,6 @@
-//! Steps 1–3 and 5 of LANGUAGE.md §5 for one request: blocks, model resolution, routes, and the
-//! session hook, ending in a [`Decision`] the forwarder carries out.
+//! Steps 1–5 of LANGUAGE.md §5 for one request: blocks, model resolution, routes, the response
+//! cache ([`crate::cache::consult`]) and the session hook, ending in a [`Decision`] the
+//! forwarder (or, for a cache hit, [`crate::cache::replay`]) carries out.
 //!
 //! Cheap signals are computed lazily by the staged evaluation itself; model-backed ones are
 //! asked of the [`crate::hooks::ModelSignals`] component, in batches, only when a condition that
@@ -7,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use src_compiler::eval::{Evaluation, ModelCall, ModelKind, ModelResult, Step};
 use src_compiler::hir::{BlockActionDef, BlockId, CheckedPolicy, ModelId, RouteId};
 use src_compiler::ir::{CondOwner, Outcome, Verdict};
@@ -14,9 +16,11 @@ use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
 use crate::app::App;
+use crate::cache::{self, CacheQuery, CacheReport, CachedAnswer, Consulted};
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport};
 use crate::openai::ApiError;
 use crate::policy_store::{Snapshot, Target};
+use crate::proxy::Api;
 use crate::telemetry::SignalLabels;
 
 /// Where a request goes.
@@ -28,7 +32,9 @@ pub enum Decision {
         status: u16,
         message: String,
     },
-    Forward(Plan),
+    /// A stored answer of the proposed model answers it.
+    Cached(CachedAnswer),
+    Forward(Box<Plan>),
 }
 
 /// The models to try, in order, and what decided them.
@@ -46,6 +52,8 @@ pub struct Plan {
     pub protection: Option<String>,
     /// What the session layer reports, for a call of a session-managed policy.
     pub session: Option<SessionReport>,
+    /// What the response cache did, for a policy with a `cache`.
+    pub cache: Option<CacheReport>,
 }
 
 /// What the request's evaluation found, besides the decision.
@@ -53,15 +61,26 @@ pub struct Plan {
 pub struct Facts {
     /// Signals never computed because the decision did not need them.
     pub skipped_signals: Vec<String>,
+    /// What the cache step did (`x-sr-cache`), once it ran.
+    pub cache: Option<&'static str>,
 }
 
-/// Decides `view` under `snapshot`.
+/// The request as the deciding steps read it: its API, its parsed body and its facts.
+#[derive(Clone, Copy)]
+pub struct Asked<'a> {
+    pub api: Api,
+    pub parsed: &'a Value,
+    pub view: &'a RequestView,
+}
+
+/// Decides `asked` under `snapshot`.
 pub async fn decide(
     app: &App,
     snapshot: &Snapshot,
-    view: &RequestView,
+    asked: Asked<'_>,
     facts: &mut Facts,
 ) -> Result<Decision, ApiError> {
+    let view = asked.view;
     let policy = snapshot.policy();
     // A client that names its model needs the blocks only: once every block is known not to
     // hold, model calls that only routes would read are not made.
@@ -69,47 +88,25 @@ pub async fn decide(
         Some(Target::Model(model)) => Some(*model),
         _ => None,
     };
-    let found = {
-        let mut evaluation = snapshot.compiled.evaluate(view);
-        let found = loop {
-            match evaluation.step() {
-                Step::Decided(verdict) => break Found::Verdict(verdict),
-                Step::NeedModels(calls) => {
-                    if let Some(model) = explicit.filter(|_| blocks_settled(snapshot, &evaluation))
-                    {
-                        break Found::Unblocked(model);
-                    }
-                    let started = Instant::now();
-                    let results = match app.components.models.compute(policy, &calls).await {
-                        Ok(results) if results.len() == calls.len() => results,
-                        // The evaluator applies `failure.classifier`: open treats the signal as
-                        // not holding, closed ends in `Step::Failed`.
-                        Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
-                    };
-                    observe_signals(app, policy, &calls, started.elapsed());
-                    for (call, result) in calls.iter().zip(results) {
-                        evaluation.supply(call, result).map_err(|err| {
-                            ApiError::internal(format!(
-                                "a model-backed signal answered badly: {err}"
-                            ))
-                        })?;
-                    }
+    let mut evaluation = snapshot.compiled.evaluate(view);
+    let found = loop {
+        match evaluation.step() {
+            Step::Decided(verdict) => break Found::Verdict(verdict),
+            Step::NeedModels(calls) => {
+                if let Some(model) = explicit.filter(|_| blocks_settled(snapshot, &evaluation)) {
+                    break Found::Unblocked(model);
                 }
-                Step::Failed(failed) => {
-                    return Err(ApiError::service_unavailable(format!(
-                        "{} model-backed signal(s) failed and the policy fails closed",
-                        failed.atoms.len()
-                    )))
-                }
+                supply_models(app, policy, &mut evaluation, &calls).await?;
             }
-        };
-        facts.skipped_signals = evaluation
-            .skipped_signals()
-            .into_iter()
-            .filter_map(|s| policy.signals.get(s.index()).map(|d| d.name.clone()))
-            .collect();
-        found
+            Step::Failed(failed) => {
+                return Err(ApiError::service_unavailable(format!(
+                    "{} model-backed signal(s) failed and the policy fails closed",
+                    failed.atoms.len()
+                )))
+            }
+        }
     };
+    facts.skipped_signals = skipped(policy, &evaluation);
 
     let (route, block, proposal) = match found {
         Found::Unblocked(model) => (None, None, model),
@@ -148,6 +145,36 @@ pub async fn decide(
             }
         }
     };
+
+    let consulted = cache::consult::consult(
+        app,
+        snapshot,
+        &mut evaluation,
+        CacheQuery {
+            api: asked.api,
+            parsed: asked.parsed,
+            view,
+            route,
+            block,
+            proposal,
+        },
+    )
+    .await;
+    // The cache's `skip when` may have computed signals the routing decision skipped.
+    facts.skipped_signals = skipped(policy, &evaluation);
+    drop(evaluation);
+    let cache = match consulted {
+        Ok(Consulted::Hit(hit)) => {
+            facts.cache = Some(crate::headers::cache::HIT);
+            return Ok(Decision::Cached(hit));
+        }
+        Ok(Consulted::Forward(report)) => report,
+        Err(error) => {
+            facts.cache = Some(crate::headers::cache::ERROR);
+            return Err(error);
+        }
+    };
+    facts.cache = cache.as_ref().map(|c| c.result.as_str());
 
     // A block's redirect is a safety decision: no pin may override it, and it moves no pin.
     let outcome = if block.is_some() {
@@ -202,13 +229,45 @@ pub async fn decide(
         seen.push(*m);
         new
     });
-    Ok(Decision::Forward(Plan {
+    Ok(Decision::Forward(Box::new(Plan {
         route,
         block,
         candidates,
         protection,
         session,
-    }))
+        cache,
+    })))
+}
+
+fn skipped(policy: &CheckedPolicy, evaluation: &Evaluation<'_>) -> Vec<String> {
+    evaluation
+        .skipped_signals()
+        .into_iter()
+        .filter_map(|s| policy.signals.get(s.index()).map(|d| d.name.clone()))
+        .collect()
+}
+
+/// Computes the model-backed atoms of one evaluation step and supplies them.
+pub(crate) async fn supply_models(
+    app: &App,
+    policy: &CheckedPolicy,
+    evaluation: &mut Evaluation<'_>,
+    calls: &[ModelCall],
+) -> Result<(), ApiError> {
+    let started = Instant::now();
+    let results = match app.components.models.compute(policy, calls).await {
+        Ok(results) if results.len() == calls.len() => results,
+        // The evaluator applies `failure.classifier`: open treats the signal as not holding,
+        // closed ends in a failed step.
+        Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
+    };
+    observe_signals(app, policy, calls, started.elapsed());
+    for (call, result) in calls.iter().zip(results) {
+        evaluation.supply(call, result).map_err(|err| {
+            ApiError::internal(format!("a model-backed signal answered badly: {err}"))
+        })?;
+    }
+    Ok(())
 }
 
 /// How the evaluation ended.

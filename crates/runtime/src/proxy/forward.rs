@@ -2,7 +2,8 @@
 //!
 //! A model whose `context` is smaller than the request's token count is skipped; a connect
 //! error, a timeout, or a 5xx before the first response byte moves on to the next candidate.
-//! Once an answer's head has arrived it is relayed as is, whatever follows.
+//! Once an answer's head has arrived it is relayed as is, whatever follows; when the proposed
+//! model answers a cache miss, the relay also hands the whole answer to the cache.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +18,7 @@ use src_compiler::hir::ModelId;
 use src_compiler::request::RequestView;
 
 use crate::app::App;
+use crate::cache::Fill;
 use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::ApiError;
@@ -115,6 +117,8 @@ pub async fn forward(
     done.record.session = plan.session.as_ref().map(|s| s.state);
     done.record.protection.clone_from(&plan.protection);
     let session_outcomes = plan.session.as_ref().and_then(|s| s.outcomes.clone());
+    done.record.cache_score = plan.cache.as_ref().and_then(|c| c.score).map(f64::from);
+    let fill = plan.cache.as_ref().and_then(|c| c.fill.clone());
 
     let edits: Vec<Edit> = match (request.api, route) {
         (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(request.parsed, route),
@@ -207,14 +211,14 @@ pub async fn forward(
             Ok(response) => {
                 done.record.fallbacks = fallback_list(policy, &failures);
                 report_failures(session_outcomes.as_deref(), policy, &failures);
-                return relay(
-                    response,
+                let answer = Answer {
                     sent_at,
-                    plan.protection.as_deref(),
-                    &model.name,
-                    done,
-                    session_outcomes,
-                );
+                    protection: plan.protection.as_deref(),
+                    model: &model.name,
+                    outcomes: session_outcomes,
+                    fill: fill.filter(|f| f.model == model_id),
+                };
+                return relay(response, answer, done);
             }
             Err(err) => note_fallback(
                 app,
@@ -365,14 +369,28 @@ fn upstream_headers(
     out
 }
 
+/// What the relay of an upstream answer needs besides the answer.
+struct Answer<'a> {
+    sent_at: Instant,
+    protection: Option<&'a str>,
+    model: &'a str,
+    outcomes: Option<Arc<dyn UpstreamOutcomes>>,
+    /// Set when this answer, once whole, goes into the response cache.
+    fill: Option<Fill>,
+}
+
 fn relay(
     upstream: Response<hyper::body::Incoming>,
-    sent_at: Instant,
-    protection: Option<&str>,
-    model: &str,
+    answer: Answer<'_>,
     mut done: Completion,
-    outcomes: Option<Arc<dyn UpstreamOutcomes>>,
 ) -> Response<ProxyBody> {
+    let Answer {
+        sent_at,
+        protection,
+        model,
+        outcomes,
+        fill,
+    } = answer;
     let (parts, body) = upstream.into_parts();
     let sse = parts
         .headers
@@ -396,6 +414,9 @@ fn relay(
     let mut relay = Relay::new(body, sse, sent_at, done);
     if let Some(outcomes) = outcomes {
         relay = relay.with_outcomes(outcomes, model);
+    }
+    if let Some(fill) = fill {
+        relay = relay.with_cache(fill);
     }
     *response.body_mut() = ProxyBody::Relay(Box::new(relay));
     response

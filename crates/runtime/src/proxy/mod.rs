@@ -1,6 +1,6 @@
 //! The request path of `POST /v1/chat/completions` and `POST /v1/responses` (LANGUAGE.md §5):
 //! read the body within its limit, extract the request's facts, decide under one policy
-//! snapshot, forward, and report.
+//! snapshot, answer from the response cache or forward, and report.
 //!
 //! Every answer, including errors, carries `x-sr-request-id`, `x-sr-route`, `x-sr-model` and
 //! `x-sr-path`, and every request ends in exactly one log line (see [`completion`]).
@@ -20,6 +20,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, ALLOW, CONTENT_LENGTH};
 use hyper::{Request, Response};
 use serde_json::Value;
+use src_compiler::hir::BlockId;
 use src_compiler::request::{RequestError, RequestView};
 
 use crate::app::App;
@@ -31,7 +32,7 @@ use crate::trace;
 
 use body::ProxyBody;
 use completion::Completion;
-use decide::{Decision, Facts};
+use decide::{Asked, Decision, Facts};
 use forward::Outgoing;
 
 /// The two proxied APIs.
@@ -102,11 +103,13 @@ async fn decide_and_forward(
     done.record.policy_generation = snapshot.generation;
     let routing_started = Instant::now();
     let mut facts = Facts::default();
-    let decision = decide::decide(app, &snapshot, view, &mut facts).await;
+    let asked = Asked { api, parsed, view };
+    let decision = decide::decide(app, &snapshot, asked, &mut facts).await;
     let routing = routing_started.elapsed();
     app.telemetry.routing.observe(routing.as_secs_f64());
     done.record.routing_us = routing.as_secs_f64() * 1e6;
     done.record.skipped_signals = facts.skipped_signals;
+    done.record.cache = facts.cache;
     match decision {
         Err(error) => answer_error(done, error),
         Ok(Decision::Refuse {
@@ -129,19 +132,12 @@ async fn decide_and_forward(
                 .inc();
             refuse(done, &name, status, message)
         }
+        Ok(Decision::Cached(hit)) => {
+            count_redirect(app, &snapshot, hit.block);
+            crate::cache::replay::respond(done, &snapshot, hit)
+        }
         Ok(Decision::Forward(plan)) => {
-            if let Some(block) = plan
-                .block
-                .and_then(|b| snapshot.policy().blocks.get(b.index()))
-            {
-                app.telemetry
-                    .blocks
-                    .get_or_create(&BlockLabels {
-                        block: block.name.clone(),
-                        action: "redirect",
-                    })
-                    .inc();
-            }
+            count_redirect(app, &snapshot, plan.block);
             let outgoing = Outgoing {
                 api,
                 parts,
@@ -149,8 +145,21 @@ async fn decide_and_forward(
                 parsed,
                 view,
             };
-            forward::forward(app, &snapshot, outgoing, plan, done).await
+            forward::forward(app, &snapshot, outgoing, *plan, done).await
         }
+    }
+}
+
+/// Counts a `block ... to MODEL` redirect.
+fn count_redirect(app: &App, snapshot: &crate::policy_store::Snapshot, block: Option<BlockId>) {
+    if let Some(block) = block.and_then(|b| snapshot.policy().blocks.get(b.index())) {
+        app.telemetry
+            .blocks
+            .get_or_create(&BlockLabels {
+                block: block.name.clone(),
+                action: "redirect",
+            })
+            .inc();
     }
 }
 
@@ -264,7 +273,7 @@ pub(crate) fn answer_error(mut done: Completion, error: ApiError) -> Response<Pr
 }
 
 /// `x-sr-request-id`, `x-sr-route`, `x-sr-model`, `x-sr-path`, and when they apply
-/// `x-sr-block` and `x-sr-fallbacks`.
+/// `x-sr-block`, `x-sr-fallbacks`, `x-sr-session` and `x-sr-cache`.
 pub(crate) fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, model: Option<&str>) {
     let mut set = |name: &'static str, value: &str| {
         if let Ok(v) = HeaderValue::from_str(value) {
@@ -286,5 +295,8 @@ pub(crate) fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, mo
     }
     if let Some(session) = record.session {
         set(headers::SR_SESSION, session);
+    }
+    if let Some(cache) = record.cache {
+        set(headers::SR_CACHE, cache);
     }
 }

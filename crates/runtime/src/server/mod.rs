@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::app::{App, Components};
 use crate::backends::SimPool;
+use crate::cache::{CacheLayer, CacheOptions};
 use crate::config::ServeConfig;
 use crate::policy_store::{compile_policy, LoadFailure, PolicyStore, Snapshot};
 use crate::reload;
@@ -127,9 +128,11 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let admin_listener = bind(cfg.admin).await?;
     let addr = local_addr(&api_listener, cfg.listen)?;
     let admin_addr = local_addr(&admin_listener, cfg.admin)?;
+    let cache = CacheLayer::new(Arc::clone(&components.models), CacheOptions::from_env());
     let telemetry = Arc::new(Telemetry::with_extra(|registry| {
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);
+        cache.register_metrics(registry);
     }));
     telemetry.generation.set(snapshot.generation);
     let app = Arc::new(App {
@@ -139,6 +142,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         readiness: Readiness::default(),
         components,
         sims,
+        cache,
         cfg,
     });
     let (stop, stopped) = watch::channel(false);

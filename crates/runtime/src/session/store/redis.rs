@@ -141,7 +141,7 @@ impl RedisStore {
 }
 
 /// The URL without its password, for messages.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://…@{}", &url[..scheme], &url[at + 1..])

@@ -1,0 +1,265 @@
+//! Step 4 of LANGUAGE.md §5 for one request, once blocks, model resolution and routes have
+//! proposed a logical model:
+//!
+//! 1. **bypass** when the deciding route says `cache = off`, when the request streams a
+//!    `/v1/responses` answer, or when the body has no final user message to compare;
+//! 2. **skip** when `skip when` holds (its model-backed signals are computed like any other);
+//! 3. embed the final user message (one encoder call; a failure is recorded and the request goes
+//!    upstream as on a miss, never a 5xx);
+//! 4. look the scope up: a live entry whose similarity reaches the threshold is a **hit** and
+//!    answers; otherwise a **miss** goes upstream and, unless it streams, carries a [`Fill`] so
+//!    the proposed model's complete answer is stored once relayed.
+//!
+//! A store failure follows `failure.store`: `open` carries on without the cache (`error`,
+//! recorded), `closed` answers 503.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use src_compiler::eval::{CacheStep, Evaluation};
+use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteDef, RouteId};
+use src_compiler::request::RequestView;
+use src_dsl::ast::FailMode;
+
+use crate::app::App;
+use crate::cache::fill::Fill;
+use crate::cache::layer::{CacheLayer, DEFAULT_TTL_MS};
+use crate::cache::replay;
+use crate::cache::scope::{self, ScopeParts};
+use crate::cache::store::CacheError;
+use crate::headers::cache as word;
+use crate::openai::ApiError;
+use crate::policy_store::Snapshot;
+use crate::proxy::decide::supply_models;
+use crate::proxy::Api;
+use crate::session::identity;
+
+/// What the cache did with a request: the value of `x-sr-cache` and of the log's `cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheResult {
+    Hit,
+    Miss,
+    /// `skip when` held.
+    Skip,
+    /// The cache does not apply to this request (see the module comment).
+    Bypass,
+    /// The encoder or the store failed; the request went on without the cache.
+    Error,
+}
+
+impl CacheResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheResult::Hit => word::HIT,
+            CacheResult::Miss => word::MISS,
+            CacheResult::Skip => word::SKIP,
+            CacheResult::Bypass => word::BYPASS,
+            CacheResult::Error => word::ERROR,
+        }
+    }
+}
+
+/// What a request that goes upstream carries from the cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheReport {
+    pub result: CacheResult,
+    /// The nearest entry's similarity, when one was compared.
+    pub score: Option<f32>,
+    /// Where the answer is stored (a miss of a non-streaming request).
+    pub fill: Option<Fill>,
+}
+
+/// A hit, ready to be answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedAnswer {
+    pub route: Option<RouteId>,
+    pub block: Option<BlockId>,
+    /// The proposed model, whose answer this is.
+    pub model: ModelId,
+    /// The stored body, or its replay as an event stream when `sse`.
+    pub body: Bytes,
+    pub sse: bool,
+    pub score: f32,
+}
+
+/// The step's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Consulted {
+    Hit(CachedAnswer),
+    /// Go on to the session step and the backend; `None` when the policy has no `cache`.
+    Forward(Option<CacheReport>),
+}
+
+/// The request, as the cache reads it.
+#[derive(Clone, Copy)]
+pub struct CacheQuery<'a> {
+    pub api: Api,
+    pub parsed: &'a Value,
+    pub view: &'a RequestView,
+    /// The deciding route (`None` when the client named the model or a block redirected).
+    pub route: Option<RouteId>,
+    pub block: Option<BlockId>,
+    pub proposal: ModelId,
+}
+
+/// Runs the cache step for `query`, continuing `evaluation` for `skip when`.
+pub async fn consult(
+    app: &App,
+    snapshot: &Snapshot,
+    evaluation: &mut Evaluation<'_>,
+    query: CacheQuery<'_>,
+) -> Result<Consulted, ApiError> {
+    let policy = snapshot.policy();
+    let Some(def) = &policy.cache else {
+        return Ok(Consulted::Forward(None));
+    };
+    let layer = &app.cache;
+    let view = query.view;
+    let route = query.route.and_then(|r| policy.routes.get(r.index()));
+    if route.is_some_and(|r| !r.cache) || (query.api == Api::Responses && view.stream) {
+        return Ok(report(layer, CacheResult::Bypass));
+    }
+    loop {
+        match evaluation.cache_step() {
+            CacheStep::Skip => return Ok(report(layer, CacheResult::Skip)),
+            CacheStep::Lookup => break,
+            CacheStep::NeedModels(calls) => supply_models(app, policy, evaluation, &calls).await?,
+            CacheStep::Failed(failed) => {
+                return Err(ApiError::service_unavailable(format!(
+                    "{} model-backed signal(s) of the cache's `skip when` failed and the policy \
+                     fails closed",
+                    failed.atoms.len()
+                )))
+            }
+        }
+    }
+    let Some(body) = scope::body_digest(query.api, query.parsed, &view.prompt) else {
+        return Ok(report(layer, CacheResult::Bypass));
+    };
+    let model = policy
+        .models
+        .get(query.proposal.index())
+        .ok_or_else(|| ApiError::internal("the decision named an unknown model"))?;
+    let embedding = match layer.models.embed(policy, def.encoder, &view.prompt).await {
+        Ok(embedding) => embedding,
+        Err(err) => {
+            tracing::warn!(%err, "cannot embed the prompt for the cache; going on without it");
+            return Ok(report(layer, CacheResult::Error));
+        }
+    };
+    let tenant = tenant(policy, view);
+    let plugins = route.map(plugins).unwrap_or_default();
+    let scope = scope::scope(
+        &ScopeParts {
+            tenant: &tenant,
+            api: query.api,
+            model: &model.name,
+            serves: &model.serves,
+            plugins: &plugins,
+            encoder: &embedding.model,
+        },
+        body,
+    );
+    let store = match layer.store(&def.store) {
+        Ok(store) => store,
+        Err(err) => return store_failed(layer, policy, "connect", &err),
+    };
+    let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
+    let vector: Arc<[f32]> = embedding.vector.into();
+    let now = layer.clock.now_ms();
+    let nearest = match store
+        .nearest(&scope, &vector, def.threshold, now, ttl_ms)
+        .await
+    {
+        Ok(nearest) => nearest,
+        Err(err) => return store_failed(layer, policy, "lookup", &err),
+    };
+    layer.metrics.observe(store.as_ref());
+    if let (Some(body), Some(score)) = (nearest.body, nearest.score) {
+        let answer = if view.stream {
+            replay::chat_stream(&body).map(|b| (b, true))
+        } else {
+            Some((body, false))
+        };
+        if let Some((body, sse)) = answer {
+            layer.metrics.lookup(word::HIT);
+            return Ok(Consulted::Hit(CachedAnswer {
+                route: query.route,
+                block: query.block,
+                model: query.proposal,
+                body,
+                sse,
+                score,
+            }));
+        }
+    }
+    layer.metrics.lookup(word::MISS);
+    let fill = (!view.stream).then(|| Fill {
+        model: query.proposal,
+        api: query.api,
+        store,
+        scope,
+        vector,
+        ttl_ms,
+        max_bytes: layer.options.max_entry_bytes,
+        clock: Arc::clone(&layer.clock),
+        metrics: layer.metrics.clone(),
+    });
+    Ok(Consulted::Forward(Some(CacheReport {
+        result: CacheResult::Miss,
+        score: nearest.score,
+        fill,
+    })))
+}
+
+fn report(layer: &CacheLayer, result: CacheResult) -> Consulted {
+    layer.metrics.lookup(result.as_str());
+    Consulted::Forward(Some(CacheReport {
+        result,
+        score: None,
+        fill: None,
+    }))
+}
+
+/// `failure.store`: open goes on without the cache, closed answers 503.
+fn store_failed(
+    layer: &CacheLayer,
+    policy: &CheckedPolicy,
+    op: &'static str,
+    err: &CacheError,
+) -> Result<Consulted, ApiError> {
+    tracing::warn!(%err, op, kind = err.kind(), "cache store failed");
+    match policy.failure.store {
+        FailMode::Open => Ok(report(layer, CacheResult::Error)),
+        FailMode::Closed => {
+            layer.metrics.lookup(word::ERROR);
+            Err(ApiError::new(
+                hyper::StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                Some("cache"),
+                "the cache store is unavailable",
+            ))
+        }
+    }
+}
+
+/// Whose answers a request may see: the API key's hash (as sessions default to), and with a
+/// `session { tenant = … }` that tenant too. A key's answers never reach another key.
+fn tenant(policy: &CheckedPolicy, view: &RequestView) -> String {
+    let key = identity::tenant_of_key(view.api_key.as_deref());
+    match &policy.session {
+        Some(def) if def.tenant.is_some() => {
+            format!("{key}\u{0}{}", identity::tenant(policy, def, view))
+        }
+        _ => key,
+    }
+}
+
+/// The route plugins that shape the upstream request, written canonically.
+fn plugins(route: &RouteDef) -> String {
+    format!(
+        "{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+        route.system_prompt, route.headers, route.reasoning, route.tools
+    )
+}

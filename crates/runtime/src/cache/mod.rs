@@ -1,0 +1,32 @@
+//! The semantic response cache (`cache { }` of LANGUAGE.md §3, step 4 of §5): once blocks, model
+//! resolution and routes have proposed a logical model, a stored answer that this model gave to
+//! an equivalent request answers instead of the backend.
+//!
+//! "Equivalent" has two parts. Everything about the request except the wording of its final
+//! user message must be identical: the [`scope`] is a hash of the tenant, the API, the proposed
+//! model (its served id and the route's plugins too) and the whole body with that message's text
+//! left out. Within a scope, the final user message is compared by meaning: the encoder embeds
+//! it and the nearest stored entry answers when its cosine similarity reaches the threshold and
+//! it is younger than the ttl. Because the model is part of the scope, a hit is always an answer
+//! that the proposed model gave: the router never overrides a model decision for a hit.
+//!
+//! - [`consult`]: the request-path step (bypass, `skip when`, embed, look up);
+//! - [`scope`]: the exact-match key; [`store`]: where entries live (memory or Redis);
+//! - [`fill`]: storing a complete answer once it has been relayed;
+//! - [`replay`]: answering a hit (JSON, or an event stream for a streaming chat request);
+//! - [`layer`]: the server's cache component (stores, clock, options); [`metrics`]: counters.
+
+pub mod consult;
+pub mod fill;
+pub mod layer;
+pub mod metrics;
+pub mod replay;
+pub mod scope;
+pub mod store;
+
+pub use consult::{CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted};
+pub use fill::Fill;
+pub use layer::{CacheLayer, CacheOptions, DEFAULT_TTL_MS};
+pub use metrics::CacheMetrics;
+pub use scope::Scope;
+pub use store::{CacheError, CacheStore, Inserted, MemoryCache, Nearest, RedisCache, PER_SCOPE};

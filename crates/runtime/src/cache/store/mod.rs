@@ -1,0 +1,132 @@
+//! Where cached answers live: one small async trait, an in-process implementation
+//! ([`MemoryCache`]) and a shared one ([`RedisCache`]) that every router replica reads.
+//!
+//! A store only keeps entries — a unit vector, an answer body, a creation time — per scope and
+//! finds the nearest one; the caller decides what a hit is (the threshold) and how old is too old
+//! (the ttl), and passes its clock's time, so one clock governs a request and tests can move it.
+
+pub mod memory;
+pub mod redis;
+
+pub use self::memory::MemoryCache;
+pub use self::redis::RedisCache;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::cache::scope::Scope;
+use crate::hooks::BoxFuture;
+
+/// Entries compared per scope: the newest this many are kept (and scanned on each lookup), in
+/// both stores.
+pub const PER_SCOPE: usize = 64;
+
+/// What a store failure was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CacheError {
+    #[error("cache store did not answer `{op}` within {after:?}")]
+    Timeout { op: &'static str, after: Duration },
+    #[error("cache store unavailable: {0}")]
+    Unavailable(String),
+    #[error("cache store answered something unreadable: {0}")]
+    Corrupt(String),
+    #[error("cache store is misconfigured: {0}")]
+    Config(String),
+}
+
+impl CacheError {
+    /// A short, fixed word for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CacheError::Timeout { .. } => "timeout",
+            CacheError::Unavailable(_) => "unavailable",
+            CacheError::Corrupt(_) => "corrupt",
+            CacheError::Config(_) => "config",
+        }
+    }
+}
+
+/// The answer of [`CacheStore::nearest`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Nearest {
+    /// The similarity of the nearest live entry; `None` when the scope holds none.
+    pub score: Option<f32>,
+    /// Its answer, when the score reached the threshold.
+    pub body: Option<Bytes>,
+}
+
+/// The answer of [`CacheStore::insert`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    Stored,
+    /// Over the per-entry size limit: not stored.
+    TooLarge,
+}
+
+/// Cached answers, shared by every request of every policy generation that names the store.
+pub trait CacheStore: Send + Sync {
+    /// `memory` or `redis`, for logs.
+    fn kind(&self) -> &'static str;
+
+    /// The nearest entry of `scope` to `vector` among those younger than `ttl_ms`, with its body
+    /// when its similarity is at least `threshold`. Using an entry counts as a use (LRU).
+    fn nearest<'a>(
+        &'a self,
+        scope: &'a Scope,
+        vector: &'a [f32],
+        threshold: f64,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<Nearest, CacheError>>;
+
+    /// Stores an answer under `scope`, kept for at most `ttl_ms`.
+    fn insert<'a>(
+        &'a self,
+        scope: &'a Scope,
+        vector: &'a [f32],
+        body: Bytes,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<Inserted, CacheError>>;
+
+    /// Entries held, when the store can tell cheaply (the memory store; not Redis).
+    fn entries(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Cosine similarity of two unit vectors; vectors of different lengths (different encoders)
+/// are not comparable and score below any threshold.
+pub fn similarity(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() || a.is_empty() {
+        return f32::NEG_INFINITY;
+    }
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Whether an entry created at `created_ms` is still live at `now_ms` under `ttl_ms`.
+pub fn live(created_ms: u64, now_ms: u64, ttl_ms: u64) -> bool {
+    now_ms < created_ms.saturating_add(ttl_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn similarity_is_the_dot_product_of_comparable_vectors() {
+        assert!((similarity(&[0.6, 0.8], &[0.6, 0.8]) - 1.0).abs() < 1e-6);
+        assert!(similarity(&[1.0, 0.0], &[0.0, 1.0]).abs() < 1e-6);
+        assert_eq!(similarity(&[1.0], &[1.0, 0.0]), f32::NEG_INFINITY);
+        assert_eq!(similarity(&[], &[]), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn an_entry_lives_for_its_ttl_and_not_a_millisecond_more() {
+        assert!(live(1_000, 1_000, 10));
+        assert!(live(1_000, 1_009, 10));
+        assert!(!live(1_000, 1_010, 10));
+        assert!(live(u64::MAX - 1, u64::MAX - 1, u64::MAX));
+    }
+}
