@@ -1,0 +1,323 @@
+//! The response cache end to end through a real `src serve` with the repository's MiniLM
+//! encoder: a paraphrase is answered from the cache without reaching the backend, while an
+//! unrelated prompt, another API key, another system prompt or other sampling parameters miss;
+//! a route with `cache = off` never caches; `skip when` skips (computing its model-backed
+//! signal); a streaming chat request replays a stored answer as events; `/v1/responses` caches
+//! too and bypasses when it streams; a reload keeps the store and applies the new threshold; and
+//! a cache the server cannot serve refuses the policy.
+
+mod cache_support;
+mod models_support;
+
+use cache_support::{
+    chat, serve, write_policy, Served, TestResult, PARAPHRASE, PASSWORD, PROVIDERS, UNRELATED,
+};
+use serde_json::{json, Value};
+
+fn policy(cache: &str, routes: &str) -> String {
+    format!(
+        "{PROVIDERS}\n{routes}\nroute default {{ to small }}\ncache {{ encoder = minilm  {cache} }}\n"
+    )
+}
+
+async fn basic() -> TestResult<Served> {
+    serve(&policy("threshold = 0.9", "")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paraphrase_is_answered_from_the_cache_and_an_unrelated_prompt_is_not() -> TestResult {
+    let served = basic().await?;
+    let first = served.ask(PASSWORD, "key-a").await?;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    assert_eq!(first.cache(), "miss");
+    assert_eq!(first.header("x-sr-path"), Some("upstream"));
+    served.stored(1.0).await?;
+    assert_eq!(served.backend_requests(), 1);
+
+    let hit = served.ask(PARAPHRASE, "key-a").await?;
+    assert_eq!(hit.status, 200, "{:?}", hit.body);
+    assert_eq!(hit.cache(), "hit");
+    assert_eq!(hit.header("x-sr-path"), Some("cache"));
+    assert_eq!(hit.header("x-sr-model"), Some("small"));
+    assert_eq!(hit.header("x-sr-route"), Some("default"));
+    assert!(hit.header("x-sr-request-id").is_some());
+    assert_eq!(hit.header("content-type"), Some("application/json"));
+    let score: f64 = hit.header("x-sr-cache-score").unwrap_or("0").parse()?;
+    assert!((0.9..=1.0).contains(&score), "score {score}");
+    // The stored answer, byte for byte, and the backend was not asked.
+    assert_eq!(hit.body, first.body);
+    assert_eq!(served.backend_requests(), 1);
+
+    let other = served.ask(UNRELATED, "key-a").await?;
+    assert_eq!(other.status, 200);
+    assert_eq!(other.cache(), "miss");
+    assert_ne!(other.body, first.body);
+    assert_eq!(served.backend_requests(), 2);
+
+    let metrics = served.metrics().await?;
+    let count = |result: &str| {
+        cache_support::sample(
+            &metrics,
+            "src_cache_lookups_total",
+            &format!("result=\"{result}\""),
+        )
+    };
+    assert_eq!((count("hit"), count("miss")), (1.0, 2.0), "{metrics}");
+    assert!(
+        cache_support::sample(
+            &metrics,
+            "src_requests_total",
+            "route=\"default\",model=\"small\",status=\"200\",path=\"cache\""
+        ) == 1.0,
+        "{metrics}"
+    );
+    served.stored(2.0).await?;
+    let entries = served.metrics().await?;
+    assert!(entries.contains("src_cache_entries 2"), "{entries}");
+
+    let log = served.log();
+    assert_eq!(log.len(), 3, "{log:?}");
+    assert_eq!(log[0]["cache"], "miss");
+    assert_eq!(log[0]["path"], "upstream");
+    assert_eq!(log[1]["cache"], "hit");
+    assert_eq!(log[1]["path"], "cache");
+    assert_eq!(log[1]["model"], "small");
+    assert_eq!(log[1]["status"], 200);
+    assert!(
+        log[1]["cache_score"].as_f64().unwrap_or(0.0) >= 0.9,
+        "{log:?}"
+    );
+    // A hit claims no backend work: no prefix-cache evidence, no upstream timing.
+    assert!(log[1]["cached_tokens"].is_null());
+    assert!(log[1]["ttft_ms"].is_null());
+    // The unrelated prompt was compared with the stored entry and missed.
+    assert!(
+        log[2]["cache_score"].as_f64().unwrap_or(1.0) < 0.5,
+        "{log:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_system_prompts_history_and_parameters_scope_the_cache() -> TestResult {
+    let served = basic().await?;
+    let body = |system: &str, extra: Value| {
+        let mut body = json!({"model": "auto", "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": PASSWORD},
+        ]});
+        if let (Some(obj), Value::Object(extra)) = (body.as_object_mut(), extra) {
+            obj.extend(extra);
+        }
+        body
+    };
+    let stored = body("You are a support agent.", json!({"temperature": 0.2}));
+    assert_eq!(served.chat(&stored, "key-a").await?.cache(), "miss");
+    served.stored(1.0).await?;
+    // The same request again (framing fields aside) hits.
+    let mut same = stored.clone();
+    same["stream"] = json!(false);
+    same["user"] = json!("someone");
+    assert_eq!(served.chat(&same, "key-a").await?.cache(), "hit");
+
+    // Another API key never sees key-a's answers; nor does a request without a key.
+    assert_eq!(served.chat(&stored, "key-b").await?.cache(), "miss");
+    assert_eq!(served.chat(&stored, "").await?.cache(), "miss");
+    // Another system prompt, other sampling parameters, another history: all miss.
+    let other_system = body("You are a pirate.", json!({"temperature": 0.2}));
+    assert_eq!(served.chat(&other_system, "key-a").await?.cache(), "miss");
+    let other_params = body("You are a support agent.", json!({"temperature": 0.9}));
+    assert_eq!(served.chat(&other_params, "key-a").await?.cache(), "miss");
+    let mut longer = stored.clone();
+    if let Some(messages) = longer["messages"].as_array_mut() {
+        messages.insert(1, json!({"role": "user", "content": "hello"}));
+        messages.insert(
+            2,
+            json!({"role": "assistant", "content": "hi, how can I help?"}),
+        );
+    }
+    assert_eq!(served.chat(&longer, "key-a").await?.cache(), "miss");
+    assert_eq!(served.backend_requests(), 6);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_with_cache_off_never_caches() -> TestResult {
+    let routes = r#"route private priority 10 { when contains(prompt, ["password"])  to strong  cache = off }"#;
+    let served = serve(&policy("threshold = 0.9", routes)).await?;
+    for _ in 0..2 {
+        let answer = served.ask(PASSWORD, "key-a").await?;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.cache(), "bypass");
+        assert_eq!(answer.header("x-sr-route"), Some("private"));
+    }
+    assert_eq!(served.backend_requests(), 2);
+    // The encoder never ran for the bypassed requests.
+    let metrics = served.metrics().await?;
+    assert_eq!(
+        cache_support::sample(&metrics, "src_model_calls_total", "model=\"minilm\""),
+        0.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        cache_support::sample(&metrics, "src_cache_lookups_total", "result=\"bypass\""),
+        2.0
+    );
+    // Other routes still cache.
+    served.ask(UNRELATED, "key-a").await?;
+    served.stored(1.0).await?;
+    assert_eq!(served.ask(UNRELATED, "key-a").await?.cache(), "hit");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_when_skips_the_cache_computing_its_model_signals() -> TestResult {
+    let cache = r#"threshold = 0.9
+      skip when request.tools > 0 or similarity(minilm, prompt, ["what time is it right now"]) > 0.7"#;
+    let served = serve(&policy(cache, "")).await?;
+    for _ in 0..2 {
+        let answer = served.ask("What time is it now?", "key-a").await?;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.cache(), "skip");
+    }
+    assert_eq!(served.backend_requests(), 2);
+    let with_tools = json!({"model": "auto",
+        "messages": [{"role": "user", "content": PASSWORD}],
+        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]});
+    assert_eq!(served.chat(&with_tools, "key-a").await?.cache(), "skip");
+    // A prompt the skip condition lets through is cached.
+    assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
+    served.stored(1.0).await?;
+    assert_eq!(served.ask(PARAPHRASE, "key-a").await?.cache(), "hit");
+    assert_eq!(served.backend_requests(), 4);
+    let metrics = served.metrics().await?;
+    assert_eq!(
+        cache_support::sample(&metrics, "src_cache_lookups_total", "result=\"skip\""),
+        3.0,
+        "{metrics}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_chat_request_replays_a_stored_answer_as_events() -> TestResult {
+    let served = basic().await?;
+    let stored = served.ask(PASSWORD, "key-a").await?;
+    served.stored(1.0).await?;
+    let mut streaming = chat(PARAPHRASE);
+    streaming["stream"] = json!(true);
+    let hit = served.chat(&streaming, "key-a").await?;
+    assert_eq!(hit.status, 200);
+    assert_eq!(hit.cache(), "hit");
+    assert_eq!(hit.header("content-type"), Some("text/event-stream"));
+    let events = hit.events();
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{events:?}"
+    );
+    assert_eq!(hit.text(), stored.text());
+    let chunks: Vec<Value> = events
+        .iter()
+        .filter_map(|e| serde_json::from_str(e).ok())
+        .collect();
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk"));
+    let last = chunks.last().cloned().unwrap_or(Value::Null);
+    assert_eq!(
+        last["choices"][0]["finish_reason"],
+        stored.json()["choices"][0]["finish_reason"]
+    );
+    assert_eq!(last["usage"], stored.json()["usage"]);
+    assert_eq!(served.backend_requests(), 1);
+
+    // A streaming miss goes upstream as a stream and is not stored.
+    let mut unrelated = chat(UNRELATED);
+    unrelated["stream"] = json!(true);
+    let miss = served.chat(&unrelated, "key-a").await?;
+    assert_eq!(miss.cache(), "miss");
+    assert_eq!(miss.header("x-sr-path"), Some("upstream"));
+    assert!(!miss.text().is_empty());
+    assert_eq!(served.ask(UNRELATED, "key-a").await?.cache(), "miss");
+    assert_eq!(served.backend_requests(), 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_responses_api_caches_and_bypasses_when_it_streams() -> TestResult {
+    let served = basic().await?;
+    let ask = |input: &str, stream: bool| json!({"model": "auto", "instructions": "Answer briefly.", "input": input, "stream": stream});
+    let first = served
+        .post("/v1/responses", &ask(PASSWORD, false), "key-a")
+        .await?;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.cache(), "miss");
+    served.stored(1.0).await?;
+    let hit = served
+        .post("/v1/responses", &ask(PARAPHRASE, false), "key-a")
+        .await?;
+    assert_eq!(hit.cache(), "hit");
+    assert_eq!(hit.body, first.body);
+    // A chat request with the same words is another API: its own scope.
+    assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
+    let streaming = served
+        .post("/v1/responses", &ask(PARAPHRASE, true), "key-a")
+        .await?;
+    assert_eq!(streaming.status, 200);
+    assert_eq!(streaming.cache(), "bypass");
+    assert_eq!(served.backend_requests(), 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_store_and_applies_the_new_threshold() -> TestResult {
+    let served = basic().await?;
+    served.ask(PASSWORD, "key-a").await?;
+    served.stored(1.0).await?;
+    assert_eq!(served.ask(PARAPHRASE, "key-a").await?.cache(), "hit");
+    write_policy(served.dir.path(), &policy("threshold = 0.999", ""))?;
+    served.server.reload().await;
+    let started = std::time::Instant::now();
+    while served.server.generation() < 2 {
+        assert!(started.elapsed() < cache_support::PATIENCE, "no reload");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The paraphrase (≈ 0.99) is now too far; the very same prompt still hits the kept entry.
+    assert_eq!(served.ask(PARAPHRASE, "key-a").await?.cache(), "miss");
+    assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "hit");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_the_server_cannot_serve_refuses_the_policy() -> TestResult {
+    let missing = PROVIDERS.replace("{models}/minilm", "{models}/no-such-encoder");
+    let text = format!(
+        "{missing}\nroute default {{ to small }}\ncache {{ encoder = minilm  threshold = 0.9 }}\n"
+    );
+    let dir = tempfile::tempdir()?;
+    write_policy(dir.path(), &text)?;
+    match cache_support::start(dir.path()).await {
+        Ok(_) => panic!("a cache whose encoder cannot load was served"),
+        Err(err) => {
+            let message = err.to_string();
+            assert!(
+                message.contains("E060") && message.contains("minilm"),
+                "{message}"
+            );
+        }
+    }
+    let bad_url = policy(r#"threshold = 0.9  store = redis("http://not-redis")"#, "");
+    write_policy(dir.path(), &bad_url)?;
+    match cache_support::start(dir.path()).await {
+        Ok(_) => panic!("a cache whose store cannot exist was served"),
+        Err(err) => {
+            let message = err.to_string();
+            assert!(
+                message.contains("cache") && message.contains("not-redis"),
+                "{message}"
+            );
+        }
+    }
+    Ok(())
+}
