@@ -111,6 +111,7 @@ async fn concurrent_requests_share_batches() -> TestResult {
     opts.batch = BatchOptions {
         max: 32,
         wait: Duration::from_millis(20),
+        max_tokens: None,
     };
     opts.timeout = Duration::from_secs(60);
     let served = std::sync::Arc::new(serve(POLICY, opts).await?);

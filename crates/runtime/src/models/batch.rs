@@ -7,15 +7,26 @@
 //! does not pay the wait, while a busy one fills its batches. Inference runs on this dedicated
 //! thread, never on the async runtime. A caller that gave up (timeout) closes its reply channel
 //! and its text is dropped before the batch runs.
+//!
+//! A batch is also bounded by its padded size (rows × longest row, in tokens): on a CPU, a
+//! transformer's cost per text falls while a batch is small and rises again once the batch's
+//! activations outgrow the caches, so long prompts gain nothing from company (measured in
+//! docs/benchmarks.md). Each text is tokenized as it is taken; one that would push the batch
+//! over the bound waits for the next batch.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use tokenizers::Encoding;
 use tokio::sync::oneshot;
 
 use super::error::ModelError;
 use super::metrics::{ModelLabel, ModelMetrics};
 use super::model::{Model, Role};
+
+/// Padded tokens per batch on a CPU unless configured: the cost per text of the shipped
+/// MiniLM models is lowest between about 256 and 512 (docs/benchmarks.md).
+pub const CPU_BATCH_TOKENS: usize = 512;
 
 /// Batching bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +35,9 @@ pub struct BatchOptions {
     pub max: usize,
     /// Longest time the first text of a batch waits for company.
     pub wait: Duration,
+    /// Most padded tokens (rows × longest row) in one batch; a single text is never refused.
+    /// `None`: [`CPU_BATCH_TOKENS`] on a CPU, no bound on CUDA.
+    pub max_tokens: Option<usize>,
 }
 
 impl Default for BatchOptions {
@@ -31,6 +45,18 @@ impl Default for BatchOptions {
         BatchOptions {
             max: 32,
             wait: Duration::from_millis(2),
+            max_tokens: None,
+        }
+    }
+}
+
+impl BatchOptions {
+    /// The padded-token bound for a model running on `device` (`cpu` or `cuda`).
+    pub fn token_bound(&self, device: &str) -> usize {
+        match (self.max_tokens, device) {
+            (Some(n), _) => n.max(1),
+            (None, "cpu") => CPU_BATCH_TOKENS,
+            (None, _) => usize::MAX,
         }
     }
 }
@@ -120,6 +146,43 @@ impl Batcher {
     }
 }
 
+/// A queued text, tokenized.
+struct Taken {
+    job: Job,
+    encoding: Encoding,
+}
+
+/// The texts of the batch being formed, and its padded size.
+struct Forming {
+    taken: Vec<Taken>,
+    longest: usize,
+}
+
+impl Forming {
+    /// Whether `len` more tokens fit: the batch is empty, or its padded size stays in `bound`.
+    fn fits(&self, len: usize, max: usize, bound: usize) -> bool {
+        self.taken.is_empty()
+            || (self.taken.len() < max
+                && (self.taken.len() + 1).saturating_mul(self.longest.max(len)) <= bound)
+    }
+
+    fn push(&mut self, taken: Taken) {
+        self.longest = self.longest.max(taken.encoding.len());
+        self.taken.push(taken);
+    }
+}
+
+/// Tokenizes a job; a text that cannot be tokenized is answered at once.
+fn take(model: &Model, job: Job) -> Option<Taken> {
+    match model.encode(&job.text) {
+        Ok(encoding) => Some(Taken { job, encoding }),
+        Err(err) => {
+            let _ = job.reply.send(Err(err));
+            None
+        }
+    }
+}
+
 fn work(
     mut model: Model,
     rx: mpsc::Receiver<Job>,
@@ -128,33 +191,65 @@ fn work(
     label: ModelLabel,
 ) {
     let max = options.max.max(1);
+    let bound = options.token_bound(model.device);
     let mut last_batch = 0usize;
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < max {
+    // A text that did not fit the previous batch opens the next one.
+    let mut held: Option<Taken> = None;
+    loop {
+        let first = match held.take() {
+            Some(taken) => taken,
+            None => match rx.recv() {
+                Ok(job) => match take(&model, job) {
+                    Some(taken) => taken,
+                    None => continue,
+                },
+                Err(_) => break,
+            },
+        };
+        let mut batch = Forming {
+            taken: Vec::with_capacity(max),
+            longest: 0,
+        };
+        batch.push(first);
+        let mut add = |job: Job, batch: &mut Forming| -> bool {
+            let Some(taken) = take(&model, job) else {
+                return true;
+            };
+            if batch.fits(taken.encoding.len(), max, bound) {
+                batch.push(taken);
+                true
+            } else {
+                held = Some(taken);
+                false
+            }
+        };
+        let mut open = true;
+        while open && batch.taken.len() < max {
             match rx.try_recv() {
-                Ok(job) => jobs.push(job),
+                Ok(job) => open = add(job, &mut batch),
                 Err(_) => break,
             }
         }
-        if (jobs.len() > 1 || last_batch > 1) && !options.wait.is_zero() {
+        if open && (batch.taken.len() > 1 || last_batch > 1) && !options.wait.is_zero() {
             let deadline = Instant::now() + options.wait;
-            while jobs.len() < max {
+            while open && batch.taken.len() < max {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match rx.recv_timeout(left) {
-                    Ok(job) => jobs.push(job),
+                    Ok(job) => open = add(job, &mut batch),
                     Err(_) => break,
                 }
             }
         }
-        jobs.retain(|j| !j.reply.is_closed());
-        last_batch = jobs.len();
-        if jobs.is_empty() {
+        let mut taken = batch.taken;
+        taken.retain(|t| !t.job.reply.is_closed());
+        last_batch = taken.len();
+        if taken.is_empty() {
             continue;
         }
         let started = Instant::now();
-        let texts: Vec<&str> = jobs.iter().map(|j| j.text.as_str()).collect();
-        let answers = model.infer(&texts);
+        let (jobs, encodings): (Vec<Job>, Vec<Encoding>) =
+            taken.into_iter().map(|t| (t.job, t.encoding)).unzip();
+        let answers = model.infer_encoded(&encodings);
         metrics
             .inference
             .get_or_create(&label)
@@ -182,5 +277,58 @@ fn work(
                 .into_iter()
                 .for_each(|j| drop(j.reply.send(Err(err.clone())))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forming(rows: usize, longest: usize) -> Forming {
+        let job = || Taken {
+            job: Job {
+                text: String::new(),
+                reply: oneshot::channel().0,
+            },
+            encoding: Encoding::default(),
+        };
+        Forming {
+            taken: (0..rows).map(|_| job()).collect(),
+            longest,
+        }
+    }
+
+    #[test]
+    fn the_padded_size_bounds_a_batch() {
+        // 3 rows of 100 tokens: a 4th of 100 makes 400 padded tokens.
+        assert!(forming(3, 100).fits(100, 32, 400));
+        assert!(!forming(3, 100).fits(100, 32, 399));
+        // A longer text pads every row to its length.
+        assert!(!forming(3, 100).fits(101, 32, 400));
+        assert!(forming(1, 10).fits(190, 32, 400));
+    }
+
+    #[test]
+    fn the_row_count_bounds_a_batch() {
+        assert!(!forming(4, 1).fits(1, 4, usize::MAX));
+        assert!(forming(3, 1).fits(1, 4, usize::MAX));
+    }
+
+    #[test]
+    fn a_lone_text_always_fits() {
+        assert!(forming(0, 0).fits(10_000, 1, 1));
+    }
+
+    #[test]
+    fn the_token_bound_depends_on_the_device_unless_set() {
+        let auto = BatchOptions::default();
+        assert_eq!(auto.token_bound("cpu"), CPU_BATCH_TOKENS);
+        assert_eq!(auto.token_bound("cuda"), usize::MAX);
+        let set = BatchOptions {
+            max_tokens: Some(2048),
+            ..BatchOptions::default()
+        };
+        assert_eq!(set.token_bound("cpu"), 2048);
+        assert_eq!(set.token_bound("cuda"), 2048);
     }
 }

@@ -13,7 +13,7 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::{Tensor, ValueType};
 use sha2::{Digest, Sha256};
 use src_dsl::ast::Device;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Encoding, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use super::error::ModelError;
 use super::library;
@@ -70,6 +70,8 @@ pub struct Model {
     pub device: &'static str,
     session: Session,
     tokenizer: Tokenizer,
+    /// `[PAD]`'s id, for rows shorter than their batch's longest.
+    pad_id: u32,
     inputs: Vec<String>,
     output: Output,
 }
@@ -108,7 +110,7 @@ impl Model {
             Role::Encoder => Vec::new(),
             Role::Classifier | Role::Guard => labels_of(dir, &config)?,
         };
-        let tokenizer = load_tokenizer(dir, max_length)?;
+        let (tokenizer, pad_id) = load_tokenizer(dir, max_length)?;
         let (session, device_used) = open_session(dir, device, threads)?;
         let inputs = match_inputs(dir, &session)?;
         let output = match_output(dir, &session, role, labels.len())?;
@@ -127,6 +129,7 @@ impl Model {
             device: device_used,
             session,
             tokenizer,
+            pad_id,
             inputs,
             output,
         })
@@ -135,10 +138,27 @@ impl Model {
     /// Runs `texts` as one batch: `logits` per text for a classifier, a unit-length embedding
     /// per text for an encoder.
     pub fn infer(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        if texts.is_empty() {
+        let encodings = texts
+            .iter()
+            .map(|t| self.encode(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.infer_encoded(&encodings)
+    }
+
+    /// Tokenizes one text as [`Model::infer`] would (truncated, not padded): the batcher
+    /// measures texts with it before deciding which run together.
+    pub fn encode(&self, text: &str) -> Result<Encoding, ModelError> {
+        self.tokenizer
+            .encode(text, true)
+            .map_err(|e| ModelError::Inference(format!("cannot tokenize: {e}")))
+    }
+
+    /// Runs texts already tokenized by [`Model::encode`] as one batch, padded to the longest.
+    pub fn infer_encoded(&mut self, encodings: &[Encoding]) -> Result<Vec<Vec<f32>>, ModelError> {
+        if encodings.is_empty() {
             return Ok(Vec::new());
         }
-        let batch = self.tokenize(texts)?;
+        let batch = self.pad(encodings);
         let shape = [batch.rows as i64, batch.cols as i64];
         let mut feeds: Vec<(std::borrow::Cow<'static, str>, SessionInputValue<'static>)> =
             Vec::with_capacity(self.inputs.len());
@@ -209,11 +229,7 @@ impl Model {
             .count())
     }
 
-    fn tokenize(&self, texts: &[&str]) -> Result<Batch, ModelError> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| ModelError::Inference(format!("cannot tokenize: {e}")))?;
+    fn pad(&self, encodings: &[Encoding]) -> Batch {
         let cols = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
         let rows = encodings.len();
         let mut batch = Batch {
@@ -223,12 +239,12 @@ impl Model {
             mask: Vec::with_capacity(rows * cols),
             types: Vec::with_capacity(rows * cols),
         };
-        for e in &encodings {
-            // Padding is to the batch's longest already; pad again defensively so every row
-            // has `cols` entries whatever the tokenizer file says.
+        for e in encodings {
             let pad = cols - e.len().min(cols);
             batch.ids.extend(e.get_ids().iter().map(|&v| i64::from(v)));
-            batch.ids.extend(std::iter::repeat_n(0, pad));
+            batch
+                .ids
+                .extend(std::iter::repeat_n(i64::from(self.pad_id), pad));
             batch
                 .mask
                 .extend(e.get_attention_mask().iter().map(|&v| i64::from(v)));
@@ -238,7 +254,7 @@ impl Model {
                 .extend(e.get_type_ids().iter().map(|&v| i64::from(v)));
             batch.types.extend(std::iter::repeat_n(0, pad));
         }
-        Ok(batch)
+        batch
     }
 }
 
@@ -354,7 +370,7 @@ fn labels_of(dir: &Path, config: &serde_json::Value) -> Result<Vec<String>, Mode
         .ok_or_else(|| bad("has `id2label` keys that are not 0..n-1".into()))
 }
 
-fn load_tokenizer(dir: &Path, max_length: usize) -> Result<Tokenizer, ModelError> {
+fn load_tokenizer(dir: &Path, max_length: usize) -> Result<(Tokenizer, u32), ModelError> {
     let path = dir.join("tokenizer.json");
     let file_err = |why: String| ModelError::File {
         path: path.clone(),
@@ -377,7 +393,7 @@ fn load_tokenizer(dir: &Path, max_length: usize) -> Result<Tokenizer, ModelError
         pad_token: "[PAD]".into(),
         ..PaddingParams::default()
     }));
-    Ok(tokenizer)
+    Ok((tokenizer, pad_id))
 }
 
 fn open_session(

@@ -49,8 +49,9 @@ impl Default for ModelOptions {
 
 impl ModelOptions {
     /// The defaults, overridden by `SRC_MODEL_BATCH` (most texts per batch),
-    /// `SRC_MODEL_BATCH_WAIT_MS`, `SRC_MODEL_TIMEOUT_MS` and `SRC_MODEL_THREADS` when set to a
-    /// number (anything else is logged and ignored).
+    /// `SRC_MODEL_BATCH_TOKENS` (most padded tokens per batch), `SRC_MODEL_BATCH_WAIT_MS`,
+    /// `SRC_MODEL_TIMEOUT_MS` and `SRC_MODEL_THREADS` when set to a number (anything else is
+    /// logged and ignored).
     pub fn from_env() -> ModelOptions {
         let mut options = ModelOptions::default();
         let read = |name: &str| -> Option<u64> {
@@ -65,6 +66,9 @@ impl ModelOptions {
         };
         if let Some(n) = read("SRC_MODEL_BATCH") {
             options.batch.max = (n as usize).max(1);
+        }
+        if let Some(n) = read("SRC_MODEL_BATCH_TOKENS") {
+            options.batch.max_tokens = Some((n as usize).max(1));
         }
         if let Some(ms) = read("SRC_MODEL_BATCH_WAIT_MS") {
             options.batch.wait = Duration::from_millis(ms);
