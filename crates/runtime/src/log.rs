@@ -3,13 +3,16 @@
 //! Request lines are built as JSON values rather than tracing fields because the evidence they
 //! carry has three states (a number, zero, or "the backend did not say"), and tracing's JSON
 //! formatter cannot write `null`. The line uses the same envelope as the tracing JSON formatter
-//! (`timestamp`, `level`, `target`, `fields`), so one log pipeline reads both. Lines are handed to
-//! a writer thread through a bounded queue: the request path never waits on stderr.
+//! (`timestamp`, `level`, `target`, `fields`), so one log pipeline reads both.
+//!
+//! Lines are appended to a shared buffer that a writer thread empties onto stderr every
+//! [`FLUSH_EVERY`], or sooner once [`FLUSH_AT`] bytes are waiting: the request path never waits
+//! on stderr, and a busy server makes one write per batch of lines instead of a write (and a
+//! thread wake-up) per request. Past [`BUFFER_LIMIT`] bytes new lines are dropped and counted.
 
 use std::io::Write;
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -17,8 +20,12 @@ use serde_json::Value;
 /// Target of the per-request log line.
 pub const REQUEST_TARGET: &str = "src::request";
 
-/// Lines queued for the writer thread; beyond this, new lines are dropped with a warning.
-const QUEUE: usize = 8192;
+/// Longest time a request line waits in the buffer.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// Buffered bytes that wake the writer before [`FLUSH_EVERY`].
+pub const FLUSH_AT: usize = 64 * 1024;
+/// Buffered bytes beyond which new lines are dropped (stderr is not being read).
+pub const BUFFER_LIMIT: usize = 8 * 1024 * 1024;
 
 /// Default log filter: the router's own events at `info`; the JIT's code listings (which
 /// Cranelift logs at `info`) only at `warn`.
@@ -83,11 +90,117 @@ pub struct RequestRecord {
     pub cache_score: Option<f64>,
 }
 
+/// Lines waiting for the writer thread.
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    /// Lines dropped because the buffer was full, not yet reported.
+    dropped: u64,
+    /// Set by [`RequestLog::flush`]: write now, whatever the size.
+    flush_asked: bool,
+    /// A batch is being written (it left `bytes` already).
+    writing: bool,
+    /// Batches written so far.
+    written: u64,
+}
+
+/// The buffer shared by the request path and the writer thread.
+#[derive(Default)]
+pub struct LineBuffer {
+    pending: Mutex<Pending>,
+    /// Wakes the writer (enough bytes, or a flush asked).
+    ready: Condvar,
+    /// Wakes `flush` callers when a batch has been written.
+    written: Condvar,
+}
+
+impl LineBuffer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, line: &[u8]) {
+        let mut pending = self.lock();
+        if pending.bytes.len() + line.len() > BUFFER_LIMIT {
+            pending.dropped += 1;
+            return;
+        }
+        let before = pending.bytes.len();
+        pending.bytes.extend_from_slice(line);
+        if before < FLUSH_AT && pending.bytes.len() >= FLUSH_AT {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The writer thread: waits for bytes, takes them all, writes them in one call. Ends when
+    /// every [`RequestLog`] handle is gone and nothing is left to write.
+    fn run(self: Arc<Self>, out: &mut dyn Write) {
+        let mut spare = Vec::new();
+        loop {
+            let (bytes, dropped) = {
+                let mut pending = self.lock();
+                if pending.bytes.len() < FLUSH_AT && !pending.flush_asked {
+                    pending = self
+                        .ready
+                        .wait_timeout(pending, FLUSH_EVERY)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                if pending.bytes.is_empty() && Arc::strong_count(&self) == 1 {
+                    return;
+                }
+                pending.flush_asked = false;
+                pending.writing = true;
+                let dropped = std::mem::take(&mut pending.dropped);
+                (std::mem::replace(&mut pending.bytes, spare), dropped)
+            };
+            if !bytes.is_empty() {
+                let _ = out.write_all(&bytes);
+                let _ = out.flush();
+            }
+            if dropped > 0 {
+                tracing::warn!(
+                    dropped,
+                    "request log buffer full; request lines were dropped"
+                );
+            }
+            spare = bytes;
+            spare.clear();
+            let mut pending = self.lock();
+            pending.writing = false;
+            pending.written += 1;
+            self.written.notify_all();
+        }
+    }
+
+    /// Waits until every line pushed before the call has been written, at most `limit` (a
+    /// stuck stderr must not hang shutdown).
+    fn flush(&self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        let mut pending = self.lock();
+        // A batch being written may have left before our lines arrived: wait for the next.
+        let target = pending.written + if pending.writing { 2 } else { 1 };
+        pending.flush_asked = true;
+        self.ready.notify_one();
+        while pending.written < target {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            pending = self
+                .written
+                .wait_timeout(pending, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
 /// Where request lines go.
 #[derive(Clone)]
 pub enum RequestLog {
-    /// One JSON line per request on stderr.
-    Stderr(SyncSender<String>),
+    /// One JSON line per request on stderr, written by a thread in batches.
+    Stderr(Arc<LineBuffer>),
     /// Kept in memory (tests read them back).
     Memory(Arc<Mutex<Vec<Value>>>),
     /// Nowhere.
@@ -108,19 +221,18 @@ impl RequestLog {
     /// Starts the writer thread. Falls back to [`RequestLog::Off`] if the thread cannot start,
     /// rather than failing the server for want of logs.
     pub fn stderr() -> RequestLog {
-        let (tx, rx) = sync_channel::<String>(QUEUE);
+        RequestLog::writer(|| Box::new(std::io::stderr()))
+    }
+
+    /// Request lines written by a thread to the writer `open` makes.
+    pub fn writer(open: impl FnOnce() -> Box<dyn Write + Send> + Send + 'static) -> RequestLog {
+        let buffer = Arc::new(LineBuffer::default());
+        let shared = Arc::clone(&buffer);
         let spawned = std::thread::Builder::new()
             .name("src-request-log".into())
-            .spawn(move || {
-                let stderr = std::io::stderr();
-                while let Ok(line) = rx.recv() {
-                    let mut out = stderr.lock();
-                    let _ = out.write_all(line.as_bytes());
-                    let _ = out.write_all(b"\n");
-                }
-            });
+            .spawn(move || shared.run(&mut *open()));
         match spawned {
-            Ok(_) => RequestLog::Stderr(tx),
+            Ok(_) => RequestLog::Stderr(buffer),
             Err(err) => {
                 tracing::error!(%err, "cannot start the request log writer; request lines are off");
                 RequestLog::Off
@@ -143,23 +255,47 @@ impl RequestLog {
                     .unwrap_or_else(PoisonError::into_inner)
                     .push(envelope(record));
             }
-            RequestLog::Stderr(tx) => {
-                let line = envelope(record).to_string();
-                if let Err(TrySendError::Full(_)) = tx.try_send(line) {
-                    tracing::warn!("request log queue full; a request line was dropped");
+            RequestLog::Stderr(buffer) => {
+                let mut line = Vec::with_capacity(512);
+                if serde_json::to_writer(&mut line, &Envelope::new(record)).is_ok() {
+                    line.push(b'\n');
+                    buffer.push(&line);
                 }
             }
+        }
+    }
+
+    /// Waits (at most two seconds) until every line written so far is out: called at
+    /// shutdown so the last requests are not lost with the process.
+    pub fn flush(&self) {
+        if let RequestLog::Stderr(buffer) = self {
+            buffer.flush(Duration::from_secs(2));
+        }
+    }
+}
+
+/// The line's envelope, shared with the tracing JSON formatter.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    timestamp: String,
+    level: &'static str,
+    target: &'static str,
+    fields: &'a RequestRecord,
+}
+
+impl<'a> Envelope<'a> {
+    fn new(fields: &'a RequestRecord) -> Envelope<'a> {
+        Envelope {
+            timestamp: rfc3339_now(),
+            level: "INFO",
+            target: REQUEST_TARGET,
+            fields,
         }
     }
 }
 
 fn envelope(record: &RequestRecord) -> Value {
-    serde_json::json!({
-        "timestamp": rfc3339_now(),
-        "level": "INFO",
-        "target": REQUEST_TARGET,
-        "fields": record,
-    })
+    serde_json::to_value(Envelope::new(record)).unwrap_or(Value::Null)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` in UTC, without a date library.
@@ -209,6 +345,82 @@ mod tests {
         assert_eq!(rfc3339(t), "2024-02-29T12:34:56.500000Z");
         let t = UNIX_EPOCH + Duration::from_secs(4_102_444_799);
         assert_eq!(rfc3339(t), "2099-12-31T23:59:59.000000Z");
+    }
+
+    /// A writer whose bytes the test can read back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn written_lines(out: &Shared) -> Vec<Value> {
+        let bytes = out.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        String::from_utf8(bytes)
+            .expect("utf-8")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+            .collect()
+    }
+
+    #[test]
+    fn flush_writes_every_line_pushed_before_it() {
+        let out = Shared::default();
+        let sink = out.clone();
+        let log = RequestLog::writer(move || Box::new(sink));
+        for i in 0..500 {
+            log.write(&RequestRecord {
+                request_id: format!("r{i}"),
+                ..RequestRecord::default()
+            });
+            if i == 250 {
+                log.flush();
+            }
+        }
+        log.flush();
+        let lines = written_lines(&out);
+        assert_eq!(lines.len(), 500);
+        assert_eq!(lines[0]["fields"]["request_id"], "r0");
+        assert_eq!(lines[499]["fields"]["request_id"], "r499");
+        assert_eq!(lines[7]["target"], REQUEST_TARGET);
+        assert!(lines[7]["fields"]["cached_tokens"].is_null());
+    }
+
+    #[test]
+    fn lines_reach_the_writer_without_a_flush() {
+        let out = Shared::default();
+        let sink = out.clone();
+        let log = RequestLog::writer(move || Box::new(sink));
+        log.write(&RequestRecord::default());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while written_lines(&out).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(written_lines(&out).len(), 1);
+    }
+
+    #[test]
+    fn a_full_buffer_drops_new_lines_and_counts_them() {
+        let buffer = LineBuffer::default();
+        let line = vec![b'x'; 1024];
+        for _ in 0..BUFFER_LIMIT / 1024 {
+            buffer.push(&line);
+        }
+        buffer.push(&line);
+        buffer.push(&line);
+        let pending = buffer.lock();
+        assert_eq!(pending.bytes.len(), BUFFER_LIMIT);
+        assert_eq!(pending.dropped, 2);
     }
 
     #[test]

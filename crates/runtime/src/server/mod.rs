@@ -104,6 +104,11 @@ impl ServerHandle {
         for task in self.tasks {
             task.await.map_err(|e| ServeError::Task(e.to_string()))?;
         }
+        // The last requests' lines go out before the process does.
+        let log = self.app.components.log.clone();
+        tokio::task::spawn_blocking(move || log.flush())
+            .await
+            .map_err(|e| ServeError::Task(e.to_string()))?;
         Ok(())
     }
 }
