@@ -8,6 +8,11 @@ mod cmd;
 mod output;
 
 use clap::{Parser, Subcommand};
+
+/// The router allocates and frees small buffers on every request from several threads; mimalloc
+/// keeps that off glibc's arena locks and consolidation passes (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 #[derive(Parser)]
