@@ -383,11 +383,11 @@ impl SessionStore for RaceStore {
     fn compare_and_set<'a>(
         &'a self,
         key: &'a Identity,
-        expected: u64,
+        read: &'a Pin,
         pin: &'a Pin,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Cas, StoreError>> {
-        self.inner.compare_and_set(key, expected, pin, ttl_ms)
+        self.inner.compare_and_set(key, read, pin, ttl_ms)
     }
     fn record_outcome<'a>(
         &'a self,

@@ -66,7 +66,7 @@ async fn compare_and_set_detects_conflicts(store: Arc<dyn SessionStore>) {
     let moved = first.switched("strong", Some("coding"), T0 + 1, None);
     assert_eq!(
         store
-            .compare_and_set(&key, first.version, &moved, TTL)
+            .compare_and_set(&key, &first, &moved, TTL)
             .await
             .unwrap(),
         Cas::Stored
@@ -74,7 +74,7 @@ async fn compare_and_set_detects_conflicts(store: Arc<dyn SessionStore>) {
     let late = first.switched("medium", None, T0 + 2, None);
     assert_eq!(
         store
-            .compare_and_set(&key, first.version, &late, TTL)
+            .compare_and_set(&key, &first, &late, TTL)
             .await
             .unwrap(),
         Cas::Conflict(Some(moved.clone()))
@@ -82,9 +82,41 @@ async fn compare_and_set_detects_conflicts(store: Arc<dyn SessionStore>) {
     assert_eq!(store.get(&key, T0 + 2).await.unwrap(), Some(moved));
     let absent = id("t", "never");
     assert_eq!(
-        store.compare_and_set(&absent, 1, &late, TTL).await.unwrap(),
+        store
+            .compare_and_set(&absent, &first, &late, TTL)
+            .await
+            .unwrap(),
         Cas::Conflict(None)
     );
+}
+
+/// Calls that touch a pin between a switch's read and its write stay counted.
+async fn compare_and_set_keeps_concurrent_touches(store: Arc<dyn SessionStore>) {
+    let key = id("t", "cas-touch");
+    let first = Pin::first("small", None, T0);
+    store.put_if_absent(&key, &first, TTL).await.unwrap();
+    let read = store
+        .get_and_touch(&key, T0 + 10, TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.turns, 2);
+    // Two other calls touch the pin while this one decides to switch.
+    assert!(store.touch(&key, T0 + 20, TTL).await.unwrap());
+    assert!(store.touch(&key, T0 + 30, TTL).await.unwrap());
+    let moved = read.switched("strong", Some("coding"), T0 + 15, None);
+    assert_eq!(
+        store
+            .compare_and_set(&key, &read, &moved, TTL)
+            .await
+            .unwrap(),
+        Cas::Stored
+    );
+    let stored = store.get(&key, T0 + 30).await.unwrap().unwrap();
+    assert_eq!(stored.model, "strong");
+    assert_eq!(stored.version, read.version + 1);
+    assert_eq!(stored.turns, 4, "the two concurrent touches are kept");
+    assert_eq!(stored.seen_ms, T0 + 30, "the last touch's time is kept");
 }
 
 async fn touch_slides_live_pins_and_leaves_stale_ones(store: Arc<dyn SessionStore>) {
@@ -232,6 +264,7 @@ async fn outcomes_are_windowed_and_idempotent(store: Arc<dyn SessionStore>) {
 async fn contract(store: Arc<dyn SessionStore>) {
     put_if_absent_race_has_one_winner(Arc::clone(&store)).await;
     compare_and_set_detects_conflicts(Arc::clone(&store)).await;
+    compare_and_set_keeps_concurrent_touches(Arc::clone(&store)).await;
     touch_slides_live_pins_and_leaves_stale_ones(Arc::clone(&store)).await;
     tenants_are_isolated(Arc::clone(&store)).await;
     outcomes_are_windowed_and_idempotent(store).await;

@@ -126,17 +126,22 @@ impl SessionStore for MemoryStore {
     fn compare_and_set<'a>(
         &'a self,
         key: &'a Identity,
-        expected: u64,
+        read: &'a Pin,
         pin: &'a Pin,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Cas, StoreError>> {
         let mut pins = lock(&self.pins);
         let now_ms = pin.seen_ms;
         let answer = match pins.get(key, now_ms) {
-            Some(current) if current.version == expected => {
+            Some(current) if current.version == read.version => {
+                let mut stored = pin.clone();
+                stored.turns = stored
+                    .turns
+                    .saturating_add(current.turns.saturating_sub(read.turns));
+                stored.seen_ms = stored.seen_ms.max(current.seen_ms);
                 pins.insert(
                     key.clone(),
-                    pin.clone(),
+                    stored,
                     now_ms.saturating_add(retain_ms(ttl_ms)),
                 );
                 Cas::Stored

@@ -161,11 +161,13 @@ pub trait SessionStore: Send + Sync {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Put, StoreError>>;
 
-    /// Replaces the pin if the stored one has version `expected`.
+    /// Replaces the pin if the stored one still has the version of `read` (the pin the caller
+    /// decided on). Calls that touched the pin since `read` stay counted: the stored turns are
+    /// `pin.turns` plus the stored pin's turns beyond `read.turns`, and `seen_ms` never goes back.
     fn compare_and_set<'a>(
         &'a self,
         key: &'a Identity,
-        expected: u64,
+        read: &'a Pin,
         pin: &'a Pin,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Cas, StoreError>>;

@@ -62,11 +62,17 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {}
 ";
 
+/// ARGV: the version read, the retention, the turns read, then the new pin's fields. Turns
+/// counted by touches since the read are added back; the last-seen time never goes back.
 const COMPARE_AND_SET: &str = r"
 local v = redis.call('HGET', KEYS[1], 'v')
 if v ~= ARGV[1] then return {0, redis.call('HGETALL', KEYS[1])} end
+local extra = (tonumber(redis.call('HGET', KEYS[1], 't')) or 0) - tonumber(ARGV[3])
+local seen = tonumber(redis.call('HGET', KEYS[1], 's')) or 0
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+if extra > 0 then redis.call('HINCRBY', KEYS[1], 't', extra) end
+if seen > tonumber(redis.call('HGET', KEYS[1], 's')) then redis.call('HSET', KEYS[1], 's', seen) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, {}}
 ";
@@ -313,14 +319,17 @@ impl SessionStore for RedisStore {
     fn compare_and_set<'a>(
         &'a self,
         key: &'a Identity,
-        expected: u64,
+        read: &'a Pin,
         pin: &'a Pin,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Cas, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
             let mut call = self.compare_and_set.key(pin_key(key));
-            call.arg(expected).arg(retain_ms(ttl_ms)).arg(fields(pin)?);
+            call.arg(read.version)
+                .arg(retain_ms(ttl_ms))
+                .arg(read.turns)
+                .arg(fields(pin)?);
             let (stored, current): (i64, Vec<String>) =
                 self.bounded("cas", call.invoke_async(&mut conn)).await?;
             Ok(if stored == 1 {
