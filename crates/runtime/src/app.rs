@@ -46,7 +46,13 @@ impl Components {
             crate::models::ModelOptions::from_env(),
         ));
         Components {
-            sessions: Arc::new(SessionLayer::default().with_models(Arc::clone(&models))),
+            sessions: Arc::new(
+                SessionLayer::new(
+                    Arc::new(crate::session::SystemClock),
+                    crate::session::SessionOptions::from_env(),
+                )
+                .with_models(Arc::clone(&models)),
+            ),
             models,
             log: RequestLog::Off,
         }

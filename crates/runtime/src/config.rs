@@ -124,6 +124,20 @@ impl From<ServeArgs> for ServeConfig {
     }
 }
 
+/// A numeric tunable from the environment (`SRC_MODEL_*`, `SRC_CACHE_*`, `SRC_SESSION_*`):
+/// `None` when unset; a value that is not a number is logged and ignored rather than failing
+/// the server.
+pub fn env_number(name: &str) -> Option<u64> {
+    let raw = std::env::var(name).ok()?;
+    match raw.trim().parse() {
+        Ok(n) => Some(n),
+        Err(_) => {
+            tracing::warn!(variable = name, value = %raw, "not a number; ignored");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +182,16 @@ mod tests {
         assert_eq!(cfg.max_body_bytes, 1024);
         assert!(!cfg.watch);
         Ok(())
+    }
+
+    #[test]
+    fn env_numbers_are_read_and_garbage_is_ignored() {
+        // Names no other test or component reads, so setting them races with nothing.
+        std::env::set_var("SRC_TEST_ENV_NUMBER_SET", " 42 ");
+        std::env::set_var("SRC_TEST_ENV_NUMBER_BAD", "forty-two");
+        assert_eq!(env_number("SRC_TEST_ENV_NUMBER_SET"), Some(42));
+        assert_eq!(env_number("SRC_TEST_ENV_NUMBER_BAD"), None);
+        assert_eq!(env_number("SRC_TEST_ENV_NUMBER_UNSET"), None);
     }
 
     #[test]

@@ -49,16 +49,7 @@ impl CacheOptions {
     /// (anything else is logged and ignored).
     pub fn from_env() -> CacheOptions {
         let mut options = CacheOptions::default();
-        let read = |name: &str| -> Option<u64> {
-            let raw = std::env::var(name).ok()?;
-            match raw.trim().parse() {
-                Ok(n) => Some(n),
-                Err(_) => {
-                    tracing::warn!(variable = name, value = %raw, "not a number; ignored");
-                    None
-                }
-            }
-        };
+        let read = crate::config::env_number;
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         if let Some(n) = read("SRC_CACHE_MAX_ENTRIES") {
             options.max_entries = size(n).max(1);

@@ -54,16 +54,7 @@ impl ModelOptions {
     /// logged and ignored).
     pub fn from_env() -> ModelOptions {
         let mut options = ModelOptions::default();
-        let read = |name: &str| -> Option<u64> {
-            let raw = std::env::var(name).ok()?;
-            match raw.trim().parse() {
-                Ok(n) => Some(n),
-                Err(_) => {
-                    tracing::warn!(variable = name, value = %raw, "not a number; ignored");
-                    None
-                }
-            }
-        };
+        let read = crate::config::env_number;
         if let Some(n) = read("SRC_MODEL_BATCH") {
             options.batch.max = (n as usize).max(1);
         }

@@ -92,6 +92,22 @@ impl Default for SessionOptions {
     }
 }
 
+impl SessionOptions {
+    /// The defaults, overridden by `SRC_SESSION_MEMORY_CAPACITY` (pins a `memory` store keeps)
+    /// and `SRC_SESSION_REDIS_TIMEOUT_MS` when set to a number (anything else is logged and
+    /// ignored).
+    pub fn from_env() -> SessionOptions {
+        let mut options = SessionOptions::default();
+        if let Some(n) = crate::config::env_number("SRC_SESSION_MEMORY_CAPACITY") {
+            options.memory_capacity = usize::try_from(n).unwrap_or(usize::MAX).max(1);
+        }
+        if let Some(ms) = crate::config::env_number("SRC_SESSION_REDIS_TIMEOUT_MS") {
+            options.redis_timeout = Duration::from_millis(ms.max(1));
+        }
+        options
+    }
+}
+
 /// The call whose continuity is decided.
 #[derive(Clone, Copy)]
 pub struct ContinuityInput<'a> {
@@ -407,7 +423,7 @@ impl SessionLayer {
             let Some(pinned) = live else {
                 let renewed = pin.renewed(proposed_name, route_name, now);
                 match store
-                    .compare_and_set(id, pin.version, &renewed, ttl)
+                    .compare_and_set(id, &pin, &renewed, ttl)
                     .await
                     .map_err(store_err("cas"))?
                 {
@@ -451,7 +467,7 @@ impl SessionLayer {
             }
             let moved = pin.switched(proposed_name, route_name, now, held.as_deref());
             match store
-                .compare_and_set(id, pin.version, &moved, ttl)
+                .compare_and_set(id, &pin, &moved, ttl)
                 .await
                 .map_err(store_err("cas"))?
             {
