@@ -21,11 +21,25 @@ pub struct PolicySource {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// Why a file could not be read, in words that do not depend on the operating system (the
+/// OS's own message and error number vary between platforms and locales; diagnostics should
+/// not).
+pub fn io_reason(err: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match err.kind() {
+        ErrorKind::NotFound => "no such file".into(),
+        ErrorKind::PermissionDenied => "permission denied".into(),
+        ErrorKind::IsADirectory => "it is a directory".into(),
+        ErrorKind::InvalidData => "it is not UTF-8 text".into(),
+        _ => err.to_string(),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("`{}` does not exist", path.display())]
     NotFound { path: PathBuf },
-    #[error("cannot read `{}`: {source}", path.display())]
+    #[error("cannot read `{}`: {}", .path.display(), io_reason(.source))]
     Unreadable {
         path: PathBuf,
         #[source]

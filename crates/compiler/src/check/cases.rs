@@ -14,6 +14,7 @@ use super::Checker;
 use crate::hir::{
     ExpectDef, ModelId, RouteId, SignalId, TExpr, TExprKind, TestDef, TestInputDef, Type, Value,
 };
+use crate::load::io_reason;
 use src_dsl::ast::{self, Expectation, ExprKind, TestInput};
 use src_dsl::{codes, Diagnostic, Span};
 use std::collections::HashMap;
@@ -130,7 +131,7 @@ impl Checker<'_> {
             .unwrap_or_default();
         let path = dir.join(&m.value);
         let problem = match std::fs::read_to_string(&path) {
-            Err(e) => format!("cannot read `{}`: {e}", m.value),
+            Err(e) => format!("cannot read `{}`: {}", m.value, io_reason(&e)),
             Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
                 Err(e) => format!("`{}` is not JSON: {e}", m.value),
                 Ok(value) => match chat_messages(&value) {

@@ -9,6 +9,7 @@
 //! model files are not (CI); `serve` refuses it.
 
 use super::{list_names, list_some, quote, Checker};
+use crate::load::io_reason;
 use src_dsl::ast::Ident;
 use src_dsl::{codes, Diagnostic, Spanned};
 use std::path::Path;
@@ -296,7 +297,8 @@ fn missing_from_catalog(
 
 /// The ids of a `GET /v1/models` answer, or why the file is not one.
 fn read_catalog(path: &Path) -> Result<Vec<String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {}", io_reason(&e)))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("is not JSON: {e}"))?;
     let data = value
@@ -320,7 +322,8 @@ fn read_catalog(path: &Path) -> Result<Vec<String>, String> {
 
 /// The labels of a `config.json`'s `id2label`, in id order.
 fn read_id2label(path: &Path) -> Result<Vec<String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {}", io_reason(&e)))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("is not JSON: {e}"))?;
     let map = value
