@@ -6,7 +6,8 @@
 //! byte offsets until [`position`] turns them into the protocol's UTF-16 positions.
 //!
 //! The modules split by concern: [`server`] owns the loop and the debounce, `requests`
-//! dispatches, [`workspace`] gathers and analyses policies, and each feature has its module.
+//! dispatches, [`workspace`] gathers and analyses policies, [`runs`] runs tests off the
+//! server thread, and each feature has its module.
 
 // `lsp_types::WorkspaceEdit` keys its edits by `Uri`, whose parsed form clippy sees as interior
 // mutability; `Uri` hashes and compares by its immutable string, so the map is sound.
@@ -21,12 +22,14 @@ pub mod lexical;
 pub mod navigate;
 pub mod position;
 mod requests;
+pub mod runs;
 pub mod server;
 pub mod symbols;
 pub mod types;
 pub mod uri;
 pub mod workspace;
 
+pub use runs::RunHook;
 pub use server::{serve, Config};
 
 use lsp_types::{

@@ -193,28 +193,40 @@ pub(crate) fn dispatch(server: &mut Server<'_>, request: Request) -> Result<Valu
             };
             encode(actions::code_lenses(&analysis, file.id))
         }
-        req::ExecuteCommand::METHOD => {
-            let p: lsp_types::ExecuteCommandParams = params(request)?;
-            if p.command != RUN_TESTS {
-                return Err(failed(format!("unknown command `{}`", p.command)));
-            }
-            let uri = p
-                .arguments
-                .first()
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<Uri>().ok())
-                .ok_or_else(|| failed(format!("`{RUN_TESTS}` needs a document URI")))?;
-            let only = p.arguments.get(1).and_then(Value::as_str);
-            let analysis = server.analysis(&policy_key(&uri));
-            let result = actions::run_policy_tests(&analysis, only);
-            // The client shows the summary even when it ignores the command's result.
-            let _ = server.show(&actions::summary(&result));
-            Ok(result)
-        }
         method => Err(ResponseError {
             code: ErrorCode::MethodNotFound as i32,
             message: format!("unsupported request `{method}`"),
             data: None,
         }),
+    }
+}
+
+/// `workspace/executeCommand` (`src.runTests`): hands the run to a worker, which answers the
+/// request when the tests have run.
+pub(crate) fn execute_command(
+    server: &mut Server<'_>,
+    request: Request,
+) -> Result<(), ResponseError> {
+    let id = request.id.clone();
+    let p: lsp_types::ExecuteCommandParams = params(request)?;
+    if p.command != RUN_TESTS {
+        return Err(failed(format!("unknown command `{}`", p.command)));
+    }
+    let uri = p
+        .arguments
+        .first()
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<Uri>().ok())
+        .ok_or_else(|| failed(format!("`{RUN_TESTS}` needs a document URI")))?;
+    let only = p
+        .arguments
+        .get(1)
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let analysis = server.analysis(&policy_key(&uri));
+    if server.runs.submit(id, analysis, only) {
+        Ok(())
+    } else {
+        Err(failed("the test runner has stopped".to_string()))
     }
 }

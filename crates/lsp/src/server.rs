@@ -2,17 +2,23 @@
 //!
 //! Every request is answered from the analysis of its policy (cached until one of the policy's
 //! documents changes). Diagnostics are published when a document opens or is saved, and a short
-//! while after the last change (so typing does not check the policy on every keystroke). A
-//! handler that panics (a bug; none should) answers that request with an internal error and the
-//! server keeps serving: no text a user can type may take the editor's language support down.
+//! while after the last change (so typing does not check the policy on every keystroke). Test runs are the one slow
+//! request: they go to [`crate::runs`] workers and are answered when they finish, while this
+//! thread keeps answering. A handler that panics (a bug; none should) answers that request with
+//! an internal error and the server keeps serving: no text a user can type may take the
+//! editor's language support down.
 
+use crate::actions::summary;
 use crate::diagnostics::{check_policy, Checked};
+use crate::runs::{Finished, RunHook, Runs};
 use crate::workspace::{policy_key, Analysis, PolicyKey, Workspace};
 use crate::LspError;
-use crossbeam_channel::RecvTimeoutError;
-use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response, ResponseError};
+use lsp_server::{
+    Connection, ErrorCode, Message, Notification, Request, RequestId, Response, ResponseError,
+};
 use lsp_types::notification::Notification as _;
-use lsp_types::{notification as note, TextDocumentContentChangeEvent, Uri};
+use lsp_types::request::{self as req, Request as _};
+use lsp_types::{notification as note, NumberOrString, TextDocumentContentChangeEvent, Uri};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -24,12 +30,15 @@ use std::time::{Duration, Instant};
 pub struct Config {
     /// Quiet time after the last change before diagnostics are recomputed.
     pub debounce: Duration,
+    /// Called on the worker just before each test run; `None` in `src lsp`.
+    pub run_hook: Option<RunHook>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             debounce: Duration::from_millis(150),
+            run_hook: None,
         }
     }
 }
@@ -38,6 +47,7 @@ impl Default for Config {
 pub fn serve(connection: Connection, config: Config) -> Result<(), LspError> {
     let capabilities = serde_json::to_value(crate::capabilities())?;
     connection.initialize(capabilities)?;
+    let runs = Runs::start(config.run_hook.clone())?;
     let mut server = Server {
         connection: &connection,
         config,
@@ -47,6 +57,7 @@ pub fn serve(connection: Connection, config: Config) -> Result<(), LspError> {
         checked: HashMap::new(),
         published: HashMap::new(),
         pending: HashMap::new(),
+        runs,
         shut_down: false,
     };
     server.run()
@@ -65,37 +76,44 @@ pub(crate) struct Server<'c> {
     published: HashMap<PolicyKey, HashSet<String>>,
     /// Policies waiting for diagnostics, and when they are due.
     pending: HashMap<PolicyKey, Instant>,
+    /// Test runs in flight.
+    pub(crate) runs: Runs,
     shut_down: bool,
 }
 
 impl Server<'_> {
     fn run(&mut self) -> Result<(), LspError> {
+        let incoming = self.connection.receiver.clone();
+        let finished = self.runs.finished().clone();
         loop {
-            let due = self.pending.values().min().copied();
-            let received = match due {
-                Some(at) => {
-                    let wait = at.saturating_duration_since(Instant::now());
-                    match self.connection.receiver.recv_timeout(wait) {
-                        Ok(m) => Some(m),
-                        Err(RecvTimeoutError::Timeout) => None,
-                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            let due = match self.pending.values().min() {
+                Some(at) => crossbeam_channel::at(*at),
+                None => crossbeam_channel::never(),
+            };
+            crossbeam_channel::select! {
+                recv(incoming) -> message => match message {
+                    Ok(Message::Request(req)) => self.on_request(req)?,
+                    Ok(Message::Notification(n)) if n.method == note::Exit::METHOD => {
+                        return Ok(())
                     }
-                }
-                None => match self.connection.receiver.recv() {
-                    Ok(m) => Some(m),
+                    Ok(Message::Notification(n)) => {
+                        let method = n.method.clone();
+                        match catch_unwind(AssertUnwindSafe(|| self.on_notification(n))) {
+                            Ok(result) => result?,
+                            Err(_) => {
+                                self.log(&format!("internal error while handling `{method}`"))?
+                            }
+                        }
+                    }
+                    Ok(Message::Response(_)) => {}
                     Err(_) => return Ok(()),
                 },
-            };
-            match received {
-                Some(Message::Request(req)) => self.on_request(req)?,
-                Some(Message::Notification(n)) if n.method == note::Exit::METHOD => return Ok(()),
-                Some(Message::Notification(n)) => {
-                    let method = n.method.clone();
-                    if catch_unwind(AssertUnwindSafe(|| self.on_notification(n))).is_err() {
-                        self.log(&format!("internal error while handling `{method}`"))?;
+                recv(finished) -> run => {
+                    if let Ok(run) = run {
+                        self.on_finished(run)?;
                     }
                 }
-                Some(Message::Response(_)) | None => {}
+                recv(due) -> _ => {}
             }
             self.flush_due()?;
         }
@@ -137,7 +155,11 @@ impl Server<'_> {
                 ErrorCode::InvalidRequest as i32,
                 "the server is shutting down".to_string(),
             )
-        } else if req.method == "shutdown" {
+        } else if req.method == req::Shutdown::METHOD {
+            // Runs in flight are answered now; their workers' results will find no one waiting.
+            for run in self.runs.cancel_all() {
+                self.cancelled(run, "the server is shutting down")?;
+            }
             self.shut_down = true;
             Response {
                 id,
@@ -146,9 +168,15 @@ impl Server<'_> {
         } else {
             let method = req.method.clone();
             match catch_unwind(AssertUnwindSafe(|| self.handle(req))) {
-                Ok(response_result) => Response {
+                Ok(Ok(Some(value))) => Response {
                     id,
-                    response_result,
+                    response_result: Ok(value),
+                },
+                // Answered when its run finishes.
+                Ok(Ok(None)) => return Ok(()),
+                Ok(Err(e)) => Response {
+                    id,
+                    response_result: Err(e),
                 },
                 Err(_) => Response::new_err(
                     id,
@@ -160,11 +188,47 @@ impl Server<'_> {
         self.send(Message::Response(response))
     }
 
-    fn handle(&mut self, req: Request) -> Result<Value, ResponseError> {
-        crate::requests::dispatch(self, req)
+    /// The answer to a request, or `None` when it is answered later.
+    fn handle(&mut self, req: Request) -> Result<Option<Value>, ResponseError> {
+        if req.method == req::ExecuteCommand::METHOD {
+            crate::requests::execute_command(self, req).map(|()| None)
+        } else {
+            crate::requests::dispatch(self, req).map(Some)
+        }
     }
 
-    fn on_notification(&mut self, n: Notification) {
+    /// Answers a finished test run's request (unless it was answered already) and shows its
+    /// summary, since clients show it even when they ignore the command's result.
+    fn on_finished(&mut self, run: Finished) -> Result<(), LspError> {
+        if !self.runs.take(&run) {
+            return Ok(());
+        }
+        let response_result = match run.outcome {
+            Some(result) => {
+                self.show(&summary(&result))?;
+                Ok(result)
+            }
+            None => Err(ResponseError {
+                code: ErrorCode::InternalError as i32,
+                message: "internal error while running the tests".to_string(),
+                data: None,
+            }),
+        };
+        self.send(Message::Response(Response {
+            id: run.id,
+            response_result,
+        }))
+    }
+
+    fn cancelled(&self, id: RequestId, why: &str) -> Result<(), LspError> {
+        self.send(Message::Response(Response::new_err(
+            id,
+            ErrorCode::RequestCanceled as i32,
+            why.to_string(),
+        )))
+    }
+
+    fn on_notification(&mut self, n: Notification) -> Result<(), LspError> {
         let now = Instant::now();
         match n.method.as_str() {
             note::DidOpenTextDocument::METHOD => {
@@ -213,8 +277,20 @@ impl Server<'_> {
                     self.pending.insert(key, now);
                 }
             }
+            note::Cancel::METHOD => {
+                if let Ok(p) = serde_json::from_value::<lsp_types::CancelParams>(n.params) {
+                    let id = match p.id {
+                        NumberOrString::Number(n) => RequestId::from(n),
+                        NumberOrString::String(s) => RequestId::from(s),
+                    };
+                    if self.runs.cancel(&id) {
+                        self.cancelled(id, "the test run was cancelled")?;
+                    }
+                }
+            }
             _ => {}
         }
+        Ok(())
     }
 
     fn invalidate(&mut self, key: &PolicyKey) {

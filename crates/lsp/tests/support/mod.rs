@@ -21,6 +21,10 @@ pub struct Client {
     next_id: i32,
     /// Notifications received while waiting for something else.
     pub inbox: Vec<Notification>,
+    /// Requests from the server (watcher registrations), in order of arrival.
+    pub server_requests: Vec<Request>,
+    /// Responses received while waiting for something else.
+    pub responses: Vec<Response>,
     pub dir: tempfile::TempDir,
 }
 
@@ -43,6 +47,15 @@ pub fn utf16_position(text: &str, offset: usize) -> Position {
 impl Client {
     /// Writes `files` into a fresh policy directory and starts an initialized server.
     pub fn start(files: &[(&str, &str)]) -> Client {
+        Client::start_with(files, json!({}), src_lsp::Config::default())
+    }
+
+    /// Like [`Client::start`], declaring these client capabilities and serving with `config`.
+    pub fn start_with(
+        files: &[(&str, &str)],
+        capabilities: Value,
+        config: src_lsp::Config,
+    ) -> Client {
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in files {
             let path = dir.path().join(name);
@@ -50,15 +63,20 @@ impl Client {
             std::fs::write(path, text).unwrap();
         }
         let (server, client) = Connection::memory();
-        let thread = std::thread::spawn(move || src_lsp::serve(server, src_lsp::Config::default()));
+        let thread = std::thread::spawn(move || src_lsp::serve(server, config));
         let mut c = Client {
             conn: client,
             thread: Some(thread),
             next_id: 0,
             inbox: Vec::new(),
+            server_requests: Vec::new(),
+            responses: Vec::new(),
             dir,
         };
-        let result = c.request_raw(req::Initialize::METHOD, json!({"capabilities": {}}));
+        let result = c.request_raw(
+            req::Initialize::METHOD,
+            json!({ "capabilities": capabilities }),
+        );
         assert!(
             result.response_result.is_ok(),
             "initialize failed: {result:?}"
@@ -85,8 +103,23 @@ impl Client {
             .unwrap();
     }
 
-    /// Sends a request and waits for its response, keeping notifications in the inbox.
-    pub fn request_raw(&mut self, method: &str, params: Value) -> Response {
+    /// Receives messages into the inboxes until `take` finds what it wants there.
+    fn wait_for<T>(&mut self, what: &str, mut take: impl FnMut(&mut Self) -> Option<T>) -> T {
+        loop {
+            if let Some(found) = take(self) {
+                return found;
+            }
+            match self.conn.receiver.recv_timeout(WAIT) {
+                Ok(Message::Notification(n)) => self.inbox.push(n),
+                Ok(Message::Request(r)) => self.server_requests.push(r),
+                Ok(Message::Response(r)) => self.responses.push(r),
+                Err(e) => panic!("waiting for {what}: {e}"),
+            }
+        }
+    }
+
+    /// Sends a request without waiting for its response.
+    pub fn send_request(&mut self, method: &str, params: Value) -> RequestId {
         self.next_id += 1;
         let id = RequestId::from(self.next_id);
         self.conn
@@ -97,18 +130,32 @@ impl Client {
                 params,
             )))
             .unwrap();
-        loop {
-            match self
-                .conn
-                .receiver
-                .recv_timeout(WAIT)
-                .expect("server answers")
-            {
-                Message::Response(r) if r.id == id => return r,
-                Message::Notification(n) => self.inbox.push(n),
-                _ => {}
-            }
-        }
+        id
+    }
+
+    /// Waits for the response to request `id`.
+    pub fn response(&mut self, id: &RequestId) -> Response {
+        self.wait_for("the server's answer", |c| {
+            let i = c.responses.iter().position(|r| r.id == *id)?;
+            Some(c.responses.remove(i))
+        })
+    }
+
+    /// Sends a request and waits for its response, keeping notifications in the inbox.
+    pub fn request_raw(&mut self, method: &str, params: Value) -> Response {
+        let id = self.send_request(method, params);
+        self.response(&id)
+    }
+
+    /// Waits for the next request of `method` from the server and answers it with `null`.
+    pub fn server_request(&mut self, method: &str) -> Request {
+        let r = self.wait_for(method, |c| {
+            let i = c.server_requests.iter().position(|r| r.method == method)?;
+            Some(c.server_requests.remove(i))
+        });
+        let answer = Response::new_ok(r.id.clone(), Value::Null);
+        self.conn.sender.send(Message::Response(answer)).unwrap();
+        r
     }
 
     /// A request that must succeed; its result.
@@ -137,28 +184,34 @@ impl Client {
 
     /// Waits for the next diagnostics published for `name`.
     pub fn diagnostics(&mut self, name: &str) -> Vec<lsp_types::Diagnostic> {
-        let uri = self.uri(name);
-        let wanted = |n: &Notification| {
-            n.method == note::PublishDiagnostics::METHOD && n.params["uri"] == json!(uri)
-        };
-        if let Some(i) = self.inbox.iter().position(wanted) {
-            let n = self.inbox.remove(i);
-            return serde_json::from_value(n.params["diagnostics"].clone()).unwrap();
-        }
-        loop {
-            match self
-                .conn
-                .receiver
-                .recv_timeout(WAIT)
-                .expect("diagnostics arrive")
-            {
-                Message::Notification(n) if wanted(&n) => {
-                    return serde_json::from_value(n.params["diagnostics"].clone()).unwrap()
-                }
-                Message::Notification(n) => self.inbox.push(n),
-                _ => {}
-            }
-        }
+        let uri = json!(self.uri(name));
+        let n = self.wait_for(&format!("diagnostics of {name}"), |c| {
+            let i = c.inbox.iter().position(|n| {
+                n.method == note::PublishDiagnostics::METHOD && n.params["uri"] == uri
+            })?;
+            Some(c.inbox.remove(i))
+        });
+        serde_json::from_value(n.params["diagnostics"].clone()).unwrap()
+    }
+
+    /// Whether diagnostics for `name` wait in the inbox.
+    pub fn has_diagnostics(&self, name: &str) -> bool {
+        let uri = json!(self.uri(name));
+        self.inbox
+            .iter()
+            .any(|n| n.method == note::PublishDiagnostics::METHOD && n.params["uri"] == uri)
+    }
+
+    /// Tells the server that files changed on disk (`1` created, `2` changed, `3` deleted).
+    pub fn files_changed(&self, changes: &[(&str, u32)]) {
+        let changes: Vec<Value> = changes
+            .iter()
+            .map(|(name, kind)| json!({"uri": self.uri(name), "type": kind}))
+            .collect();
+        self.notify(
+            note::DidChangeWatchedFiles::METHOD,
+            json!({ "changes": changes }),
+        );
     }
 
     /// A `textDocument` + `position` parameter object.
@@ -170,6 +223,11 @@ impl Client {
     pub fn shutdown(mut self) {
         let r = self.request_raw(req::Shutdown::METHOD, Value::Null);
         assert!(r.response_result.is_ok());
+        self.exit();
+    }
+
+    /// exit, and the server thread ends cleanly.
+    pub fn exit(mut self) {
         self.notify(note::Exit::METHOD, Value::Null);
         let thread = self.thread.take().unwrap();
         thread.join().unwrap().unwrap();
