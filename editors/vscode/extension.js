@@ -1,5 +1,7 @@
 // The VS Code client: starts `src lsp` on stdio for `.sr` files and runs the server's
-// "run tests" command (`src.runTests`) from its code lenses.
+// "run tests" command (`src.runTests`) from its code lenses. The server registers its own file
+// watchers (`*.sr` files of the workspace, and the catalogs its backends name wherever they
+// are), so the client watches nothing on its own.
 'use strict';
 
 const vscode = require('vscode');
@@ -16,7 +18,6 @@ function activate(context) {
     { run: server, debug: server },
     {
       documentSelector: [{ scheme: 'file', language: 'sr' }, { scheme: 'untitled', language: 'sr' }],
-      synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher('**/*.{sr,json}') },
     },
   );
   context.subscriptions.push(client);

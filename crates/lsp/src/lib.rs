@@ -1,13 +1,14 @@
 //! The language server for `.sr` policies (`src lsp`).
 //!
 //! It publishes the diagnostics of `src check` for the whole policy directory of each open file
-//! (open buffers override what is on disk), and answers hover, go to definition, references,
-//! rename, symbols, completion, formatting, quick fixes and "run tests" code lenses. Spans stay
-//! byte offsets until [`position`] turns them into the protocol's UTF-16 positions.
+//! (open buffers override what is on disk, and files changed on disk are read again when the
+//! client reports them), and answers hover, go to definition, references, rename, symbols,
+//! completion, formatting, quick fixes and "run tests" code lenses. Spans stay byte offsets
+//! until [`position`] turns them into the protocol's UTF-16 positions.
 //!
 //! The modules split by concern: [`server`] owns the loop and the debounce, `requests`
-//! dispatches, [`workspace`] gathers and analyses policies, [`runs`] runs tests off the
-//! server thread, and each feature has its module.
+//! dispatches, [`workspace`] gathers and analyses policies, [`watch`] follows files changed on
+//! disk, [`runs`] runs tests off the server thread, and each feature has its module.
 
 // `lsp_types::WorkspaceEdit` keys its edits by `Uri`, whose parsed form clippy sees as interior
 // mutability; `Uri` hashes and compares by its immutable string, so the map is sound.
@@ -27,6 +28,7 @@ pub mod server;
 pub mod symbols;
 pub mod types;
 pub mod uri;
+pub mod watch;
 pub mod workspace;
 
 pub use runs::RunHook;

@@ -1,8 +1,9 @@
 //! The server loop: one thread, messages in order, diagnostics debounced.
 //!
 //! Every request is answered from the analysis of its policy (cached until one of the policy's
-//! documents changes). Diagnostics are published when a document opens or is saved, and a short
-//! while after the last change (so typing does not check the policy on every keystroke). Test runs are the one slow
+//! documents changes, or a file it reads changes on disk). Diagnostics are published when a
+//! document opens or is saved, when a watched file changes, and a short while after the last
+//! change (so typing does not check the policy on every keystroke). Test runs are the one slow
 //! request: they go to [`crate::runs`] workers and are answered when they finish, while this
 //! thread keeps answering. A handler that panics (a bug; none should) answers that request with
 //! an internal error and the server keeps serving: no text a user can type may take the
@@ -11,6 +12,7 @@
 use crate::actions::summary;
 use crate::diagnostics::{check_policy, Checked};
 use crate::runs::{Finished, RunHook, Runs};
+use crate::watch::{self, Watching};
 use crate::workspace::{policy_key, Analysis, PolicyKey, Workspace};
 use crate::LspError;
 use lsp_server::{
@@ -20,8 +22,9 @@ use lsp_types::notification::Notification as _;
 use lsp_types::request::{self as req, Request as _};
 use lsp_types::{notification as note, NumberOrString, TextDocumentContentChangeEvent, Uri};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,7 +49,7 @@ impl Default for Config {
 /// Serves one client over a connection until it sends `exit` or hangs up.
 pub fn serve(connection: Connection, config: Config) -> Result<(), LspError> {
     let capabilities = serde_json::to_value(crate::capabilities())?;
-    connection.initialize(capabilities)?;
+    let client = connection.initialize(capabilities)?;
     let runs = Runs::start(config.run_hook.clone())?;
     let mut server = Server {
         connection: &connection,
@@ -57,9 +60,12 @@ pub fn serve(connection: Connection, config: Config) -> Result<(), LspError> {
         checked: HashMap::new(),
         published: HashMap::new(),
         pending: HashMap::new(),
+        catalogs: HashMap::new(),
+        watching: Watching::new(&client),
         runs,
         shut_down: false,
     };
+    server.sync_watchers()?;
     server.run()
 }
 
@@ -76,6 +82,10 @@ pub(crate) struct Server<'c> {
     published: HashMap<PolicyKey, HashSet<String>>,
     /// Policies waiting for diagnostics, and when they are due.
     pending: HashMap<PolicyKey, Instant>,
+    /// The catalog files of each analysed policy (as of its latest analysis).
+    catalogs: HashMap<PolicyKey, BTreeSet<PathBuf>>,
+    /// The client's file watchers.
+    watching: Watching,
     /// Test runs in flight.
     pub(crate) runs: Runs,
     shut_down: bool,
@@ -105,6 +115,7 @@ impl Server<'_> {
                             }
                         }
                     }
+                    // Answers to our watcher registrations: nothing to do either way.
                     Ok(Message::Response(_)) => {}
                     Err(_) => return Ok(()),
                 },
@@ -116,6 +127,7 @@ impl Server<'_> {
                 recv(due) -> _ => {}
             }
             self.flush_due()?;
+            self.sync_watchers()?;
         }
     }
 
@@ -277,6 +289,17 @@ impl Server<'_> {
                     self.pending.insert(key, now);
                 }
             }
+            note::DidChangeWatchedFiles::METHOD => {
+                if let Ok(p) =
+                    serde_json::from_value::<lsp_types::DidChangeWatchedFilesParams>(n.params)
+                {
+                    let open = self.workspace.policies();
+                    for key in watch::affected(&p.changes, &open, &self.catalogs) {
+                        self.invalidate(&key);
+                        self.pending.insert(key, now);
+                    }
+                }
+            }
             note::Cancel::METHOD => {
                 if let Ok(p) = serde_json::from_value::<lsp_types::CancelParams>(n.params) {
                     let id = match p.id {
@@ -297,12 +320,30 @@ impl Server<'_> {
         self.analyses.remove(key);
     }
 
+    /// Registers the watchers the open policies need, when they changed.
+    fn sync_watchers(&mut self) -> Result<(), LspError> {
+        let catalogs: BTreeSet<PathBuf> = self
+            .workspace
+            .policies()
+            .iter()
+            .filter_map(|k| self.catalogs.get(k))
+            .flatten()
+            .cloned()
+            .collect();
+        for request in self.watching.update(&catalogs) {
+            self.send(Message::Request(request))?;
+        }
+        Ok(())
+    }
+
     /// The current analysis of a policy.
     pub(crate) fn analysis(&mut self, key: &PolicyKey) -> Arc<Analysis> {
         if let Some(a) = self.analyses.get(key) {
             return a.clone();
         }
         let analysis = Arc::new(Analysis::new(self.workspace.gather(key)));
+        self.catalogs
+            .insert(key.clone(), watch::catalogs(&analysis));
         if analysis.files.iter().all(|f| f.parses) {
             self.last_good.insert(key.clone(), analysis.clone());
         }
