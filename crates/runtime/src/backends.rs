@@ -17,13 +17,8 @@ use crate::sim::{SimConfig, SimHandle};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
-    #[error("backend `{backend}` has url `{url}`, which is not an absolute http URL")]
+    #[error("backend `{backend}` has url `{url}`, which is not an absolute http or https URL")]
     BadUrl { backend: String, url: String },
-    #[error(
-        "backend `{backend}` uses https (`{url}`); this server speaks plain http to backends \
-         (put a TLS-terminating sidecar in front, or use the backend's http port)"
-    )]
-    Https { backend: String, url: String },
     #[error("backend `{backend}` takes its API key from `{var}`, which is not set")]
     MissingKey { backend: String, var: String },
     #[error("backend `{backend}`: the API key in `{var}` cannot be sent in a header")]
@@ -89,13 +84,7 @@ impl Endpoint {
         };
         let uri: Uri = base.parse().map_err(|_| bad_url())?;
         match uri.scheme_str() {
-            Some("http") if uri.authority().is_some() => {}
-            Some("https") => {
-                return Err(BackendError::Https {
-                    backend: backend.name.clone(),
-                    url: backend.url.clone(),
-                })
-            }
+            Some("http" | "https") if uri.authority().is_some() => {}
             _ => return Err(bad_url()),
         }
         let authorization = match &backend.api_key_env {

@@ -27,8 +27,11 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// Time allowed for an upstream's response head when its backend declares no `timeout`.
     pub upstream_timeout: Duration,
-    /// Time allowed to open a TCP connection to a backend.
+    /// Time allowed to open a connection to a backend: TCP, and for `https` the TLS handshake.
     pub connect_timeout: Duration,
+    /// A PEM bundle of extra certificate authorities trusted for `https` backends (a private
+    /// CA), on top of the platform's trust store.
+    pub backend_ca: Option<PathBuf>,
     /// How often every backend's `GET {url}/models` is probed for `/readyz`.
     pub probe_interval: Duration,
     pub probe_timeout: Duration,
@@ -52,6 +55,7 @@ impl ServeConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             upstream_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(5),
+            backend_ca: None,
             probe_interval: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(2),
             reload_debounce: Duration::from_millis(200),
@@ -89,7 +93,8 @@ impl From<EngineArg> for EngineKind {
     }
 }
 
-/// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]`.
+/// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
+/// [--no-watch] [--backend-ca FILE]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
@@ -109,6 +114,10 @@ pub struct ServeArgs {
     /// Do not watch the policy files (SIGHUP still reloads).
     #[arg(long)]
     pub no_watch: bool,
+    /// Extra certificate authorities (a PEM bundle) trusted for `https` backends, on top of the
+    /// platform's trust store.
+    #[arg(long, value_name = "FILE")]
+    pub backend_ca: Option<PathBuf>,
 }
 
 impl From<ServeArgs> for ServeConfig {
@@ -119,6 +128,7 @@ impl From<ServeArgs> for ServeConfig {
             engine: args.engine.into(),
             max_body_bytes: args.max_body_bytes,
             watch: !args.no_watch,
+            backend_ca: args.backend_ca,
             ..ServeConfig::new(args.policy)
         }
     }
@@ -157,6 +167,7 @@ mod tests {
         assert_eq!(cfg.max_body_bytes, 10 * 1024 * 1024);
         assert_eq!(cfg.engine, EngineKind::Jit);
         assert!(cfg.watch);
+        assert_eq!(cfg.backend_ca, None);
         Ok(())
     }
 
@@ -174,6 +185,8 @@ mod tests {
             "--max-body-bytes",
             "1024",
             "--no-watch",
+            "--backend-ca",
+            "ca.pem",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -181,6 +194,7 @@ mod tests {
         assert_eq!(cfg.engine, EngineKind::Interp);
         assert_eq!(cfg.max_body_bytes, 1024);
         assert!(!cfg.watch);
+        assert_eq!(cfg.backend_ca, Some(PathBuf::from("ca.pem")));
         Ok(())
     }
 

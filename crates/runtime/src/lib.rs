@@ -22,6 +22,7 @@ pub mod reload;
 pub mod server;
 pub mod session;
 pub mod telemetry;
+pub mod tls;
 pub mod trace;
 pub mod upstream;
 

@@ -1,16 +1,24 @@
-//! The pooled HTTP client the router forwards with, and how its failures are classified.
+//! The pooled HTTP clients the router forwards with, and how their failures are classified.
 //!
-//! One client for the whole process keeps connections to each backend alive between requests
-//! (a new TCP connection per request would cost more than the routing itself). Failures are
-//! sorted into the kinds the fallback rules distinguish: the backend could not be reached, it did
-//! not answer in time, or the exchange broke.
+//! One client per scheme for the whole process keeps connections to each backend alive between
+//! requests (a new TCP connection per request would cost more than the routing itself). Plain
+//! `http` backends get HTTP/1.1 over TCP; `https` backends get TLS (rustls, see [`crate::tls`])
+//! with HTTP/2 when the backend offers it through ALPN and HTTP/1.1 otherwise. The request's
+//! scheme picks the client, so the plain path carries nothing of TLS. Failures are sorted into
+//! the kinds the fallback rules distinguish: the backend could not be reached (a failed TLS
+//! handshake included), it did not answer in time, or the exchange broke.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::{Request, Response};
+use hyper::http::uri::Scheme;
+use hyper::{Request, Response, Uri};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -50,24 +58,35 @@ pub(crate) fn human_duration(d: Duration) -> String {
     }
 }
 
-/// The shared client.
+/// The shared clients: one for `http` backends, one for `https` backends.
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<HttpConnector, Full<Bytes>>,
+    plain: Client<HttpConnector, Full<Bytes>>,
+    tls: Client<Bounded<HttpsConnector<HttpConnector>>, Full<Bytes>>,
 }
 
 impl Upstream {
-    pub fn new(connect_timeout: Duration) -> Upstream {
+    /// Clients that open connections within `connect_timeout` (TCP, and for `https` the TLS
+    /// handshake too) and check backends' TLS certificates with `tls` (its ALPN protocols are
+    /// set here).
+    pub fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Upstream {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(30)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
-        Upstream { client }
+        let plain = client_builder().build(connector.clone());
+        // The TLS connector hands `https` URLs to the TCP connector, which must not refuse them.
+        connector.enforce_http(false);
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_all_versions()
+            .wrap_connector(connector);
+        let tls = client_builder().build(Bounded {
+            inner: https,
+            timeout: connect_timeout,
+        });
+        Upstream { plain, tls }
     }
 
     /// Sends `request` and waits at most `timeout` for the response head. Dropping the returned
@@ -79,7 +98,12 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let url = request.uri().to_string();
-        match tokio::time::timeout(timeout, self.client.request(request)).await {
+        let answer = if request.uri().scheme() == Some(&Scheme::HTTPS) {
+            self.tls.request(request)
+        } else {
+            self.plain.request(request)
+        };
+        match tokio::time::timeout(timeout, answer).await {
             Err(_) => Err(UpstreamError::Timeout { url, timeout }),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(err)) if err.is_connect() => Err(UpstreamError::Connect {
@@ -91,6 +115,57 @@ impl Upstream {
                 detail: error_chain(&err),
             }),
         }
+    }
+}
+
+fn client_builder() -> hyper_util::client::legacy::Builder {
+    let mut builder = Client::builder(TokioExecutor::new());
+    builder
+        .pool_idle_timeout(POOL_IDLE)
+        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
+        .pool_timer(TokioTimer::new());
+    builder
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A connection set-up that took longer than the connect timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("no connection within {} (TCP and TLS handshake)", human_duration(*.0))]
+struct ConnectTimeout(Duration);
+
+/// A connector whose whole set-up, the TLS handshake included, is bounded by `timeout`: a
+/// backend that accepts TCP but stalls the handshake is a connect failure, not a silent one.
+#[derive(Clone)]
+struct Bounded<C> {
+    inner: C,
+    timeout: Duration,
+}
+
+impl<C> tower_service::Service<Uri> for Bounded<C>
+where
+    C: tower_service::Service<Uri>,
+    C::Response: Send + 'static,
+    C::Error: Into<BoxError>,
+    C::Future: Send + 'static,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let timeout = self.timeout;
+        let connecting = self.inner.call(uri);
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_) => Err(ConnectTimeout(timeout).into()),
+            }
+        })
     }
 }
 
@@ -116,6 +191,13 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
+    fn upstream() -> Result<Upstream, crate::tls::TlsError> {
+        Ok(Upstream::new(
+            Duration::from_secs(2),
+            crate::tls::client_config(None)?,
+        ))
+    }
+
     fn get(url: &str) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
         Request::get(url).body(Full::new(Bytes::new()))
     }
@@ -125,7 +207,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         drop(listener);
-        let upstream = Upstream::new(Duration::from_secs(2));
+        let upstream = upstream()?;
         let err = upstream
             .send(
                 get(&format!("http://{addr}/v1/models"))?,
@@ -153,7 +235,7 @@ mod tests {
                 }
             }
         });
-        let upstream = Upstream::new(Duration::from_secs(2));
+        let upstream = upstream()?;
         let err = upstream
             .send(get(&format!("http://{addr}/"))?, Duration::from_millis(100))
             .await
@@ -189,7 +271,7 @@ mod tests {
                 });
             }
         });
-        let upstream = Upstream::new(Duration::from_secs(2));
+        let upstream = upstream()?;
         let mut conns = Vec::new();
         for _ in 0..3 {
             let response = upstream

@@ -47,6 +47,8 @@ pub enum ServeError {
     Policy(LoadFailure),
     #[error("cannot watch the policy at `{path}`: {detail}")]
     Watch { path: String, detail: String },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     #[error("server task failed: {0}")]
     Task(String),
 }
@@ -115,6 +117,7 @@ impl ServerHandle {
 
 /// Loads the policy, binds both listeners and starts serving in the background.
 pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
+    let tls = crate::tls::client_config(cfg.backend_ca.as_deref())?;
     let sims = SimPool::new();
     let first = {
         let path = cfg.policy.clone();
@@ -141,7 +144,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     }));
     telemetry.generation.set(snapshot.generation);
     let app = Arc::new(App {
-        upstream: Upstream::new(cfg.connect_timeout),
+        upstream: Upstream::new(cfg.connect_timeout, tls),
         store: PolicyStore::new(snapshot),
         telemetry,
         readiness: Readiness::default(),
