@@ -97,6 +97,46 @@ async fn a_500_before_the_first_byte_falls_back() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_404_for_the_model_falls_back_while_another_model_remains() -> TestResult {
+    // The backend answers, but no longer serves `primary-model` (NVIDIA Dynamo answers so once
+    // a model's last worker is gone): 404.
+    let elsewhere = faulty_sim("another-model", SimFaults::default()).await?;
+    let router = Router::start(&chain_policy(&format!("{}/v1", elsewhere.base_url()), "")).await?;
+    let answer = router
+        .chat(&user("please fallback"), &[("x-request-id", "fb-404")])
+        .await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.header("x-sr-model"), Some("spare"));
+    assert_eq!(answer.header("x-sr-fallbacks"), Some("first:status"));
+    assert!(answer.content()?.starts_with("[spare-model]"));
+    let line = router.log_line("fb-404").await?;
+    assert_eq!(line["fallbacks"], json!(["first:status"]));
+
+    // No model left to try: the backend's own 404 is the answer.
+    let answer = router.chat(&user("alone"), &[]).await?;
+    assert_eq!(answer.status, 404, "{}", answer.text());
+    assert_eq!(answer.header("x-sr-path"), Some("upstream"));
+    assert_eq!(answer.header("x-sr-fallbacks"), None);
+
+    // Other 4xx answers are about the request, not the model: they pass through.
+    let refusing = faulty_sim(
+        "primary-model",
+        SimFaults {
+            error_rate: 1.0,
+            error_status: 429,
+            ..SimFaults::default()
+        },
+    )
+    .await?;
+    let router = Router::start(&chain_policy(&format!("{}/v1", refusing.base_url()), "")).await?;
+    let answer = router.chat(&user("please fallback"), &[]).await?;
+    assert_eq!(answer.status, 429, "{}", answer.text());
+    assert_eq!(answer.header("x-sr-model"), Some("first"));
+    assert_eq!(answer.header("x-sr-fallbacks"), None);
+    Ok(())
+}
+
+#[tokio::test]
 async fn exhausted_chains_answer_by_the_kind_of_failure() -> TestResult {
     // Unreachable, no fallback: 502.
     let (_reserved, port) = closed_port().await?;

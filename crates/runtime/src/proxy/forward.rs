@@ -1,7 +1,8 @@
 //! Step 6 of LANGUAGE.md §5: send the request to the first candidate model that can take it.
 //!
 //! A model whose `context` is smaller than the request's token count is skipped; a connect
-//! error, a timeout, or a 5xx before the first response byte moves on to the next candidate.
+//! error, a timeout, a 5xx before the first response byte, or a 404 (the model is not served)
+//! while another candidate remains moves on to the next candidate.
 //! Once an answer's head has arrived it is relayed as is, whatever follows; when the proposed
 //! model answers a cache miss, the relay also hands the whole answer to the cache.
 
@@ -141,7 +142,8 @@ pub async fn forward(
     let mut tokens: Option<i64> = None;
     let mut failures: Vec<(ModelId, Failure)> = Vec::new();
 
-    for &model_id in &plan.candidates {
+    for (tried, &model_id) in plan.candidates.iter().enumerate() {
+        let more = tried + 1 < plan.candidates.len();
         let Some(model) = policy.models.get(model_id.index()) else {
             continue;
         };
@@ -197,7 +199,7 @@ pub async fn forward(
 
         let sent_at = Instant::now();
         match app.upstream.send(upstream, endpoint.timeout).await {
-            Ok(response) if response.status().is_server_error() => {
+            Ok(response) if moves_on(response.status(), more) => {
                 let status = response.status();
                 drop(response);
                 note_fallback(
@@ -233,6 +235,15 @@ pub async fn forward(
     report_failures(session_outcomes.as_deref(), policy, &failures);
     let error = exhausted(policy, &failures);
     answer_error(done, error)
+}
+
+/// Whether an upstream answer with `status` sends the request on to the next model: any 5xx,
+/// and a 404 while another model remains. A 404 says the backend does not serve the model (NVIDIA
+/// Dynamo answers it once a model's last worker is gone), which the next model may not share;
+/// other 4xx answers are about the request and pass through. With no model left, the 404 passes
+/// through too: the client sees that the model is not served.
+fn moves_on(status: StatusCode, more: bool) -> bool {
+    status.is_server_error() || (status == StatusCode::NOT_FOUND && more)
 }
 
 /// Tells the session layer which models failed the call upstream (a context skip or a request
