@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
 # for the session-store tests, Neovim for the editor test, the `openai` Python client for the
-# client test, and the model directories (scripts/models.sh). Idempotent.
+# client test, NVIDIA Dynamo for the Dynamo test, and the model directories (scripts/models.sh).
+# Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,29 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import openai' 2>/d
   echo "== python client environment ($venv)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'openai==3.57.0'
+fi
+
+# NVIDIA Dynamo's frontend and mocker workers for tests/e2e/dynamo (about 700 MB, no torch).
+# `pip install ai-dynamo` fails on its dependency `aisimulate` (a stub that downloads from an
+# index outside PyPI), so ai-dynamo goes in without dependencies, next to what the frontend and
+# the mocker import.
+venv=.cache/venv-dynamo
+dynamo_ok='
+import importlib.metadata as m
+want = {"ai-dynamo": "1.6.1", "ai-dynamo-runtime": "1.6.1", "openai": "3.57.0"}
+assert all(m.version(name) == version for name, version in want.items())
+m.version("tokenizers"); m.version("transformers")
+'
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "$dynamo_ok" 2>/dev/null; then
+  echo "== Dynamo frontend environment ($venv)"
+  python3 -m venv "$venv"
+  pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  "${pip[@]}" 'ai-dynamo-runtime==1.6.1'
+  "${pip[@]}" --no-deps 'ai-dynamo==1.6.1'
+  "${pip[@]}" --no-warn-conflicts 'aiohttp>=3.14.3,<4' 'certifi>=2026.10.19' \
+    'kubernetes>=32.0.1,<33' 'msgspec>=0.19' 'prometheus-client>=0.23.1,<1' 'pyzmq>=26' \
+    'redis>=6.2,<9' tqdm 'transformers>=4.56' 'typing-extensions>=4.10' 'zstandard>=0.23,<1' \
+    'openai==3.57.0' tokenizers
 fi
 
 scripts/models.sh

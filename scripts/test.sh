@@ -25,6 +25,9 @@ done
 echo "== the official openai client against src serve"
 tests/e2e/openai_client.sh "$src" .cache/venv-e2e/bin/python
 
+echo "== src serve in front of a real NVIDIA Dynamo frontend"
+tests/e2e/dynamo/run.sh "$src"
+
 echo "== Neovim as a real editor client of src lsp"
 SRC_BIN="$src" tests/e2e/nvim/run.sh
 
