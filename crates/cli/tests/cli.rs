@@ -149,6 +149,105 @@ fn catalog_override_is_checked() {
         .stderr(contains("E040"));
 }
 
+/// A one-thread HTTP server answering every request with `status` and `body`; records the
+/// request heads it saw. Real sockets, so `--live` goes through the router's own HTTP client.
+fn serve_answers(status: u16, body: &'static str) -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (seen, heads) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let _ = seen.send(String::from_utf8_lossy(&head).into_owned());
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (format!("http://{addr}/v1"), heads)
+}
+
+fn live_policy(dir: &Path, url: &str, serves: &str) -> PathBuf {
+    write(
+        dir,
+        "live.sr",
+        &format!(
+            "backend b {{ url = \"{url}\"  catalog = \"missing.json\"  api_key = env(\"SRC_LIVE_TEST_KEY\") }}\n\
+             model small {{ backend = b  serves = \"{serves}\" }}\n\
+             route default {{ to small }}\n"
+        ),
+    )
+}
+
+#[test]
+fn check_live_asks_the_backend_for_its_catalog() {
+    let (url, heads) = serve_answers(
+        200,
+        r#"{"object":"list","data":[{"id":"tiny-a"},{"id":"tiny-b"}]}"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // The declared catalog file does not exist: --live does not read it.
+    let file = live_policy(dir.path(), &url, "tiny-a");
+    src()
+        .env("SRC_LIVE_TEST_KEY", "sk-live")
+        .args(["check", "--live", "--color", "never"])
+        .arg(&file)
+        .assert()
+        .success();
+    let head = heads.recv().expect("the backend was asked");
+    assert!(head.starts_with("GET /v1/models "), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("authorization: bearer sk-live"),
+        "{head}"
+    );
+
+    let file = live_policy(dir.path(), &url, "tiny-c");
+    let out = src()
+        .args(["check", "--live", "--format", "json"])
+        .arg(&file)
+        .assert()
+        .code(1);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        error_with_code(&doc, "E040")["help"],
+        "did you mean `tiny-a`?"
+    );
+    // The human report names where the catalog came from.
+    src()
+        .args(["check", "--live", "--color", "never"])
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stderr(contains(format!("not in `{url}/models`")));
+}
+
+#[test]
+fn check_live_reports_a_backend_that_cannot_answer() {
+    let (url, _heads) = serve_answers(503, "{}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = live_policy(dir.path(), &url, "tiny-a");
+    let out = src()
+        .args(["check", "--live", "--format", "json"])
+        .arg(&file)
+        .assert()
+        .code(1);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let e041 = error_with_code(&doc, "E041");
+    assert!(
+        e041["message"].as_str().unwrap().contains("answered 503"),
+        "{e041}"
+    );
+}
+
 #[test]
 fn fmt_check_lists_files_and_fmt_rewrites_them() {
     let dir = tempfile::tempdir().unwrap();

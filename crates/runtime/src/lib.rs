@@ -12,6 +12,7 @@ pub mod sim;
 pub mod app;
 pub mod backends;
 pub mod cache;
+pub mod catalog;
 pub mod config;
 pub mod hooks;
 pub mod log;

@@ -3,12 +3,20 @@
 use crate::output::{Color, Format};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
+use src_compiler::check::LiveCatalog;
 use src_compiler::hir::CheckedPolicy;
-use src_compiler::{check, load, CheckOptions};
+use src_compiler::{check, load, CheckOptions, PolicySource};
+use src_dsl::ast::ItemKind;
 use src_dsl::{codes, render, Diagnostic, SourceMap};
+use src_runtime::catalog;
 use src_runtime::models::{self, Role};
+use src_runtime::upstream::Upstream;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Connect and answer time allowed to each backend asked with `--live`.
+const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,6 +25,13 @@ pub struct Args {
     /// Use FILE as backend B's catalog (its `GET /v1/models` answer) instead of the declared one.
     #[arg(long = "catalog", value_name = "B=FILE")]
     catalogs: Vec<String>,
+    /// Ask every backend that has a `url` for its catalog (`GET {url}/models`) instead of
+    /// reading catalog files; an API key declared with `api_key = env(..)` is sent.
+    #[arg(long)]
+    live: bool,
+    /// Extra certificate authorities (a PEM bundle) trusted for `https` backends with `--live`.
+    #[arg(long, value_name = "FILE", requires = "live")]
+    backend_ca: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
     /// Treat warnings as errors.
@@ -45,8 +60,11 @@ fn parse_overrides(pairs: &[String]) -> Result<HashMap<String, PathBuf>> {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let options = CheckOptions {
-        catalog_overrides: parse_overrides(&args.catalogs)?,
+    let catalog_overrides = parse_overrides(&args.catalogs)?;
+    let live = if args.live {
+        Some(LiveFetcher::new(args.backend_ca.as_deref())?)
+    } else {
+        None
     };
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
@@ -58,6 +76,13 @@ pub fn run(args: Args) -> Result<Outcome> {
     let mut json_diagnostics = Vec::new();
     for path in &paths {
         let source = load(path).with_context(|| format!("cannot load `{}`", path.display()))?;
+        let options = CheckOptions {
+            catalog_overrides: catalog_overrides.clone(),
+            live_catalogs: live
+                .as_ref()
+                .map(|fetcher| fetcher.catalogs(&source))
+                .unwrap_or_default(),
+        };
         let mut outcome = check(source.clone(), &options);
         if let Some(policy) = &outcome.policy {
             outcome.diagnostics.extend(verify_models(policy));
@@ -96,6 +121,58 @@ pub fn run(args: Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// `--live`: asks backends for their catalogs with the router's own HTTP clients.
+struct LiveFetcher {
+    runtime: tokio::runtime::Runtime,
+    upstream: Upstream,
+}
+
+impl LiveFetcher {
+    fn new(backend_ca: Option<&Path>) -> Result<LiveFetcher> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let tls = src_runtime::tls::client_config(backend_ca)
+            .context("cannot set up TLS for backends")?;
+        // The clients' connection pools need the runtime to exist when they are built.
+        let upstream = runtime.block_on(async { Upstream::new(LIVE_TIMEOUT, tls) });
+        Ok(LiveFetcher { runtime, upstream })
+    }
+
+    /// Each non-simulated backend's live answer, by backend name.
+    fn catalogs(&self, source: &PolicySource) -> HashMap<String, LiveCatalog> {
+        let backends = source.files.iter().flat_map(|(_, file)| {
+            file.items.iter().filter_map(|item| match &item.kind {
+                ItemKind::Backend(b) if !b.simulated.as_ref().is_some_and(|s| s.value) => Some(b),
+                _ => None,
+            })
+        });
+        let mut out = HashMap::new();
+        for backend in backends {
+            let Some(url) = &backend.url else { continue };
+            let key = backend
+                .api_key
+                .as_ref()
+                .and_then(|k| std::env::var(&k.var.value).ok());
+            let answer = self.runtime.block_on(catalog::fetch(
+                &self.upstream,
+                &url.value,
+                key.as_deref(),
+                LIVE_TIMEOUT,
+            ));
+            out.insert(
+                backend.name.name.clone(),
+                LiveCatalog {
+                    url: format!("{}/models", url.value.trim_end_matches('/')),
+                    answer,
+                },
+            );
+        }
+        out
+    }
 }
 
 /// Opens every model directory that exists with ONNX Runtime and checks that its graph fits the

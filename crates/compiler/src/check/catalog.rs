@@ -28,16 +28,37 @@ impl Checker<'_> {
 
     fn check_catalogs(&mut self) {
         for (b, backend) in self.decls.backends.clone().into_iter().enumerate() {
-            let (path, shown, span) = match self.options.catalog_overrides.get(&backend.name.name) {
-                Some(p) => (p.clone(), p.display().to_string(), backend.name.span),
-                None => match &backend.catalog {
-                    Some(c) => (self.resolve_path(&c.value), c.value.clone(), c.span),
-                    None => continue,
-                },
-            };
-            let ids = match read_catalog(&path) {
+            let live = self.options.live_catalogs.get(&backend.name.name);
+            let (read, shown, span) =
+                match (live, self.options.catalog_overrides.get(&backend.name.name)) {
+                    (Some(live), _) => (
+                        live.answer
+                            .as_ref()
+                            .map_err(|why| format!("cannot be fetched: {why}"))
+                            .and_then(|text| parse_catalog(text)),
+                        live.url.clone(),
+                        backend.name.span,
+                    ),
+                    (None, Some(p)) => {
+                        (read_catalog(p), p.display().to_string(), backend.name.span)
+                    }
+                    (None, None) => match &backend.catalog {
+                        Some(c) => (
+                            read_catalog(&self.resolve_path(&c.value)),
+                            c.value.clone(),
+                            c.span,
+                        ),
+                        None => continue,
+                    },
+                };
+            let ids = match read {
                 Ok(ids) => ids,
                 Err(why) => {
+                    let help = if live.is_some() {
+                        "check that the backend is up and that its `url` ends where `/models` is served (usually `.../v1`)"
+                    } else {
+                        "save the backend's `GET /v1/models` answer there (`{\"data\": [{\"id\": \"...\"}]}`), or check against the live backend with `src check --live`"
+                    };
                     self.report(
                         Diagnostic::error(
                             codes::CATALOG_UNREADABLE,
@@ -45,7 +66,7 @@ impl Checker<'_> {
                             span,
                         )
                         .with_label_message("catalog of this backend")
-                        .with_help("save the backend's `GET /v1/models` answer there (`{\"data\": [{\"id\": \"...\"}]}`), or check against the live backend with `src check --live`"),
+                        .with_help(help),
                     );
                     continue;
                 }
@@ -299,8 +320,13 @@ fn missing_from_catalog(
 fn read_catalog(path: &Path) -> Result<Vec<String>, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {}", io_reason(&e)))?;
+    parse_catalog(&text)
+}
+
+/// The ids of a `GET /v1/models` answer's text.
+fn parse_catalog(text: &str) -> Result<Vec<String>, String> {
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("is not JSON: {e}"))?;
+        serde_json::from_str(text).map_err(|e| format!("is not JSON: {e}"))?;
     let data = value
         .get("data")
         .and_then(serde_json::Value::as_array)

@@ -47,6 +47,18 @@ pub struct CheckOptions {
     /// Backend name to a catalog file (its `GET /v1/models` answer) used instead of the one the
     /// policy declares; the path is taken as given, not relative to the policy.
     pub catalog_overrides: HashMap<String, PathBuf>,
+    /// Backend name to the catalog its URL answered just now (`src check --live`); takes
+    /// precedence over files. The checker does no I/O for these: the caller asked.
+    pub live_catalogs: HashMap<String, LiveCatalog>,
+}
+
+/// A backend's `GET {url}/models`, asked by the caller of `check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveCatalog {
+    /// What was asked, for messages: the full URL.
+    pub url: String,
+    /// The answer's body, or why there is none (unreachable, an error status).
+    pub answer: Result<String, String>,
 }
 
 /// The result of `check`: the checked policy when there are no errors, and every diagnostic

@@ -132,6 +132,7 @@ fn catalog_ids_are_checked_and_an_override_wins() {
 
     let options = CheckOptions {
         catalog_overrides: [("d".to_string(), dir.join("override.json"))].into(),
+        ..CheckOptions::default()
     };
     let outcome = check(source(), &options);
     let d = outcome
@@ -143,9 +144,47 @@ fn catalog_ids_are_checked_and_an_override_wins() {
 
     let options = CheckOptions {
         catalog_overrides: [("d".to_string(), dir.join("missing.json"))].into(),
+        ..CheckOptions::default()
     };
     let outcome = check(source(), &options);
     assert!(codes_of(&outcome).contains(&"E041"));
+
+    // A live answer takes precedence over the declared file and the override.
+    let live = |answer: Result<&str, &str>| CheckOptions {
+        catalog_overrides: [("d".to_string(), dir.join("missing.json"))].into(),
+        live_catalogs: [(
+            "d".to_string(),
+            LiveCatalog {
+                url: "http://127.0.0.1:9/v1/models".into(),
+                answer: answer.map(str::to_string).map_err(str::to_string),
+            },
+        )]
+        .into(),
+    };
+    let outcome = check(
+        source(),
+        &live(Ok(
+            r#"{"data": [{"id": "Qwen/Qwen3-8B"}, {"id": "live-only"}]}"#,
+        )),
+    );
+    let d = outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.code == codes::CATALOG_MISSING_MODEL)
+        .expect("E040 against the live catalog");
+    assert!(d.notes.iter().any(|n| n.contains("`live-only`")));
+    assert!(d
+        .labels
+        .iter()
+        .any(|l| l.message.contains("http://127.0.0.1:9/v1/models")));
+    let outcome = check(source(), &live(Err("connection refused")));
+    let d = outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.code == codes::CATALOG_UNREADABLE)
+        .expect("E041 for an unreachable backend");
+    assert!(d.message.contains("cannot be fetched: connection refused"));
+    assert!(d.message.contains("http://127.0.0.1:9/v1/models"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
