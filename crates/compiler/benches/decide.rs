@@ -9,172 +9,52 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use src_compiler::eval::{ModelKind, ModelResult, Step};
-use src_compiler::hir::*;
+use src_compiler::fixture::*;
+use src_compiler::hir::{CheckedPolicy, ClassSet, CmpOp, LabelId, RequestField, RouteId, Type};
 use src_compiler::interp;
 use src_compiler::ir::{lower, Atom, Outcome, Program, Row, TextExpr, Verdict};
 use src_compiler::jit::JitPolicy;
 use src_compiler::request::RequestView;
 use src_compiler::EngineKind;
-use src_dsl::ast::{Device, FailMode};
-use src_dsl::{SourceMap, Span};
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
-fn ex(kind: TExprKind, ty: Type) -> TExpr {
-    TExpr {
-        kind,
-        ty,
-        span: Span::default(),
-    }
-}
-
-fn bx(e: TExpr) -> Box<TExpr> {
-    Box::new(e)
-}
-
-fn prompt() -> TExpr {
-    ex(TExprKind::Prompt, Type::Text)
-}
-
-fn domain() -> Type {
-    Type::Class(ClassSet::Classifier(ClassifierId(0)))
-}
-
 fn policy(n: usize) -> CheckedPolicy {
-    let sig = |i: u32, ty: Type| ex(TExprKind::Signal(SignalId(i)), ty);
-    let and = |a, b| ex(TExprKind::And(bx(a), bx(b)), Type::Bool);
-    let or = |a, b| ex(TExprKind::Or(bx(a), bx(b)), Type::Bool);
-    let cmp = |op, a, b| ex(TExprKind::Cmp(op, bx(a), bx(b)), Type::Bool);
-    let int = |v: i64| ex(TExprKind::Int(v), Type::Int);
-    let float = |v: f64| ex(TExprKind::Float(v), Type::Score);
-    let signal = |name: &str, expr| SignalDef {
-        name: name.into(),
-        span: Span::default(),
-        expr,
-    };
-    let signals = vec![
-        signal(
-            "topic",
-            ex(TExprKind::Classify(ClassifierId(0), bx(prompt())), domain()),
+    let mut pb = PolicyBuilder::new();
+    let topic = pb.signal("topic", classify(prompt()));
+    let attack = pb.signal("attack", guard(prompt()));
+    let long = pb.signal("long", tokens(history()));
+    let code_talk = pb.signal(
+        "code_talk",
+        contains(prompt(), &["segfault", "stack trace"]),
+    );
+    let domain = Type::Class(ClassSet::Classifier(DOMAIN));
+    let tools = || request(RequestField::Tools);
+    pb.block(
+        "jailbreak",
+        cmp(CmpOp::Gt, sig(attack, Type::Score), float(0.95)),
+    )
+    .block(
+        "abuse",
+        and(
+            cmp(CmpOp::Gt, tools(), int(500)),
+            sig(code_talk, Type::Bool),
         ),
-        signal(
-            "attack",
-            ex(TExprKind::Guard(GuardId(0), bx(prompt())), Type::Score),
-        ),
-        signal(
-            "long",
-            ex(
-                TExprKind::Tokens(bx(ex(TExprKind::History, Type::Text))),
-                Type::Int,
-            ),
-        ),
-        signal(
-            "code_talk",
-            ex(
-                TExprKind::Contains {
-                    text: bx(prompt()),
-                    phrases: vec!["segfault".into(), "stack trace".into()],
-                },
-                Type::Bool,
-            ),
-        ),
-    ];
-    let tools = || ex(TExprKind::Request(RequestField::Tools), Type::Int);
-    let block = |name: &str, when| BlockDef {
-        name: name.into(),
-        span: Span::default(),
-        when,
-        action: BlockActionDef::Refuse {
-            status: 403,
-            message: None,
-        },
-    };
-    let blocks = vec![
-        block(
-            "jailbreak",
-            cmp(CmpOp::Gt, sig(1, Type::Score), float(0.95)),
-        ),
-        block(
-            "abuse",
-            and(cmp(CmpOp::Gt, tools(), int(500)), sig(3, Type::Bool)),
-        ),
-    ];
-    let route = |name: String, priority, when| RouteDef {
-        name,
-        span: Span::default(),
-        priority,
-        when,
-        to: ModelId(0),
-        fallbacks: vec![],
-        system_prompt: None,
-        headers: vec![],
-        reasoning: None,
-        tools: ToolsDef::Keep,
-        cache: true,
-    };
-    let mut routes: Vec<RouteDef> = (0..n)
-        .map(|i| {
-            let label = ex(
-                TExprKind::IsLabel(bx(sig(0, domain())), vec![LabelId((i % 4) as u32)]),
-                Type::Bool,
-            );
-            let long = cmp(CmpOp::Ge, sig(2, Type::Int), int(((n - i) * 100) as i64));
-            let safe = cmp(CmpOp::Lt, sig(1, Type::Score), float(0.5));
-            let busy = cmp(CmpOp::Gt, tools(), int(100 + i as i64));
-            let when = or(and(long, or(label, safe)), busy);
-            route(format!("r{i}"), Some((10 * n - i) as i64), Some(when))
-        })
-        .collect();
-    routes.push(route("default".into(), None, None));
-    let model = |name: &str| ModelDef {
-        name: name.into(),
-        span: Span::default(),
-        backend: BackendId(0),
-        serves: name.into(),
-        aliases: vec![],
-        cost: 1.0,
-        context: None,
-        tokenizer: None,
-    };
-    let path = |p: &str| PathBuf::from(p);
-    CheckedPolicy {
-        sources: SourceMap::new(),
-        root: path("."),
-        backends: vec![],
-        models: vec![model("small")],
-        classifiers: vec![ClassifierDef {
-            name: "domain".into(),
-            span: Span::default(),
-            path: path("models/domain"),
-            labels: ["math", "code", "law", "other"].map(String::from).to_vec(),
-            device: Device::Cpu,
-        }],
-        guards: vec![GuardDef {
-            name: "guard".into(),
-            span: Span::default(),
-            path: path("models/guard"),
-            positive: None,
-            device: Device::Cpu,
-        }],
-        encoders: vec![],
-        signals,
-        blocks,
-        routes,
-        cache: None,
-        session: None,
-        protect: None,
-        failure: FailureDef {
-            classifier: None,
-            store: FailMode::Open,
-            backend: FailMode::Closed,
-        },
-        router: RouterDef {
-            names: vec!["auto".into()],
-            tokenizer: None,
-        },
-        tests: vec![],
+    );
+    for i in 0..n {
+        let label = is(sig(topic, domain), &[LabelId((i % 4) as u32)]);
+        let longer = cmp(CmpOp::Ge, sig(long, Type::Int), int(((n - i) * 100) as i64));
+        let safe = cmp(CmpOp::Lt, sig(attack, Type::Score), float(0.5));
+        let busy = cmp(CmpOp::Gt, tools(), int(100 + i as i64));
+        let when = or(and(longer, or(label, safe)), busy);
+        pb.route(&format!("r{i}"), Some(when), SMALL);
     }
+    pb.route("default", None, SMALL);
+    pb.build()
+}
+
+fn lowered(n: usize) -> Program {
+    lower(&policy(n)).unwrap_or_else(|e| panic!("lowering failed: {e}"))
 }
 
 /// A fully known row: `tokens` picks the first route to hold (0 for none), the classifier says
@@ -182,14 +62,14 @@ fn policy(n: usize) -> CheckedPolicy {
 fn row(program: &Program, tokens: i64) -> Row {
     let mut row = program.new_row();
     let slot = |a: &Atom| program.atom_slot(a);
-    let classify = Atom::Classify(ClassifierId(0), TextExpr::Prompt);
+    let classify = Atom::Classify(DOMAIN, TextExpr::Prompt);
     if let Some(def) = program.atoms().iter().find(|d| d.atom == classify) {
         row.set_label(def.slot, LabelId(3));
         if let Some(c) = def.confidence {
             row.set_float(c, 0.9);
         }
     }
-    if let Some(s) = slot(&Atom::Guard(GuardId(0), TextExpr::Prompt)) {
+    if let Some(s) = slot(&Atom::Guard(GUARD, TextExpr::Prompt)) {
         row.set_float(s, 0.1);
     }
     if let Some(s) = slot(&Atom::Tokens(TextExpr::History)) {
@@ -209,10 +89,7 @@ fn row(program: &Program, tokens: i64) -> Row {
 fn bench_decide(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     for n in [10usize, 100, 1000] {
-        let program = match lower(&policy(n)) {
-            Ok(p) => p,
-            Err(e) => panic!("lowering failed: {e}"),
-        };
+        let program = lowered(n);
         let jit = match JitPolicy::compile(&program) {
             Ok(j) => j,
             Err(e) => panic!("jit failed: {e}"),

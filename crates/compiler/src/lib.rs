@@ -6,6 +6,8 @@ pub mod check;
 pub mod compiled;
 pub mod engine;
 pub mod eval;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixture;
 pub mod hir;
 pub mod interp;
 pub mod ir;

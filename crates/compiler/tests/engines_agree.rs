@@ -10,13 +10,15 @@
 //! known row must never answer `Needs`.
 
 use proptest::prelude::*;
+use src_compiler::fixture::{
+    and, arith, cmp, confidence, cost, ex, guard, header, history, int, is, label, model, neg, not,
+    or, pinned, prompt, proposed, request, s, sig, similarity, system, PolicyBuilder, DOMAIN,
+    SMALL,
+};
 use src_compiler::hir::*;
 use src_compiler::interp;
 use src_compiler::ir::{lower, HoldOutcome, Outcome, Program, Row, Slot, SlotKind, SlotSource};
 use src_compiler::jit::JitPolicy;
-use src_dsl::ast::{Device, FailMode, ProtectMode};
-use src_dsl::{SourceMap, Span};
-use std::path::PathBuf;
 
 const LABELS: usize = 4;
 const MODELS: usize = 3;
@@ -144,7 +146,7 @@ fn class() -> BoxedStrategy<C> {
     prop_oneof![any::<u8>().prop_map(C::Atom), any::<u8>().prop_map(C::Sig)].boxed()
 }
 
-fn model() -> BoxedStrategy<M> {
+fn any_model() -> BoxedStrategy<M> {
     prop_oneof![
         Just(M::Pinned),
         Just(M::Proposed),
@@ -173,7 +175,7 @@ fn trees(depth: usize) -> (BoxedStrategy<B>, BoxedStrategy<I>, BoxedStrategy<F>)
         any::<u8>().prop_map(F::Atom),
         any::<u8>().prop_map(F::Sig),
         class().prop_map(F::Conf),
-        model().prop_map(F::Cost),
+        any_model().prop_map(F::Cost),
     ]
     .boxed();
     for _ in 0..depth {
@@ -192,7 +194,7 @@ fn trees(depth: usize) -> (BoxedStrategy<B>, BoxedStrategy<I>, BoxedStrategy<F>)
                 .prop_map(|(c, l)| B::Is(c, l)),
             1 => (any::<bool>(), class(), any::<u8>()).prop_map(|(e, c, l)| B::EqLabel(e, c, l)),
             1 => (any::<bool>(), class(), class()).prop_map(|(e, x, y)| B::EqClass(e, x, y)),
-            1 => (any::<bool>(), model(), model()).prop_map(|(e, x, y)| B::EqModel(e, x, y)),
+            1 => (any::<bool>(), any_model(), any_model()).prop_map(|(e, x, y)| B::EqModel(e, x, y)),
         ]
         .boxed();
         let ni = prop_oneof![
@@ -242,23 +244,15 @@ fn shape() -> impl Strategy<Value = Shape> {
 
 // ---------------------------------------------------------------- typed expressions
 
-fn ex(kind: TExprKind, ty: Type) -> TExpr {
-    TExpr {
-        kind,
-        ty,
-        span: Span::default(),
-    }
-}
-
 fn bx(e: TExpr) -> Box<TExpr> {
     Box::new(e)
 }
 
 fn text(which: u8) -> TExpr {
     match which % 3 {
-        0 => ex(TExprKind::Prompt, Type::Text),
-        1 => ex(TExprKind::History, Type::Text),
-        _ => ex(TExprKind::System, Type::Text),
+        0 => prompt(),
+        1 => history(),
+        _ => system(),
     }
 }
 
@@ -271,7 +265,7 @@ fn phrases(which: u8) -> Vec<String> {
 }
 
 fn domain() -> Type {
-    Type::Class(ClassSet::Classifier(ClassifierId(0)))
+    Type::Class(ClassSet::Classifier(DOMAIN))
 }
 
 /// Signals visible at some point, by type.
@@ -287,103 +281,94 @@ fn pick(list: &[SignalId], n: u8) -> Option<SignalId> {
     (!list.is_empty()).then(|| list[n as usize % list.len()])
 }
 
+fn eq_op(eq: bool) -> CmpOp {
+    if eq {
+        CmpOp::Eq
+    } else {
+        CmpOp::Ne
+    }
+}
+
 impl B {
     fn build(&self, s: &Scope) -> TExpr {
-        let bool_ty = |k| ex(k, Type::Bool);
         match self {
-            B::Lit(v) => bool_ty(TExprKind::Bool(*v)),
+            B::Lit(v) => src_compiler::fixture::b(*v),
             B::Atom(n) => bool_atom(*n),
             B::Sig(n) => match pick(&s.bools, *n) {
-                Some(id) => bool_ty(TExprKind::Signal(id)),
+                Some(id) => sig(id, Type::Bool),
                 None => bool_atom(*n),
             },
-            B::And(a, b) => bool_ty(TExprKind::And(bx(a.build(s)), bx(b.build(s)))),
-            B::Or(a, b) => bool_ty(TExprKind::Or(bx(a.build(s)), bx(b.build(s)))),
-            B::Not(a) => bool_ty(TExprKind::Not(bx(a.build(s)))),
-            B::CmpI(o, a, b) => bool_ty(TExprKind::Cmp(*o, bx(a.build(s)), bx(b.build(s)))),
-            B::CmpF(o, a, b) => bool_ty(TExprKind::Cmp(*o, bx(a.build(s)), bx(b.build(s)))),
-            B::CmpMixed(o, a, b) => bool_ty(TExprKind::Cmp(*o, bx(a.build(s)), bx(b.build(s)))),
-            B::CmpBool(eq, a, b) => {
-                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
-                bool_ty(TExprKind::Cmp(op, bx(a.build(s)), bx(b.build(s))))
-            }
+            B::And(a, b) => and(a.build(s), b.build(s)),
+            B::Or(a, b) => or(a.build(s), b.build(s)),
+            B::Not(a) => not(a.build(s)),
+            B::CmpI(o, a, b) => cmp(*o, a.build(s), b.build(s)),
+            B::CmpF(o, a, b) => cmp(*o, a.build(s), b.build(s)),
+            B::CmpMixed(o, a, b) => cmp(*o, a.build(s), b.build(s)),
+            B::CmpBool(eq, a, b) => cmp(eq_op(*eq), a.build(s), b.build(s)),
             B::Is(c, labels) => {
-                let labels = labels
+                let labels: Vec<LabelId> = labels
                     .iter()
                     .map(|l| LabelId(*l as u32 % LABELS as u32))
                     .collect();
-                bool_ty(TExprKind::IsLabel(bx(c.build(s)), labels))
+                is(c.build(s), &labels)
             }
-            B::EqLabel(eq, c, l) => {
-                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
-                let label = ex(
-                    TExprKind::Label(LabelId(*l as u32 % LABELS as u32)),
-                    domain(),
-                );
-                bool_ty(TExprKind::Cmp(op, bx(c.build(s)), bx(label)))
-            }
-            B::EqClass(eq, a, b) => {
-                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
-                bool_ty(TExprKind::Cmp(op, bx(a.build(s)), bx(b.build(s))))
-            }
-            B::EqModel(eq, a, b) => {
-                let op = if *eq { CmpOp::Eq } else { CmpOp::Ne };
-                bool_ty(TExprKind::Cmp(op, bx(a.build()), bx(b.build())))
-            }
+            B::EqLabel(eq, c, l) => cmp(
+                eq_op(*eq),
+                c.build(s),
+                label(LabelId(*l as u32 % LABELS as u32)),
+            ),
+            B::EqClass(eq, a, b) => cmp(eq_op(*eq), a.build(s), b.build(s)),
+            B::EqModel(eq, a, b) => cmp(eq_op(*eq), a.build(), b.build()),
         }
     }
 }
 
 fn bool_atom(n: u8) -> TExpr {
     let t = text(n / 8);
-    let k = match n % 8 {
-        0 => TExprKind::Request(RequestField::Stream),
-        1 => TExprKind::Request(RequestField::ToolLoop),
-        2 => TExprKind::Contains {
-            text: bx(t),
-            phrases: phrases(n / 3),
-        },
-        3 => TExprKind::Sequence {
-            text: bx(t),
-            phrases: phrases(n / 5),
-        },
-        4 => TExprKind::Matches {
-            text: bx(t),
-            regex: "a+b".into(),
-        },
-        5 => TExprKind::Cmp(
-            CmpOp::Eq,
-            bx(ex(TExprKind::Header("x-tier".into()), Type::OptText)),
-            bx(ex(TExprKind::Str("gold".into()), Type::Text)),
+    match n % 8 {
+        1 => request(RequestField::ToolLoop),
+        2 => ex(
+            TExprKind::Contains {
+                text: bx(t),
+                phrases: phrases(n / 3),
+            },
+            Type::Bool,
         ),
-        6 => TExprKind::Cmp(
-            CmpOp::Ne,
-            bx(ex(
-                TExprKind::Coalesce(
-                    bx(ex(TExprKind::ApiKey, Type::OptText)),
-                    bx(ex(TExprKind::Str("none".into()), Type::Text)),
-                ),
-                Type::Text,
-            )),
-            bx(ex(TExprKind::Str("sk-test".into()), Type::Text)),
+        3 => ex(
+            TExprKind::Sequence {
+                text: bx(t),
+                phrases: phrases(n / 5),
+            },
+            Type::Bool,
         ),
-        _ => TExprKind::Request(RequestField::Stream),
-    };
-    ex(k, Type::Bool)
+        4 => ex(
+            TExprKind::Matches {
+                text: bx(t),
+                regex: "a+b".into(),
+            },
+            Type::Bool,
+        ),
+        5 => cmp(CmpOp::Eq, header("x-tier"), s("gold")),
+        6 => {
+            let key = ex(TExprKind::ApiKey, Type::OptText);
+            let key = ex(TExprKind::Coalesce(bx(key), bx(s("none"))), Type::Text);
+            cmp(CmpOp::Ne, key, s("sk-test"))
+        }
+        _ => request(RequestField::Stream),
+    }
 }
 
 impl I {
     fn build(&self, s: &Scope) -> TExpr {
-        let int_ty = |k| ex(k, Type::Int);
         match self {
-            I::Lit(v) => int_ty(TExprKind::Int(*v)),
+            I::Lit(v) => int(*v),
             I::Atom(n) => int_atom(*n),
             I::Sig(n) => match pick(&s.ints, *n) {
-                Some(id) => int_ty(TExprKind::Signal(id)),
+                Some(id) => sig(id, Type::Int),
                 None => int_atom(*n),
             },
-            I::Arith(o, a, b) => int_ty(TExprKind::Arith(*o, bx(a.build(s)), bx(b.build(s)))),
-            I::Neg(a) => int_ty(TExprKind::Neg(bx(a.build(s)))),
+            I::Arith(o, a, b) => arith(*o, a.build(s), b.build(s)),
+            I::Neg(a) => neg(a.build(s)),
         }
     }
 }
@@ -391,9 +376,9 @@ impl I {
 fn int_atom(n: u8) -> TExpr {
     let t = bx(text(n / 8));
     let k = match n % 8 {
-        0 => TExprKind::Request(RequestField::Tools),
-        1 => TExprKind::Request(RequestField::Turns),
-        2 => TExprKind::Request(RequestField::Messages),
+        0 => return request(RequestField::Tools),
+        1 => return request(RequestField::Turns),
+        2 => return request(RequestField::Messages),
         3 => TExprKind::Words(t),
         4 => TExprKind::Tokens(t),
         5 => TExprKind::Hits {
@@ -411,38 +396,37 @@ fn int_atom(n: u8) -> TExpr {
 
 impl F {
     fn build(&self, s: &Scope) -> TExpr {
-        let float_ty = |k| ex(k, Type::Float);
         match self {
-            F::Lit(v) => float_ty(TExprKind::Float(*v)),
+            F::Lit(v) => src_compiler::fixture::float(*v),
             F::Atom(n) => float_atom(*n),
             F::Sig(n) => match pick(&s.floats, *n) {
-                Some(id) => float_ty(TExprKind::Signal(id)),
+                Some(id) => sig(id, Type::Float),
                 None => float_atom(*n),
             },
-            F::Arith(o, a, b) => float_ty(TExprKind::Arith(*o, bx(a.build(s)), bx(b.build(s)))),
-            F::Mixed(o, a, b) => float_ty(TExprKind::Arith(*o, bx(a.build(s)), bx(b.build(s)))),
-            F::Neg(a) => float_ty(TExprKind::Neg(bx(a.build(s)))),
-            F::Conf(c) => ex(TExprKind::Confidence(bx(c.build(s))), Type::Score),
-            F::Cost(m) => float_ty(TExprKind::Cost(bx(m.build()))),
+            F::Arith(o, a, b) => arith(*o, a.build(s), b.build(s)),
+            F::Mixed(o, a, b) => arith(*o, a.build(s), b.build(s)),
+            F::Neg(a) => neg(a.build(s)),
+            F::Conf(c) => confidence(c.build(s)),
+            F::Cost(m) => cost(m.build()),
         }
     }
 }
 
 fn float_atom(n: u8) -> TExpr {
-    let t = bx(text(n / 8));
+    let t = text(n / 8);
     let k = match n % 5 {
-        0 => TExprKind::Guard(GuardId(0), t),
-        1 => TExprKind::Similarity {
-            encoder: EncoderId(0),
-            text: t,
-            examples: phrases(n / 5),
-        },
+        0 => return guard(t),
+        1 => {
+            let examples = phrases(n / 5);
+            let examples: Vec<&str> = examples.iter().map(String::as_str).collect();
+            return similarity(t, &examples);
+        }
         2 => TExprKind::Density {
-            text: t,
+            text: bx(t),
             phrases: phrases(n / 3),
         },
         3 => TExprKind::OutcomeFailRate,
-        _ => TExprKind::Guard(GuardId(0), bx(text(0))),
+        _ => return guard(prompt()),
     };
     ex(k, Type::Score)
 }
@@ -450,9 +434,9 @@ fn float_atom(n: u8) -> TExpr {
 impl C {
     fn build(&self, s: &Scope) -> TExpr {
         match self {
-            C::Atom(n) => ex(TExprKind::Classify(ClassifierId(0), bx(text(*n))), domain()),
+            C::Atom(n) => src_compiler::fixture::classify(text(*n)),
             C::Sig(n) => match pick(&s.classes, *n) {
-                Some(id) => ex(TExprKind::Signal(id), domain()),
+                Some(id) => sig(id, domain()),
                 None => C::Atom(*n).build(s),
             },
         }
@@ -461,140 +445,48 @@ impl C {
 
 impl M {
     fn build(&self) -> TExpr {
-        let k = match self {
-            M::Pinned => TExprKind::Pinned,
-            M::Proposed => TExprKind::Proposed,
-            M::Lit(n) => TExprKind::Model(ModelId(*n as u32 % MODELS as u32)),
-        };
-        ex(k, Type::Model)
+        match self {
+            M::Pinned => pinned(),
+            M::Proposed => proposed(),
+            M::Lit(n) => model(ModelId(*n as u32 % MODELS as u32)),
+        }
     }
 }
 
 // ---------------------------------------------------------------- policies and rows
 
+/// The fixture's catalog (models `small` 0.1 and `strong` 1.0, the `domain` classifier with
+/// four labels, a guard, an encoder) plus a model whose cost is NaN.
 fn policy(shape: &Shape) -> CheckedPolicy {
+    let mut pb = PolicyBuilder::new();
+    pb.model("nan", f64::NAN);
     let mut scope = Scope::default();
-    let mut signals = Vec::new();
-    for (i, sig) in shape.signals.iter().enumerate() {
-        let expr = match sig {
+    for (i, signal) in shape.signals.iter().enumerate() {
+        let expr = match signal {
             SignalShape::Bool(b) => b.build(&scope),
             SignalShape::Int(x) => x.build(&scope),
             SignalShape::Float(f) => f.build(&scope),
             SignalShape::Class(c) => c.build(&scope),
         };
-        let id = SignalId(i as u32);
-        match sig {
+        let id = pb.signal(&format!("s{i}"), expr);
+        match signal {
             SignalShape::Bool(_) => scope.bools.push(id),
             SignalShape::Int(_) => scope.ints.push(id),
             SignalShape::Float(_) => scope.floats.push(id),
             SignalShape::Class(_) => scope.classes.push(id),
         }
-        signals.push(SignalDef {
-            name: format!("s{i}"),
-            span: Span::default(),
-            expr,
-        });
     }
-    let blocks = shape
-        .blocks
-        .iter()
-        .enumerate()
-        .map(|(i, b)| BlockDef {
-            name: format!("b{i}"),
-            span: Span::default(),
-            when: b.build(&scope),
-            action: BlockActionDef::Refuse {
-                status: 403,
-                message: None,
-            },
-        })
-        .collect();
-    let route = |name: String, when: Option<TExpr>, priority: Option<i64>| RouteDef {
-        name,
-        span: Span::default(),
-        priority,
-        when,
-        to: ModelId(0),
-        fallbacks: vec![],
-        system_prompt: None,
-        headers: vec![],
-        reasoning: None,
-        tools: ToolsDef::Keep,
-        cache: true,
-    };
-    let mut routes: Vec<RouteDef> = shape
-        .routes
-        .iter()
-        .enumerate()
-        .map(|(i, b)| route(format!("r{i}"), Some(b.build(&scope)), Some(100 - i as i64)))
-        .collect();
-    routes.push(route("default".into(), None, None));
-    let holds = shape
-        .holds
-        .iter()
-        .enumerate()
-        .map(|(i, b)| HoldDef {
-            name: format!("h{i}"),
-            span: Span::default(),
-            when: b.build(&scope),
-        })
-        .collect();
-    CheckedPolicy {
-        sources: SourceMap::new(),
-        root: PathBuf::from("."),
-        backends: vec![],
-        models: (0..MODELS)
-            .map(|i| ModelDef {
-                name: format!("m{i}"),
-                span: Span::default(),
-                backend: BackendId(0),
-                serves: format!("org/m{i}"),
-                aliases: vec![],
-                cost: [0.1, 1.0, f64::NAN][i],
-                context: None,
-                tokenizer: None,
-            })
-            .collect(),
-        classifiers: vec![ClassifierDef {
-            name: "domain".into(),
-            span: Span::default(),
-            path: PathBuf::from("models/domain"),
-            labels: (0..LABELS).map(|i| format!("l{i}")).collect(),
-            device: Device::Cpu,
-        }],
-        guards: vec![GuardDef {
-            name: "guard".into(),
-            span: Span::default(),
-            path: PathBuf::from("models/guard"),
-            positive: None,
-            device: Device::Cpu,
-        }],
-        encoders: vec![EncoderDef {
-            name: "enc".into(),
-            span: Span::default(),
-            path: PathBuf::from("models/enc"),
-            device: Device::Cpu,
-        }],
-        signals,
-        blocks,
-        routes,
-        cache: None,
-        session: None,
-        protect: Some(ProtectDef {
-            mode: ProtectMode::Enforce,
-            holds,
-        }),
-        failure: FailureDef {
-            classifier: None,
-            store: FailMode::Open,
-            backend: FailMode::Closed,
-        },
-        router: RouterDef {
-            names: vec!["auto".into()],
-            tokenizer: None,
-        },
-        tests: vec![],
+    for (i, b) in shape.blocks.iter().enumerate() {
+        pb.block(&format!("b{i}"), b.build(&scope));
     }
+    for (i, b) in shape.routes.iter().enumerate() {
+        pb.route(&format!("r{i}"), Some(b.build(&scope)), SMALL);
+    }
+    pb.route("default", None, SMALL);
+    for (i, b) in shape.holds.iter().enumerate() {
+        pb.hold(&format!("h{i}"), b.build(&scope));
+    }
+    pb.build()
 }
 
 /// splitmix64: rows are derived from one generated seed per row.

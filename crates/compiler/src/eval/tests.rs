@@ -3,8 +3,8 @@
 use super::*;
 use crate::compiled::compile;
 use crate::engine::EngineKind;
+use crate::fixture::*;
 use crate::hir::{CheckedPolicy, CmpOp, RequestField, RouteId, TExprKind, Type};
-use crate::ir::fixture::*;
 use src_dsl::ast::FailMode;
 
 const ENGINES: [EngineKind; 2] = [EngineKind::Interp, EngineKind::Jit];
@@ -243,14 +243,8 @@ fn a_bad_supply_or_give_is_an_error() {
 fn holds_with_absent_outcomes_do_not_hold() {
     for engine in ENGINES {
         let fail_rate = ex(TExprKind::OutcomeFailRate, Type::Score);
-        let proposed_cost = ex(
-            TExprKind::Cost(Box::new(ex(TExprKind::Proposed, Type::Model))),
-            Type::Float,
-        );
-        let pinned_cost = ex(
-            TExprKind::Cost(Box::new(ex(TExprKind::Pinned, Type::Model))),
-            Type::Float,
-        );
+        let proposed_cost = cost(proposed());
+        let pinned_cost = cost(pinned());
         let mut pb = PolicyBuilder::new();
         pb.route("default", None, SMALL)
             .hold("flaky", cmp(CmpOp::Gt, fail_rate, float(0.3)))

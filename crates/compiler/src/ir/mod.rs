@@ -17,8 +17,6 @@
 //! those lists in order, which makes evaluation iterative and lets the JIT reuse the SSA value
 //! of a subexpression an earlier condition already computed.
 
-#[cfg(test)]
-pub(crate) mod fixture;
 pub mod listing;
 mod lower;
 mod row;

@@ -1,7 +1,7 @@
 //! Lowering, listings, `unknown_slots` and traces.
 
-use super::fixture::*;
 use super::*;
+use crate::fixture::*;
 use crate::hir::{CheckedPolicy, ClassSet, CmpOp, RequestField, Type};
 use crate::interp;
 
@@ -27,11 +27,7 @@ fn example() -> CheckedPolicy {
         "hard_math",
         Some(and(
             is(sig(topic, class), &[MATH]),
-            cmp(
-                CmpOp::Gt,
-                tokens(ex(crate::hir::TExprKind::History, Type::Text)),
-                int(2000),
-            ),
+            cmp(CmpOp::Gt, tokens(history()), int(2000)),
         )),
         STRONG,
     )
@@ -65,10 +61,7 @@ fn listing_shows_arithmetic_promotion_and_cost() {
             request(RequestField::Tools),
         ),
     );
-    let pinned_cost = ex(
-        crate::hir::TExprKind::Cost(Box::new(ex(crate::hir::TExprKind::Pinned, Type::Model))),
-        Type::Float,
-    );
+    let pinned_cost = cost(pinned());
     pb.route(
         "risky",
         Some(cmp(CmpOp::Ge, sig(risk, Type::Float), float(1.5))),
@@ -113,14 +106,7 @@ fn listing_of_text_atoms_language_and_protect() {
     )
     .route("numbered", Some(cmp(CmpOp::Gt, count, int(0))), STRONG)
     .route("default", None, SMALL)
-    .hold(
-        "same model",
-        cmp(
-            CmpOp::Eq,
-            ex(K::Pinned, Type::Model),
-            ex(K::Model(STRONG), Type::Model),
-        ),
-    )
+    .hold("same model", cmp(CmpOp::Eq, pinned(), model(STRONG)))
     .hold(
         "flaky",
         and(

@@ -3,9 +3,9 @@
 //! engine.
 
 use super::JitPolicy;
+use crate::fixture::*;
 use crate::hir::{ArithOp, CmpOp, RequestField, RouteId, Type};
 use crate::interp;
-use crate::ir::fixture::*;
 use crate::ir::{lower, Atom, HoldOutcome, Outcome, Program, Row, Slot, TextExpr, Verdict};
 
 /// Bool inputs `p`, `q`; int inputs `x`, `y`; float inputs `f`, `g`.

@@ -1,6 +1,10 @@
-//! Checked policies built directly in unit tests, without the parser: small constructors for
-//! typed expressions and a builder with a fixed catalog (two models, one classifier `domain`,
-//! one guard, one encoder).
+//! Checked policies built directly, without the parser: small constructors for typed
+//! expressions and a builder with a fixed catalog (two models, one classifier `domain`, one
+//! guard, one encoder; more models on request).
+//!
+//! For tests and benchmarks only: unit tests see it as `crate::fixture`; integration tests and
+//! benches get it through the `fixtures` feature, which the crate's dev-dependency on itself
+//! turns on. Nothing checks these policies, so a builder can say what the checker would refuse.
 
 use crate::hir::*;
 use src_dsl::ast::{Device, FailMode};
@@ -53,6 +57,14 @@ pub fn prompt() -> TExpr {
     ex(TExprKind::Prompt, Type::Text)
 }
 
+pub fn history() -> TExpr {
+    ex(TExprKind::History, Type::Text)
+}
+
+pub fn system() -> TExpr {
+    ex(TExprKind::System, Type::Text)
+}
+
 pub fn header(name: &str) -> TExpr {
     ex(TExprKind::Header(name.into()), Type::OptText)
 }
@@ -75,6 +87,11 @@ pub fn not(a: TExpr) -> TExpr {
 
 pub fn cmp(op: CmpOp, a: TExpr, b: TExpr) -> TExpr {
     ex(TExprKind::Cmp(op, Box::new(a), Box::new(b)), Type::Bool)
+}
+
+pub fn neg(a: TExpr) -> TExpr {
+    let ty = a.ty;
+    ex(TExprKind::Neg(Box::new(a)), ty)
 }
 
 pub fn arith(op: ArithOp, a: TExpr, b: TExpr) -> TExpr {
@@ -146,22 +163,48 @@ pub fn confidence(e: TExpr) -> TExpr {
     ex(TExprKind::Confidence(Box::new(e)), Type::Score)
 }
 
+pub fn model(m: ModelId) -> TExpr {
+    ex(TExprKind::Model(m), Type::Model)
+}
+
+pub fn pinned() -> TExpr {
+    ex(TExprKind::Pinned, Type::Model)
+}
+
+pub fn proposed() -> TExpr {
+    ex(TExprKind::Proposed, Type::Model)
+}
+
+/// `m.cost`.
+pub fn cost(m: TExpr) -> TExpr {
+    ex(TExprKind::Cost(Box::new(m)), Type::Float)
+}
+
 pub struct PolicyBuilder {
     pub policy: CheckedPolicy,
 }
 
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn model_def(name: &str, cost: f64) -> ModelDef {
+    ModelDef {
+        name: name.into(),
+        span: Span::default(),
+        backend: BackendId(0),
+        serves: format!("org/{name}"),
+        aliases: vec![],
+        cost,
+        context: None,
+        tokenizer: None,
+    }
+}
+
 impl PolicyBuilder {
     pub fn new() -> Self {
-        let model = |name: &str, cost: f64| ModelDef {
-            name: name.into(),
-            span: Span::default(),
-            backend: BackendId(0),
-            serves: format!("org/{name}"),
-            aliases: vec![],
-            cost,
-            context: None,
-            tokenizer: None,
-        };
         let policy = CheckedPolicy {
             sources: SourceMap::new(),
             root: PathBuf::from("."),
@@ -174,7 +217,7 @@ impl PolicyBuilder {
                 timeout_ms: None,
                 simulated: true,
             }],
-            models: vec![model("small", 0.1), model("strong", 1.0)],
+            models: vec![model_def("small", 0.1), model_def("strong", 1.0)],
             classifiers: vec![ClassifierDef {
                 name: "domain".into(),
                 span: Span::default(),
@@ -213,6 +256,12 @@ impl PolicyBuilder {
             tests: vec![],
         };
         PolicyBuilder { policy }
+    }
+
+    /// Adds a model after [`SMALL`] and [`STRONG`], served by the one backend.
+    pub fn model(&mut self, name: &str, cost: f64) -> ModelId {
+        self.policy.models.push(model_def(name, cost));
+        ModelId(self.policy.models.len() as u32 - 1)
     }
 
     pub fn signal(&mut self, name: &str, expr: TExpr) -> SignalId {
