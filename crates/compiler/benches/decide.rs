@@ -1,5 +1,6 @@
-//! `decide` on generated policies of 10, 100 and 1,000 routes, interpreter against JIT, and the
-//! cost of lowering + JIT-compiling the 1,000-route policy.
+//! `decide` on generated policies of 10, 100 and 1,000 routes, interpreter against JIT,
+//! `unknown_slots` and a whole staged evaluation on the same policies, and the cost of
+//! lowering + JIT-compiling the 1,000-route policy.
 //!
 //! Route `i` (of `n`, by descending priority) is
 //! `tokens(history) >= (n - i) * 100 and (topic is L(i) or attack < 0.5) or request.tools > 100 + i`
@@ -112,6 +113,27 @@ fn bench_decide(c: &mut Criterion) {
     group.finish();
 }
 
+/// `unknown_slots` of route `n / 2` on the `middle` row with the model answers (classifier,
+/// guard) not known yet: what the staged evaluator asks before each round of model calls.
+fn bench_unknown_slots(c: &mut Criterion) {
+    let mut group = c.benchmark_group("unknown_slots");
+    for n in [10usize, 100, 1000] {
+        let program = lowered(n);
+        let mut row = row(&program, (n as i64 / 2) * 100 + 50);
+        for def in program.atoms() {
+            if matches!(def.atom, Atom::Classify(..) | Atom::Guard(..)) {
+                row.clear(def.slot);
+            }
+        }
+        let cond = program.route_cond(RouteId((n / 2) as u32));
+        assert_eq!(program.unknown_slots(cond, &row).len(), 2);
+        group.bench_with_input(BenchmarkId::from_parameter(n), &row, |b, r| {
+            b.iter(|| program.unknown_slots(cond, black_box(r)))
+        });
+    }
+    group.finish();
+}
+
 /// A whole staged evaluation with model answers supplied instantly: what the policy costs a
 /// request besides inference (phrase scan, token estimate, scans of the engine).
 fn bench_evaluate(c: &mut Criterion) {
@@ -178,6 +200,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = bench_decide, bench_evaluate, bench_compile
+    targets = bench_decide, bench_unknown_slots, bench_evaluate, bench_compile
 }
 criterion_main!(benches);

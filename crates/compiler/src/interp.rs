@@ -120,44 +120,47 @@ pub fn eval_cond(program: &Program, cond: CondId, row: &Row) -> Option<bool> {
     eval_node(program, root, row).truth()
 }
 
-/// The value of any node (a signal's, for explanations).
+/// The value of any node (a signal's, for explanations). Only the nodes it depends on are
+/// evaluated.
 pub fn eval_node(program: &Program, node: NodeId, row: &Row) -> Val {
     if node.index() >= program.nodes.len() {
         return Val::UNKNOWN;
     }
-    let mut vals = vec![Val::UNKNOWN; program.nodes.len()];
-    for n in closure(program, node) {
-        vals[n.index()] = eval_inst(program, n, &vals, row);
-    }
-    vals[node.index()]
+    with_scratch(program.nodes.len(), |s| {
+        s.eval_closure(program, node, row);
+        s.vals[node.index()]
+    })
 }
 
 impl Program {
     /// The unknown slots that could still settle `cond`, cheapest cost class first. Subtrees
     /// whose value is already known, and signals whose value is given, are not searched:
-    /// computing their slots could not change the outcome.
+    /// computing their slots could not change the outcome. The work is proportional to the
+    /// condition's own subgraph, not to the policy.
     pub fn unknown_slots(&self, cond: CondId, row: &Row) -> Vec<SlotId> {
         let Some(root) = self.cond(cond).map(|c| c.root) else {
             return Vec::new();
         };
-        let mut vals = vec![Val::UNKNOWN; self.nodes.len()];
-        for n in closure(self, root) {
-            vals[n.index()] = eval_inst(self, n, &vals, row);
-        }
-        let mut seen = vec![false; self.nodes.len()];
-        let mut out = Vec::new();
-        let mut stack = vec![root];
-        while let Some(n) = stack.pop() {
-            if vals[n.index()].known || std::mem::replace(&mut seen[n.index()], true) {
-                continue;
+        let mut out = with_scratch(self.nodes.len(), |s| {
+            s.eval_closure(self, root, row);
+            let mut out = Vec::new();
+            let seen = s.next_epoch();
+            s.stack.push(root);
+            while let Some(n) = s.stack.pop() {
+                if s.vals[n.index()].known || s.stamps[n.index()] == seen {
+                    continue;
+                }
+                s.stamps[n.index()] = seen;
+                match &self.nodes[n.index()].inst {
+                    Inst::Load(slot) => out.push(*slot),
+                    // The node is unknown, so the given slot is too: only the inner value can
+                    // help.
+                    Inst::Given { inner, .. } => s.stack.push(*inner),
+                    inst => s.stack.extend(inst.operands()),
+                }
             }
-            match &self.nodes[n.index()].inst {
-                Inst::Load(slot) => out.push(*slot),
-                // The node is unknown, so the given slot is too: only the inner value can help.
-                Inst::Given { inner, .. } => stack.push(*inner),
-                inst => stack.extend(inst.operands()),
-            }
-        }
+            out
+        });
         out.sort_by_key(|&s| (self.slot_cost(s), s));
         out.dedup();
         out
@@ -213,21 +216,78 @@ fn decide_outcome(program: &Program, scan: Scan) -> Outcome {
     }
 }
 
-thread_local! {
-    static SCRATCH: RefCell<Vec<Val>> = const { RefCell::new(Vec::new()) };
+/// Per-thread working memory, indexed by node, reused across calls so that no call pays for
+/// the size of the whole policy. Stale entries are harmless: node values are written before
+/// they are read (operands have smaller ids, and a scan or a closure evaluates in increasing
+/// order), and a visit mark counts only when it carries the current epoch.
+#[derive(Default)]
+struct Scratch {
+    vals: Vec<Val>,
+    /// Visit marks: a node is marked when its stamp equals the epoch in use.
+    stamps: Vec<u32>,
+    epoch: u32,
+    stack: Vec<NodeId>,
+    /// The closure being evaluated, in evaluation order.
+    order: Vec<NodeId>,
 }
 
-/// Runs `f` over a per-thread buffer of at least `n` values. Stale entries are harmless: a scan
-/// writes every node before reading it.
-fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [Val]) -> R) -> R {
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut buf) => {
-            if buf.len() < n {
-                buf.resize(n, Val::UNKNOWN);
-            }
-            f(&mut buf[..n])
+impl Scratch {
+    fn fit(&mut self, n: usize) {
+        if self.vals.len() < n {
+            self.vals.resize(n, Val::UNKNOWN);
+            self.stamps.resize(n, 0);
         }
-        Err(_) => f(&mut vec![Val::UNKNOWN; n]),
+    }
+
+    /// A fresh epoch: every node is unmarked.
+    fn next_epoch(&mut self) -> u32 {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.stamps.fill(0);
+            self.epoch = 1;
+        }
+        self.stack.clear();
+        self.epoch
+    }
+
+    /// Evaluates `root` and the nodes it depends on (only those) into `vals`.
+    fn eval_closure(&mut self, program: &Program, root: NodeId, row: &Row) {
+        let seen = self.next_epoch();
+        self.order.clear();
+        self.stack.push(root);
+        while let Some(n) = self.stack.pop() {
+            if self.stamps[n.index()] == seen {
+                continue;
+            }
+            self.stamps[n.index()] = seen;
+            self.order.push(n);
+            self.stack.extend(program.nodes[n.index()].inst.operands());
+        }
+        // Operands have smaller ids than their users.
+        self.order.sort_unstable();
+        for &n in &self.order {
+            self.vals[n.index()] = eval_inst(program, n, &self.vals, row);
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Runs `f` over the per-thread scratch, sized for `n` nodes (a fresh one if the thread's is
+/// in use).
+fn with_scratch<R>(n: usize, f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut scratch) => {
+            scratch.fit(n);
+            f(&mut scratch)
+        }
+        Err(_) => {
+            let mut scratch = Scratch::default();
+            scratch.fit(n);
+            f(&mut scratch)
+        }
     })
 }
 
@@ -238,7 +298,8 @@ fn scan(
     forced: &dyn Fn(CondId) -> bool,
     mut trace: Option<&mut Vec<CondTrace>>,
 ) -> Scan {
-    with_scratch(program.nodes.len(), |vals| {
+    with_scratch(program.nodes.len(), |scratch| {
+        let vals = &mut scratch.vals[..];
         for (pos, ci) in range.enumerate() {
             let Some(cond) = program.conds.get(ci) else {
                 break;
@@ -291,22 +352,6 @@ fn explain(tree: &CondTree, vals: &[Val], out: &mut Vec<Part>) {
         }
         Shape::Not(_) | Shape::Leaf => out.push(leaf),
     }
-}
-
-/// The nodes `root` depends on, itself included, in evaluation order.
-fn closure(program: &Program, root: NodeId) -> Vec<NodeId> {
-    let mut seen = vec![false; program.nodes.len()];
-    let mut out = Vec::new();
-    let mut stack = vec![root];
-    while let Some(n) = stack.pop() {
-        if std::mem::replace(&mut seen[n.index()], true) {
-            continue;
-        }
-        out.push(n);
-        stack.extend(program.nodes[n.index()].inst.operands());
-    }
-    out.sort_unstable();
-    out
 }
 
 /// One node's value from its operands' values (already in `vals`) and the row.

@@ -259,6 +259,42 @@ fn unknown_slots_skip_settled_and_given_parts_cheapest_first() {
 }
 
 #[test]
+fn unknown_slots_do_not_depend_on_earlier_calls() {
+    // The interpreter reuses per-thread working memory across calls and programs.
+    let mut pb = PolicyBuilder::new();
+    let attack = pb.signal("attack", guard(prompt()));
+    let when = and(
+        cmp(CmpOp::Gt, sig(attack, Type::Score), float(0.5)),
+        or(request(RequestField::Stream), contains(prompt(), &["help"])),
+    );
+    pb.route("r", Some(when), STRONG)
+        .route("default", None, SMALL);
+    let p = lowered(&pb.build());
+    let c = p.route_cond(crate::hir::RouteId(0));
+    let row = p.new_row();
+    let on_a_new_thread = {
+        let (p, row) = (p.clone(), row.clone());
+        std::thread::spawn(move || p.unknown_slots(c, &row))
+            .join()
+            .unwrap_or_else(|_| panic!("the thread panicked"))
+    };
+    assert_eq!(on_a_new_thread.len(), 3);
+
+    let other = lowered(&example());
+    let mut other_row = other.new_row();
+    for def in other.atoms() {
+        other_row.set_bool(def.slot, true);
+    }
+    for (i, _) in other.conds().iter().enumerate() {
+        let _ = other.unknown_slots(CondId(i as u32), &other.new_row());
+        let _ = interp::eval_cond(&other, CondId(i as u32), &other_row);
+    }
+    let _ = interp::decide(&other, &other_row);
+    assert_eq!(p.unknown_slots(c, &row), on_a_new_thread);
+    assert_eq!(p.unknown_slots(c, &row), on_a_new_thread, "called again");
+}
+
+#[test]
 fn trace_names_the_parts_that_failed() {
     let mut pb = PolicyBuilder::new();
     let lhs = at(request(RequestField::Stream), 10, 20);
