@@ -9,15 +9,29 @@
 //!   three-valued logic with bools as two bits ("known true", "known false"), which makes `and`
 //!   and `or` one instruction each and `not` free.
 //!
-//! A fully known row therefore costs two-valued logic plus one branch per condition on a known
-//! bit that is usually shared by many conditions (the same slots). Known-ness that is constant
-//! at compile time (constants) is folded away.
+//! A fully known row therefore costs two-valued logic plus one branch per condition: "known and
+//! false" goes on to the next condition, anything else (a hit, or a known bit missing) leaves for
+//! the condition's cold block. Known-ness that is constant at compile time (constants) is folded
+//! away.
+//!
+//! What limits a long scan is the size of its fall-through code, which is all executed on the
+//! worst-case row: at 1,000 routes it no longer fits the instruction cache. So everything else
+//! stays out of it: cold blocks (the exact paths, and answering a hit) are marked cold, so
+//! Cranelift places them after the function's hot code; and the spine values that cold paths of
+//! later conditions read (a shared signal's test, a slot's known bit) are kept in stack slots,
+//! stored once where they are computed, instead of staying live in registers across the scan
+//! and making the register allocator spill the fall-through path's own values.
 
 use super::{TAG_HIT, TAG_MISS, TAG_NEEDS};
 use crate::hir::{ArithOp, CmpOp};
 use crate::ir::{CmpTy, Const, Inst, NodeId, NumTy, Program, SlotId, ValTy};
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, Block, BlockArg, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::{
+    types, Block, BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind,
+    Value, ValueDef,
+};
 use cranelift_frontend::FunctionBuilder;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -42,14 +56,18 @@ pub(super) fn scan<'a>(
         slot_known: HashMap::new(),
         conj: HashMap::new(),
         slow: vec![None; n],
+        cond_start: 0,
+        kept: HashMap::new(),
+        reloaded: HashMap::new(),
     };
     let mut cold = Vec::new();
     for ci in range {
         let cond = &program.conds[ci];
         let pos = ci - scan_start;
+        let cond_start = e.b.func.dfg.num_values();
         // The nodes this condition is the first in this function to need, operands first.
         for node in e.unemitted(cond.root) {
-            let s = e.spine_node(node);
+            let s = e.spine_value(node);
             e.spine[node.index()] = Some(s);
         }
         let root = e.spine_of(cond.root);
@@ -58,34 +76,42 @@ pub(super) fn scan<'a>(
         let next = e.b.create_block();
         let hit = i64::from(TAG_HIT | pos as u32);
         let needs = i64::from(TAG_NEEDS | ci as u32);
-        match known {
-            Bit::C(true) => e.branch_on(value, hit, next, exit),
-            Bit::C(false) | Bit::V(_) => {
-                let slow = e.b.create_block();
-                match known {
-                    Bit::V(k) => {
-                        let fast = e.b.create_block();
-                        e.b.ins().brif(k, fast, &[], slow, &[]);
-                        e.b.switch_to_block(fast);
-                        e.branch_on(value, hit, next, exit);
-                    }
-                    _ => {
-                        e.b.ins().jump(slow, &[]);
-                    }
-                }
-                cold.push((slow, cond.root, hit, needs, next));
+        if let Bit::C(true) = known {
+            e.branch_on(value, hit, next, exit);
+        } else {
+            // One test on the fall-through path: known and false goes on to the next condition;
+            // anything else (a hit, or a condition not known to be two-valued) leaves it for a
+            // cold block, which answers a known hit at once and evaluates the rest exactly.
+            let check = e.b.create_block();
+            e.b.set_cold_block(check);
+            let go_on = e.and_not(known, value);
+            e.branch(go_on, next, check);
+            e.b.switch_to_block(check);
+            let slow = e.b.create_block();
+            e.b.set_cold_block(slow);
+            if let Bit::V(_) = known {
+                let taken = e.b.create_block();
+                e.b.set_cold_block(taken);
+                e.branch(known, taken, slow);
+                e.b.switch_to_block(taken);
+                let code = e.b.ins().iconst(types::I32, hit);
+                e.b.ins().jump(exit, &[BlockArg::Value(code)]);
+            } else {
+                e.b.ins().jump(slow, &[]);
             }
+            cold.push((slow, cond.root, cond_start, hit, needs, next));
         }
         e.b.switch_to_block(next);
     }
     let miss = e.b.ins().iconst(types::I32, i64::from(TAG_MISS));
     e.b.ins().jump(exit, &[BlockArg::Value(miss)]);
     // Cold paths last, so the spine falls through.
-    for (slow, root, hit, needs, next) in cold {
+    for (slow, root, cond_start, hit, needs, next) in cold {
         e.b.switch_to_block(slow);
-        let (t, f) = e.three_valued(root);
+        let (t, f) = e.three_valued(root, cond_start);
         e.answer(t, f, hit, needs, next, exit);
     }
+    e.keep_values();
     e.b
 }
 
@@ -138,6 +164,13 @@ struct Emitter<'a, 'p> {
     conj: HashMap<Rc<[u32]>, Bit>,
     /// Cold-path values of the condition being emitted.
     slow: Vec<Option<Slow>>,
+    /// The first value number of the condition whose cold path is being emitted: spine values
+    /// below it belong to earlier conditions.
+    cond_start: usize,
+    /// Spine values that cold paths of later conditions read, each kept in its own stack slot.
+    kept: HashMap<Value, StackSlot>,
+    /// Values of `kept` already loaded in the cold path being emitted.
+    reloaded: HashMap<Value, Value>,
 }
 
 impl Emitter<'_, '_> {
@@ -227,6 +260,15 @@ impl Emitter<'_, '_> {
         }
     }
 
+    /// Jumps to `then` when `c` holds, else to `otherwise`.
+    fn branch(&mut self, c: Bit, then: Block, otherwise: Block) {
+        match c {
+            Bit::C(true) => self.b.ins().jump(then, &[]),
+            Bit::C(false) => self.b.ins().jump(otherwise, &[]),
+            Bit::V(v) => self.b.ins().brif(v, then, &[], otherwise, &[]),
+        };
+    }
+
     /// Jumps to `exit(hit)` when `v` holds, else to `next`.
     fn branch_on(&mut self, v: Bit, hit: i64, next: Block, exit: Block) {
         match v {
@@ -238,10 +280,14 @@ impl Emitter<'_, '_> {
                 self.b.ins().jump(next, &[]);
             }
             Bit::V(v) => {
+                // A hit leaves the scan once per call: its code goes with the cold paths, so
+                // the fall-through path holds only the test and the branch.
+                let taken = self.b.create_block();
+                self.b.set_cold_block(taken);
+                self.b.ins().brif(v, taken, &[], next, &[]);
+                self.b.switch_to_block(taken);
                 let hit = self.b.ins().iconst(types::I32, hit);
-                self.b
-                    .ins()
-                    .brif(v, exit, &[BlockArg::Value(hit)], next, &[]);
+                self.b.ins().jump(exit, &[BlockArg::Value(hit)]);
             }
         }
     }
@@ -301,6 +347,69 @@ impl Emitter<'_, '_> {
         (self.atoms.len() - 1) as u32
     }
 
+    /// A spine value for the cold path being emitted. One computed for an earlier condition
+    /// is read back from a stack slot, stored where it was computed: the spine values that cold
+    /// paths share (a signal's test, a slot's known bit) would otherwise stay live across the
+    /// whole scan and take registers from the fall-through path.
+    fn cold_value(&mut self, v: Value) -> Value {
+        if v.index() >= self.cond_start {
+            return v;
+        }
+        if let Some(&r) = self.reloaded.get(&v) {
+            return r;
+        }
+        let slot = match self.kept.get(&v) {
+            Some(&slot) => slot,
+            None => {
+                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3);
+                let slot = self.b.create_sized_stack_slot(data);
+                self.kept.insert(v, slot);
+                slot
+            }
+        };
+        let ty = self.b.func.dfg.value_type(v);
+        let ptr = self.b.func.dfg.value_type(self.row);
+        let r = self.b.ins().stack_load(ptr, ty, slot, 0);
+        self.reloaded.insert(v, r);
+        r
+    }
+
+    fn cold_bit(&mut self, b: Bit) -> Bit {
+        match b {
+            Bit::V(v) => Bit::V(self.cold_value(v)),
+            c => c,
+        }
+    }
+
+    /// A node's spine value, for the cold path being emitted.
+    fn cold_spine(&mut self, n: NodeId) -> SV {
+        match self.spine_of(n).v {
+            SV::B(b) => SV::B(self.cold_bit(b)),
+            SV::X(v) => SV::X(self.cold_value(v)),
+        }
+    }
+
+    /// An atomic known bit, for the cold path being emitted.
+    fn cold_atom(&mut self, a: u32) -> Bit {
+        let v = self.atoms[a as usize];
+        Bit::V(self.cold_value(v))
+    }
+
+    /// Stores each value that a cold path reads back (see `cold_value`) right after the
+    /// instruction that computes it.
+    fn keep_values(&mut self) {
+        let ptr = self.b.func.dfg.value_type(self.row);
+        let mut kept: Vec<(Value, StackSlot)> = self.kept.drain().collect();
+        kept.sort_unstable_by_key(|(v, _)| *v);
+        for (v, slot) in kept {
+            let ValueDef::Result(inst, _) = self.b.func.dfg.value_def(v) else {
+                continue;
+            };
+            let mut pos = FuncCursor::new(self.b.func).after_inst(inst);
+            pos.ins().stack_store(ptr, v, slot, 0);
+        }
+    }
+
     /// A slot's value, typed for a node of type `ty` (a bool as an `i8` 0/1).
     fn slot_value(&mut self, slot: SlotId, ty: ValTy) -> SV {
         let load_ty = if ty == ValTy::Float {
@@ -346,15 +455,6 @@ impl Emitter<'_, '_> {
         v.sort_unstable();
         v.dedup();
         Rc::from(v)
-    }
-
-    fn spine_node(&mut self, n: NodeId) -> Spine {
-        let spine = self.spine_value(n);
-        if self.is_leaf(n) {
-            // The cold paths read a leaf's exact known bit from here (see `is_leaf`).
-            self.conjunction(&spine.k);
-        }
-        spine
     }
 
     /// A comparison or label test of non-bool operands: it is known exactly when all its
@@ -515,7 +615,9 @@ impl Emitter<'_, '_> {
 
     /// (known true, known false) of `root` by exact Kleene logic, emitted in the current
     /// (cold) block from the spine's values and known bits.
-    fn three_valued(&mut self, root: NodeId) -> (Bit, Bit) {
+    fn three_valued(&mut self, root: NodeId, cond_start: usize) -> (Bit, Bit) {
+        self.cond_start = cond_start;
+        self.reloaded.clear();
         let nodes = self.skeleton(root);
         for &n in &nodes {
             let s = self.slow_node(n);
@@ -524,7 +626,7 @@ impl Emitter<'_, '_> {
         let out = match self.slow_of(root) {
             Slow::Bool { t, f } => (t, f),
             Slow::Num { k } => {
-                let v = self.spine_of(root).v.bit();
+                let v = self.cold_spine(root).bit();
                 (self.and(k, v), self.and_not(k, v))
             }
         };
@@ -554,16 +656,12 @@ impl Emitter<'_, '_> {
         out
     }
 
-    /// The conjunction of a known-bit set: from the spine when materialised there, else
-    /// emitted here (in a cold block, so not remembered).
-    fn conjunction_here(&mut self, set: &Rc<[u32]>) -> Bit {
-        if let Some(&b) = self.conj.get(set) {
-            return b;
-        }
+    /// The conjunction of a known-bit set, computed in the cold path being emitted.
+    fn cold_conjunction(&mut self, set: &Rc<[u32]>) -> Bit {
         let mut acc = Bit::C(true);
         for &a in set.iter() {
-            let v = self.atoms[a as usize];
-            acc = self.and(acc, Bit::V(v));
+            let b = self.cold_atom(a);
+            acc = self.and(acc, b);
         }
         acc
     }
@@ -579,7 +677,7 @@ impl Emitter<'_, '_> {
             // Not in the skeleton: a non-bool value, whose spine conjunction is exact.
             None => {
                 let k = self.spine_of(n).k;
-                self.conjunction_here(&k)
+                self.cold_conjunction(&k)
             }
         }
     }
@@ -594,7 +692,6 @@ impl Emitter<'_, '_> {
     fn slow_node(&mut self, n: NodeId) -> Slow {
         let program = self.program;
         let def = &program.nodes[n.index()];
-        let v = self.spine_of(n).v;
         match &def.inst {
             Inst::Const(Const::Bool(b)) => Slow::Bool {
                 t: Bit::C(*b),
@@ -603,15 +700,18 @@ impl Emitter<'_, '_> {
             Inst::Const(_) => Slow::Num { k: Bit::C(true) },
             Inst::Load(slot) => {
                 let id = self.slot_known(*slot);
-                let k = Bit::V(self.atoms[id as usize]);
-                match v {
-                    SV::B(v) => self.bool_of(k, v),
+                let k = self.cold_atom(id);
+                match self.spine_of(n).v {
+                    SV::B(_) => {
+                        let v = self.cold_spine(n).bit();
+                        self.bool_of(k, v)
+                    }
                     SV::X(_) => Slow::Num { k },
                 }
             }
             Inst::Given { slot, inner } => {
                 let id = self.slot_known(*slot);
-                let gk = Bit::V(self.atoms[id as usize]);
+                let gk = self.cold_atom(id);
                 match self.slow_of(*inner) {
                     Slow::Bool { t, f } => {
                         let gv = self.slot_value(*slot, def.ty).bit();
@@ -627,7 +727,8 @@ impl Emitter<'_, '_> {
             Inst::Not(a) => match self.slow_of(*a) {
                 Slow::Bool { t, f } => Slow::Bool { t: f, f: t },
                 Slow::Num { k } => {
-                    let nv = self.not(v.bit());
+                    let v = self.cold_spine(n).bit();
+                    let nv = self.not(v);
                     self.bool_of(k, nv)
                 }
             },
@@ -657,17 +758,20 @@ impl Emitter<'_, '_> {
             }
             Inst::Cmp(..) | Inst::IsLabel(..) if self.is_leaf(n) => {
                 let k = self.spine_of(n).k;
-                let k = self.conjunction_here(&k);
-                self.bool_of(k, v.bit())
+                let k = self.cold_conjunction(&k);
+                let v = self.cold_spine(n).bit();
+                self.bool_of(k, v)
             }
             Inst::Cmp(_, _, a, b) => {
                 let (ka, kb) = (self.known(*a), self.known(*b));
                 let k = self.and(ka, kb);
-                self.bool_of(k, v.bit())
+                let v = self.cold_spine(n).bit();
+                self.bool_of(k, v)
             }
             Inst::IsLabel(a, ..) => {
                 let k = self.known(*a);
-                self.bool_of(k, v.bit())
+                let v = self.cold_spine(n).bit();
+                self.bool_of(k, v)
             }
         }
     }
@@ -676,7 +780,7 @@ impl Emitter<'_, '_> {
         match self.slow_of(n) {
             Slow::Bool { t, f } => (t, f),
             Slow::Num { k } => {
-                let v = self.spine_of(n).v.bit();
+                let v = self.cold_spine(n).bit();
                 (self.and(k, v), self.and_not(k, v))
             }
         }

@@ -19,7 +19,6 @@ use crate::hir::{BlockId, RouteId};
 use crate::ir::{CondId, HoldOutcome, Outcome, Program, Row, Slot, Verdict};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, AbiParam, Block, BlockArg, InstBuilder, Signature, Value};
-use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -177,13 +176,7 @@ fn define(module: &mut JITModule, program: &Program, scan: Scan) -> Result<FuncI
         )?);
         at = end;
     }
-    let mut ctx = module.make_context();
-    let (id, sig) = declare(module, name)?;
-    ctx.func.signature = sig;
-    let mut fctx = FunctionBuilderContext::new();
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let (row, exit) = entry_and_exit(&mut b);
+    define_function(module, name, |module, mut b, row, exit| {
         for part in parts {
             let callee = module.declare_func_in_func(part, b.func);
             let call = b.ins().call(callee, &[row]);
@@ -196,13 +189,8 @@ fn define(module: &mut JITModule, program: &Program, scan: Scan) -> Result<FuncI
         }
         let miss = b.ins().iconst(types::I32, i64::from(TAG_MISS));
         b.ins().jump(exit, &[BlockArg::Value(miss)]);
-        finish(b, exit, module.target_config());
-    }
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| JitError::Codegen(e.to_string()))?;
-    module.clear_context(&mut ctx);
-    Ok(id)
+        b
+    })
 }
 
 fn declare(module: &mut JITModule, name: &str) -> Result<(FuncId, Signature), JitError> {
@@ -216,23 +204,37 @@ fn declare(module: &mut JITModule, name: &str) -> Result<(FuncId, Signature), Ji
     Ok((id, sig))
 }
 
-/// Creates the entry block (returning the row pointer) and the exit block (one `i32`
-/// parameter, the answer), and positions the builder in the entry block.
-fn entry_and_exit(b: &mut FunctionBuilder<'_>) -> (Value, Block) {
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    let exit = b.create_block();
-    b.append_block_param(exit, types::I32);
-    b.switch_to_block(entry);
-    (b.block_params(entry)[0], exit)
-}
-
-fn finish(mut b: FunctionBuilder<'_>, exit: Block, config: TargetFrontendConfig) {
-    b.switch_to_block(exit);
-    let code = b.block_params(exit)[0];
-    b.ins().return_(&[code]);
-    b.seal_all_blocks();
-    b.finalize(config);
+/// Declares and defines one function of the entry signature. `body` emits the code between
+/// the entry block, where the builder starts, and the exit block, which returns its one `i32`
+/// parameter (the answer); it gets the row pointer and the exit block.
+fn define_function<F>(module: &mut JITModule, name: &str, body: F) -> Result<FuncId, JitError>
+where
+    F: for<'b> FnOnce(&mut JITModule, FunctionBuilder<'b>, Value, Block) -> FunctionBuilder<'b>,
+{
+    let mut ctx = module.make_context();
+    let (id, sig) = declare(module, name)?;
+    ctx.func.signature = sig;
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        let exit = b.create_block();
+        b.append_block_param(exit, types::I32);
+        b.switch_to_block(entry);
+        let row = b.block_params(entry)[0];
+        let mut b = body(module, b, row, exit);
+        b.switch_to_block(exit);
+        let code = b.block_params(exit)[0];
+        b.ins().return_(&[code]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| JitError::Codegen(e.to_string()))?;
+    module.clear_context(&mut ctx);
+    Ok(id)
 }
 
 fn define_part(
@@ -242,19 +244,7 @@ fn define_part(
     range: std::ops::Range<usize>,
     scan_start: usize,
 ) -> Result<FuncId, JitError> {
-    let mut ctx = module.make_context();
-    let (id, sig) = declare(module, name)?;
-    ctx.func.signature = sig;
-    let mut fctx = FunctionBuilderContext::new();
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let (row, exit) = entry_and_exit(&mut b);
-        let b = emit::scan(b, row, program, range, scan_start, exit);
-        finish(b, exit, module.target_config());
-    }
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| JitError::Codegen(e.to_string()))?;
-    module.clear_context(&mut ctx);
-    Ok(id)
+    define_function(module, name, |_, b, row, exit| {
+        emit::scan(b, row, program, range, scan_start, exit)
+    })
 }
