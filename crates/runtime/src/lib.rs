@@ -19,6 +19,7 @@ pub mod log;
 pub mod models;
 pub mod policy_store;
 pub mod proxy;
+mod redis_link;
 pub mod reload;
 pub mod server;
 pub mod session;

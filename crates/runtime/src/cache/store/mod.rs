@@ -35,6 +35,17 @@ pub enum CacheError {
     Config(String),
 }
 
+impl From<crate::redis_link::LinkError> for CacheError {
+    fn from(e: crate::redis_link::LinkError) -> Self {
+        use crate::redis_link::LinkError;
+        match e {
+            LinkError::Timeout { op, after } => CacheError::Timeout { op, after },
+            LinkError::Unavailable(why) => CacheError::Unavailable(why),
+            LinkError::Config(why) => CacheError::Config(why),
+        }
+    }
+}
+
 impl CacheError {
     /// A short, fixed word for logs.
     pub fn kind(&self) -> &'static str {

@@ -17,13 +17,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError};
+use redis::aio::ConnectionManager;
+use redis::RedisError;
 
 use crate::cache::scope::{hex, Scope};
 use crate::cache::store::{live, similarity, CacheError, CacheStore, Inserted, Nearest, PER_SCOPE};
 use crate::hooks::BoxFuture;
-use crate::session::store::redis::redact;
+use crate::redis_link;
 
 /// Bytes of an element before its embedding.
 const HEADER: usize = 16 + 8;
@@ -44,16 +44,7 @@ impl RedisCache {
         timeout: Duration,
         max_entry_bytes: usize,
     ) -> Result<RedisCache, CacheError> {
-        let client =
-            Client::open(url).map_err(|e| CacheError::Config(format!("`{}`: {e}", redact(url))))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(timeout);
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| CacheError::Config(e.to_string()))?;
+        let conn = redis_link::connect(url, timeout)?;
         Ok(RedisCache {
             conn,
             timeout,
@@ -63,9 +54,7 @@ impl RedisCache {
 
     /// Whether `url` can name a Redis server at all (checked when a policy loads).
     pub fn check_url(url: &str) -> Result<(), CacheError> {
-        Client::open(url)
-            .map(|_| ())
-            .map_err(|e| CacheError::Config(format!("`{}`: {e}", redact(url))))
+        Ok(redis_link::check_url(url)?)
     }
 
     async fn bounded<T>(
@@ -73,18 +62,7 @@ impl RedisCache {
         op: &'static str,
         step: impl Future<Output = Result<T, RedisError>>,
     ) -> Result<T, CacheError> {
-        match tokio::time::timeout(self.timeout, step).await {
-            Err(_) => Err(CacheError::Timeout {
-                op,
-                after: self.timeout,
-            }),
-            Ok(Err(e)) if e.is_timeout() => Err(CacheError::Timeout {
-                op,
-                after: self.timeout,
-            }),
-            Ok(Err(e)) => Err(CacheError::Unavailable(e.to_string())),
-            Ok(Ok(v)) => Ok(v),
-        }
+        Ok(redis_link::bounded(self.timeout, op, step).await?)
     }
 }
 

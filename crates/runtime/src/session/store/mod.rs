@@ -45,6 +45,17 @@ pub enum StoreError {
     Config(String),
 }
 
+impl From<crate::redis_link::LinkError> for StoreError {
+    fn from(e: crate::redis_link::LinkError) -> Self {
+        use crate::redis_link::LinkError;
+        match e {
+            LinkError::Timeout { op, after } => StoreError::Timeout { op, after },
+            LinkError::Unavailable(why) => StoreError::Unavailable(why),
+            LinkError::Config(why) => StoreError::Config(why),
+        }
+    }
+}
+
 impl StoreError {
     /// A short, fixed word for metric labels.
     pub fn kind(&self) -> &'static str {

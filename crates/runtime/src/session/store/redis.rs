@@ -18,10 +18,11 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError, Script};
+use redis::aio::ConnectionManager;
+use redis::{RedisError, Script};
 
 use crate::hooks::BoxFuture;
+use crate::redis_link;
 use crate::session::identity::Identity;
 use crate::session::pin::{Pin, SwitchRecord};
 use crate::session::store::{
@@ -104,16 +105,7 @@ impl RedisStore {
     /// at startup only fails the calls made while it is down. Must be called inside a Tokio
     /// runtime.
     pub fn connect(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        let client =
-            Client::open(url).map_err(|e| StoreError::Config(format!("`{}`: {e}", redact(url))))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(timeout);
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let conn = redis_link::connect(url, timeout)?;
         Ok(RedisStore {
             conn,
             timeout,
@@ -131,28 +123,7 @@ impl RedisStore {
         op: &'static str,
         step: impl Future<Output = Result<T, RedisError>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, step).await {
-            Err(_) => Err(StoreError::Timeout {
-                op,
-                after: self.timeout,
-            }),
-            Ok(Err(e)) if e.is_timeout() => Err(StoreError::Timeout {
-                op,
-                after: self.timeout,
-            }),
-            Ok(Err(e)) => Err(StoreError::Unavailable(e.to_string())),
-            Ok(Ok(v)) => Ok(v),
-        }
-    }
-}
-
-/// The URL without its password, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
+        Ok(redis_link::bounded(self.timeout, op, step).await?)
     }
 }
 
@@ -441,14 +412,5 @@ mod tests {
             "NaN".to_owned(),
         ];
         assert!(matches!(parse(flat), Err(StoreError::Corrupt(_))));
-    }
-
-    #[test]
-    fn passwords_are_kept_out_of_messages() {
-        assert_eq!(
-            redact("redis://:hunter2@host:6379/0"),
-            "redis://…@host:6379/0"
-        );
-        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
     }
 }
