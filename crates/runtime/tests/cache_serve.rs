@@ -200,6 +200,25 @@ async fn skip_when_skips_the_cache_computing_its_model_signals() -> TestResult {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_a_similarity_signal_embedded_is_not_embedded_again() -> TestResult {
+    let cache = r#"threshold = 0.9
+      skip when similarity(minilm, prompt, ["what time is it right now"]) > 0.7"#;
+    let served = serve(&policy(cache, "")).await?;
+    let calls =
+        |metrics: &str| cache_support::sample(metrics, "src_model_calls_total", "model=\"minilm\"");
+    let before = calls(&served.metrics().await?);
+    // `skip when` embeds the prompt; the cache lookup reuses that embedding.
+    assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
+    let after = calls(&served.metrics().await?);
+    assert_eq!(after - before, 1.0, "one encoder call for the prompt");
+    served.stored(1.0).await?;
+    // A paraphrase: one call for its own prompt, and the lookup still finds the stored answer.
+    assert_eq!(served.ask(PARAPHRASE, "key-a").await?.cache(), "hit");
+    assert_eq!(calls(&served.metrics().await?) - after, 1.0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_chat_request_replays_a_stored_answer_as_events() -> TestResult {
     let served = basic().await?;
     let stored = served.ask(PASSWORD, "key-a").await?;

@@ -4,13 +4,16 @@
 //! files are unchanged (size and modification time), so a reload costs no model load. Example
 //! embeddings are cached by the model's content fingerprint and the example text: a reload, or a
 //! second policy, with the same examples embeds nothing again. [`ModelSignals::embed`] runs one
-//! text through an encoder's batcher for the response cache.
+//! text through an encoder's batcher for the response cache, unless a `similarity` signal just
+//! embedded the same text with the same encoder: such embeddings are remembered (a few, briefly)
+//! so a request pays one encoder call for its prompt, not two.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use sha2::{Digest, Sha256};
 use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
 use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId, TExpr, TExprKind};
 use src_dsl::ast::Device;
@@ -92,12 +95,20 @@ struct Loaded {
     batcher: Arc<Batcher>,
 }
 
+/// Texts whose embeddings are remembered for [`ModelSignals::embed`]; the memo is emptied when
+/// full (its use is the same request, milliseconds apart, so recency hardly matters).
+const RECENT_EMBEDDINGS: usize = 1024;
+
+/// (model fingerprint, sha256 of the text) → unit embedding.
+type RecentEmbeddings = HashMap<(String, [u8; 32]), Arc<[f32]>>;
+
 /// Runs classifier, guard and similarity atoms on ONNX models.
 pub struct OnnxModels {
     options: ModelOptions,
     metrics: ModelMetrics,
     loaded: Mutex<HashMap<Key, Loaded>>,
     examples: Mutex<ExampleCache>,
+    recent: Mutex<RecentEmbeddings>,
 }
 
 impl Default for OnnxModels {
@@ -113,6 +124,7 @@ impl OnnxModels {
             metrics: ModelMetrics::default(),
             loaded: Mutex::new(HashMap::new()),
             examples: Mutex::new(HashMap::new()),
+            recent: Mutex::new(HashMap::new()),
         }
     }
 
@@ -199,6 +211,34 @@ impl OnnxModels {
                 cached(t).ok_or_else(|| ModelError::Inference("an example was not embedded".into()))
             })
             .collect()
+    }
+
+    fn recent_key(fingerprint: &str, text: &str) -> (String, [u8; 32]) {
+        (
+            fingerprint.to_owned(),
+            Sha256::digest(text.as_bytes()).into(),
+        )
+    }
+
+    /// Remembers the unit embedding of `text` under `fingerprint`'s model.
+    fn remember(&self, fingerprint: &str, text: &str, row: &[f32]) {
+        let Some(vector) = unit(row.to_vec()) else {
+            return;
+        };
+        if let Ok(mut recent) = self.recent.lock() {
+            if recent.len() >= RECENT_EMBEDDINGS {
+                recent.clear();
+            }
+            recent.insert(Self::recent_key(fingerprint, text), vector.into());
+        }
+    }
+
+    fn recalled(&self, fingerprint: &str, text: &str) -> Option<Arc<[f32]>> {
+        self.recent
+            .lock()
+            .ok()?
+            .get(&Self::recent_key(fingerprint, text))
+            .cloned()
     }
 
     fn cached_example(&self, fingerprint: &str, text: &str) -> Option<Arc<[f32]>> {
@@ -347,7 +387,12 @@ impl ModelSignals for OnnxModels {
                     };
                     let batcher = &batchers[*b];
                     match &answers[slot] {
-                        Ok(row) => self.answer(policy, call, batcher, row),
+                        Ok(row) => {
+                            if matches!(call.model, ModelKind::Similarity(_)) {
+                                self.remember(&batcher.fingerprint, &call.text, row);
+                            }
+                            self.answer(policy, call, batcher, row)
+                        }
                         Err(reason) => self.fail(&batcher.name, reason),
                     }
                 })
@@ -375,6 +420,12 @@ impl ModelSignals for OnnxModels {
                 self.fail("unprepared", "error");
                 return Err(failed("the encoder is not loaded".into()));
             };
+            if let Some(vector) = self.recalled(&batcher.fingerprint, text) {
+                return Ok(Embedding {
+                    vector: vector.to_vec(),
+                    model: batcher.fingerprint.clone(),
+                });
+            }
             self.metrics
                 .calls
                 .get_or_create(&ModelLabel {
