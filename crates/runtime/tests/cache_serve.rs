@@ -2,8 +2,8 @@
 //! encoder: a paraphrase is answered from the cache without reaching the backend, while an
 //! unrelated prompt, another API key, another system prompt or other sampling parameters miss;
 //! a route with `cache = off` never caches; `skip when` skips (computing its model-backed
-//! signal); a streaming chat request replays a stored answer as events; `/v1/responses` caches
-//! too and bypasses when it streams; a reload keeps the store and applies the new threshold; and
+//! signal); a streaming chat request replays a stored answer as events, and a streamed answer is
+//! stored too; `/v1/responses` caches too and bypasses when it streams; a reload keeps the store and applies the new threshold; and
 //! a cache the server cannot serve refuses the policy.
 
 mod cache_support;
@@ -251,15 +251,29 @@ async fn a_streaming_chat_request_replays_a_stored_answer_as_events() -> TestRes
     assert_eq!(last["usage"], stored.json()["usage"]);
     assert_eq!(served.backend_requests(), 1);
 
-    // A streaming miss goes upstream as a stream and is not stored.
+    // A streaming miss goes upstream as a stream, and its answer, assembled, is stored: a
+    // paraphrase then hits whether it streams or not, with the streamed text.
     let mut unrelated = chat(UNRELATED);
     unrelated["stream"] = json!(true);
+    unrelated["stream_options"] = json!({"include_usage": true});
     let miss = served.chat(&unrelated, "key-a").await?;
     assert_eq!(miss.cache(), "miss");
     assert_eq!(miss.header("x-sr-path"), Some("upstream"));
-    assert!(!miss.text().is_empty());
-    assert_eq!(served.ask(UNRELATED, "key-a").await?.cache(), "miss");
-    assert_eq!(served.backend_requests(), 3);
+    let streamed_text = miss.text();
+    assert!(!streamed_text.is_empty());
+    served.stored(2.0).await?;
+    let whole = served.ask(UNRELATED, "key-a").await?;
+    assert_eq!(whole.cache(), "hit");
+    assert_eq!(whole.header("content-type"), Some("application/json"));
+    assert_eq!(whole.json()["object"], "chat.completion");
+    assert_eq!(whole.text(), streamed_text);
+    assert!(whole.json()["usage"]["completion_tokens"]
+        .as_u64()
+        .is_some());
+    let again = served.chat(&unrelated, "key-a").await?;
+    assert_eq!(again.cache(), "hit");
+    assert_eq!(again.text(), streamed_text);
+    assert_eq!(served.backend_requests(), 2);
     Ok(())
 }
 

@@ -7,8 +7,8 @@
 //! 3. embed the final user message (one encoder call; a failure is recorded and the request goes
 //!    upstream as on a miss, never a 5xx);
 //! 4. look the scope up: a live entry whose similarity reaches the threshold is a **hit** and
-//!    answers; otherwise a **miss** goes upstream and, unless it streams, carries a [`Fill`] so
-//!    the proposed model's complete answer is stored once relayed.
+//!    answers; otherwise a **miss** goes upstream and carries a [`Fill`] so the proposed model's
+//!    complete answer is stored once relayed (a streamed chat answer is assembled first).
 //!
 //! A store failure follows `failure.store`: `open` carries on without the cache (`error`,
 //! recorded), `closed` answers 503.
@@ -195,7 +195,8 @@ pub async fn consult(
         }
     }
     layer.metrics.lookup(word::MISS);
-    let fill = (!view.stream).then(|| Fill {
+    // Streaming `/v1/responses` requests bypassed above; a streamed chat answer is assembled.
+    let fill = Some(Fill {
         model: query.proposal,
         api: query.api,
         store,

@@ -1,11 +1,11 @@
 //! Storing an answer once it has been relayed.
 //!
-//! A missed, non-streaming request carries a [`Fill`] to the relay. The relay forwards every
-//! frame untouched and as it arrives; only when the answer has ended whole (status 200, not an
-//! event stream, no error, the client still there) does it hand the frames it already kept for
-//! usage evidence to [`Fill::offer`], which moves everything else off the request path: joining
-//! the frames, checking that the body is a complete answer, and the store's write run on a task
-//! of their own. Only the proposed model's own answer is offered (not a fallback's), so an entry
+//! A missed request carries a [`Fill`] to the relay. The relay forwards every frame untouched
+//! and as it arrives; only when the answer has ended whole (status 200, no error, the client
+//! still there) does it hand the frames it kept to [`Fill::offer`], which moves everything else
+//! off the request path: joining the frames, assembling a streamed chat answer into its
+//! completion ([`crate::cache::assemble`]), checking that the body is a complete answer, and the
+//! store's write run on a task of their own. Only the proposed model's own answer is offered (not a fallback's), so an entry
 //! is always an answer of the model its scope names.
 
 use std::sync::Arc;
@@ -19,6 +19,10 @@ use crate::cache::scope::Scope;
 use crate::cache::store::{CacheStore, Inserted};
 use crate::proxy::Api;
 use crate::session::clock::Clock;
+
+/// The most of an event stream kept for assembly: streaming costs many bytes per token of text,
+/// so a stream may be far larger than the answer it assembles into.
+pub const MAX_STREAM_BYTES: usize = 16 << 20;
 
 /// Values of the stores metric's `result` label.
 pub mod result {
@@ -70,18 +74,25 @@ impl Fill {
     /// Offers a relayed answer: `parts` are its frames in order, `len` their total length (the
     /// relay stops keeping frames past its own limit, so a `len` over `max_bytes` is never
     /// joined). Returns at once; the store's write runs on its own task.
-    pub fn offer(self, parts: Vec<Bytes>, len: usize) {
-        if len > self.max_bytes || parts.iter().map(Bytes::len).sum::<usize>() != len {
+    /// `streamed` says the frames are a chat event stream, assembled before it is stored (its
+    /// size limit applies to the assembled answer; `len` may then be larger).
+    pub fn offer(self, parts: Vec<Bytes>, len: usize, streamed: bool) {
+        let limit = if streamed {
+            MAX_STREAM_BYTES
+        } else {
+            self.max_bytes
+        };
+        if len > limit || parts.iter().map(Bytes::len).sum::<usize>() != len {
             self.metrics.stored(result::TOO_LARGE);
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        runtime.spawn(self.store_answer(parts, len));
+        runtime.spawn(self.store_answer(parts, len, streamed));
     }
 
-    async fn store_answer(self, parts: Vec<Bytes>, len: usize) {
+    async fn store_answer(self, parts: Vec<Bytes>, len: usize, streamed: bool) {
         let body = match parts.len() {
             1 => parts.into_iter().next().unwrap_or_default(),
             _ => {
@@ -92,6 +103,21 @@ impl Fill {
                 whole.freeze()
             }
         };
+        let body = if streamed {
+            match crate::cache::assemble::chat_completion(&body) {
+                Some(assembled) => assembled,
+                None => {
+                    self.metrics.stored(result::INVALID);
+                    return;
+                }
+            }
+        } else {
+            body
+        };
+        if body.len() > self.max_bytes {
+            self.metrics.stored(result::TOO_LARGE);
+            return;
+        }
         if !complete_answer(self.api, &body) {
             self.metrics.stored(result::INVALID);
             return;

@@ -12,10 +12,12 @@
 //!
 //! - [`consult`]: the request-path step (bypass, `skip when`, embed, look up);
 //! - [`scope`]: the exact-match key; [`store`]: where entries live (memory or Redis);
-//! - [`fill`]: storing a complete answer once it has been relayed;
+//! - [`fill`]: storing a complete answer once it has been relayed; [`assemble`]: a streamed
+//!   chat answer turned back into its completion, so streamed answers are stored too;
 //! - [`replay`]: answering a hit (JSON, or an event stream for a streaming chat request);
 //! - [`layer`]: the server's cache component (stores, clock, options); [`metrics`]: counters.
 
+pub mod assemble;
 pub mod consult;
 pub mod fill;
 pub mod layer;

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+use crate::cache::fill::MAX_STREAM_BYTES;
 use crate::cache::Fill;
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Usage, UsageScanner};
@@ -94,6 +95,9 @@ pub struct Relay {
     outcomes: Option<(Arc<dyn UpstreamOutcomes>, String)>,
     /// Where a complete answer is stored (a cache miss's).
     fill: Option<Fill>,
+    /// The event stream's frames, kept only for `fill` (a JSON answer's are in `evidence`).
+    stream: Vec<Bytes>,
+    stream_len: usize,
 }
 
 impl Relay {
@@ -116,6 +120,8 @@ impl Relay {
             completion: Some(completion),
             outcomes: None,
             fill: None,
+            stream: Vec::new(),
+            stream_len: 0,
         }
     }
 
@@ -171,7 +177,13 @@ impl Relay {
             self.first_byte = Some(Instant::now());
         }
         match &mut self.evidence {
-            Evidence::Sse(scanner) => scanner.feed(data),
+            Evidence::Sse(scanner) => {
+                scanner.feed(data);
+                if self.fill.is_some() && self.stream_len <= MAX_STREAM_BYTES {
+                    self.stream_len += data.len();
+                    self.stream.push(data.clone());
+                }
+            }
             Evidence::Json { parts, len } => {
                 if *len <= MAX_JSON_EVIDENCE {
                     *len += data.len();
@@ -204,13 +216,13 @@ impl Relay {
     fn complete(&mut self, error: Option<String>) {
         if let Some(completion) = self.completion.take() {
             let usage = self.usage();
-            if let (Some(fill), None, 200, Evidence::Json { parts, len }) = (
-                self.fill.take(),
-                &error,
-                completion.record.status,
-                &mut self.evidence,
-            ) {
-                fill.offer(std::mem::take(parts), *len);
+            if let (Some(fill), None, 200) = (self.fill.take(), &error, completion.record.status) {
+                match &mut self.evidence {
+                    Evidence::Json { parts, len } => fill.offer(std::mem::take(parts), *len, false),
+                    Evidence::Sse(_) => {
+                        fill.offer(std::mem::take(&mut self.stream), self.stream_len, true)
+                    }
+                }
             }
             let ttft = self.first_byte.map(|t| t.duration_since(self.sent_at));
             completion.finish_upstream(self.sent_at.elapsed(), ttft, usage, error);
