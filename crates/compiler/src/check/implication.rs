@@ -17,12 +17,22 @@
 //! analysed too, as the one conjunction `true`. A condition that is unsatisfiable (`n > 5 and
 //! n < 3`) also never wins.
 //!
+//! When no single earlier conjunction implies C, earlier routes may still take C's requests
+//! together (`n > 5` in one route, `n <= 5 and flag` in another, then `flag`): if an earlier
+//! conjunction A is met by C in every constraint but one, the part of C inside that constraint
+//! is implied by A, and the parts outside it must be implied by one earlier conjunction or split
+//! again. The pieces partition C, so this adds warnings only where they are true.
+//!
 //! The analysis is sound (it never warns wrongly) and bounded:
 //! - a condition whose DNF has more than [`MAX_CONJUNCTS`] conjunctions is not analysed, and is
 //!   not used to shadow later routes;
 //! - earlier conjunctions are indexed by their smallest atom key (any conjunction implying C
 //!   constrains only keys C constrains, so it is found under one of C's keys), and at most
 //!   [`MAX_CANDIDATES`] candidates are examined per conjunction.
+//!
+//! - splitting considers only earlier conjunctions that constrain a key the piece constrains
+//!   (for `true`, those of a single atom), and stops after [`MAX_PIECES`] pieces and
+//!   [`MAX_OVERLAPS`] candidates per conjunction.
 //!
 //! So the work is at most routes × 64 × 256 implication tests, each linear in the atoms of a
 //! conjunction: linear in the number of routes, never quadratic without bound. Giving up only
@@ -37,6 +47,10 @@ use std::collections::HashMap;
 pub(super) const MAX_CONJUNCTS: usize = 64;
 /// At most this many earlier conjunctions are examined per conjunction.
 pub(super) const MAX_CANDIDATES: usize = 256;
+/// At most this many pieces are made of one conjunction when several routes may cover it.
+pub(super) const MAX_PIECES: usize = 8;
+/// At most this many earlier conjunctions are tested for overlap while splitting one.
+pub(super) const MAX_OVERLAPS: usize = 32;
 
 /// An interned expression structure.
 type Key = u32;
@@ -106,6 +120,71 @@ impl Constraint {
             (Constraint::Labels(a), Constraint::Labels(b)) => a.iter().all(|l| b.contains(l)),
             _ => false,
         }
+    }
+}
+
+impl Constraint {
+    /// The values of `key` that `self` does not allow, as constraints whose union is exactly
+    /// that (`None`: the domain of `key` is not known well enough to say).
+    fn complement(&self, key: Key, domains: &Domains) -> Option<Vec<Constraint>> {
+        Some(match self {
+            Constraint::Bool(b) => vec![Constraint::Bool(!b)],
+            // An int expression's ranges are closed integer bounds (see `ranges`).
+            Constraint::Range(r) if domains.integers.contains(&key) => {
+                if r.lo_open || r.hi_open {
+                    return None;
+                }
+                let mut out = Vec::with_capacity(2);
+                if r.lo > f64::NEG_INFINITY {
+                    out.push(Constraint::Range(Range::new(
+                        f64::NEG_INFINITY,
+                        false,
+                        r.lo - 1.0,
+                        false,
+                    )));
+                }
+                if r.hi < f64::INFINITY {
+                    out.push(Constraint::Range(Range::new(
+                        r.hi + 1.0,
+                        false,
+                        f64::INFINITY,
+                        false,
+                    )));
+                }
+                out
+            }
+            Constraint::Range(r) => {
+                let mut out = Vec::with_capacity(2);
+                if r.lo > f64::NEG_INFINITY {
+                    out.push(Constraint::Range(Range::new(
+                        f64::NEG_INFINITY,
+                        false,
+                        r.lo,
+                        !r.lo_open,
+                    )));
+                }
+                if r.hi < f64::INFINITY {
+                    out.push(Constraint::Range(Range::new(
+                        r.hi,
+                        !r.hi_open,
+                        f64::INFINITY,
+                        false,
+                    )));
+                }
+                out
+            }
+            Constraint::Labels(allowed) => {
+                let universe = *domains.labels.get(&key)?;
+                let others: Vec<u32> = (0..u32::try_from(universe).ok()?)
+                    .filter(|l| !allowed.contains(l))
+                    .collect();
+                if others.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Constraint::Labels(others)]
+                }
+            }
+        })
     }
 }
 
@@ -202,11 +281,30 @@ fn implies(b: &Conjunct, a: &Conjunct) -> bool {
     true
 }
 
+/// What the analysis knows of keys' values, for complements.
+#[derive(Default)]
+struct Domains {
+    /// The number of labels of each label-set key.
+    labels: HashMap<Key, usize>,
+    /// Keys of int expressions (their ranges are closed integer bounds).
+    integers: std::collections::HashSet<Key>,
+}
+
+/// What one conjunction's search for covering routes may still spend.
+struct Budget {
+    pieces: usize,
+    overlaps: usize,
+}
+
 /// Earlier routes' conjunctions, indexed by their smallest key.
 #[derive(Default)]
 struct Pool {
     conjuncts: Vec<(Conjunct, usize)>,
     by_key: HashMap<Key, Vec<usize>>,
+    /// Every conjunction constraining each key (split candidates).
+    by_any_key: HashMap<Key, Vec<usize>>,
+    /// Conjunctions of one atom (split candidates for `true`).
+    singles: Vec<usize>,
     /// An earlier route whose condition has the conjunction `true`.
     always: Option<usize>,
 }
@@ -218,10 +316,14 @@ impl Pool {
                 self.always.get_or_insert(route);
             }
             Some((k, _)) => {
-                self.by_key
-                    .entry(*k)
-                    .or_default()
-                    .push(self.conjuncts.len());
+                let id = self.conjuncts.len();
+                self.by_key.entry(*k).or_default().push(id);
+                for (k, _) in &c {
+                    self.by_any_key.entry(*k).or_default().push(id);
+                }
+                if c.len() == 1 {
+                    self.singles.push(id);
+                }
                 self.conjuncts.push((c, route));
             }
         }
@@ -247,6 +349,79 @@ impl Pool {
         }
         None
     }
+
+    /// Whether earlier conjunctions together imply `c` (see the module comment), adding the
+    /// routes that do to `routes`.
+    fn cover_together(
+        &self,
+        c: &Conjunct,
+        domains: &Domains,
+        budget: &mut Budget,
+        routes: &mut Vec<usize>,
+    ) -> bool {
+        if let Some(r) = self.cover(c) {
+            if !routes.contains(&r) {
+                routes.push(r);
+            }
+            return true;
+        }
+        if budget.pieces == 0 {
+            return false;
+        }
+        budget.pieces -= 1;
+        // An earlier conjunction that `c` meets in every constraint but one: the part of `c`
+        // inside that constraint is implied by it, and only the parts outside are left.
+        let candidates: Box<dyn Iterator<Item = &usize>> = if c.is_empty() {
+            Box::new(self.singles.iter())
+        } else {
+            Box::new(
+                c.iter()
+                    .flat_map(|(k, _)| self.by_any_key.get(k).into_iter().flatten()),
+            )
+        };
+        let mut split = None;
+        for &i in candidates {
+            if budget.overlaps == 0 {
+                return false;
+            }
+            budget.overlaps -= 1;
+            let Some((a, route)) = self.conjuncts.get(i) else {
+                continue;
+            };
+            let mut unmet = a.iter().filter(|(k, ca)| {
+                !c.iter()
+                    .find(|(kc, _)| kc == k)
+                    .is_some_and(|(_, cc)| cc.within(ca))
+            });
+            if let (Some(one), None) = (unmet.next(), unmet.next()) {
+                if matches!(merge(c, &vec![one.clone()]), Merged::Sat(_)) {
+                    split = Some((one.clone(), *route));
+                    break;
+                }
+            }
+        }
+        let Some(((key, inside), route)) = split else {
+            return false;
+        };
+        let Some(outside) = inside.complement(key, domains) else {
+            return false;
+        };
+        if !routes.contains(&route) {
+            routes.push(route);
+        }
+        for part in outside {
+            match merge(c, &vec![(key, part)]) {
+                Merged::Unsat => {}
+                Merged::Unknown => return false,
+                Merged::Sat(piece) => {
+                    if !self.cover_together(&piece, domains, budget, routes) {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
 }
 
 /// Interned structures and signal expansions.
@@ -257,6 +432,7 @@ struct Analysis {
     signal_keys: Vec<Key>,
     /// DNF of each boolean signal when true and when false (`None`: too large).
     signal_dnfs: Vec<[Option<Dnf>; 2]>,
+    domains: Domains,
 }
 
 impl Analysis {
@@ -266,6 +442,7 @@ impl Analysis {
             nodes: HashMap::new(),
             signal_keys: Vec::with_capacity(signal_exprs.len()),
             signal_dnfs: Vec::with_capacity(signal_exprs.len()),
+            domains: Domains::default(),
         };
         // Signals come in dependency order, so each one's parts are ready before it.
         for (i, e) in signal_exprs.iter().enumerate() {
@@ -410,7 +587,9 @@ impl Analysis {
 
     /// A label-set atom; every label of the set is `true`.
     fn labels_atom(&mut self, set: ClassSet, key: Key, allowed: Vec<u32>) -> Dnf {
-        if allowed.len() == self.set_size(set) {
+        let size = self.set_size(set);
+        self.domains.labels.insert(key, size);
+        if allowed.len() == size {
             return vec![Vec::new()];
         }
         self.atom(key, Constraint::Labels(allowed))
@@ -459,6 +638,9 @@ impl Analysis {
             (None, None) => return self.opaque(e, holds),
         };
         let key = self.canon(value);
+        if value.ty == Type::Int {
+            self.domains.integers.insert(key);
+        }
         let ranges = ranges(op, c, value.ty == Type::Int);
         let mut out = Vec::new();
         for r in ranges {
@@ -560,16 +742,13 @@ impl Checker<'_> {
             let mut covering: Vec<usize> = Vec::new();
             let mut shadowed = true;
             for c in &dnf {
-                match pool.cover(c) {
-                    Some(r) => {
-                        if !covering.contains(&r) {
-                            covering.push(r);
-                        }
-                    }
-                    None => {
-                        shadowed = false;
-                        break;
-                    }
+                let mut budget = Budget {
+                    pieces: MAX_PIECES,
+                    overlaps: MAX_OVERLAPS,
+                };
+                if !pool.cover_together(c, &analysis.domains, &mut budget, &mut covering) {
+                    shadowed = false;
+                    break;
                 }
             }
             if shadowed {

@@ -412,3 +412,73 @@ proptest! {
         }
     }
 }
+
+/// The routes W004 says can never win, by name.
+fn shadowed(outcome: &CheckOutcome) -> Vec<String> {
+    outcome
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == codes::SHADOWED_ROUTE)
+        .map(|d| d.message.split('`').nth(1).unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn several_earlier_routes_together_can_shadow_a_route() {
+    let text = format!(
+        "{PRELUDE}signal long = tokens(prompt) > 5\n\
+         route big priority 30 {{ when long  to strong }}\n\
+         route small_streams priority 20 {{ when tokens(prompt) <= 5 and request.stream  to small }}\n\
+         route streams priority 10 {{ when request.stream  to strong }}\n\
+         route default {{ to small }}\n"
+    );
+    let outcome = run(&text);
+    assert_eq!(
+        shadowed(&outcome),
+        ["streams"],
+        "{:#?}",
+        outcome.diagnostics
+    );
+    let d = outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.code == codes::SHADOWED_ROUTE)
+        .expect("W004");
+    // Both covering routes are named.
+    assert!(
+        d.labels.iter().any(|l| l.message.contains("`big`")),
+        "{d:#?}"
+    );
+    assert!(
+        d.labels
+            .iter()
+            .any(|l| l.message.contains("`small_streams`")),
+        "{d:#?}"
+    );
+
+    // With a gap (5 tokens exactly) nothing is shadowed.
+    let gap = text.replace("tokens(prompt) <= 5", "tokens(prompt) < 5");
+    assert!(shadowed(&run(&gap)).is_empty());
+}
+
+#[test]
+fn routes_over_every_label_leave_the_default_nothing() {
+    let routes = |labels: &[&str]| {
+        let mut text = format!(
+            "{PRELUDE}classifier domain {{ path = \"models/d\"  labels = [math, code, law, other] }}\n\
+             signal topic = domain(prompt)\n"
+        );
+        for (i, l) in labels.iter().enumerate() {
+            text.push_str(&format!(
+                "route r_{l} priority {} {{ when topic is {l}  to strong }}\n",
+                10 - i
+            ));
+        }
+        text.push_str("route default { to small }\n");
+        text
+    };
+    let all = run(&routes(&["math", "code", "law", "other"]));
+    assert_eq!(shadowed(&all), ["default"], "{:#?}", all.diagnostics);
+    let some = run(&routes(&["math", "code", "law"]));
+    assert!(shadowed(&some).is_empty(), "{:#?}", some.diagnostics);
+}
