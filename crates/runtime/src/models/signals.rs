@@ -717,35 +717,7 @@ fn similarity_examples(policy: &CheckedPolicy) -> Vec<(EncoderId, Vec<String>)> 
         {
             found.push((*encoder, examples.clone()));
         }
-        push_children(e, &mut exprs);
+        exprs.extend(e.children());
     }
     found
-}
-
-fn push_children<'e>(e: &'e TExpr, out: &mut Vec<&'e TExpr>) {
-    use TExprKind as K;
-    match &e.kind {
-        K::Contains { text, .. }
-        | K::Hits { text, .. }
-        | K::Count { text, .. }
-        | K::Density { text, .. }
-        | K::Sequence { text, .. }
-        | K::Matches { text, .. }
-        | K::Similarity { text, .. } => out.push(text),
-        K::Words(x)
-        | K::Language(x)
-        | K::Tokens(x)
-        | K::Classify(_, x)
-        | K::Guard(_, x)
-        | K::Confidence(x)
-        | K::Cost(x)
-        | K::Not(x)
-        | K::Neg(x)
-        | K::IsLabel(x, _) => out.push(x),
-        K::And(a, b) | K::Or(a, b) | K::Arith(_, a, b) | K::Cmp(_, a, b) | K::Coalesce(a, b) => {
-            out.push(a);
-            out.push(b);
-        }
-        _ => {}
-    }
 }
