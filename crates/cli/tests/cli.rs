@@ -1,6 +1,9 @@
 //! The `src` binary as users run it: exit codes, output shapes, and files it rewrites.
 
-#![allow(clippy::expect_used)]
+#![allow(
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 use assert_cmd::Command;
 use predicates::str::contains;

@@ -2,7 +2,10 @@
 //! interpreter and on the JIT as its own named test. Adding a case needs no code: write a `test`
 //! block in a corpus file.
 
-#![allow(clippy::expect_used)]
+#![allow(
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use src_compiler::testing::run_case;

@@ -1,7 +1,10 @@
 //! The user reference's complete examples (```sr policy blocks in docs/*.md and the README's
 //! ```sr block) must check without errors, so the documentation cannot drift from the compiler.
 
-#![allow(clippy::expect_used)]
+#![allow(
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 use src_compiler::{check, load::load_str, CheckOptions};
 use std::path::Path;

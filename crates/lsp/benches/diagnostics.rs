@@ -2,7 +2,11 @@
 //! the edited policy and convert its diagnostics, which is the work the server does once the
 //! debounce expires (target: ≤ 50 ms).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails outright on an unexpected error"
+)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use src_lsp::diagnostics::check_policy;

@@ -12,7 +12,10 @@
 
 // `lsp_types::WorkspaceEdit` keys its edits by `Uri`, whose parsed form clippy sees as interior
 // mutability; `Uri` hashes and compares by its immutable string, so the map is sound.
-#![allow(clippy::mutable_key_type)]
+#![expect(
+    clippy::mutable_key_type,
+    reason = "`Uri` keys hash and compare by their immutable string"
+)]
 
 pub mod actions;
 pub mod builtins;

@@ -105,7 +105,10 @@ fn lsp_kind(kind: SymKind) -> SymbolKind {
 
 /// The outline of one file: one symbol per declaration (sections under their keyword), labels
 /// under their classifier.
-#[allow(deprecated)] // `DocumentSymbol::deprecated` must still be written out.
+#[expect(
+    deprecated,
+    reason = "`DocumentSymbol::deprecated` must still be written out"
+)]
 pub fn document_symbols(analysis: &Analysis, file: FileId) -> Vec<DocumentSymbol> {
     let Some(tree) = analysis.tree(file) else {
         return Vec::new();
@@ -163,7 +166,10 @@ pub fn document_symbols(analysis: &Analysis, file: FileId) -> Vec<DocumentSymbol
 }
 
 /// Declarations of every analysed policy whose name contains the query (case-insensitive).
-#[allow(deprecated)] // `SymbolInformation::deprecated` must still be written out.
+#[expect(
+    deprecated,
+    reason = "`SymbolInformation::deprecated` must still be written out"
+)]
 pub fn workspace_symbols<'a>(
     analyses: impl IntoIterator<Item = &'a Analysis>,
     query: &str,

@@ -1,7 +1,11 @@
 //! The language server end to end over `Connection::memory()`: a policy directory on disk, a
 //! client that opens, edits and asks, and the answers checked against the policy's text.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 mod support;
 

@@ -2,7 +2,11 @@
 //! positions (including positions inside UTF-16 surrogate pairs and past the end), each followed
 //! by every kind of request at a random position, which must all be answered without error.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 mod support;
 

@@ -5,7 +5,11 @@
 //! matter of timing: were the run on the server thread, the hook would block that thread and
 //! the hover below would never be answered.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 mod support;
 

@@ -2,7 +2,11 @@
 //! take them, and `workspace/didChangeWatchedFiles` brings the open files' diagnostics up to
 //! date with the policy files and catalogs the editor does not have open.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 mod support;
 

@@ -2,8 +2,11 @@
 //! HTTP, and a real `redis-server` where the policy names one. Time-dependent cases move a
 //! manual clock instead of sleeping.
 
-// Helpers outside `#[test]` functions fail the test on an unexpected error, like the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 mod support {
     pub mod redis;

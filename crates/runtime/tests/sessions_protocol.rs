@@ -3,8 +3,11 @@
 //! models and pins as the model predicts, with the policy's real `protect` holds evaluated by
 //! the staged evaluator.
 
-// Helpers outside `#[test]` functions fail the test on an unexpected error, like the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 mod support {
     pub mod redis;

@@ -1,8 +1,11 @@
 //! Both session stores against the same contract: the in-process `MemoryStore` and
 //! `RedisStore` on a real `redis-server`.
 
-// Helpers outside `#[test]` functions fail the test on an unexpected error, like the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 mod support {
     pub mod redis;

@@ -6,7 +6,10 @@
 //! call is sound when the pointer covers that many slots and the code is still mapped. Both are
 //! guaranteed here: [`Entry::call`] checks the length, and [`Code`] frees the code only when it
 //! is dropped, which the owning `JitPolicy` does after its entries (they never leave it).
-#![allow(unsafe_code)]
+#![expect(
+    unsafe_code,
+    reason = "the one module where the JIT calls compiled code"
+)]
 
 use crate::ir::Slot;
 use cranelift_jit::JITModule;

@@ -3,7 +3,10 @@
 //! comments; `strip_parens` also removes `Paren` nodes, for trees built by a program that may
 //! lack the parentheses the printer has to add.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 use src_dsl::ast::*;
 use src_dsl::{Span, Spanned};

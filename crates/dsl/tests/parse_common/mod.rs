@@ -7,7 +7,10 @@
 //! and on random input catches offset arithmetic bugs that snapshots (which abbreviate spans)
 //! would miss.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 pub mod dump;
 

@@ -1,7 +1,15 @@
 //! A test client for the language server over `Connection::memory()`: the server runs on its own
 //! thread exactly as `src lsp` runs it, and the test speaks the protocol to it.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "the client fails the test on an unexpected error, like the tests do"
+)]
 
 use lsp_server::{Connection, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::Notification as _;

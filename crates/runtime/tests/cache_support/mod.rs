@@ -5,7 +5,10 @@
 //! Nothing here skips: a missing `models/` directory or ONNX Runtime library fails the test with
 //! the command that provides it (see `models_support`).
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,10 @@
 //! Nothing here skips: a missing `models/` directory or library fails the test with the command
 //! that provides it.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

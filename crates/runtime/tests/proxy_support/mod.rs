@@ -2,7 +2,10 @@
 //! real `src serve` on `127.0.0.1:0` with its request log kept in memory, a plain hyper client,
 //! and a scripted raw-TCP upstream for byte-exact and disconnect tests.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

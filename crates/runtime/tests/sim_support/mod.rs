@@ -1,6 +1,9 @@
 //! A small real HTTP client for talking to the simulator in tests.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 use std::time::Duration;
 

@@ -2,7 +2,10 @@
 //! answers PING, killed when dropped. `kill` and `restart` (same port) let tests take Redis
 //! away under load and bring it back.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
