@@ -38,7 +38,7 @@ pub enum ClassSet {
     Language,
 }
 
-/// The types of LANGUAGE.md §4.
+/// The types of docs/language.md, "Expressions and types".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Type {
     Bool,

@@ -1,5 +1,6 @@
-//! The facts of one OpenAI-style request that policies read (LANGUAGE.md §4): `prompt`,
-//! `history`, `system`, headers, `api_key` and the `request.*` counters.
+//! The facts of one OpenAI-style request that policies read
+//! (docs/language.md, "Expressions and types"): `prompt`, `history`, `system`, headers,
+//! `api_key` and the `request.*` counters.
 //!
 //! A [`RequestView`] is extracted once per request, before any signal runs, so every phase sees
 //! the same facts and the body's JSON shape is checked in one place. Extraction is strict about

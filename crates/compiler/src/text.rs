@@ -1,5 +1,6 @@
-//! The text builtins of LANGUAGE.md §4: phrase matching (`contains`, `hits`, `density`,
-//! `sequence`), `words`, the `tokens` estimate and the regex helpers (`count`, `matches`).
+//! The text builtins of docs/language.md, "Expressions and types": phrase matching (`contains`,
+//! `hits`, `density`, `sequence`), `words`, the `tokens` estimate and the regex helpers
+//! (`count`, `matches`).
 //!
 //! Phrase lists are literals in the policy, so each becomes one [`PhraseSet`] at policy load:
 //! phrases are folded and deduplicated once and compiled into a single Aho-Corasick automaton.

@@ -1,7 +1,8 @@
 //! What the editor says about the language's fixed vocabulary: builtin functions and values,
 //! `request.*` fields, declaration keywords and each declaration's fields.
 //!
-//! The wording follows LANGUAGE.md §3–§4; the table is the single source for hover texts,
+//! The wording follows docs/language.md, "Declarations" and
+//! docs/language.md, "Expressions and types"; the table is the single source for hover texts,
 //! completion items and snippets.
 
 /// A builtin function: name, signature, one-line doc, snippet body.

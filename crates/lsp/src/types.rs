@@ -2,13 +2,14 @@
 //!
 //! The checker types expressions precisely but only hands out a typed tree when the whole policy
 //! is free of errors; an editor needs "`topic` is `class<domain>`" while the user is still
-//! typing elsewhere. This inference follows LANGUAGE.md §4 without reporting anything: whatever
-//! it cannot tell is [`Ty::Unknown`]. Signal cycles are cut by a depth bound.
+//! typing elsewhere. This inference follows docs/language.md, "Expressions and types" without
+//! reporting anything: whatever it cannot tell is [`Ty::Unknown`]. Signal cycles are cut by a
+//! depth bound.
 
 use crate::symbols::{SymKind, SymbolIndex};
 use src_dsl::ast::{BinOp, Expr, ExprKind, UnaryOp};
 
-/// The types of LANGUAGE.md §4, plus "cannot tell".
+/// The types of docs/language.md, "Expressions and types", plus "cannot tell".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ty {
     Bool,

@@ -172,7 +172,8 @@ fn explain(
     givens: &[(src_compiler::hir::SignalId, Value)],
 ) -> Result<Json> {
     let checked = &policy.checked;
-    // An explicit model name skips routing (LANGUAGE.md §5 step 2), but blocks still apply.
+    // An explicit model name skips routing (step 2 of
+    // docs/language.md, "What happens to a request"), but blocks still apply.
     let explicit = match &request.model {
         Some(m) if !checked.router.names.iter().any(|n| n == m) => {
             Some(resolve_model(checked, m).ok_or_else(|| {

@@ -1,4 +1,5 @@
-//! Calls: the builtin functions of LANGUAGE.md §4 and calls of classifiers and guards.
+//! Calls: the builtin functions of docs/language.md, "Expressions and types" and calls of
+//! classifiers and guards.
 //!
 //! Builtins take some arguments that must be literals because they are compiled into the policy:
 //! phrase lists (matched by a precompiled automaton), regexes (compiled here, so an invalid one

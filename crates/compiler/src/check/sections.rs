@@ -1,9 +1,9 @@
 //! `block`s and the singleton sections: `cache`, `session`, `protect`, `failure`, `router`.
 //!
 //! Each is checked field by field and turned into its `hir` form with the defaults of
-//! LANGUAGE.md §5 written out, so later phases never re-derive a default: a block refuses with
-//! 403, a session reads the three affinity headers and pins for ten minutes, the router answers
-//! to `auto`, stores fail open and backends fail closed.
+//! docs/language.md, "Declarations" written out, so later phases never re-derive a default: a
+//! block refuses with 403, a session reads the three affinity headers and pins for ten minutes,
+//! the router answers to `auto`, stores fail open and backends fail closed.
 
 use super::decls::out_of_range;
 use super::names::Kind;

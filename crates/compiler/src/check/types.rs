@@ -1,4 +1,5 @@
-//! Expression typing: the forms and types of LANGUAGE.md §4, from `ast::Expr` to `hir::TExpr`.
+//! Expression typing: the forms and types of docs/language.md, "Expressions and types", from
+//! `ast::Expr` to `hir::TExpr`.
 //!
 //! Typing returns `None` for an expression that has an error; the error is reported once where
 //! it arises, and every enclosing expression quietly passes the `None` on, so an unknown name in

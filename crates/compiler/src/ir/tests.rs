@@ -9,7 +9,7 @@ fn lowered(policy: &CheckedPolicy) -> Program {
     lower(policy).unwrap_or_else(|e| panic!("lowering failed: {e}"))
 }
 
-/// LANGUAGE.md §7, the routing part.
+/// The routing policy of `tests/corpus/parse/ok/spec_routing.sr`, plus a cache skip.
 fn example() -> CheckedPolicy {
     let class = Type::Class(ClassSet::Classifier(DOMAIN));
     let mut pb = PolicyBuilder::new();

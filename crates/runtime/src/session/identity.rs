@@ -1,9 +1,10 @@
 //! Who a call belongs to: the session identity and the tenant that scopes it.
 //!
-//! `session.id` and `session.tenant` are `text?` expressions (LANGUAGE.md §3, §5 step 5). They
-//! are tiny — headers, the API key, literals, `??` chains, text signals — so they are evaluated
-//! here directly over the [`RequestView`] instead of through the staged evaluator, which only
-//! carries text inside atoms.
+//! `session.id` and `session.tenant` are `text?` expressions (declared as in
+//! docs/language.md, "`session` and `protect`", read at step 5 of
+//! docs/language.md, "What happens to a request"). They are tiny — headers, the API key,
+//! literals, `??` chains, text signals — so they are evaluated here directly over the
+//! [`RequestView`] instead of through the staged evaluator, which only carries text inside atoms.
 //!
 //! The tenant defaults to a hash of the API key so that the key itself never reaches a store,
 //! a log line or a metric. Pins are keyed by (tenant, id): the tenant is never taken from what

@@ -1,5 +1,6 @@
 //! Route per task, not per call: session pinning, model affinity and continuity protection
-//! (`session`, `protect` and `failure.store` of LANGUAGE.md §3, step 5 of §5).
+//! (`session`, `protect` and `failure.store` of docs/language.md, "Declarations"; step 5 of
+//! docs/language.md, "What happens to a request").
 //!
 //! Inside one agent task the intent of each call keeps changing; scoring each call alone would
 //! switch models mid-task and make the new model rebuild the whole prompt cache. So the first
