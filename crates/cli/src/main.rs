@@ -1,8 +1,17 @@
 //! `src`: the command-line front of the policy compiler and router.
 //!
-//! Each subcommand lives in its own module under `cmd/`; this file only parses arguments and maps
-//! outcomes to exit codes (0 success, 1 a policy problem such as check errors or failing tests,
-//! 2 a usage or I/O error).
+//! This file only parses arguments and maps outcomes to exit codes (0 success, 1 a policy problem
+//! such as check errors or failing tests, 2 a usage or I/O error). The modules:
+//!
+//! - [`cmd::check`]: `src check`: load and check policies, print every diagnostic.
+//! - [`cmd::fmt`]: `src fmt`: rewrite `.sr` files canonically, or list those that differ.
+//! - [`cmd::test`]: `src test`: run `test` blocks on the interpreter, the JIT or both.
+//! - [`cmd::explain`]: `src explain`: evaluate one request offline and show why it was decided so.
+//! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
+//! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
+//! - [`output`]: the colour choice and the `--format` switch the commands share.
+//!
+//! `src lsp` is [`src_lsp::run_stdio`] and needs no module of its own.
 
 mod cmd;
 mod output;

@@ -1,6 +1,20 @@
-//! The `.sr` compiler: loads a policy directory, resolves names, checks types and deployment data
-//! (catalogs, classifier label sets), and turns the checked policy into one IR that a reference
-//! interpreter and a Cranelift JIT both execute.
+//! The `.sr` compiler: a policy directory in, an immutable [`CompiledPolicy`] out, and the two
+//! engines that decide requests with it. The modules, phases first, in order:
+//!
+//! - [`load`](mod@load): `.sr` files from disk, parsed, with their source map.
+//! - [`check`](mod@check): names, types, catalogs and model directories; every diagnostic.
+//! - [`hir`]: the checked policy: names resolved to table indices, every expression typed.
+//! - [`ir`]: `lower` into the one IR both engines run, its listing, the row of slots they read.
+//! - [`compiled`]: `compile`: the lowered program with its engine, phrase automata and regexes.
+//! - [`engine`]: the [`DecisionEngine`] trait that puts both engines behind one interface.
+//! - [`interp`]: the reference interpreter, the executable meaning of the IR.
+//! - [`jit`]: the Cranelift JIT; its `abi` module holds the workspace's only `unsafe`.
+//! - [`request`]: the facts of one OpenAI-style request that policies read.
+//! - [`eval`]: staged evaluation of a request, computing only the atoms its decision needs.
+//! - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
+//! - [`language`]: `language(TEXT)`: its label set and detector.
+//! - [`testing`]: a policy's `test` blocks, run offline on a chosen engine.
+//! - `fixture` (unit tests, `fixtures` feature): checked policies built without the parser.
 
 pub mod check;
 pub mod compiled;
