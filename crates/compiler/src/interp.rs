@@ -1,6 +1,6 @@
 //! The reference interpreter: the executable meaning of the IR.
 //!
-//! Every rule of three-valued evaluation lives in [`eval_inst`]; the JIT must agree with it bit
+//! Every rule of three-valued evaluation lives in `eval_inst`; the JIT must agree with it bit
 //! for bit (a proptest checks that). Evaluation is iterative over each condition's `fresh`
 //! nodes, in the order the scan needs them, so deep expressions cannot exhaust the stack and a
 //! subexpression shared by several conditions is computed once per scan.

@@ -7,13 +7,13 @@
 //! use. The steps live in sibling modules, each an `impl Checker` block over the shared state
 //! defined here:
 //!
-//! - [`names`]: the declaration tables, duplicate and reserved names, did-you-mean lookups;
-//! - [`decls`]: backends, models, classifiers, guards and encoders;
-//! - [`signals`]: dependency order, cycles, and signal typing;
-//! - [`types`], [`builtins`], [`labels`]: expression typing;
-//! - [`routes`] (ordering and priorities) and [`implication`] (routes that can never win);
-//! - [`sections`]: `block`, `cache`, `session`, `protect`, `failure`, `router`;
-//! - [`cases`]: `test` declarations; [`catalog`]: files on disk; [`unused`]: unused warnings.
+//! - `names`: the declaration tables, duplicate and reserved names, did-you-mean lookups;
+//! - `decls`: backends, models, classifiers, guards and encoders;
+//! - `signals`: dependency order, cycles, and signal typing;
+//! - `types`, `builtins`, `labels`: expression typing;
+//! - `routes` (ordering and priorities) and `implication` (routes that can never win);
+//! - `sections`: `block`, `cache`, `session`, `protect`, `failure`, `router`;
+//! - `cases`: `test` declarations; `catalog`: files on disk; `unused`: unused warnings.
 
 mod builtins;
 mod cases;

@@ -64,7 +64,7 @@ pub enum SlotKind {
     Float,
     /// A label index of the set.
     Label(ClassSet),
-    /// A [`ModelId`].
+    /// A [`ModelId`](crate::hir::ModelId).
     Model,
 }
 
@@ -497,7 +497,7 @@ impl Program {
         &self.names
     }
 
-    /// Declared model costs, by [`ModelId`].
+    /// Declared model costs, by [`ModelId`](crate::hir::ModelId).
     pub fn model_costs(&self) -> &[f64] {
         &self.model_costs
     }

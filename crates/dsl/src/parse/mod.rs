@@ -1,10 +1,10 @@
 //! `parse`: the text of one `.sr` file in, its spanned AST and every syntax diagnostic out.
 //!
 //! The phase runs in three steps, each in its own module:
-//! 1. [`split`] cuts the file into top-level declarations (and collects comments), so that each
+//! 1. `split` cuts the file into top-level declarations (and collects comments), so that each
 //!    declaration is parsed on its own and one error never hides the next declaration;
-//! 2. [`syntax`] runs the pest grammar over each declaration and words its failures;
-//! 3. [`build`] and [`rules`] (with [`fields`], [`expr`] and [`literal`]) turns the generic parse tree into the
+//! 2. `syntax` runs the pest grammar over each declaration and words its failures;
+//! 3. `build` and `rules` (with `fields`, `expr` and `literal`) turns the generic parse tree into the
 //!    typed AST, reporting unknown, duplicate, missing and malformed fields.
 //!
 //! `parse` never panics and always returns a tree; a declaration that cannot be read is left out
