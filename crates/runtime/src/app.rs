@@ -10,7 +10,7 @@ use crate::config::ServeConfig;
 use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
 use crate::policy_store::PolicyStore;
-use crate::server::health::Readiness;
+use crate::readiness::Readiness;
 use crate::session::SessionLayer;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;

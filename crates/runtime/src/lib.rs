@@ -19,6 +19,7 @@ pub mod log;
 pub mod models;
 pub mod policy_store;
 pub mod proxy;
+pub mod readiness;
 mod redis_link;
 pub mod reload;
 pub mod server;

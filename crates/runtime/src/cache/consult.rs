@@ -29,10 +29,10 @@ use crate::cache::replay;
 use crate::cache::scope::{self, ScopeParts};
 use crate::cache::store::CacheError;
 use crate::headers::cache as word;
+use crate::openai::Api;
 use crate::openai::ApiError;
 use crate::policy_store::Snapshot;
 use crate::proxy::decide::supply_models;
-use crate::proxy::Api;
 use crate::session::identity;
 
 /// What the cache did with a request: the value of `x-sr-cache` and of the log's `cache`.

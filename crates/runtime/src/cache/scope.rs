@@ -14,7 +14,7 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::proxy::Api;
+use crate::openai::Api;
 
 /// Body fields that never change an answer's content (or only its framing).
 const IGNORED: [&str; 4] = ["model", "stream", "stream_options", "user"];

@@ -18,9 +18,8 @@ use src_dsl::ast::FailMode;
 use crate::app::App;
 use crate::cache::{self, CacheQuery, CacheReport, CachedAnswer, Consulted};
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport};
-use crate::openai::ApiError;
+use crate::openai::{Api, ApiError};
 use crate::policy_store::{Snapshot, Target};
-use crate::proxy::Api;
 use crate::telemetry::SignalLabels;
 
 /// Where a request goes.

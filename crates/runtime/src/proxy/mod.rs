@@ -26,7 +26,7 @@ use src_compiler::request::{RequestError, RequestView};
 use crate::app::App;
 use crate::headers::{self, path, NONE_VALUE};
 use crate::log::RequestRecord;
-use crate::openai::ApiError;
+use crate::openai::{Api, ApiError};
 use crate::telemetry::BlockLabels;
 use crate::trace;
 
@@ -34,31 +34,6 @@ use body::ProxyBody;
 use completion::Completion;
 use decide::{Asked, Decision, Facts};
 use forward::Outgoing;
-
-/// The two proxied APIs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Chat,
-    Responses,
-}
-
-impl Api {
-    /// The `endpoint` of the log line.
-    pub fn endpoint(self) -> &'static str {
-        match self {
-            Api::Chat => "chat",
-            Api::Responses => "responses",
-        }
-    }
-
-    /// The path after the backend's `/v1`.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Api::Chat => "/chat/completions",
-            Api::Responses => "/responses",
-        }
-    }
-}
 
 /// Answers one proxied request.
 pub async fn handle(

@@ -13,8 +13,8 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use crate::app::App;
 use crate::headers::APPLICATION_JSON;
-use crate::openai::ApiError;
-use crate::proxy::{self, body::ProxyBody, Api};
+use crate::openai::{Api, ApiError};
+use crate::proxy::{self, body::ProxyBody};
 use crate::server::{admin, models_answer};
 
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
