@@ -18,7 +18,6 @@
 //! - [`layer`]: the server's cache component (stores, clock, options); [`metrics`]: counters.
 
 pub mod assemble;
-pub mod consult;
 pub mod fill;
 pub mod layer;
 pub mod metrics;
@@ -26,7 +25,6 @@ pub mod replay;
 pub mod scope;
 pub mod store;
 
-pub use consult::{CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted};
 pub use fill::Fill;
 pub use layer::{CacheLayer, CacheOptions, DEFAULT_TTL_MS};
 pub use metrics::CacheMetrics;

@@ -1,26 +1,26 @@
-//! Steps 1–5 of LANGUAGE.md §5 for one request: blocks, model resolution, routes, the response
-//! cache ([`crate::cache::consult`]) and the session hook, ending in a [`Decision`] the
-//! forwarder (or, for a cache hit, [`crate::cache::replay`]) carries out.
+//! The deciding steps for one request (docs/language.md, "What happens to a request", steps 1
+//! to 5): blocks, model resolution, routes, the response cache ([`crate::pipeline::cache_step`])
+//! and the session layer, ending in a [`Decision`] that the forwarder (or, for a cache hit, the
+//! answer step) carries out.
 //!
 //! Cheap signals are computed lazily by the staged evaluation itself; model-backed ones are
-//! asked of the [`crate::hooks::ModelSignals`] component, in batches, only when a condition that
-//! is still open needs them.
-
-use std::time::{Duration, Instant};
+//! asked of the model runtime ([`Signals`]), in batches, only when a condition that is still
+//! open needs them. What deciding calls out to comes in as [`Effects`], so it is tested with
+//! fakes.
 
 use serde_json::Value;
-use src_compiler::eval::{Evaluation, ModelCall, ModelKind, ModelResult, Step};
+use src_compiler::eval::{Evaluation, Step};
 use src_compiler::hir::{BlockActionDef, BlockId, CheckedPolicy, ModelId, RouteId};
 use src_compiler::ir::{CondOwner, Outcome, Verdict};
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
-use crate::app::App;
-use crate::cache::{self, CacheQuery, CacheReport, CachedAnswer, Consulted};
-use crate::hooks::{SessionInput, SessionOutcome, SessionReport};
+use crate::cache::CacheLayer;
+use crate::hooks::{SessionInput, SessionOutcome, SessionReport, Sessions};
 use crate::openai::{Api, ApiError};
+use crate::pipeline::cache_step::{self, CacheQuery, CacheReport, CachedAnswer, Consulted};
+use crate::pipeline::signals::Signals;
 use crate::policy_store::{Snapshot, Target};
-use crate::telemetry::SignalLabels;
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,9 +72,17 @@ pub struct Asked<'a> {
     pub view: &'a RequestView,
 }
 
+/// What deciding calls out to: the model runtime, the session layer and the response cache.
+#[derive(Clone, Copy)]
+pub struct Effects<'a> {
+    pub signals: Signals<'a>,
+    pub sessions: &'a dyn Sessions,
+    pub cache: &'a CacheLayer,
+}
+
 /// Decides `asked` under `snapshot`.
 pub async fn decide(
-    app: &App,
+    effects: Effects<'_>,
     snapshot: &Snapshot,
     asked: Asked<'_>,
     facts: &mut Facts,
@@ -95,7 +103,10 @@ pub async fn decide(
                 if let Some(model) = explicit.filter(|_| blocks_settled(snapshot, &evaluation)) {
                     break Found::Unblocked(model);
                 }
-                supply_models(app, policy, &mut evaluation, &calls).await?;
+                effects
+                    .signals
+                    .supply(policy, &mut evaluation, &calls)
+                    .await?;
             }
             Step::Failed(failed) => {
                 return Err(ApiError::service_unavailable(format!(
@@ -145,8 +156,9 @@ pub async fn decide(
         }
     };
 
-    let consulted = cache::consult::consult(
-        app,
+    let consulted = cache_step::consult(
+        effects.signals,
+        effects.cache,
         snapshot,
         &mut evaluation,
         CacheQuery {
@@ -179,7 +191,7 @@ pub async fn decide(
     let outcome = if block.is_some() {
         SessionOutcome::Keep
     } else {
-        app.components
+        effects
             .sessions
             .after_route(SessionInput {
                 policy,
@@ -246,29 +258,6 @@ fn skipped(policy: &CheckedPolicy, evaluation: &Evaluation<'_>) -> Vec<String> {
         .collect()
 }
 
-/// Computes the model-backed atoms of one evaluation step and supplies them.
-pub(crate) async fn supply_models(
-    app: &App,
-    policy: &CheckedPolicy,
-    evaluation: &mut Evaluation<'_>,
-    calls: &[ModelCall],
-) -> Result<(), ApiError> {
-    let started = Instant::now();
-    let results = match app.components.models.compute(policy, calls).await {
-        Ok(results) if results.len() == calls.len() => results,
-        // The evaluator applies `failure.classifier`: open treats the signal as not holding,
-        // closed ends in a failed step.
-        Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
-    };
-    observe_signals(app, policy, calls, started.elapsed());
-    for (call, result) in calls.iter().zip(results) {
-        evaluation.supply(call, result).map_err(|err| {
-            ApiError::internal(format!("a model-backed signal answered badly: {err}"))
-        })?;
-    }
-    Ok(())
-}
-
 /// How the evaluation ended.
 enum Found {
     Verdict(Verdict),
@@ -286,29 +275,5 @@ fn blocks_settled(snapshot: &Snapshot, evaluation: &Evaluation<'_>) -> bool {
             .program
             .cond(cond)
             .is_some_and(|c| matches!(c.owner, CondOwner::Route(_))),
-    }
-}
-
-/// Model-backed signal latency, by the classifier, guard or encoder that computed it (one batch
-/// serves every call of a step, so each model in it is charged the batch's time).
-fn observe_signals(app: &App, policy: &CheckedPolicy, calls: &[ModelCall], elapsed: Duration) {
-    let mut seen: Vec<&str> = Vec::with_capacity(calls.len());
-    for call in calls {
-        let name = match call.model {
-            ModelKind::Classifier(id) => {
-                policy.classifiers.get(id.index()).map(|c| c.name.as_str())
-            }
-            ModelKind::Guard(id) => policy.guards.get(id.index()).map(|g| g.name.as_str()),
-            ModelKind::Similarity(id) => policy.encoders.get(id.index()).map(|e| e.name.as_str()),
-        };
-        if let Some(name) = name.filter(|n| !seen.contains(n)) {
-            seen.push(name);
-            app.telemetry
-                .signal
-                .get_or_create(&SignalLabels {
-                    signal: name.to_owned(),
-                })
-                .observe(elapsed.as_secs_f64());
-        }
     }
 }

@@ -1,5 +1,5 @@
-//! Step 4 of LANGUAGE.md §5 for one request, once blocks, model resolution and routes have
-//! proposed a logical model:
+//! The response cache's step of a request (docs/language.md, "What happens to a request", step
+//! 4), once blocks, model resolution and routes have proposed a logical model:
 //!
 //! 1. **bypass** when the deciding route says `cache = off`, when the request streams a
 //!    `/v1/responses` answer, or when the body has no final user message to compare;
@@ -18,22 +18,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 use src_compiler::eval::{CacheStep, Evaluation};
-use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteDef, RouteId};
+use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
-use crate::app::App;
 use crate::cache::fill::Fill;
 use crate::cache::layer::{CacheLayer, DEFAULT_TTL_MS};
 use crate::cache::replay;
 use crate::cache::scope::{self, ScopeParts};
 use crate::cache::store::CacheError;
 use crate::headers::cache as word;
-use crate::openai::Api;
-use crate::openai::ApiError;
+use crate::openai::{Api, ApiError};
+use crate::pipeline::signals::Signals;
 use crate::policy_store::Snapshot;
-use crate::proxy::decide::supply_models;
-use crate::session::identity;
 
 /// What the cache did with a request: the value of `x-sr-cache` and of the log's `cache`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +102,8 @@ pub struct CacheQuery<'a> {
 
 /// Runs the cache step for `query`, continuing `evaluation` for `skip when`.
 pub async fn consult(
-    app: &App,
+    signals: Signals<'_>,
+    layer: &CacheLayer,
     snapshot: &Snapshot,
     evaluation: &mut Evaluation<'_>,
     query: CacheQuery<'_>,
@@ -114,7 +112,6 @@ pub async fn consult(
     let Some(def) = &policy.cache else {
         return Ok(Consulted::Forward(None));
     };
-    let layer = &app.cache;
     let view = query.view;
     let route = query.route.and_then(|r| policy.routes.get(r.index()));
     if route.is_some_and(|r| !r.cache) || (query.api == Api::Responses && view.stream) {
@@ -124,7 +121,7 @@ pub async fn consult(
         match evaluation.cache_step() {
             CacheStep::Skip => return Ok(report(layer, CacheResult::Skip)),
             CacheStep::Lookup => break,
-            CacheStep::NeedModels(calls) => supply_models(app, policy, evaluation, &calls).await?,
+            CacheStep::NeedModels(calls) => signals.supply(policy, evaluation, &calls).await?,
             CacheStep::Failed(failed) => {
                 return Err(ApiError::service_unavailable(format!(
                     "{} model-backed signal(s) of the cache's `skip when` failed and the policy \
@@ -148,8 +145,8 @@ pub async fn consult(
             return Ok(report(layer, CacheResult::Error));
         }
     };
-    let tenant = tenant(policy, view);
-    let plugins = route.map(plugins).unwrap_or_default();
+    let tenant = scope::tenant(policy, view);
+    let plugins = route.map(scope::plugins).unwrap_or_default();
     let scope = scope::scope(
         &ScopeParts {
             tenant: &tenant,
@@ -243,24 +240,4 @@ fn store_failed(
             ))
         }
     }
-}
-
-/// Whose answers a request may see: the API key's hash (as sessions default to), and with a
-/// `session { tenant = … }` that tenant too. A key's answers never reach another key.
-fn tenant(policy: &CheckedPolicy, view: &RequestView) -> String {
-    let key = identity::tenant_of_key(view.api_key.as_deref());
-    match &policy.session {
-        Some(def) if def.tenant.is_some() => {
-            format!("{key}\u{0}{}", identity::tenant(policy, def, view))
-        }
-        _ => key,
-    }
-}
-
-/// The route plugins that shape the upstream request, written canonically.
-fn plugins(route: &RouteDef) -> String {
-    format!(
-        "{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
-        route.system_prompt, route.headers, route.reasoning, route.tools
-    )
 }

@@ -1,4 +1,5 @@
-//! Step 6 of LANGUAGE.md §5: send the request to the first candidate model that can take it.
+//! Forwarding (docs/language.md, "What happens to a request", step 6): send the request to the
+//! first candidate model that can take it.
 //!
 //! A model whose `context` is smaller than the request's token count is skipped; a connect
 //! error, a timeout, a 5xx before the first response byte, or a 404 (the model is not served)
@@ -6,32 +7,34 @@
 //! Once an answer's head has arrived it is relayed as is, whatever follows; when the proposed
 //! model answers a cache miss, the relay also hands the whole answer to the cache.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
 use serde_json::Value;
-use src_compiler::hir::ModelId;
+use src_compiler::hir::{ModelDef, ModelId};
 use src_compiler::request::RequestView;
 
-use crate::app::App;
 use crate::cache::Fill;
 use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
 use crate::hooks::UpstreamOutcomes;
+use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
+use crate::pipeline::answer::{answer_error, set_sr_headers};
+use crate::pipeline::body::{ProxyBody, Relay};
+use crate::pipeline::completion::Completion;
+use crate::pipeline::decide::Plan;
+use crate::pipeline::rewrite::{self, Edit};
 use crate::policy_store::Snapshot;
-use crate::proxy::body::{ProxyBody, Relay};
-use crate::proxy::completion::Completion;
-use crate::proxy::decide::Plan;
-use crate::proxy::rewrite::{self, Edit};
-use crate::proxy::{answer_error, set_sr_headers};
-use crate::telemetry::FallbackLabels;
+use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::trace;
-use crate::upstream::UpstreamError;
+use crate::upstream::{Upstream, UpstreamError};
 
 /// Client headers that are about the client's connection, not the request, or that the router
 /// sets itself. `accept-encoding` is dropped so answers arrive uncompressed: the router reads
@@ -101,9 +104,36 @@ pub struct Outgoing<'a> {
     pub view: &'a RequestView,
 }
 
+/// How a candidate's request reaches its backend: the server's pooled clients, or a fake in
+/// tests. `Body` is the answer's body type (hyper's `Incoming` for real connections).
+pub trait Transport {
+    type Body;
+
+    /// Sends `request`, waiting at most `timeout` for the answer's head.
+    fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Response<Self::Body>, UpstreamError>> + Send;
+}
+
+impl Transport for Upstream {
+    type Body = Incoming;
+
+    fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send {
+        Upstream::send(self, request, timeout)
+    }
+}
+
+/// Sends the request to the plan's candidates in order and relays the first answer.
 pub async fn forward(
-    app: &App,
-    snapshot: &Arc<Snapshot>,
+    upstream: &Upstream,
+    telemetry: &Telemetry,
+    snapshot: &Snapshot,
     request: Outgoing<'_>,
     plan: Plan,
     mut done: Completion,
@@ -121,13 +151,81 @@ pub async fn forward(
     done.record.cache_score = plan.cache.as_ref().and_then(|c| c.score).map(f64::from);
     let fill = plan.cache.as_ref().and_then(|c| c.fill.clone());
 
+    let tried = try_candidates(
+        upstream,
+        telemetry,
+        snapshot,
+        &request,
+        &plan,
+        &mut done.record,
+    )
+    .await;
+    let failures = match tried.outcome {
+        Tried::Unbuildable(error) => return answer_error(done, error),
+        Tried::Answered {
+            response,
+            model_id,
+            model,
+            sent_at,
+        } => {
+            done.record.fallbacks = fallback_list(policy, &tried.failures);
+            report_failures(session_outcomes.as_deref(), policy, &tried.failures);
+            let answer = Answer {
+                sent_at,
+                protection: plan.protection.as_deref(),
+                model: &model.name,
+                outcomes: session_outcomes,
+                fill: fill.filter(|f| f.model == model_id),
+            };
+            return relay(response, answer, done);
+        }
+        Tried::Exhausted => tried.failures,
+    };
+    done.record.fallbacks = fallback_list(policy, &failures);
+    report_failures(session_outcomes.as_deref(), policy, &failures);
+    let error = exhausted(policy, &failures);
+    answer_error(done, error)
+}
+
+/// How the candidates ended.
+enum Tried<'p, B> {
+    /// A candidate's backend answered (`failures` are the candidates before it).
+    Answered {
+        response: Response<B>,
+        model_id: ModelId,
+        model: &'p ModelDef,
+        sent_at: Instant,
+    },
+    /// The request could not be rewritten for a candidate: the client's to fix.
+    Unbuildable(ApiError),
+    /// Every candidate failed.
+    Exhausted,
+}
+
+/// What trying the candidates came to, and why the ones that did not answer did not.
+struct Attempts<'p, B> {
+    outcome: Tried<'p, B>,
+    failures: Vec<(ModelId, Failure)>,
+}
+
+/// Tries the plan's candidates in order, noting in `record` the model each attempt went to.
+async fn try_candidates<'p, T: Transport>(
+    transport: &T,
+    telemetry: &Telemetry,
+    snapshot: &'p Snapshot,
+    request: &Outgoing<'_>,
+    plan: &Plan,
+    record: &mut RequestRecord,
+) -> Attempts<'p, T::Body> {
+    let policy = snapshot.policy();
+    let route = plan.route.and_then(|r| policy.routes.get(r.index()));
     let edits: Vec<Edit> = match (request.api, route) {
         (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(request.parsed, route),
         _ => Vec::new(),
     };
     let mut base_headers = upstream_headers(
         request.parts,
-        &done.record.request_id,
+        &record.request_id,
         plan.route
             .and_then(|r| snapshot.route_headers.get(r.index())),
     );
@@ -158,7 +256,7 @@ pub async fn forward(
                 .get_or_insert_with(|| src_compiler::text::tokens_estimate(&request.view.history));
             if u64::try_from(count).unwrap_or(0) > context {
                 note_fallback(
-                    app,
+                    telemetry,
                     &model.name,
                     Failure::Context {
                         tokens: count,
@@ -172,7 +270,12 @@ pub async fn forward(
         }
         let body = match rewrite::build_body(request.body, &edits, &wire.served_json) {
             Ok(body) => body,
-            Err(err) => return answer_error(done, ApiError::bad_request(err.to_string())),
+            Err(err) => {
+                return Attempts {
+                    outcome: Tried::Unbuildable(ApiError::bad_request(err.to_string())),
+                    failures,
+                }
+            }
         };
         let mut upstream = match Request::post(endpoint.url(request.api.suffix()))
             .body(Full::new(Bytes::from(body)))
@@ -180,7 +283,7 @@ pub async fn forward(
             Ok(r) => r,
             Err(err) => {
                 let failure = Failure::Body(format!("cannot build the upstream request: {err}"));
-                note_fallback(app, &model.name, failure, model_id, &mut failures);
+                note_fallback(telemetry, &model.name, failure, model_id, &mut failures);
                 continue;
             }
         };
@@ -193,17 +296,17 @@ pub async fn forward(
         if let Some(auth) = &endpoint.authorization {
             headers.insert(AUTHORIZATION, auth.clone());
         }
-        done.record.model = Some(model.name.clone());
-        done.record.served = Some(model.serves.clone());
-        done.record.backend = Some(endpoint.name.clone());
+        record.model = Some(model.name.clone());
+        record.served = Some(model.serves.clone());
+        record.backend = Some(endpoint.name.clone());
 
         let sent_at = Instant::now();
-        match app.upstream.send(upstream, endpoint.timeout).await {
+        match transport.send(upstream, endpoint.timeout).await {
             Ok(response) if moves_on(response.status(), more) => {
                 let status = response.status();
                 drop(response);
                 note_fallback(
-                    app,
+                    telemetry,
                     &model.name,
                     Failure::Status(status),
                     model_id,
@@ -211,19 +314,18 @@ pub async fn forward(
                 );
             }
             Ok(response) => {
-                done.record.fallbacks = fallback_list(policy, &failures);
-                report_failures(session_outcomes.as_deref(), policy, &failures);
-                let answer = Answer {
-                    sent_at,
-                    protection: plan.protection.as_deref(),
-                    model: &model.name,
-                    outcomes: session_outcomes,
-                    fill: fill.filter(|f| f.model == model_id),
-                };
-                return relay(response, answer, done);
+                return Attempts {
+                    outcome: Tried::Answered {
+                        response,
+                        model_id,
+                        model,
+                        sent_at,
+                    },
+                    failures,
+                }
             }
             Err(err) => note_fallback(
-                app,
+                telemetry,
                 &model.name,
                 Failure::Upstream(err),
                 model_id,
@@ -231,10 +333,10 @@ pub async fn forward(
             ),
         }
     }
-    done.record.fallbacks = fallback_list(policy, &failures);
-    report_failures(session_outcomes.as_deref(), policy, &failures);
-    let error = exhausted(policy, &failures);
-    answer_error(done, error)
+    Attempts {
+        outcome: Tried::Exhausted,
+        failures,
+    }
 }
 
 /// Whether an upstream answer with `status` sends the request on to the next model: any 5xx,
@@ -266,13 +368,13 @@ fn report_failures(
 }
 
 fn note_fallback(
-    app: &App,
+    telemetry: &Telemetry,
     model: &str,
     failure: Failure,
     id: ModelId,
     failures: &mut Vec<(ModelId, Failure)>,
 ) {
-    app.telemetry
+    telemetry
         .fallbacks
         .get_or_create(&FallbackLabels {
             from: model.to_owned(),
@@ -391,7 +493,7 @@ struct Answer<'a> {
 }
 
 fn relay(
-    upstream: Response<hyper::body::Incoming>,
+    upstream: Response<Incoming>,
     answer: Answer<'_>,
     mut done: Completion,
 ) -> Response<ProxyBody> {
