@@ -111,3 +111,112 @@ pub fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, model: Op
         set(headers::SR_CACHE, cache);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use src_compiler::hir::{ModelId, RouteId};
+
+    use super::*;
+    use crate::hooks::NoModelSignals;
+    use crate::pipeline::fakes;
+
+    fn header<'a>(response: &'a Response<ProxyBody>, name: &str) -> Option<&'a str> {
+        response.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    async fn body(response: Response<ProxyBody>) -> Bytes {
+        match response.into_body().collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(err) => panic!("a local answer's body cannot fail: {err}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_error_carries_the_routing_headers_and_is_reported_once() {
+        let (done, lines) = fakes::completion();
+        let response = answer_error(done, ApiError::bad_request("no"));
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(header(&response, headers::SR_REQUEST_ID), Some("req-1"));
+        assert_eq!(header(&response, headers::SR_ROUTE), Some(NONE_VALUE));
+        assert_eq!(header(&response, headers::SR_MODEL), Some(NONE_VALUE));
+        assert_eq!(header(&response, headers::SR_PATH), Some(path::ERROR));
+        let lines = fakes::lines(&lines);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["fields"]["status"], 400);
+        assert_eq!(lines[0]["fields"]["error"], "no");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_names_its_block() {
+        let (done, lines) = fakes::completion();
+        let response = refuse(done, "leaked_secret", 422, "remove it".into());
+        assert_eq!(response.status().as_u16(), 422);
+        assert_eq!(header(&response, headers::SR_BLOCK), Some("leaked_secret"));
+        assert_eq!(header(&response, headers::SR_ROUTE), Some("leaked_secret"));
+        assert_eq!(header(&response, headers::SR_PATH), Some(path::BLOCKED));
+        let answer: serde_json::Value =
+            serde_json::from_slice(&body(response).await).unwrap_or_default();
+        assert_eq!(answer["error"]["type"], "policy_violation");
+        assert_eq!(answer["error"]["code"], "leaked_secret");
+        assert_eq!(answer["error"]["message"], "remove it");
+        assert_eq!(fakes::lines(&lines)[0]["fields"]["status"], 422);
+    }
+
+    #[tokio::test]
+    async fn a_status_that_is_no_status_refuses_with_403() {
+        let (done, _) = fakes::completion();
+        let response = refuse(done, "b", 1000, "no".into());
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    }
+
+    #[tokio::test]
+    async fn a_cache_hit_answers_the_stored_body_as_the_proposed_model() {
+        let snapshot = fakes::snapshot(
+            r#"
+backend gpu { url = "http://127.0.0.1:9/v1" }
+model small { backend = gpu  serves = "small-id" }
+route default { to small }
+"#,
+            &NoModelSignals,
+        )
+        .await;
+        let stored = Bytes::from_static(br#"{"object":"chat.completion","choices":[]}"#);
+        let hit = CachedAnswer {
+            route: Some(RouteId(0)),
+            block: None,
+            model: ModelId(0),
+            body: stored.clone(),
+            sse: false,
+            score: 0.9512,
+        };
+        let (done, lines) = fakes::completion();
+        let response = cached(done, &snapshot, hit.clone());
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            header(&response, CONTENT_TYPE.as_str()),
+            Some(APPLICATION_JSON)
+        );
+        assert_eq!(header(&response, headers::SR_ROUTE), Some("default"));
+        assert_eq!(header(&response, headers::SR_MODEL), Some("small"));
+        assert_eq!(header(&response, headers::SR_PATH), Some(path::CACHE));
+        assert_eq!(
+            header(&response, headers::SR_CACHE),
+            Some(headers::cache::HIT)
+        );
+        assert_eq!(header(&response, headers::SR_CACHE_SCORE), Some("0.951"));
+        assert_eq!(body(response).await, stored);
+        let line = &fakes::lines(&lines)[0]["fields"];
+        assert_eq!(line["path"], path::CACHE);
+        assert_eq!(line["model"], "small");
+
+        let (done, _) = fakes::completion();
+        let response = cached(done, &snapshot, CachedAnswer { sse: true, ..hit });
+        assert_eq!(
+            header(&response, CONTENT_TYPE.as_str()),
+            Some(TEXT_EVENT_STREAM)
+        );
+        assert_eq!(header(&response, CACHE_CONTROL.as_str()), Some("no-cache"));
+    }
+}

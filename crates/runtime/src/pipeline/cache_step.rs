@@ -241,3 +241,196 @@ fn store_failed(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use serde_json::{json, Value};
+    use src_compiler::hir::{ModelId, RouteId, StoreDef};
+
+    use super::*;
+    use crate::cache::store::MemoryCache;
+    use crate::cache::CacheOptions;
+    use crate::pipeline::fakes::{self, Scripted};
+    use crate::session::ManualClock;
+    use crate::telemetry::Telemetry;
+
+    const POLICY: &str = r#"
+backend gpu { url = "http://127.0.0.1:9/v1" }
+model small  { backend = gpu  serves = "small-id" }
+model strong { backend = gpu  serves = "strong-id" }
+encoder minilm { path = "models/minilm" }
+cache {
+  encoder = minilm
+  threshold = 0.9
+  store = memory
+  skip when contains(prompt, ["today"])
+}
+route fresh priority 10 { when contains(prompt, ["news"])  to strong  cache = off }
+route default { to small }
+"#;
+
+    const STORED: &str = r#"{"id":"c1","object":"chat.completion","model":"small-id","choices":[{"index":0,"message":{"role":"assistant","content":"Paris"},"finish_reason":"stop"}]}"#;
+
+    /// One server's cache, over a memory store and a clock that stands still.
+    struct Cache {
+        models: Arc<Scripted>,
+        layer: CacheLayer,
+        telemetry: Telemetry,
+        snapshot: Snapshot,
+    }
+
+    impl Cache {
+        async fn new(policy: &str, models: Scripted) -> Cache {
+            let models = Arc::new(models);
+            let snapshot = fakes::snapshot(policy, models.as_ref()).await;
+            let layer = CacheLayer::new(models.clone(), CacheOptions::default())
+                .with_clock(Arc::new(ManualClock::new(1_000)))
+                .with_store(
+                    StoreDef::Memory,
+                    Arc::new(MemoryCache::new(100, 1 << 20, 1 << 16)),
+                );
+            Cache {
+                models,
+                layer,
+                telemetry: Telemetry::new(),
+                snapshot,
+            }
+        }
+
+        /// The cache step of `body` on `api`, once its routes have proposed `proposal`.
+        async fn consult(
+            &self,
+            api: Api,
+            body: &Value,
+            route: Option<RouteId>,
+            proposal: ModelId,
+        ) -> Result<Consulted, ApiError> {
+            let view = match api {
+                Api::Chat => fakes::chat(body),
+                Api::Responses => RequestView::from_responses(body, &[]).expect("a valid request"),
+            };
+            let signals = Signals {
+                models: self.models.as_ref(),
+                telemetry: &self.telemetry,
+            };
+            let mut evaluation = fakes::route_evaluation(&self.snapshot, &view, signals).await;
+            let query = CacheQuery {
+                api,
+                parsed: body,
+                view: &view,
+                route,
+                block: None,
+                proposal,
+            };
+            consult(signals, &self.layer, &self.snapshot, &mut evaluation, query).await
+        }
+    }
+
+    fn forwarded(consulted: Result<Consulted, ApiError>) -> CacheReport {
+        match consulted {
+            Ok(Consulted::Forward(Some(report))) => report,
+            other => panic!("expected a cache report, got {other:?}"),
+        }
+    }
+
+    const DEFAULT: Option<RouteId> = Some(RouteId(1));
+    const SMALL: ModelId = ModelId(0);
+
+    #[tokio::test]
+    async fn a_policy_without_a_cache_goes_on_without_a_report() {
+        let policy = POLICY.replace(
+            "cache {\n  encoder = minilm\n  threshold = 0.9\n  store = memory\n  skip when contains(prompt, [\"today\"])\n}",
+            "",
+        );
+        let cache = Cache::new(&policy, Scripted::default()).await;
+        let body = fakes::user("auto", "capital of France?");
+        let consulted = cache.consult(Api::Chat, &body, DEFAULT, SMALL).await;
+        assert_eq!(consulted, Ok(Consulted::Forward(None)));
+    }
+
+    #[tokio::test]
+    async fn a_route_with_cache_off_and_a_streamed_response_bypass() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        let body = fakes::user("auto", "the news?");
+        let report = forwarded(
+            cache
+                .consult(Api::Chat, &body, Some(RouteId(0)), ModelId(1))
+                .await,
+        );
+        assert_eq!(report.result, CacheResult::Bypass);
+        let body = json!({"model": "auto", "input": "capital of France?", "stream": true});
+        let report = forwarded(cache.consult(Api::Responses, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Bypass);
+        assert!(cache.models.asked().is_empty(), "nothing was embedded");
+    }
+
+    #[tokio::test]
+    async fn skip_when_holds_and_the_cache_is_not_read() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        let body = fakes::user("auto", "what happened today?");
+        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Skip);
+        assert_eq!(report.fill, None);
+        assert!(cache.models.asked().is_empty(), "nothing was embedded");
+    }
+
+    #[tokio::test]
+    async fn a_miss_carries_a_fill_and_the_stored_answer_then_hits() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        let body = fakes::user("auto", "capital of France?");
+        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Miss);
+        assert_eq!(cache.models.asked(), ["embed:minilm"]);
+        let fill = report.fill.expect("a miss stores its answer");
+        assert_eq!(fill.model, SMALL);
+        let stored = fill
+            .store
+            .insert(
+                &fill.scope,
+                &fill.vector,
+                Bytes::from_static(STORED.as_bytes()),
+                1_000,
+                fill.ttl_ms,
+            )
+            .await;
+        assert!(stored.is_ok(), "{stored:?}");
+
+        let hit = match cache.consult(Api::Chat, &body, DEFAULT, SMALL).await {
+            Ok(Consulted::Hit(hit)) => hit,
+            other => panic!("expected a hit, got {other:?}"),
+        };
+        assert_eq!((hit.route, hit.model, hit.sse), (DEFAULT, SMALL, false));
+        assert_eq!(hit.body, Bytes::from_static(STORED.as_bytes()));
+        assert!(hit.score >= 0.9, "{}", hit.score);
+
+        // A streaming request gets the same answer as an event stream.
+        let mut streaming = body.clone();
+        streaming["stream"] = json!(true);
+        let hit = match cache.consult(Api::Chat, &streaming, DEFAULT, SMALL).await {
+            Ok(Consulted::Hit(hit)) => hit,
+            other => panic!("expected a hit, got {other:?}"),
+        };
+        assert!(hit.sse);
+        assert!(hit.body.ends_with(b"data: [DONE]\n\n"));
+
+        // Another model's scope holds nothing.
+        let report = forwarded(cache.consult(Api::Chat, &body, None, ModelId(1)).await);
+        assert_eq!(report.result, CacheResult::Miss);
+    }
+
+    #[tokio::test]
+    async fn a_failed_encoder_goes_on_without_the_cache() {
+        let models = Scripted {
+            embedding: None,
+            ..Scripted::default()
+        };
+        let cache = Cache::new(POLICY, models).await;
+        let body = fakes::user("auto", "capital of France?");
+        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Error);
+        assert_eq!(report.fill, None);
+    }
+}

@@ -73,3 +73,75 @@ fn request_error(err: &RequestError) -> ApiError {
         None => error,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::Full;
+    use hyper::header::HeaderValue;
+    use serde_json::json;
+
+    use super::*;
+
+    fn declared(length: usize) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+        headers
+    }
+
+    #[tokio::test]
+    async fn a_body_within_its_limit_is_read_whole() {
+        let body = Full::new(Bytes::from_static(b"{\"a\":1}"));
+        let read = read_body(body, &HeaderMap::new(), 7).await;
+        assert_eq!(read, Ok(Bytes::from_static(b"{\"a\":1}")));
+    }
+
+    #[tokio::test]
+    async fn a_body_over_its_limit_is_a_413_declared_or_not() {
+        let body = || Full::new(Bytes::from_static(b"0123456789"));
+        let undeclared = read_body(body(), &HeaderMap::new(), 4).await;
+        assert_eq!(undeclared.map_err(|e| e.status.as_u16()), Err(413));
+        let declared = read_body(body(), &declared(10), 4).await;
+        assert_eq!(declared.map_err(|e| e.status.as_u16()), Err(413));
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_a_400() {
+        let error = parse(Api::Chat, b"{nope", &HeaderMap::new()).err();
+        assert_eq!(error.map(|e| e.status.as_u16()), Some(400));
+    }
+
+    #[test]
+    fn each_api_reads_its_own_shape() {
+        let chat = json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]});
+        let parsed = parse(Api::Chat, chat.to_string().as_bytes(), &HeaderMap::new());
+        let (value, view) = parsed.expect("a chat request parses");
+        assert_eq!(value, chat);
+        assert_eq!(view.model.as_deref(), Some("auto"));
+        assert_eq!(view.prompt, "hi");
+
+        let responses = json!({"model": "auto", "input": "hello"});
+        let parsed = parse(
+            Api::Responses,
+            responses.to_string().as_bytes(),
+            &HeaderMap::new(),
+        );
+        let (_, view) = parsed.expect("a responses request parses");
+        assert_eq!(view.prompt, "hello");
+    }
+
+    #[test]
+    fn a_malformed_request_names_the_field() {
+        let body = json!({"model": "auto", "messages": "not a list"});
+        let error = parse(Api::Chat, body.to_string().as_bytes(), &HeaderMap::new()).err();
+        let error = error.expect("messages must be a list");
+        assert_eq!(error.status.as_u16(), 400);
+        assert!(error.body.error.param.is_some(), "{error:?}");
+    }
+
+    #[test]
+    fn headers_are_read_as_name_value_pairs() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-tenant", HeaderValue::from_static("acme"));
+        assert_eq!(header_pairs(&headers), [("x-tenant".into(), "acme".into())]);
+    }
+}

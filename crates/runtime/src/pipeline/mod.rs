@@ -218,3 +218,6 @@ pub fn refuse_method<B>(
         .insert(ALLOW, HeaderValue::from_static(allow));
     response
 }
+
+#[cfg(test)]
+mod fakes;
