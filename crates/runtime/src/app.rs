@@ -9,11 +9,28 @@ use crate::cache::CacheLayer;
 use crate::config::ServeConfig;
 use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
+use crate::pipeline::Pipeline;
 use crate::policy_store::PolicyStore;
-use crate::server::health::Readiness;
+use crate::readiness::Readiness;
 use crate::session::SessionLayer;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
+
+impl App {
+    /// The pieces of this server that the request pipeline uses, lent for one request.
+    pub fn pipeline(&self) -> Pipeline<'_> {
+        Pipeline {
+            store: &self.store,
+            upstream: &self.upstream,
+            telemetry: &self.telemetry,
+            models: self.components.models.as_ref(),
+            sessions: self.components.sessions.as_ref(),
+            cache: &self.cache,
+            log: &self.components.log,
+            max_body_bytes: self.cfg.max_body_bytes,
+        }
+    }
+}
 
 /// The parts of a server that other components (or tests) provide.
 #[derive(Clone)]

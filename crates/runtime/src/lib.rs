@@ -1,28 +1,60 @@
-//! The runtime side of `src`: what runs while policies serve traffic.
+//! The runtime side of `src`: what runs while policies serve traffic (`src serve`).
 //!
-//! So far: [`sim`], an OpenAI-compatible simulated backend with a latency model and a prefix
-//! cache; [`openai`], the wire-format pieces (error bodies, usage evidence) shared by every
-//! server here; and the names of [`metrics`] and [`headers`], kept in one place each.
-
-pub mod headers;
-pub mod metrics;
-pub mod openai;
-pub mod sim;
+//! Modules are layered, and each imports only from the layers below its own.
+//!
+//! **Composition root**: the running server.
+//! - [`app`]: the server's shared state ([`App`](app::App)) and its pluggable [`Components`].
+//! - [`server`]: the listeners, the route table, the admin answers and the backend probes.
+//! - [`reload`]: policy file watching, SIGHUP, recompiling and swapping the snapshot.
+//!
+//! **Request pipeline**: one module per step of a proxied request.
+//! - [`pipeline`]: intake, decide, cache step, signals, forward, answer, relayed body, completion.
+//!
+//! **Libraries**: know nothing of the server or of HTTP answers.
+//! - [`policy_store`]: the compiled policy and its lookup tables, swapped whole per reload.
+//! - [`cache`]: the response cache's scopes, stores, fills and stream assembly.
+//! - [`session`]: session identity, pins, `protect` holds and their stores.
+//! - [`models`]: the ONNX model runtime behind model-backed signals.
+//! - [`backends`]: backend endpoints and the pool of simulated backends.
+//! - [`readiness`]: the last probe of each backend and the `/readyz` report.
+//! - [`catalog`]: what a backend says it serves, for `src check --live`.
+//! - [`sim`]: an OpenAI-compatible simulated backend with a latency model and a prefix cache.
+//! - `redis_link`: the lazily connected, time-bounded Redis connection the stores share.
+//!
+//! **Leaves**: import no layer above.
+//! - [`hooks`]: the component traits the pipeline calls (model signals, sessions).
+//! - [`openai`]: the wire format: the two APIs, error bodies, usage evidence.
+//! - [`config`]: the serve settings and their environment overrides.
+//! - [`upstream`]: the pooled HTTP clients and how their failures are classified.
+//! - [`tls`]: the TLS client configuration backends are reached with.
+//! - [`telemetry`]: the server's Prometheus registry and label sets.
+//! - [`metrics`]: every metric name.
+//! - [`headers`]: every header name and fixed value.
+//! - [`log`]: the tracing subscriber and the one line written per request.
+//! - [`trace`]: request ids and W3C trace context.
 
 pub mod app;
+pub mod reload;
+pub mod server;
+
+pub mod pipeline;
+
 pub mod backends;
 pub mod cache;
 pub mod catalog;
-pub mod config;
-pub mod hooks;
-pub mod log;
 pub mod models;
 pub mod policy_store;
-pub mod proxy;
+pub mod readiness;
 mod redis_link;
-pub mod reload;
-pub mod server;
 pub mod session;
+pub mod sim;
+
+pub mod config;
+pub mod headers;
+pub mod hooks;
+pub mod log;
+pub mod metrics;
+pub mod openai;
 pub mod telemetry;
 pub mod tls;
 pub mod trace;

@@ -15,7 +15,6 @@ use tokio::task::JoinHandle;
 use crate::app::App;
 use crate::hooks::Sessions;
 use crate::policy_store::{compile_policy, LoadFailure, Snapshot};
-use crate::server::ServeError;
 use crate::telemetry::ResultLabels;
 
 /// Values of the reload metric's `result` label.
@@ -37,6 +36,14 @@ pub fn warn_unenforced(snapshot: &Snapshot, sessions: &dyn Sessions) {
     }
 }
 
+/// The policy's files cannot be watched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot watch the policy at `{path}`: {detail}")]
+pub struct WatchError {
+    pub path: String,
+    pub detail: String,
+}
+
 /// Starts the reload task: file events (if watching), SIGHUP, and explicit requests on
 /// `requests`. Each successful reload sends the new generation on `reloaded`.
 pub fn start(
@@ -44,7 +51,7 @@ pub fn start(
     requests: mpsc::Receiver<()>,
     reloaded: watch::Sender<u64>,
     stop: watch::Receiver<bool>,
-) -> Result<JoinHandle<()>, ServeError> {
+) -> Result<JoinHandle<()>, WatchError> {
     let (fs_tx, fs_rx) = mpsc::channel::<()>(64);
     let watcher = if app.cfg.watch {
         Some(watch_policy(&app.cfg.policy, fs_tx)?)
@@ -64,8 +71,8 @@ pub fn start(
 fn watch_policy(
     policy: &Path,
     events: mpsc::Sender<()>,
-) -> Result<notify::RecommendedWatcher, ServeError> {
-    let watch_error = |err: notify::Error| ServeError::Watch {
+) -> Result<notify::RecommendedWatcher, WatchError> {
+    let watch_error = |err: notify::Error| WatchError {
         path: policy.display().to_string(),
         detail: err.to_string(),
     };

@@ -5,7 +5,8 @@
 //! roots compiled in (`webpki-roots`) when the platform has none, as in a bare container. An
 //! operator's extra bundle (`--backend-ca`, for a private CA) is trusted on top of either. The
 //! crypto provider is `ring`, chosen explicitly so no process-wide default is consulted.
-//! ALPN (HTTP/2 or HTTP/1.1) is offered by the connector in [`crate::upstream`].
+//! ALPN (HTTP/2 or HTTP/1.1) is offered by the connector that `upstream` builds on this
+//! configuration.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -17,7 +17,7 @@ use src_compiler::hir::ModelId;
 use crate::cache::metrics::CacheMetrics;
 use crate::cache::scope::Scope;
 use crate::cache::store::{CacheStore, Inserted};
-use crate::proxy::Api;
+use crate::openai::Api;
 use crate::session::clock::Clock;
 
 /// The most of an event stream kept for assembly: streaming costs many bytes per token of text,

@@ -1,6 +1,7 @@
-//! The semantic response cache (`cache { }` of LANGUAGE.md §3, step 4 of §5): once blocks, model
-//! resolution and routes have proposed a logical model, a stored answer that this model gave to
-//! an equivalent request answers instead of the backend.
+//! The semantic response cache (docs/language.md, "`cache`", and step 4 of docs/language.md,
+//! "What happens to a request"): once blocks, model resolution and routes have proposed a
+//! logical model, a stored answer that this model gave to an equivalent request answers instead
+//! of the backend.
 //!
 //! "Equivalent" has two parts. Everything about the request except the wording of its final
 //! user message must be identical: the [`scope`] is a hash of the tenant, the API, the proposed
@@ -10,15 +11,17 @@
 //! it is younger than the ttl. Because the model is part of the scope, a hit is always an answer
 //! that the proposed model gave: the router never overrides a model decision for a hit.
 //!
-//! - [`consult`]: the request-path step (bypass, `skip when`, embed, look up);
-//! - [`scope`]: the exact-match key; [`store`]: where entries live (memory or Redis);
+//! This module is a library: it knows nothing of the server or of HTTP answers. The request
+//! path's step (bypass, `skip when`, embed, look up) is the pipeline's `cache_step`, which uses:
+//!
+//! - [`scope`]: the exact-match key and whose answers a request may see; [`store`]: where
+//!   entries live (memory or Redis);
 //! - [`fill`]: storing a complete answer once it has been relayed; [`assemble`]: a streamed
 //!   chat answer turned back into its completion, so streamed answers are stored too;
-//! - [`replay`]: answering a hit (JSON, or an event stream for a streaming chat request);
+//! - [`replay`]: a stored completion replayed as an event stream for a streaming chat request;
 //! - [`layer`]: the server's cache component (stores, clock, options); [`metrics`]: counters.
 
 pub mod assemble;
-pub mod consult;
 pub mod fill;
 pub mod layer;
 pub mod metrics;
@@ -26,7 +29,6 @@ pub mod replay;
 pub mod scope;
 pub mod store;
 
-pub use consult::{CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted};
 pub use fill::Fill;
 pub use layer::{CacheLayer, CacheOptions, DEFAULT_TTL_MS};
 pub use metrics::CacheMetrics;

@@ -1,59 +1,10 @@
-//! Answering a hit: the stored body as it was stored (status 200, the stored usage, no
-//! prefix-cache evidence added), or, for a streaming chat request, the same completion replayed
-//! as an event stream: one `chat.completion.chunk` per choice carrying its whole message in one
+//! A stored answer replayed for a streaming chat request: the same completion as an event
+//! stream, one `chat.completion.chunk` per choice carrying its whole message in one
 //! delta, then one chunk with every choice's `finish_reason` and the stored `usage`, then
 //! `data: [DONE]`.
 
 use bytes::Bytes;
-use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
-use hyper::Response;
 use serde_json::{json, Map, Value};
-
-use crate::cache::consult::CachedAnswer;
-use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
-use crate::policy_store::Snapshot;
-use crate::proxy::body::ProxyBody;
-use crate::proxy::completion::Completion;
-use crate::proxy::set_sr_headers;
-
-/// The answer to a request the cache answered; reports it (path `cache`).
-pub fn respond(
-    mut done: Completion,
-    snapshot: &Snapshot,
-    hit: CachedAnswer,
-) -> Response<ProxyBody> {
-    let policy = snapshot.policy();
-    let model = policy.models.get(hit.model.index());
-    done.record.route = hit
-        .route
-        .and_then(|r| policy.routes.get(r.index()))
-        .map(|r| r.name.clone());
-    done.record.block = hit
-        .block
-        .and_then(|b| policy.blocks.get(b.index()))
-        .map(|b| b.name.clone());
-    done.record.model = model.map(|m| m.name.clone());
-    done.record.served = model.map(|m| m.serves.clone());
-    done.record.cache = Some(headers::cache::HIT);
-    done.record.cache_score = Some(f64::from(hit.score));
-    done.record.status = 200;
-    done.record.path = path::CACHE;
-    let mut response = Response::new(ProxyBody::from(hit.body));
-    let headers = response.headers_mut();
-    let content_type = if hit.sse {
-        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        TEXT_EVENT_STREAM
-    } else {
-        APPLICATION_JSON
-    };
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    set_sr_headers(headers, &done.record, done.record.model.as_deref());
-    if let Ok(score) = HeaderValue::from_str(&format!("{:.3}", hit.score)) {
-        headers.insert(HeaderName::from_static(headers::SR_CACHE_SCORE), score);
-    }
-    done.finish(200, path::CACHE, None);
-    response
-}
 
 /// A stored `chat.completion` as the event stream a streaming request expects; `None` when
 /// the body is not a chat completion with choices.

@@ -13,8 +13,11 @@
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use src_compiler::hir::{CheckedPolicy, RouteDef};
+use src_compiler::request::RequestView;
 
-use crate::proxy::Api;
+use crate::openai::Api;
+use crate::session::identity;
 
 /// Body fields that never change an answer's content (or only its framing).
 const IGNORED: [&str; 4] = ["model", "stream", "stream_options", "user"];
@@ -256,6 +259,26 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
         out.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     out
+}
+
+/// Whose answers a request may see: the API key's hash (as sessions default to), and with a
+/// `session { tenant = … }` that tenant too. A key's answers never reach another key.
+pub fn tenant(policy: &CheckedPolicy, view: &RequestView) -> String {
+    let key = identity::tenant_of_key(view.api_key.as_deref());
+    match &policy.session {
+        Some(def) if def.tenant.is_some() => {
+            format!("{key}\u{0}{}", identity::tenant(policy, def, view))
+        }
+        _ => key,
+    }
+}
+
+/// The route plugins that shape the upstream request, written canonically.
+pub fn plugins(route: &RouteDef) -> String {
+    format!(
+        "{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+        route.system_prompt, route.headers, route.reasoning, route.tools
+    )
 }
 
 #[cfg(test)]

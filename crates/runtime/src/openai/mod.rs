@@ -1,5 +1,5 @@
-//! The OpenAI wire format as the runtime needs it: error bodies and the usage evidence that
-//! upstream answers carry.
+//! The OpenAI wire format as the runtime needs it: the two proxied APIs, error bodies and the
+//! usage evidence that upstream answers carry.
 //!
 //! Both the simulator and the routing proxy speak this format, so its details live here once:
 //! the error envelope clients parse (`{"error":{"message","type","param","code"}}`), and a
@@ -7,10 +7,12 @@
 //! that flow to the client. Absent evidence stays `None`: an upstream that does not report cached
 //! tokens has not reported zero.
 
+mod api;
 mod error;
 mod tap;
 mod usage;
 
+pub use api::Api;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use tap::{UsageProbe, UsageTap};
 pub use usage::{Usage, UsageScanner};

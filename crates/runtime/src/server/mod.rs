@@ -28,8 +28,8 @@ use crate::backends::SimPool;
 use crate::cache::{CacheLayer, CacheOptions};
 use crate::config::ServeConfig;
 use crate::policy_store::{compile_policy, LoadFailure, PolicyStore, Snapshot};
+use crate::readiness::Readiness;
 use crate::reload;
-use crate::server::health::Readiness;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
 
@@ -156,7 +156,8 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let (stop, stopped) = watch::channel(false);
     let (reloaded_tx, reloaded_rx) = watch::channel(1u64);
     let (reload_now, reload_rx) = tokio::sync::mpsc::channel(4);
-    let watcher = reload::start(Arc::clone(&app), reload_rx, reloaded_tx, stopped.clone())?;
+    let watcher = reload::start(Arc::clone(&app), reload_rx, reloaded_tx, stopped.clone())
+        .map_err(|reload::WatchError { path, detail }| ServeError::Watch { path, detail })?;
     let tasks = vec![
         tokio::spawn(accept_loop(
             api_listener,

@@ -13,8 +13,8 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use crate::app::App;
 use crate::headers::APPLICATION_JSON;
-use crate::openai::ApiError;
-use crate::proxy::{self, body::ProxyBody, Api};
+use crate::openai::{Api, ApiError};
+use crate::pipeline::{self, body::ProxyBody, intake};
 use crate::server::{admin, models_answer};
 
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -26,13 +26,13 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
     let path = request.uri().path().to_owned();
     match (path.as_str(), &method) {
         ("/v1/chat/completions", &Method::POST) => {
-            proxy::handle(&app, Api::Chat, request, started).await
+            pipeline::handle(app.pipeline(), Api::Chat, request, started).await
         }
         ("/v1/responses", &Method::POST) => {
-            proxy::handle(&app, Api::Responses, request, started).await
+            pipeline::handle(app.pipeline(), Api::Responses, request, started).await
         }
         ("/v1/chat/completions" | "/v1/responses", _) => {
-            proxy::refuse_method(&app, &request, started, "POST")
+            pipeline::refuse_method(app.pipeline(), &request, started, "POST")
         }
         ("/v1/router/outcomes", &Method::POST) => outcomes(&app, request).await,
         ("/v1/router/outcomes", _) => not_allowed(&method, &path, "POST"),
@@ -90,11 +90,11 @@ const MAX_OUTCOME_BYTES: usize = 16 << 10;
 /// `POST /v1/router/outcomes`, answered by the session layer under the current policy.
 async fn outcomes(app: &App, request: Request<Incoming>) -> Response<ProxyBody> {
     let (parts, body) = request.into_parts();
-    let bytes = match proxy::read_body(body, &parts.headers, MAX_OUTCOME_BYTES).await {
+    let bytes = match intake::read_body(body, &parts.headers, MAX_OUTCOME_BYTES).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
-    let headers = proxy::header_pairs(&parts.headers);
+    let headers = intake::header_pairs(&parts.headers);
     let snapshot = app.store.current();
     match app
         .components

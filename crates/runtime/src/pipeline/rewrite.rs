@@ -1,4 +1,4 @@
-//! Route plugins applied to a chat body (LANGUAGE.md §3 `route`): `system_prompt`,
+//! Route plugins applied to a chat body (docs/language.md, "`route`"): `system_prompt`,
 //! `reasoning` and `tools`, plus the `model` rewrite every forwarded request gets.
 //!
 //! Plugins only produce top-level field edits; [`super::json_edit`] splices them into the

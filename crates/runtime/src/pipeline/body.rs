@@ -21,7 +21,7 @@ use crate::cache::fill::MAX_STREAM_BYTES;
 use crate::cache::Fill;
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Usage, UsageScanner};
-use crate::proxy::completion::Completion;
+use crate::pipeline::completion::Completion;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -1,0 +1,29 @@
+//! The two OpenAI APIs the router proxies, and what each is called on the wire and in the log.
+//!
+//! It lives with the wire format rather than with the request path because the response cache
+//! (its scopes and its stored answers) tells the two apart too.
+
+/// The two proxied APIs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Responses,
+}
+
+impl Api {
+    /// The `endpoint` of the log line.
+    pub fn endpoint(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Responses => "responses",
+        }
+    }
+
+    /// The path after the backend's `/v1`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Api::Chat => "/chat/completions",
+            Api::Responses => "/responses",
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The response cache's step of a request (docs/language.md, "What happens to a request", step
+//! 4), once blocks, model resolution and routes have proposed a logical model:
+//!
+//! 1. **bypass** when the deciding route says `cache = off`, when the request streams a
+//!    `/v1/responses` answer, or when the body has no final user message to compare;
+//! 2. **skip** when `skip when` holds (its model-backed signals are computed like any other);
+//! 3. embed the final user message (one encoder call; a failure is recorded and the request goes
+//!    upstream as on a miss, never a 5xx);
+//! 4. look the scope up: a live entry whose similarity reaches the threshold is a **hit** and
+//!    answers; otherwise a **miss** goes upstream and carries a [`Fill`] so the proposed model's
+//!    complete answer is stored once relayed (a streamed chat answer is assembled first).
+//!
+//! A store failure follows `failure.store`: `open` carries on without the cache (`error`,
+//! recorded), `closed` answers 503.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use src_compiler::eval::{CacheStep, Evaluation};
+use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
+use src_compiler::request::RequestView;
+use src_dsl::ast::FailMode;
+
+use crate::cache::fill::Fill;
+use crate::cache::layer::{CacheLayer, DEFAULT_TTL_MS};
+use crate::cache::replay;
+use crate::cache::scope::{self, ScopeParts};
+use crate::cache::store::CacheError;
+use crate::headers::cache as word;
+use crate::openai::{Api, ApiError};
+use crate::pipeline::signals::Signals;
+use crate::policy_store::Snapshot;
+
+/// What the cache did with a request: the value of `x-sr-cache` and of the log's `cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheResult {
+    Hit,
+    Miss,
+    /// `skip when` held.
+    Skip,
+    /// The cache does not apply to this request (see the module comment).
+    Bypass,
+    /// The encoder or the store failed; the request went on without the cache.
+    Error,
+}
+
+impl CacheResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheResult::Hit => word::HIT,
+            CacheResult::Miss => word::MISS,
+            CacheResult::Skip => word::SKIP,
+            CacheResult::Bypass => word::BYPASS,
+            CacheResult::Error => word::ERROR,
+        }
+    }
+}
+
+/// What a request that goes upstream carries from the cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheReport {
+    pub result: CacheResult,
+    /// The nearest entry's similarity, when one was compared.
+    pub score: Option<f32>,
+    /// Where the answer is stored (a miss of a non-streaming request).
+    pub fill: Option<Fill>,
+}
+
+/// A hit, ready to be answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedAnswer {
+    pub route: Option<RouteId>,
+    pub block: Option<BlockId>,
+    /// The proposed model, whose answer this is.
+    pub model: ModelId,
+    /// The stored body, or its replay as an event stream when `sse`.
+    pub body: Bytes,
+    pub sse: bool,
+    pub score: f32,
+}
+
+/// The step's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Consulted {
+    Hit(CachedAnswer),
+    /// Go on to the session step and the backend; `None` when the policy has no `cache`.
+    Forward(Option<CacheReport>),
+}
+
+/// The request, as the cache reads it.
+#[derive(Clone, Copy)]
+pub struct CacheQuery<'a> {
+    pub api: Api,
+    pub parsed: &'a Value,
+    pub view: &'a RequestView,
+    /// The deciding route (`None` when the client named the model or a block redirected).
+    pub route: Option<RouteId>,
+    pub block: Option<BlockId>,
+    pub proposal: ModelId,
+}
+
+/// Runs the cache step for `query`, continuing `evaluation` for `skip when`.
+pub async fn consult(
+    signals: Signals<'_>,
+    layer: &CacheLayer,
+    snapshot: &Snapshot,
+    evaluation: &mut Evaluation<'_>,
+    query: CacheQuery<'_>,
+) -> Result<Consulted, ApiError> {
+    let policy = snapshot.policy();
+    let Some(def) = &policy.cache else {
+        return Ok(Consulted::Forward(None));
+    };
+    let view = query.view;
+    let route = query.route.and_then(|r| policy.routes.get(r.index()));
+    if route.is_some_and(|r| !r.cache) || (query.api == Api::Responses && view.stream) {
+        return Ok(report(layer, CacheResult::Bypass));
+    }
+    loop {
+        match evaluation.cache_step() {
+            CacheStep::Skip => return Ok(report(layer, CacheResult::Skip)),
+            CacheStep::Lookup => break,
+            CacheStep::NeedModels(calls) => signals.supply(policy, evaluation, &calls).await?,
+            CacheStep::Failed(failed) => {
+                return Err(ApiError::service_unavailable(format!(
+                    "{} model-backed signal(s) of the cache's `skip when` failed and the policy \
+                     fails closed",
+                    failed.atoms.len()
+                )))
+            }
+        }
+    }
+    let Some(body) = scope::body_digest(query.api, query.parsed, &view.prompt) else {
+        return Ok(report(layer, CacheResult::Bypass));
+    };
+    let model = policy
+        .models
+        .get(query.proposal.index())
+        .ok_or_else(|| ApiError::internal("the decision named an unknown model"))?;
+    let embedding = match layer.models.embed(policy, def.encoder, &view.prompt).await {
+        Ok(embedding) => embedding,
+        Err(err) => {
+            tracing::warn!(%err, "cannot embed the prompt for the cache; going on without it");
+            return Ok(report(layer, CacheResult::Error));
+        }
+    };
+    let tenant = scope::tenant(policy, view);
+    let plugins = route.map(scope::plugins).unwrap_or_default();
+    let scope = scope::scope(
+        &ScopeParts {
+            tenant: &tenant,
+            api: query.api,
+            model: &model.name,
+            serves: &model.serves,
+            plugins: &plugins,
+            encoder: &embedding.model,
+        },
+        body,
+    );
+    let store = match layer.store(&def.store) {
+        Ok(store) => store,
+        Err(err) => return store_failed(layer, policy, "connect", &err),
+    };
+    let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
+    let vector: Arc<[f32]> = embedding.vector.into();
+    let now = layer.clock.now_ms();
+    let nearest = match store
+        .nearest(&scope, &vector, def.threshold, now, ttl_ms)
+        .await
+    {
+        Ok(nearest) => nearest,
+        Err(err) => return store_failed(layer, policy, "lookup", &err),
+    };
+    layer.metrics.observe(store.as_ref());
+    if let (Some(body), Some(score)) = (nearest.body, nearest.score) {
+        let answer = if view.stream {
+            replay::chat_stream(&body).map(|b| (b, true))
+        } else {
+            Some((body, false))
+        };
+        if let Some((body, sse)) = answer {
+            layer.metrics.lookup(word::HIT);
+            return Ok(Consulted::Hit(CachedAnswer {
+                route: query.route,
+                block: query.block,
+                model: query.proposal,
+                body,
+                sse,
+                score,
+            }));
+        }
+    }
+    layer.metrics.lookup(word::MISS);
+    // Streaming `/v1/responses` requests bypassed above; a streamed chat answer is assembled.
+    let fill = Some(Fill {
+        model: query.proposal,
+        api: query.api,
+        store,
+        scope,
+        vector,
+        ttl_ms,
+        max_bytes: layer.options.max_entry_bytes,
+        clock: Arc::clone(&layer.clock),
+        metrics: layer.metrics.clone(),
+    });
+    Ok(Consulted::Forward(Some(CacheReport {
+        result: CacheResult::Miss,
+        score: nearest.score,
+        fill,
+    })))
+}
+
+fn report(layer: &CacheLayer, result: CacheResult) -> Consulted {
+    layer.metrics.lookup(result.as_str());
+    Consulted::Forward(Some(CacheReport {
+        result,
+        score: None,
+        fill: None,
+    }))
+}
+
+/// `failure.store`: open goes on without the cache, closed answers 503.
+fn store_failed(
+    layer: &CacheLayer,
+    policy: &CheckedPolicy,
+    op: &'static str,
+    err: &CacheError,
+) -> Result<Consulted, ApiError> {
+    tracing::warn!(%err, op, kind = err.kind(), "cache store failed");
+    match policy.failure.store {
+        FailMode::Open => Ok(report(layer, CacheResult::Error)),
+        FailMode::Closed => {
+            layer.metrics.lookup(word::ERROR);
+            Err(ApiError::new(
+                hyper::StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                Some("cache"),
+                "the cache store is unavailable",
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use serde_json::{json, Value};
+    use src_compiler::hir::{ModelId, RouteId, StoreDef};
+
+    use super::*;
+    use crate::cache::store::MemoryCache;
+    use crate::cache::CacheOptions;
+    use crate::pipeline::fakes::{self, Scripted};
+    use crate::session::ManualClock;
+    use crate::telemetry::Telemetry;
+
+    const POLICY: &str = r#"
+backend gpu { url = "http://127.0.0.1:9/v1" }
+model small  { backend = gpu  serves = "small-id" }
+model strong { backend = gpu  serves = "strong-id" }
+encoder minilm { path = "models/minilm" }
+cache {
+  encoder = minilm
+  threshold = 0.9
+  store = memory
+  skip when contains(prompt, ["today"])
+}
+route fresh priority 10 { when contains(prompt, ["news"])  to strong  cache = off }
+route default { to small }
+"#;
+
+    const STORED: &str = r#"{"id":"c1","object":"chat.completion","model":"small-id","choices":[{"index":0,"message":{"role":"assistant","content":"Paris"},"finish_reason":"stop"}]}"#;
+
+    /// One server's cache, over a memory store and a clock that stands still.
+    struct Cache {
+        models: Arc<Scripted>,
+        layer: CacheLayer,
+        telemetry: Telemetry,
+        snapshot: Snapshot,
+    }
+
+    impl Cache {
+        async fn new(policy: &str, models: Scripted) -> Cache {
+            let models = Arc::new(models);
+            let snapshot = fakes::snapshot(policy, models.as_ref()).await;
+            let layer = CacheLayer::new(models.clone(), CacheOptions::default())
+                .with_clock(Arc::new(ManualClock::new(1_000)))
+                .with_store(
+                    StoreDef::Memory,
+                    Arc::new(MemoryCache::new(100, 1 << 20, 1 << 16)),
+                );
+            Cache {
+                models,
+                layer,
+                telemetry: Telemetry::new(),
+                snapshot,
+            }
+        }
+
+        /// The cache step of `body` on `api`, once its routes have proposed `proposal`.
+        async fn consult(
+            &self,
+            api: Api,
+            body: &Value,
+            route: Option<RouteId>,
+            proposal: ModelId,
+        ) -> Result<Consulted, ApiError> {
+            let view = match api {
+                Api::Chat => fakes::chat(body),
+                Api::Responses => RequestView::from_responses(body, &[]).expect("a valid request"),
+            };
+            let signals = Signals {
+                models: self.models.as_ref(),
+                telemetry: &self.telemetry,
+            };
+            let mut evaluation = fakes::route_evaluation(&self.snapshot, &view, signals).await;
+            let query = CacheQuery {
+                api,
+                parsed: body,
+                view: &view,
+                route,
+                block: None,
+                proposal,
+            };
+            consult(signals, &self.layer, &self.snapshot, &mut evaluation, query).await
+        }
+    }
+
+    fn forwarded(consulted: Result<Consulted, ApiError>) -> CacheReport {
+        match consulted {
+            Ok(Consulted::Forward(Some(report))) => report,
+            other => panic!("expected a cache report, got {other:?}"),
+        }
+    }
+
+    const DEFAULT: Option<RouteId> = Some(RouteId(1));
+    const SMALL: ModelId = ModelId(0);
+
+    #[tokio::test]
+    async fn a_policy_without_a_cache_goes_on_without_a_report() {
+        let policy = POLICY.replace(
+            "cache {\n  encoder = minilm\n  threshold = 0.9\n  store = memory\n  skip when contains(prompt, [\"today\"])\n}",
+            "",
+        );
+        let cache = Cache::new(&policy, Scripted::default()).await;
+        let body = fakes::user("auto", "capital of France?");
+        let consulted = cache.consult(Api::Chat, &body, DEFAULT, SMALL).await;
+        assert_eq!(consulted, Ok(Consulted::Forward(None)));
+    }
+
+    #[tokio::test]
+    async fn a_route_with_cache_off_and_a_streamed_response_bypass() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        let body = fakes::user("auto", "the news?");
+        let report = forwarded(
+            cache
+                .consult(Api::Chat, &body, Some(RouteId(0)), ModelId(1))
+                .await,
+        );
+        assert_eq!(report.result, CacheResult::Bypass);
+        let body = json!({"model": "auto", "input": "capital of France?", "stream": true});
+        let report = forwarded(cache.consult(Api::Responses, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Bypass);
+        assert!(cache.models.asked().is_empty(), "nothing was embedded");
+    }
+
+    #[tokio::test]
+    async fn skip_when_holds_and_the_cache_is_not_read() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        let body = fakes::user("auto", "what happened today?");
+        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Skip);
+        assert_eq!(report.fill, None);
+        assert!(cache.models.asked().is_empty(), "nothing was embedded");
+    }
+
+    #[tokio::test]
+    async fn a_miss_carries_a_fill_and_the_stored_answer_then_hits() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        let body = fakes::user("auto", "capital of France?");
+        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Miss);
+        assert_eq!(cache.models.asked(), ["embed:minilm"]);
+        let fill = report.fill.expect("a miss stores its answer");
+        assert_eq!(fill.model, SMALL);
+        let stored = fill
+            .store
+            .insert(
+                &fill.scope,
+                &fill.vector,
+                Bytes::from_static(STORED.as_bytes()),
+                1_000,
+                fill.ttl_ms,
+            )
+            .await;
+        assert!(stored.is_ok(), "{stored:?}");
+
+        let hit = match cache.consult(Api::Chat, &body, DEFAULT, SMALL).await {
+            Ok(Consulted::Hit(hit)) => hit,
+            other => panic!("expected a hit, got {other:?}"),
+        };
+        assert_eq!((hit.route, hit.model, hit.sse), (DEFAULT, SMALL, false));
+        assert_eq!(hit.body, Bytes::from_static(STORED.as_bytes()));
+        assert!(hit.score >= 0.9, "{}", hit.score);
+
+        // A streaming request gets the same answer as an event stream.
+        let mut streaming = body.clone();
+        streaming["stream"] = json!(true);
+        let hit = match cache.consult(Api::Chat, &streaming, DEFAULT, SMALL).await {
+            Ok(Consulted::Hit(hit)) => hit,
+            other => panic!("expected a hit, got {other:?}"),
+        };
+        assert!(hit.sse);
+        assert!(hit.body.ends_with(b"data: [DONE]\n\n"));
+
+        // Another model's scope holds nothing.
+        let report = forwarded(cache.consult(Api::Chat, &body, None, ModelId(1)).await);
+        assert_eq!(report.result, CacheResult::Miss);
+    }
+
+    #[tokio::test]
+    async fn a_failed_encoder_goes_on_without_the_cache() {
+        let models = Scripted {
+            embedding: None,
+            ..Scripted::default()
+        };
+        let cache = Cache::new(POLICY, models).await;
+        let body = fakes::user("auto", "capital of France?");
+        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::Error);
+        assert_eq!(report.fill, None);
+    }
+}

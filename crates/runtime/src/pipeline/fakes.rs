@@ -1,0 +1,232 @@
+//! Fakes for the pipeline's unit tests: a policy compiled from text into a snapshot (its
+//! backends are never contacted), a scripted model runtime, a scripted session layer, and a
+//! request completion whose log line is kept in memory. Nothing here binds a socket.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use src_compiler::eval::{ModelCall, ModelKind, ModelResult, Step};
+use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId};
+use src_compiler::request::RequestView;
+use src_compiler::EngineKind;
+use src_dsl::Diagnostic;
+
+use crate::backends::SimPool;
+use crate::hooks::{
+    BoxFuture, Embedding, ModelSignals, SessionInput, SessionOutcome, Sessions, SignalError,
+};
+use crate::log::RequestLog;
+use crate::pipeline::completion::Completion;
+use crate::pipeline::signals::Signals;
+use crate::policy_store::{compile_policy, Snapshot};
+use crate::telemetry::Telemetry;
+
+/// Compiles `source` (one `policy.sr`) and attaches its backends, which must not be simulated.
+pub async fn snapshot(source: &str, models: &dyn ModelSignals) -> Snapshot {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("policy.sr");
+    std::fs::write(&path, source).expect("the policy is written");
+    let compiled = match compile_policy(&path, EngineKind::Interp, models) {
+        Ok(compiled) => compiled,
+        Err(failure) => panic!("the test policy does not compile: {}", failure.human()),
+    };
+    match Snapshot::build(compiled, 1, &SimPool::new(), Duration::from_secs(5), 1.0).await {
+        Ok(snapshot) => snapshot,
+        Err(failure) => panic!("the test policy's backends: {}", failure.human()),
+    }
+}
+
+/// A chat request's facts: `body` with the given headers.
+pub fn chat(body: &Value) -> RequestView {
+    RequestView::from_chat(body, &[]).expect("a valid chat request")
+}
+
+/// A chat body naming `model` with one user message.
+pub fn user(model: &str, text: &str) -> Value {
+    serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}]})
+}
+
+/// A model runtime with fixed answers, which records the models it was asked to run.
+pub struct Scripted {
+    /// The label every classifier answers.
+    pub label: u32,
+    /// What every guard answers.
+    pub guard: f64,
+    /// Every `compute` fails.
+    pub fail: bool,
+    /// What `embed` answers (`None`: it fails).
+    pub embedding: Option<Vec<f32>>,
+    pub asked: Mutex<Vec<String>>,
+}
+
+impl Default for Scripted {
+    fn default() -> Self {
+        Scripted {
+            label: 0,
+            guard: 0.0,
+            fail: false,
+            embedding: Some(vec![1.0, 0.0]),
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Scripted {
+    pub fn asked(&self) -> Vec<String> {
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn note(&self, name: &str) {
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(name.to_owned());
+    }
+}
+
+impl ModelSignals for Scripted {
+    fn prepare(&self, _policy: &CheckedPolicy) -> Vec<Diagnostic> {
+        Vec::new()
+    }
+
+    fn compute<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        calls: &'a [ModelCall],
+    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
+        let results = calls
+            .iter()
+            .map(|call| match call.model {
+                ModelKind::Classifier(c) => {
+                    self.note(&policy.classifiers[c.index()].name);
+                    ModelResult::Class {
+                        label: LabelId(self.label),
+                        confidence: 0.9,
+                    }
+                }
+                ModelKind::Guard(g) => {
+                    self.note(&policy.guards[g.index()].name);
+                    ModelResult::Score(self.guard)
+                }
+                ModelKind::Similarity(e) => {
+                    self.note(&policy.encoders[e.index()].name);
+                    ModelResult::Score(0.0)
+                }
+            })
+            .collect();
+        let answer = if self.fail {
+            Err(SignalError {
+                signal: "all".into(),
+                message: "model runtime down".into(),
+            })
+        } else {
+            Ok(results)
+        };
+        Box::pin(std::future::ready(answer))
+    }
+
+    fn embed<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        encoder: EncoderId,
+        _text: &'a str,
+    ) -> BoxFuture<'a, Result<Embedding, SignalError>> {
+        self.note(&format!("embed:{}", policy.encoders[encoder.index()].name));
+        let answer = match &self.embedding {
+            Some(vector) => Ok(Embedding {
+                vector: vector.clone(),
+                model: "fake-encoder".into(),
+            }),
+            None => Err(SignalError {
+                signal: "encoder".into(),
+                message: "encoder down".into(),
+            }),
+        };
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+/// What the session layer was asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub route: Option<String>,
+    pub proposed: String,
+}
+
+/// A session layer that answers one fixed outcome and records what it was asked.
+pub struct FixedSessions {
+    pub outcome: SessionOutcome,
+    asked: Mutex<Vec<Asked>>,
+}
+
+impl FixedSessions {
+    pub fn new(outcome: SessionOutcome) -> FixedSessions {
+        FixedSessions {
+            outcome,
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn asked(&self) -> Vec<Asked> {
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Sessions for FixedSessions {
+    fn after_route<'a>(&'a self, input: SessionInput<'a>) -> BoxFuture<'a, SessionOutcome> {
+        let policy = input.policy;
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Asked {
+                route: input.route.map(|r| policy.routes[r.index()].name.clone()),
+                proposed: policy.models[input.proposed.index()].name.clone(),
+            });
+        Box::pin(std::future::ready(self.outcome.clone()))
+    }
+}
+
+/// A request's completion whose log lines land in the returned list.
+pub fn completion() -> (Completion, Arc<Mutex<Vec<Value>>>) {
+    let (log, lines) = RequestLog::memory();
+    let done = Completion::new(
+        Arc::new(Telemetry::new()),
+        log,
+        "req-1".into(),
+        "chat",
+        Instant::now(),
+    );
+    (done, lines)
+}
+
+/// The log lines written so far.
+pub fn lines(lines: &Mutex<Vec<Value>>) -> Vec<Value> {
+    lines.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// Runs the routing part of the evaluation to its verdict, as `decide` does before the cache
+/// step, supplying model-backed atoms from `signals`.
+pub async fn route_evaluation<'s>(
+    snapshot: &'s Snapshot,
+    view: &'s RequestView,
+    signals: Signals<'_>,
+) -> src_compiler::eval::Evaluation<'s> {
+    let mut evaluation = snapshot.compiled.evaluate(view);
+    loop {
+        match evaluation.step() {
+            Step::Decided(_) => return evaluation,
+            Step::NeedModels(calls) => signals
+                .supply(snapshot.policy(), &mut evaluation, &calls)
+                .await
+                .expect("the fake model runtime answers"),
+            Step::Failed(_) => panic!("the routing evaluation failed"),
+        }
+    }
+}

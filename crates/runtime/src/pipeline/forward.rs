@@ -1,0 +1,803 @@
+//! Forwarding (docs/language.md, "What happens to a request", step 6): send the request to the
+//! first candidate model that can take it.
+//!
+//! A model whose `context` is smaller than the request's token count is skipped; a connect
+//! error, a timeout, a 5xx before the first response byte, or a 404 (the model is not served)
+//! while another candidate remains moves on to the next candidate.
+//! Once an answer's head has arrived it is relayed as is, whatever follows; when the proposed
+//! model answers a cache miss, the relay also hands the whole answer to the cache.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::http::request::Parts;
+use hyper::{Request, Response, StatusCode};
+use serde_json::Value;
+use src_compiler::hir::{ModelDef, ModelId};
+use src_compiler::request::RequestView;
+
+use crate::cache::Fill;
+use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
+use crate::hooks::UpstreamOutcomes;
+use crate::log::RequestRecord;
+use crate::openai::{Api, ApiError};
+use crate::pipeline::answer::{answer_error, set_sr_headers};
+use crate::pipeline::body::{ProxyBody, Relay};
+use crate::pipeline::completion::Completion;
+use crate::pipeline::decide::Plan;
+use crate::pipeline::rewrite::{self, Edit};
+use crate::policy_store::Snapshot;
+use crate::telemetry::{FallbackLabels, Telemetry};
+use crate::trace;
+use crate::upstream::{Upstream, UpstreamError};
+
+/// Client headers that are about the client's connection, not the request, or that the router
+/// sets itself. `accept-encoding` is dropped so answers arrive uncompressed: the router reads
+/// usage evidence from them.
+const NOT_FORWARDED: [&str; 12] = [
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "accept-encoding",
+    "expect",
+];
+
+/// Upstream answer headers that belong to the upstream connection.
+const NOT_RETURNED: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Why a candidate produced no answer.
+enum Failure {
+    Context { tokens: i64, context: u64 },
+    Upstream(UpstreamError),
+    Status(StatusCode),
+    Body(String),
+}
+
+impl Failure {
+    fn reason(&self) -> &'static str {
+        match self {
+            Failure::Context { .. } => "context",
+            Failure::Upstream(e) => e.reason(),
+            Failure::Status(_) => "status",
+            Failure::Body(_) => "body",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Failure::Context { tokens, context } => {
+                format!("the request has ~{tokens} tokens, over its context of {context}")
+            }
+            Failure::Upstream(e) => e.to_string(),
+            Failure::Status(s) => format!("the backend answered {}", s.as_u16()),
+            Failure::Body(e) => e.clone(),
+        }
+    }
+}
+
+/// Everything about the request the forwarder reads.
+pub struct Outgoing<'a> {
+    pub api: Api,
+    pub parts: &'a Parts,
+    pub body: &'a Bytes,
+    pub parsed: &'a Value,
+    pub view: &'a RequestView,
+}
+
+/// How a candidate's request reaches its backend: the server's pooled clients, or a fake in
+/// tests. `Body` is the answer's body type (hyper's `Incoming` for real connections).
+pub trait Transport {
+    type Body;
+
+    /// Sends `request`, waiting at most `timeout` for the answer's head.
+    fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Response<Self::Body>, UpstreamError>> + Send;
+}
+
+impl Transport for Upstream {
+    type Body = Incoming;
+
+    fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send {
+        Upstream::send(self, request, timeout)
+    }
+}
+
+/// Sends the request to the plan's candidates in order and relays the first answer.
+pub async fn forward(
+    upstream: &Upstream,
+    telemetry: &Telemetry,
+    snapshot: &Snapshot,
+    request: Outgoing<'_>,
+    plan: Plan,
+    mut done: Completion,
+) -> Response<ProxyBody> {
+    let policy = snapshot.policy();
+    let route = plan.route.and_then(|r| policy.routes.get(r.index()));
+    done.record.route = route.map(|r| r.name.clone());
+    done.record.block = plan
+        .block
+        .and_then(|b| policy.blocks.get(b.index()))
+        .map(|b| b.name.clone());
+    done.record.session = plan.session.as_ref().map(|s| s.state);
+    done.record.protection.clone_from(&plan.protection);
+    let session_outcomes = plan.session.as_ref().and_then(|s| s.outcomes.clone());
+    done.record.cache_score = plan.cache.as_ref().and_then(|c| c.score).map(f64::from);
+    let fill = plan.cache.as_ref().and_then(|c| c.fill.clone());
+
+    let tried = try_candidates(
+        upstream,
+        telemetry,
+        snapshot,
+        &request,
+        &plan,
+        &mut done.record,
+    )
+    .await;
+    let failures = match tried.outcome {
+        Tried::Unbuildable(error) => return answer_error(done, error),
+        Tried::Answered {
+            response,
+            model_id,
+            model,
+            sent_at,
+        } => {
+            done.record.fallbacks = fallback_list(policy, &tried.failures);
+            report_failures(session_outcomes.as_deref(), policy, &tried.failures);
+            let answer = Answer {
+                sent_at,
+                protection: plan.protection.as_deref(),
+                model: &model.name,
+                outcomes: session_outcomes,
+                fill: fill.filter(|f| f.model == model_id),
+            };
+            return relay(response, answer, done);
+        }
+        Tried::Exhausted => tried.failures,
+    };
+    done.record.fallbacks = fallback_list(policy, &failures);
+    report_failures(session_outcomes.as_deref(), policy, &failures);
+    let error = exhausted(policy, &failures);
+    answer_error(done, error)
+}
+
+/// How the candidates ended.
+enum Tried<'p, B> {
+    /// A candidate's backend answered (`failures` are the candidates before it).
+    Answered {
+        response: Response<B>,
+        model_id: ModelId,
+        model: &'p ModelDef,
+        sent_at: Instant,
+    },
+    /// The request could not be rewritten for a candidate: the client's to fix.
+    Unbuildable(ApiError),
+    /// Every candidate failed.
+    Exhausted,
+}
+
+/// What trying the candidates came to, and why the ones that did not answer did not.
+struct Attempts<'p, B> {
+    outcome: Tried<'p, B>,
+    failures: Vec<(ModelId, Failure)>,
+}
+
+/// Tries the plan's candidates in order, noting in `record` the model each attempt went to.
+async fn try_candidates<'p, T: Transport>(
+    transport: &T,
+    telemetry: &Telemetry,
+    snapshot: &'p Snapshot,
+    request: &Outgoing<'_>,
+    plan: &Plan,
+    record: &mut RequestRecord,
+) -> Attempts<'p, T::Body> {
+    let policy = snapshot.policy();
+    let route = plan.route.and_then(|r| policy.routes.get(r.index()));
+    let edits: Vec<Edit> = match (request.api, route) {
+        (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(request.parsed, route),
+        _ => Vec::new(),
+    };
+    let mut base_headers = upstream_headers(
+        request.parts,
+        &record.request_id,
+        plan.route
+            .and_then(|r| snapshot.route_headers.get(r.index())),
+    );
+    if let Some(id) = plan
+        .session
+        .as_ref()
+        .and_then(|s| s.identity.as_deref())
+        .and_then(|id| HeaderValue::from_str(id).ok())
+    {
+        base_headers.insert(HeaderName::from_static(headers::DYNAMO_SESSION_ID), id);
+    }
+    let mut tokens: Option<i64> = None;
+    let mut failures: Vec<(ModelId, Failure)> = Vec::new();
+
+    for (tried, &model_id) in plan.candidates.iter().enumerate() {
+        let more = tried + 1 < plan.candidates.len();
+        let Some(model) = policy.models.get(model_id.index()) else {
+            continue;
+        };
+        let (Some(endpoint), Some(wire)) = (
+            snapshot.endpoints.get(model.backend.index()),
+            snapshot.wire.get(model_id.index()),
+        ) else {
+            continue;
+        };
+        if let Some(context) = model.context {
+            let count = *tokens
+                .get_or_insert_with(|| src_compiler::text::tokens_estimate(&request.view.history));
+            if u64::try_from(count).unwrap_or(0) > context {
+                note_fallback(
+                    telemetry,
+                    &model.name,
+                    Failure::Context {
+                        tokens: count,
+                        context,
+                    },
+                    model_id,
+                    &mut failures,
+                );
+                continue;
+            }
+        }
+        let body = match rewrite::build_body(request.body, &edits, &wire.served_json) {
+            Ok(body) => body,
+            Err(err) => {
+                return Attempts {
+                    outcome: Tried::Unbuildable(ApiError::bad_request(err.to_string())),
+                    failures,
+                }
+            }
+        };
+        let mut upstream = match Request::post(endpoint.url(request.api.suffix()))
+            .body(Full::new(Bytes::from(body)))
+        {
+            Ok(r) => r,
+            Err(err) => {
+                let failure = Failure::Body(format!("cannot build the upstream request: {err}"));
+                note_fallback(telemetry, &model.name, failure, model_id, &mut failures);
+                continue;
+            }
+        };
+        let headers = upstream.headers_mut();
+        headers.clone_from(&base_headers);
+        headers.insert(
+            HeaderName::from_static(headers::SELECTED_MODEL),
+            wire.served_header.clone(),
+        );
+        if let Some(auth) = &endpoint.authorization {
+            headers.insert(AUTHORIZATION, auth.clone());
+        }
+        record.model = Some(model.name.clone());
+        record.served = Some(model.serves.clone());
+        record.backend = Some(endpoint.name.clone());
+
+        let sent_at = Instant::now();
+        match transport.send(upstream, endpoint.timeout).await {
+            Ok(response) if moves_on(response.status(), more) => {
+                let status = response.status();
+                drop(response);
+                note_fallback(
+                    telemetry,
+                    &model.name,
+                    Failure::Status(status),
+                    model_id,
+                    &mut failures,
+                );
+            }
+            Ok(response) => {
+                return Attempts {
+                    outcome: Tried::Answered {
+                        response,
+                        model_id,
+                        model,
+                        sent_at,
+                    },
+                    failures,
+                }
+            }
+            Err(err) => note_fallback(
+                telemetry,
+                &model.name,
+                Failure::Upstream(err),
+                model_id,
+                &mut failures,
+            ),
+        }
+    }
+    Attempts {
+        outcome: Tried::Exhausted,
+        failures,
+    }
+}
+
+/// Whether an upstream answer with `status` sends the request on to the next model: any 5xx,
+/// and a 404 while another model remains. A 404 says the backend does not serve the model (NVIDIA
+/// Dynamo answers it once a model's last worker is gone), which the next model may not share;
+/// other 4xx answers are about the request and pass through. With no model left, the 404 passes
+/// through too: the client sees that the model is not served.
+fn moves_on(status: StatusCode, more: bool) -> bool {
+    status.is_server_error() || (status == StatusCode::NOT_FOUND && more)
+}
+
+/// Tells the session layer which models failed the call upstream (a context skip or a request
+/// the router could not build is no fault of the model).
+fn report_failures(
+    outcomes: Option<&dyn UpstreamOutcomes>,
+    policy: &src_compiler::hir::CheckedPolicy,
+    failures: &[(ModelId, Failure)],
+) {
+    let Some(outcomes) = outcomes else {
+        return;
+    };
+    for (id, failure) in failures {
+        if let (Failure::Status(_) | Failure::Upstream(_), Some(model)) =
+            (failure, policy.models.get(id.index()))
+        {
+            outcomes.failed(&model.name, failure.reason());
+        }
+    }
+}
+
+fn note_fallback(
+    telemetry: &Telemetry,
+    model: &str,
+    failure: Failure,
+    id: ModelId,
+    failures: &mut Vec<(ModelId, Failure)>,
+) {
+    telemetry
+        .fallbacks
+        .get_or_create(&FallbackLabels {
+            from: model.to_owned(),
+            reason: failure.reason(),
+        })
+        .inc();
+    tracing::debug!(model, reason = failure.reason(), detail = %failure.describe(), "trying the next model");
+    failures.push((id, failure));
+}
+
+fn fallback_list(
+    policy: &src_compiler::hir::CheckedPolicy,
+    failures: &[(ModelId, Failure)],
+) -> Vec<String> {
+    failures
+        .iter()
+        .filter_map(|(id, f)| {
+            policy
+                .models
+                .get(id.index())
+                .map(|m| format!("{}:{}", m.name, f.reason()))
+        })
+        .collect()
+}
+
+/// The answer when every candidate failed: 400 when the request fits no model's context, else
+/// the kind of the last failure (504 timeout, 502 unreachable or broken, 503 backend errors).
+fn exhausted(
+    policy: &src_compiler::hir::CheckedPolicy,
+    failures: &[(ModelId, Failure)],
+) -> ApiError {
+    let detail = failures
+        .iter()
+        .map(|(id, f)| {
+            let name = policy
+                .models
+                .get(id.index())
+                .map_or("?", |m| m.name.as_str());
+            format!("`{name}`: {}", f.describe())
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if !failures.is_empty()
+        && failures
+            .iter()
+            .all(|(_, f)| matches!(f, Failure::Context { .. }))
+    {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("context_length_exceeded"),
+            format!("the request is longer than every eligible model's context ({detail})"),
+        );
+    }
+    let message = format!("no backend could answer ({detail})");
+    match failures
+        .iter()
+        .rev()
+        .find(|(_, f)| !matches!(f, Failure::Context { .. }))
+    {
+        Some((_, Failure::Upstream(UpstreamError::Timeout { .. }))) => {
+            ApiError::gateway_timeout(message)
+        }
+        Some((_, Failure::Upstream(_) | Failure::Body(_))) => ApiError::bad_gateway(message),
+        _ => ApiError::service_unavailable(message),
+    }
+}
+
+/// Whether `connection` lists `name` as a hop-by-hop header of this connection (RFC 9110 §7.6.1).
+fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
+    headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
+}
+
+/// Client headers minus hop-by-hop ones, plus request id, trace context and route headers.
+fn upstream_headers(
+    parts: &Parts,
+    request_id: &str,
+    route_headers: Option<&Vec<(HeaderName, HeaderValue)>>,
+) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(parts.headers.len() + 6);
+    for (name, value) in &parts.headers {
+        if !NOT_FORWARDED.contains(&name.as_str()) && !named_by_connection(&parts.headers, name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        out.insert(HeaderName::from_static(headers::REQUEST_ID), v);
+    }
+    let client_trace = parts
+        .headers
+        .get(headers::TRACEPARENT)
+        .and_then(|v| v.to_str().ok());
+    if let Ok(v) = HeaderValue::from_str(&trace::traceparent(client_trace)) {
+        out.insert(HeaderName::from_static(headers::TRACEPARENT), v);
+    }
+    out.insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
+    for (name, value) in route_headers.into_iter().flatten() {
+        out.insert(name.clone(), value.clone());
+    }
+    out
+}
+
+/// What the relay of an upstream answer needs besides the answer.
+struct Answer<'a> {
+    sent_at: Instant,
+    protection: Option<&'a str>,
+    model: &'a str,
+    outcomes: Option<Arc<dyn UpstreamOutcomes>>,
+    /// Set when this answer, once whole, goes into the response cache.
+    fill: Option<Fill>,
+}
+
+fn relay(
+    upstream: Response<Incoming>,
+    answer: Answer<'_>,
+    mut done: Completion,
+) -> Response<ProxyBody> {
+    let Answer {
+        sent_at,
+        protection,
+        model,
+        outcomes,
+        fill,
+    } = answer;
+    let (parts, body) = upstream.into_parts();
+    let sse = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
+    done.record.status = parts.status.as_u16();
+    done.record.path = path::UPSTREAM;
+    let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::new())));
+    *response.status_mut() = parts.status;
+    let headers = response.headers_mut();
+    for (name, value) in &parts.headers {
+        if !NOT_RETURNED.contains(&name.as_str()) && !named_by_connection(&parts.headers, name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    set_sr_headers(headers, &done.record, Some(model));
+    if let Some(protection) = protection.and_then(|p| HeaderValue::from_str(p).ok()) {
+        headers.insert(HeaderName::from_static(headers::SR_PROTECTION), protection);
+    }
+    let mut relay = Relay::new(body, sse, sent_at, done);
+    if let Some(outcomes) = outcomes {
+        relay = relay.with_outcomes(outcomes, model);
+    }
+    if let Some(fill) = fill {
+        relay = relay.with_cache(fill);
+    }
+    *response.body_mut() = ProxyBody::Relay(Box::new(relay));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    use http_body_util::BodyExt;
+    use src_compiler::hir::RouteId;
+
+    use super::*;
+    use crate::hooks::NoModelSignals;
+    use crate::pipeline::fakes;
+
+    const POLICY: &str = r#"
+backend gpu { url = "http://127.0.0.1:9/v1" }
+model small  { backend = gpu  serves = "small-id"  context = 4 }
+model strong { backend = gpu  serves = "strong-id" }
+model safe   { backend = gpu  serves = "safe-id" }
+route coding priority 10 {
+  when contains(prompt, ["segfault"])
+  to strong else safe
+  headers { "x-team" = "platform" }
+}
+route default { to safe }
+"#;
+
+    const SMALL: ModelId = ModelId(0);
+    const STRONG: ModelId = ModelId(1);
+    const SAFE: ModelId = ModelId(2);
+
+    /// What a request the fake sent carried.
+    #[derive(Debug)]
+    struct Sent {
+        url: String,
+        selected: Option<String>,
+        team: Option<String>,
+        body: Value,
+    }
+
+    /// A backend that answers from a script, one entry per request, and records the requests.
+    struct Scripted {
+        answers: Mutex<VecDeque<Result<u16, UpstreamError>>>,
+        sent: Mutex<Vec<Sent>>,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<Result<u16, UpstreamError>>) -> Scripted {
+            Scripted {
+                answers: Mutex::new(answers.into()),
+                sent: Mutex::new(Vec::new()),
+            }
+        }
+
+        fn sent(&self) -> Vec<Sent> {
+            std::mem::take(&mut *self.sent.lock().unwrap())
+        }
+    }
+
+    impl Transport for Scripted {
+        type Body = ();
+
+        fn send(
+            &self,
+            request: Request<Full<Bytes>>,
+            _timeout: Duration,
+        ) -> impl Future<Output = Result<Response<()>, UpstreamError>> + Send {
+            let header = |name: &str| {
+                request
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            };
+            let selected = header(headers::SELECTED_MODEL);
+            let team = header("x-team");
+            let url = request.uri().to_string();
+            let answer = self.answers.lock().unwrap().pop_front();
+            let sent = &self.sent;
+            async move {
+                let body = request.into_body().collect().await.unwrap().to_bytes();
+                sent.lock().unwrap().push(Sent {
+                    url,
+                    selected,
+                    team,
+                    body: serde_json::from_slice(&body).unwrap_or_default(),
+                });
+                match answer.expect("no more scripted answers") {
+                    Ok(status) => {
+                        let mut response = Response::new(());
+                        *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                        Ok(response)
+                    }
+                    Err(err) => Err(err),
+                }
+            }
+        }
+    }
+
+    fn timeout() -> UpstreamError {
+        UpstreamError::Timeout {
+            url: "http://127.0.0.1:9/v1/chat/completions".into(),
+            timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn connect() -> UpstreamError {
+        UpstreamError::Connect {
+            url: "http://127.0.0.1:9/v1/chat/completions".into(),
+            detail: "refused".into(),
+        }
+    }
+
+    fn plan(route: Option<RouteId>, candidates: Vec<ModelId>) -> Plan {
+        Plan {
+            route,
+            block: None,
+            candidates,
+            protection: None,
+            session: None,
+            cache: None,
+        }
+    }
+
+    /// Tries `plan`'s candidates for a chat request saying `text`; returns the answering model
+    /// and status (or the error answered) with the failures noted.
+    async fn attempt(
+        transport: &Scripted,
+        text: &str,
+        plan: &Plan,
+    ) -> (Result<(String, u16), ApiError>, Vec<String>, RequestRecord) {
+        let snapshot = fakes::snapshot(POLICY, &NoModelSignals).await;
+        let body = fakes::user("auto", text);
+        let bytes = Bytes::from(body.to_string());
+        let view = fakes::chat(&body);
+        let (parts, ()) = Request::post("/v1/chat/completions")
+            .header("x-client", "kept")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let request = Outgoing {
+            api: Api::Chat,
+            parts: &parts,
+            body: &bytes,
+            parsed: &body,
+            view: &view,
+        };
+        let telemetry = Telemetry::new();
+        let mut record = RequestRecord {
+            request_id: "req-1".into(),
+            ..RequestRecord::default()
+        };
+        let tried = try_candidates(
+            transport,
+            &telemetry,
+            &snapshot,
+            &request,
+            plan,
+            &mut record,
+        )
+        .await;
+        let policy = snapshot.policy();
+        let failures = fallback_list(policy, &tried.failures);
+        let outcome = match tried.outcome {
+            Tried::Answered {
+                response, model, ..
+            } => Ok((model.name.clone(), response.status().as_u16())),
+            Tried::Unbuildable(error) => Err(error),
+            Tried::Exhausted => Err(exhausted(policy, &tried.failures)),
+        };
+        (outcome, failures, record)
+    }
+
+    #[tokio::test]
+    async fn the_first_candidate_that_answers_is_relayed_with_its_served_id() {
+        let transport = Scripted::new(vec![Ok(200)]);
+        let plan = plan(Some(RouteId(0)), vec![STRONG, SAFE]);
+        let (outcome, failures, record) = attempt(&transport, "a segfault", &plan).await;
+        assert_eq!(outcome, Ok(("strong".into(), 200)));
+        assert!(failures.is_empty());
+        assert_eq!(record.model.as_deref(), Some("strong"));
+        assert_eq!(record.served.as_deref(), Some("strong-id"));
+        assert_eq!(record.backend.as_deref(), Some("gpu"));
+        let sent = transport.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].url, "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(sent[0].selected.as_deref(), Some("strong-id"));
+        assert_eq!(
+            sent[0].team.as_deref(),
+            Some("platform"),
+            "the route's headers"
+        );
+        assert_eq!(sent[0].body["model"], "strong-id");
+    }
+
+    #[tokio::test]
+    async fn a_5xx_or_an_unreachable_backend_moves_on_in_order() {
+        let transport = Scripted::new(vec![Ok(503), Err(connect()), Ok(200)]);
+        let plan = plan(None, vec![STRONG, SAFE, STRONG]);
+        let (outcome, failures, _) = attempt(&transport, "hello", &plan).await;
+        assert_eq!(outcome, Ok(("strong".into(), 200)));
+        assert_eq!(failures, ["strong:status", "safe:connect"]);
+        let served: Vec<_> = transport.sent().into_iter().map(|s| s.selected).collect();
+        assert_eq!(
+            served,
+            [Some("strong-id"), Some("safe-id"), Some("strong-id")].map(|s| s.map(String::from))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_404_moves_on_while_a_model_remains_and_passes_through_after_the_last() {
+        let transport = Scripted::new(vec![Ok(404), Ok(404)]);
+        let plan = plan(None, vec![STRONG, SAFE]);
+        let (outcome, failures, _) = attempt(&transport, "hello", &plan).await;
+        assert_eq!(outcome, Ok(("safe".into(), 404)));
+        assert_eq!(failures, ["strong:status"]);
+    }
+
+    #[tokio::test]
+    async fn other_4xx_answers_are_the_client_s_and_pass_through() {
+        let transport = Scripted::new(vec![Ok(400)]);
+        let plan = plan(None, vec![STRONG, SAFE]);
+        let (outcome, _, _) = attempt(&transport, "hello", &plan).await;
+        assert_eq!(outcome, Ok(("strong".into(), 400)));
+    }
+
+    #[tokio::test]
+    async fn a_request_longer_than_a_model_s_context_skips_it_unsent() {
+        let transport = Scripted::new(vec![Ok(200)]);
+        let plan = plan(None, vec![SMALL, STRONG]);
+        let (outcome, failures, _) =
+            attempt(&transport, "a prompt well over four tokens long", &plan).await;
+        assert_eq!(outcome, Ok(("strong".into(), 200)));
+        assert_eq!(failures, ["small:context"]);
+        assert_eq!(transport.sent().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_request_that_fits_no_context_is_the_client_s_400() {
+        let transport = Scripted::new(vec![]);
+        let plan = plan(None, vec![SMALL]);
+        let (outcome, _, _) =
+            attempt(&transport, "a prompt well over four tokens long", &plan).await;
+        let error = outcome.expect_err("no model can take it");
+        assert_eq!(error.status.as_u16(), 400);
+        assert_eq!(
+            error.body.error.code.as_deref(),
+            Some("context_length_exceeded")
+        );
+    }
+
+    #[tokio::test]
+    async fn when_every_candidate_fails_the_last_failure_names_the_status() {
+        let cases = [
+            (vec![Ok(503), Err(timeout())], 504),
+            (vec![Err(timeout()), Err(connect())], 502),
+            (vec![Err(connect()), Ok(500)], 503),
+        ];
+        for (answers, status) in cases {
+            let transport = Scripted::new(answers);
+            let plan = plan(None, vec![STRONG, SAFE]);
+            let (outcome, failures, _) = attempt(&transport, "hello", &plan).await;
+            let error = outcome.expect_err("every candidate failed");
+            assert_eq!(error.status.as_u16(), status, "{failures:?}");
+            assert_eq!(failures.len(), 2);
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The request pipeline of `POST /v1/chat/completions` and `POST /v1/responses`
+//! (docs/language.md, "What happens to a request"), one module per step:
+//!
+//! - [`intake`]: read the body within its limit and extract the request's facts;
+//! - [`decide`]: blocks, model resolution, routes, then the response cache ([`cache_step`]) and
+//!   the session layer, under one policy snapshot; model-backed signals come from [`signals`];
+//! - [`forward`]: send to the first candidate model that answers ([`rewrite`] and
+//!   [`json_edit`] shape its body), relayed through [`body`];
+//! - [`answer`]: what the router answers itself (errors, refusals, cache hits);
+//! - [`completion`]: the request's one log line and its metrics.
+//!
+//! Steps take the pieces of the server they use ([`Pipeline`] lends them for one request), never
+//! the server itself, so each is tested with fakes and without a listener. Every request ends in
+//! exactly one log line.
+
+pub mod answer;
+pub mod body;
+pub mod cache_step;
+pub mod completion;
+pub mod decide;
+pub mod forward;
+pub mod intake;
+pub mod json_edit;
+pub mod rewrite;
+pub mod signals;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW};
+use hyper::{Request, Response};
+use serde_json::Value;
+use src_compiler::hir::BlockId;
+use src_compiler::request::RequestView;
+
+use crate::cache::CacheLayer;
+use crate::headers;
+use crate::hooks::{ModelSignals, Sessions};
+use crate::log::RequestLog;
+use crate::openai::{Api, ApiError};
+use crate::pipeline::answer::{answer_error, refuse};
+use crate::pipeline::body::ProxyBody;
+use crate::pipeline::completion::Completion;
+use crate::pipeline::decide::{Asked, Decision, Effects, Facts};
+use crate::pipeline::forward::Outgoing;
+use crate::pipeline::signals::Signals;
+use crate::policy_store::{PolicyStore, Snapshot};
+use crate::telemetry::{BlockLabels, Telemetry};
+use crate::trace;
+use crate::upstream::Upstream;
+
+/// What the pipeline uses of a running server, borrowed for one request.
+#[derive(Clone, Copy)]
+pub struct Pipeline<'a> {
+    pub store: &'a PolicyStore,
+    pub upstream: &'a Upstream,
+    pub telemetry: &'a Arc<Telemetry>,
+    pub models: &'a dyn ModelSignals,
+    pub sessions: &'a dyn Sessions,
+    pub cache: &'a CacheLayer,
+    pub log: &'a RequestLog,
+    /// Bodies larger than this are refused with 413.
+    pub max_body_bytes: usize,
+}
+
+impl<'a> Pipeline<'a> {
+    /// What the deciding steps call out to.
+    pub fn effects(&self) -> Effects<'a> {
+        Effects {
+            signals: Signals {
+                models: self.models,
+                telemetry: self.telemetry,
+            },
+            sessions: self.sessions,
+            cache: self.cache,
+        }
+    }
+}
+
+/// Answers one proxied request.
+pub async fn handle(
+    pipeline: Pipeline<'_>,
+    api: Api,
+    request: Request<Incoming>,
+    started: Instant,
+) -> Response<ProxyBody> {
+    let done = new_completion(pipeline, &request, api.endpoint(), started);
+    let (parts, body) = request.into_parts();
+    let bytes = match intake::read_body(body, &parts.headers, pipeline.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(error) => return answer_error(done, error),
+    };
+    let (parsed, view) = match intake::parse(api, &bytes, &parts.headers) {
+        Ok(request) => request,
+        Err(error) => return answer_error(done, error),
+    };
+    decide_and_forward(pipeline, api, &parts, &bytes, &parsed, &view, done).await
+}
+
+async fn decide_and_forward(
+    pipeline: Pipeline<'_>,
+    api: Api,
+    parts: &hyper::http::request::Parts,
+    bytes: &Bytes,
+    parsed: &Value,
+    view: &RequestView,
+    mut done: Completion,
+) -> Response<ProxyBody> {
+    done.record.stream = view.stream;
+    let snapshot = pipeline.store.current();
+    done.record.policy_generation = snapshot.generation;
+    let routing_started = Instant::now();
+    let mut facts = Facts::default();
+    let asked = Asked { api, parsed, view };
+    let decision = decide::decide(pipeline.effects(), &snapshot, asked, &mut facts).await;
+    let routing = routing_started.elapsed();
+    pipeline.telemetry.routing.observe(routing.as_secs_f64());
+    done.record.routing_us = routing.as_secs_f64() * 1e6;
+    done.record.skipped_signals = facts.skipped_signals;
+    done.record.cache = facts.cache;
+    match decision {
+        Err(error) => answer_error(done, error),
+        Ok(Decision::Refuse {
+            block,
+            status,
+            message,
+        }) => {
+            let name = snapshot
+                .policy()
+                .blocks
+                .get(block.index())
+                .map(|b| b.name.clone())
+                .unwrap_or_default();
+            pipeline
+                .telemetry
+                .blocks
+                .get_or_create(&BlockLabels {
+                    block: name.clone(),
+                    action: "refuse",
+                })
+                .inc();
+            refuse(done, &name, status, message)
+        }
+        Ok(Decision::Cached(hit)) => {
+            count_redirect(pipeline.telemetry, &snapshot, hit.block);
+            answer::cached(done, &snapshot, hit)
+        }
+        Ok(Decision::Forward(plan)) => {
+            count_redirect(pipeline.telemetry, &snapshot, plan.block);
+            let outgoing = Outgoing {
+                api,
+                parts,
+                body: bytes,
+                parsed,
+                view,
+            };
+            forward::forward(
+                pipeline.upstream,
+                pipeline.telemetry,
+                &snapshot,
+                outgoing,
+                *plan,
+                done,
+            )
+            .await
+        }
+    }
+}
+
+/// Counts a `block ... to MODEL` redirect.
+fn count_redirect(telemetry: &Telemetry, snapshot: &Snapshot, block: Option<BlockId>) {
+    if let Some(block) = block.and_then(|b| snapshot.policy().blocks.get(b.index())) {
+        telemetry
+            .blocks
+            .get_or_create(&BlockLabels {
+                block: block.name.clone(),
+                action: "redirect",
+            })
+            .inc();
+    }
+}
+
+fn new_completion<B>(
+    pipeline: Pipeline<'_>,
+    request: &Request<B>,
+    endpoint: &str,
+    started: Instant,
+) -> Completion {
+    let client_id = request
+        .headers()
+        .get(headers::REQUEST_ID)
+        .and_then(|v| v.to_str().ok());
+    Completion::new(
+        Arc::clone(pipeline.telemetry),
+        pipeline.log.clone(),
+        trace::request_id(client_id),
+        endpoint,
+        started,
+    )
+}
+
+/// 405 on a proxied path, reported like any other request.
+pub fn refuse_method<B>(
+    pipeline: Pipeline<'_>,
+    request: &Request<B>,
+    started: Instant,
+    allow: &'static str,
+) -> Response<ProxyBody> {
+    let done = new_completion(pipeline, request, request.uri().path(), started);
+    let mut response = answer_error(
+        done,
+        ApiError::method_not_allowed(request.method().as_str(), request.uri().path()),
+    );
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+#[cfg(test)]
+mod fakes;
