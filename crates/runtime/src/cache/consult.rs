@@ -1,8 +1,8 @@
-//! Step 4 of LANGUAGE.md §5 for one request, once blocks, model resolution and routes have
-//! proposed a logical model:
+//! Step 4 of docs/language.md, "What happens to a request", once blocks, model resolution and
+//! routes have proposed a logical model. The request procedure decides the first two points:
 //!
-//! 1. **bypass** when the deciding route says `cache = off`, when the request streams a
-//!    `/v1/responses` answer, or when the body has no final user message to compare;
+//! 1. **bypass** when the deciding route says `cache = off` or the request streams a
+//!    `/v1/responses` answer; here, when the body has no final user message to compare;
 //! 2. **skip** when `skip when` holds (its model-backed signals are computed like any other);
 //! 3. embed the final user message (one encoder call; a failure is recorded and the request goes
 //!    upstream as on a miss, never a 5xx);
@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
-use src_compiler::eval::{CacheStep, Evaluation};
 use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteDef, RouteId};
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
@@ -31,7 +30,6 @@ use crate::cache::store::CacheError;
 use crate::headers::cache as word;
 use crate::openai::ApiError;
 use crate::policy_store::Snapshot;
-use crate::proxy::decide::supply_models;
 use crate::proxy::Api;
 use crate::session::identity;
 
@@ -103,11 +101,11 @@ pub struct CacheQuery<'a> {
     pub proposal: ModelId,
 }
 
-/// Runs the cache step for `query`, continuing `evaluation` for `skip when`.
-pub async fn consult(
+/// Looks the cache up for `query`, once the procedure has found that the cache applies (not
+/// bypassed by the route or the API, `skip when` not holding).
+pub async fn lookup(
     app: &App,
     snapshot: &Snapshot,
-    evaluation: &mut Evaluation<'_>,
     query: CacheQuery<'_>,
 ) -> Result<Consulted, ApiError> {
     let policy = snapshot.policy();
@@ -117,23 +115,6 @@ pub async fn consult(
     let layer = &app.cache;
     let view = query.view;
     let route = query.route.and_then(|r| policy.routes.get(r.index()));
-    if route.is_some_and(|r| !r.cache) || (query.api == Api::Responses && view.stream) {
-        return Ok(report(layer, CacheResult::Bypass));
-    }
-    loop {
-        match evaluation.cache_step() {
-            CacheStep::Skip => return Ok(report(layer, CacheResult::Skip)),
-            CacheStep::Lookup => break,
-            CacheStep::NeedModels(calls) => supply_models(app, policy, evaluation, &calls).await?,
-            CacheStep::Failed(failed) => {
-                return Err(ApiError::service_unavailable(format!(
-                    "{} model-backed signal(s) of the cache's `skip when` failed and the policy \
-                     fails closed",
-                    failed.atoms.len()
-                )))
-            }
-        }
-    }
     let Some(body) = scope::body_digest(query.api, query.parsed, &view.prompt) else {
         return Ok(report(layer, CacheResult::Bypass));
     };
@@ -215,12 +196,18 @@ pub async fn consult(
 }
 
 fn report(layer: &CacheLayer, result: CacheResult) -> Consulted {
+    Consulted::Forward(Some(passed(layer, result)))
+}
+
+/// The report of a request the cache did not answer without a lookup: bypassed or skipped by
+/// the procedure, or with nothing to compare.
+pub fn passed(layer: &CacheLayer, result: CacheResult) -> CacheReport {
     layer.metrics.lookup(result.as_str());
-    Consulted::Forward(Some(CacheReport {
+    CacheReport {
         result,
         score: None,
         fill: None,
-    }))
+    }
 }
 
 /// `failure.store`: open goes on without the cache, closed answers 503.

@@ -10,7 +10,7 @@
 //! it is younger than the ttl. Because the model is part of the scope, a hit is always an answer
 //! that the proposed model gave: the router never overrides a model decision for a hit.
 //!
-//! - [`consult`]: the request-path step (bypass, `skip when`, embed, look up);
+//! - [`consult`]: the request-path lookup once the procedure found the cache applies (embed, look up);
 //! - [`scope`]: the exact-match key; [`store`]: where entries live (memory or Redis);
 //! - [`fill`]: storing a complete answer once it has been relayed; [`assemble`]: a streamed
 //!   chat answer turned back into its completion, so streamed answers are stored too;

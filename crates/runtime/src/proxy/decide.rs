@@ -1,25 +1,24 @@
-//! Steps 1–5 of LANGUAGE.md §5 for one request: blocks, model resolution, routes, the response
-//! cache ([`crate::cache::consult`]) and the session hook, ending in a [`Decision`] the
-//! forwarder (or, for a cache hit, [`crate::cache::replay`]) carries out.
-//!
-//! Cheap signals are computed lazily by the staged evaluation itself; model-backed ones are
-//! asked of the [`crate::hooks::ModelSignals`] component, in batches, only when a condition that
-//! is still open needs them.
+//! Steps 1–5 of docs/language.md, "What happens to a request" for one request, as the
+//! compiler's [`Procedure`] runs them: this module answers the procedure's asks — model-backed
+//! signals from the [`crate::hooks::ModelSignals`] component (in batches, only when a condition
+//! still open needs them), the cache lookup ([`crate::cache::consult`]) and the session hook —
+//! and ends in a [`Decision`] the forwarder (or, for a cache hit, [`crate::cache::replay`])
+//! carries out.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use src_compiler::eval::{Evaluation, ModelCall, ModelKind, ModelResult, Step};
-use src_compiler::hir::{BlockActionDef, BlockId, CheckedPolicy, ModelId, RouteId};
-use src_compiler::ir::{CondOwner, Outcome, Verdict};
+use src_compiler::eval::{Evaluation, ModelCall, ModelKind, ModelResult};
+use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
+use src_compiler::procedure::{CacheUse, Decision as ProcedureDecision, SessionAnswer};
 use src_compiler::request::RequestView;
-use src_dsl::ast::FailMode;
+use src_compiler::{Next, Procedure, ProcedureError};
 
 use crate::app::App;
-use crate::cache::{self, CacheQuery, CacheReport, CachedAnswer, Consulted};
+use crate::cache::{self, CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted};
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport};
 use crate::openai::ApiError;
-use crate::policy_store::{Snapshot, Target};
+use crate::policy_store::Snapshot;
 use crate::proxy::Api;
 use crate::telemetry::SignalLabels;
 
@@ -73,7 +72,9 @@ pub struct Asked<'a> {
     pub view: &'a RequestView,
 }
 
-/// Decides `asked` under `snapshot`.
+/// Decides `asked` under `snapshot`, driving the compiler's request procedure: this answers its
+/// asks (model-backed signals, the cache lookup, the session) and turns its decision into what
+/// the forwarder or the cache replay carries out.
 pub async fn decide(
     app: &App,
     snapshot: &Snapshot,
@@ -81,162 +82,159 @@ pub async fn decide(
     facts: &mut Facts,
 ) -> Result<Decision, ApiError> {
     let view = asked.view;
-    let policy = snapshot.policy();
-    // A client that names its model needs the blocks only: once every block is known not to
-    // hold, model calls that only routes would read are not made.
-    let explicit = match view.model.as_deref().and_then(|m| snapshot.targets.get(m)) {
-        Some(Target::Model(model)) => Some(*model),
-        _ => None,
-    };
-    let mut evaluation = snapshot.compiled.evaluate(view);
-    let found = loop {
-        match evaluation.step() {
-            Step::Decided(verdict) => break Found::Verdict(verdict),
-            Step::NeedModels(calls) => {
-                if let Some(model) = explicit.filter(|_| blocks_settled(snapshot, &evaluation)) {
-                    break Found::Unblocked(model);
-                }
-                supply_models(app, policy, &mut evaluation, &calls).await?;
-            }
-            Step::Failed(failed) => {
-                return Err(ApiError::service_unavailable(format!(
-                    "{} model-backed signal(s) failed and the policy fails closed",
-                    failed.atoms.len()
-                )))
-            }
-        }
-    };
-    facts.skipped_signals = skipped(policy, &evaluation);
-
-    let (route, block, proposal) = match found {
-        Found::Unblocked(model) => (None, None, model),
-        Found::Verdict(Verdict::Blocked(block)) => {
-            let def = policy
-                .blocks
-                .get(block.index())
-                .ok_or_else(|| ApiError::internal("the decision named an unknown block"))?;
-            match &def.action {
-                BlockActionDef::Refuse { status, message } => {
-                    return Ok(Decision::Refuse {
-                        block,
-                        status: *status,
-                        message: message
-                            .clone()
-                            .unwrap_or_else(|| format!("request blocked by policy `{}`", def.name)),
-                    })
-                }
-                BlockActionDef::Redirect(model) => (None, Some(block), *model),
-            }
-        }
-        Found::Verdict(Verdict::Route(route)) => {
-            let requested = view.model.as_deref().ok_or_else(|| {
-                ApiError::bad_request("you must provide a `model` parameter").with_param("model")
-            })?;
-            match snapshot.targets.get(requested) {
-                Some(Target::Route) => {
-                    let def = policy
-                        .routes
-                        .get(route.index())
-                        .ok_or_else(|| ApiError::internal("the decision named an unknown route"))?;
-                    (Some(route), None, def.to)
-                }
-                Some(Target::Model(model)) => (None, None, *model),
-                None => return Err(ApiError::model_not_found(requested)),
-            }
-        }
-    };
-
-    let consulted = cache::consult::consult(
-        app,
-        snapshot,
-        &mut evaluation,
-        CacheQuery {
-            api: asked.api,
-            parsed: asked.parsed,
-            view,
-            route,
-            block,
-            proposal,
-        },
-    )
-    .await;
-    // The cache's `skip when` may have computed signals the routing decision skipped.
-    facts.skipped_signals = skipped(policy, &evaluation);
-    drop(evaluation);
-    let cache = match consulted {
-        Ok(Consulted::Hit(hit)) => {
-            facts.cache = Some(crate::headers::cache::HIT);
-            return Ok(Decision::Cached(hit));
-        }
-        Ok(Consulted::Forward(report)) => report,
+    let mut procedure = Procedure::new(&snapshot.compiled, view);
+    // A streamed `/v1/responses` answer cannot be stored or replayed.
+    if asked.api == Api::Responses && view.stream {
+        procedure = procedure.without_cache();
+    }
+    let mut answers = Answers::default();
+    let decided = drive(app, snapshot, asked, &mut procedure, &mut answers).await;
+    facts.skipped_signals = skipped(snapshot.policy(), procedure.evaluation());
+    let decision = match decided {
+        Ok(decision) => decision,
         Err(error) => {
-            facts.cache = Some(crate::headers::cache::ERROR);
+            facts.cache = answers.cache_error.then_some(crate::headers::cache::ERROR);
             return Err(error);
         }
     };
+    if let (Some(block), Some(refusal)) = (decision.block, decision.refusal) {
+        return Ok(Decision::Refuse {
+            block,
+            status: refusal.status,
+            message: refusal.message,
+        });
+    }
+    let cache = match decision.cache {
+        CacheUse::Hit => {
+            if let Some(hit) = answers.hit {
+                facts.cache = Some(crate::headers::cache::HIT);
+                return Ok(Decision::Cached(hit));
+            }
+            return Err(ApiError::internal(
+                "the cache answered without a stored answer",
+            ));
+        }
+        CacheUse::Miss => answers.cache,
+        CacheUse::Bypass => Some(cache::consult::passed(&app.cache, CacheResult::Bypass)),
+        CacheUse::Skip => Some(cache::consult::passed(&app.cache, CacheResult::Skip)),
+        CacheUse::Undeclared | CacheUse::NotReached => None,
+    };
     facts.cache = cache.as_ref().map(|c| c.result.as_str());
+    Ok(Decision::Forward(Box::new(Plan {
+        route: decision.route,
+        block: decision.block,
+        candidates: decision.candidates,
+        protection: answers.protection,
+        session: answers.session,
+        cache,
+    })))
+}
 
-    // A block's redirect is a safety decision: no pin may override it, and it moves no pin.
-    let outcome = if block.is_some() {
-        SessionOutcome::Keep
-    } else {
-        app.components
-            .sessions
-            .after_route(SessionInput {
-                policy,
-                compiled: &snapshot.compiled,
-                request: view,
-                route,
-                proposed: proposal,
-            })
-            .await
-    };
-    let (first, protection, session) = match outcome {
-        SessionOutcome::Keep => (proposal, None, None),
-        SessionOutcome::Use { model, protection } => (model, protection, None),
-        SessionOutcome::Session {
-            model,
-            protection,
-            report,
-        } => (model, protection, Some(report)),
-        SessionOutcome::Reject { status, message } => {
-            let status =
-                hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
-            // A missing identity is the client's to fix; a failed store is the server's.
-            let kind = if status.is_server_error() {
-                "server_error"
-            } else {
-                "invalid_request_error"
-            };
-            return Err(ApiError::new(status, kind, Some("session"), message));
-        }
-    };
+/// What the runtime answered the procedure, kept for the plan.
+#[derive(Default)]
+struct Answers {
+    hit: Option<CachedAnswer>,
+    cache: Option<CacheReport>,
+    cache_error: bool,
+    protection: Option<String>,
+    session: Option<SessionReport>,
+}
 
-    let mut candidates = vec![first];
-    if let Some(route) = route.and_then(|r| policy.routes.get(r.index())) {
-        if first == route.to {
-            candidates.extend(route.fallbacks.iter().copied());
-        }
-        if policy.failure.backend == FailMode::Open {
-            if let Some(default) = policy.routes.get(policy.default_route().index()) {
-                candidates.push(default.to);
+/// Answers the procedure's asks until it decides.
+async fn drive(
+    app: &App,
+    snapshot: &Snapshot,
+    asked: Asked<'_>,
+    procedure: &mut Procedure<'_>,
+    answers: &mut Answers,
+) -> Result<ProcedureDecision, ApiError> {
+    let policy = snapshot.policy();
+    loop {
+        let next = procedure.next().map_err(|error| {
+            answers.cache_error = matches!(error, ProcedureError::SkipFailed(_));
+            procedure_error(error)
+        })?;
+        match next {
+            Next::Done(decision) => return Ok(decision),
+            Next::Models(calls) => supply_models(app, policy, procedure, &calls).await?,
+            Next::Cache(proposal) => {
+                let query = CacheQuery {
+                    api: asked.api,
+                    parsed: asked.parsed,
+                    view: asked.view,
+                    route: proposal.route,
+                    block: proposal.block,
+                    proposal: proposal.model,
+                };
+                match cache::consult::lookup(app, snapshot, query).await {
+                    Ok(Consulted::Hit(hit)) => {
+                        answers.hit = Some(hit);
+                        procedure.cache_answered(true);
+                    }
+                    Ok(Consulted::Forward(report)) => {
+                        answers.cache = report;
+                        procedure.cache_answered(false);
+                    }
+                    Err(error) => {
+                        answers.cache_error = true;
+                        return Err(error);
+                    }
+                }
+            }
+            Next::Session(proposal) => {
+                let input = SessionInput {
+                    policy,
+                    compiled: &snapshot.compiled,
+                    request: asked.view,
+                    route: proposal.route,
+                    proposed: proposal.model,
+                };
+                let answer = match app.components.sessions.after_route(input).await {
+                    SessionOutcome::Keep => SessionAnswer::Keep,
+                    SessionOutcome::Use { model, protection } => {
+                        answers.protection = protection;
+                        SessionAnswer::Use(model)
+                    }
+                    SessionOutcome::Session {
+                        model,
+                        protection,
+                        report,
+                    } => {
+                        answers.protection = protection;
+                        answers.session = Some(report);
+                        SessionAnswer::Use(model)
+                    }
+                    SessionOutcome::Reject { status, message } => {
+                        let status = hyper::StatusCode::from_u16(status)
+                            .unwrap_or(hyper::StatusCode::BAD_REQUEST);
+                        // A missing identity is the client's to fix; a failed store is the
+                        // server's.
+                        let kind = if status.is_server_error() {
+                            "server_error"
+                        } else {
+                            "invalid_request_error"
+                        };
+                        return Err(ApiError::new(status, kind, Some("session"), message));
+                    }
+                };
+                procedure.session_answered(answer);
             }
         }
     }
-    let mut seen = Vec::with_capacity(candidates.len());
-    candidates.retain(|m| {
-        let new = !seen.contains(m);
-        seen.push(*m);
-        new
-    });
-    Ok(Decision::Forward(Box::new(Plan {
-        route,
-        block,
-        candidates,
-        protection,
-        session,
-        cache,
-    })))
+}
+
+/// The OpenAI error for a request the procedure cannot decide.
+fn procedure_error(error: ProcedureError) -> ApiError {
+    match error {
+        ProcedureError::ModelsFailed(_) | ProcedureError::SkipFailed(_) => {
+            ApiError::service_unavailable(error.to_string())
+        }
+        ProcedureError::MissingModel => {
+            ApiError::bad_request(error.to_string()).with_param("model")
+        }
+        ProcedureError::UnknownModel(model) => ApiError::model_not_found(&model),
+        ProcedureError::Internal(_) => ApiError::internal(error.to_string()),
+    }
 }
 
 fn skipped(policy: &CheckedPolicy, evaluation: &Evaluation<'_>) -> Vec<String> {
@@ -247,11 +245,11 @@ fn skipped(policy: &CheckedPolicy, evaluation: &Evaluation<'_>) -> Vec<String> {
         .collect()
 }
 
-/// Computes the model-backed atoms of one evaluation step and supplies them.
-pub(crate) async fn supply_models(
+/// Computes the model-backed atoms of one procedure step and supplies them.
+async fn supply_models(
     app: &App,
     policy: &CheckedPolicy,
-    evaluation: &mut Evaluation<'_>,
+    procedure: &mut Procedure<'_>,
     calls: &[ModelCall],
 ) -> Result<(), ApiError> {
     let started = Instant::now();
@@ -263,31 +261,11 @@ pub(crate) async fn supply_models(
     };
     observe_signals(app, policy, calls, started.elapsed());
     for (call, result) in calls.iter().zip(results) {
-        evaluation.supply(call, result).map_err(|err| {
+        procedure.supply(call, result).map_err(|err| {
             ApiError::internal(format!("a model-backed signal answered badly: {err}"))
         })?;
     }
     Ok(())
-}
-
-/// How the evaluation ended.
-enum Found {
-    Verdict(Verdict),
-    /// No block holds, and the client named this model: routes do not matter.
-    Unblocked(ModelId),
-}
-
-/// Whether every block is known not to hold: the condition the evaluation waits on is a route's.
-fn blocks_settled(snapshot: &Snapshot, evaluation: &Evaluation<'_>) -> bool {
-    match evaluation.trace().0 {
-        Outcome::Decided(Verdict::Route(_)) => true,
-        Outcome::Decided(Verdict::Blocked(_)) => false,
-        Outcome::Needs(cond) => snapshot
-            .compiled
-            .program
-            .cond(cond)
-            .is_some_and(|c| matches!(c.owner, CondOwner::Route(_))),
-    }
 }
 
 /// Model-backed signal latency, by the classifier, guard or encoder that computed it (one batch
