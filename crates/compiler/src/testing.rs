@@ -149,7 +149,7 @@ fn evaluate(policy: &CompiledPolicy, case: &TestDef, request: &RequestView) -> (
         }
     }
     let actual = loop {
-        match procedure.next() {
+        match procedure.advance() {
             Ok(Next::Done(decision)) => break actual_of(checked, &decision),
             Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
             Ok(Next::Cache(_)) => procedure.cache_answered(false),

@@ -186,7 +186,7 @@ fn explain(
     }
     let mut models: Option<ModelRunner> = None;
     let decision = loop {
-        match procedure.next() {
+        match procedure.advance() {
             Ok(Next::Done(decision)) => break decision,
             Ok(Next::Models(calls)) => {
                 let runner = match &mut models {

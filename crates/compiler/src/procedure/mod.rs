@@ -2,7 +2,7 @@
 //! a [`RequestView`] to a [`Decision`], driven by every front door (`src serve`, `src explain`,
 //! `src test`), so that none of them assembles the procedure again and they cannot disagree.
 //!
-//! It does no IO. Where a step needs what only its caller can get, [`Procedure::next`] hands it
+//! It does no IO. Where a step needs what only its caller can get, [`Procedure::advance`] hands it
 //! back and waits to be resumed:
 //! - [`Next::Models`]: model-backed signals to compute, all those of one condition at once;
 //!   answer each with [`Procedure::supply`] (a failed call is [`ModelResult::Failed`]);
@@ -96,7 +96,7 @@ pub enum SessionAnswer {
 /// What the caller must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
-    /// Compute these, [`Procedure::supply`] each answer, and call [`Procedure::next`] again.
+    /// Compute these, [`Procedure::supply`] each answer, and call [`Procedure::advance`] again.
     Models(Vec<ModelCall>),
     /// Look the cache up for this proposal, then [`Procedure::cache_answered`].
     Cache(Proposal),
@@ -176,7 +176,7 @@ pub struct Procedure<'a> {
 }
 
 impl<'a> Procedure<'a> {
-    /// Starts the procedure for `request`; nothing is computed until [`Procedure::next`].
+    /// Starts the procedure for `request`; nothing is computed until [`Procedure::advance`].
     pub fn new(policy: &'a CompiledPolicy, request: &'a RequestView) -> Procedure<'a> {
         let asked = match request.model.as_deref() {
             None => Asked::Missing,
@@ -254,7 +254,7 @@ impl<'a> Procedure<'a> {
     }
 
     /// Runs the procedure as far as it can go without its caller.
-    pub fn next(&mut self) -> Result<Next, ProcedureError> {
+    pub fn advance(&mut self) -> Result<Next, ProcedureError> {
         match self.stage.clone() {
             Stage::Route => self.route(),
             Stage::Cache(proposal) => self.cache(proposal),
@@ -267,18 +267,16 @@ impl<'a> Procedure<'a> {
 
     /// Steps 1–3: blocks, the model asked for, routes.
     fn route(&mut self) -> Result<Next, ProcedureError> {
-        let found = loop {
-            match self.evaluation.step() {
-                Step::Decided(Verdict::Blocked(block)) => break Found::Blocked(block),
-                Step::Decided(Verdict::Route(route)) => break Found::Route(route),
-                Step::NeedModels(calls) => {
-                    if self.only_blocks_matter() && self.blocks_settled() {
-                        break Found::Unblocked;
-                    }
+        let found = match self.evaluation.step() {
+            Step::Decided(Verdict::Blocked(block)) => Found::Blocked(block),
+            Step::Decided(Verdict::Route(route)) => Found::Route(route),
+            Step::NeedModels(calls) => {
+                if !(self.only_blocks_matter() && self.blocks_settled()) {
                     return Ok(Next::Models(calls));
                 }
-                Step::Failed(failed) => return Err(ProcedureError::ModelsFailed(failed)),
+                Found::Unblocked
             }
+            Step::Failed(failed) => return Err(ProcedureError::ModelsFailed(failed)),
         };
         let checked = &self.policy.checked;
         let proposal = match found {

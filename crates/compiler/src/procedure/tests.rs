@@ -86,7 +86,7 @@ fn drive(
 ) -> (Vec<&'static str>, Result<Decision, ProcedureError>) {
     let mut asked = Vec::new();
     for _ in 0..16 {
-        match procedure.next() {
+        match procedure.advance() {
             Ok(Next::Models(calls)) => {
                 for call in &calls {
                     let result = match call.model {
@@ -303,14 +303,14 @@ fn a_failed_model_behind_a_block_fails_closed() {
     each_engine(&policy(), |p| {
         let v = view("hello", Some("auto"));
         let mut procedure = Procedure::new(p, &v);
-        let Ok(Next::Models(calls)) = procedure.next() else {
+        let Ok(Next::Models(calls)) = procedure.advance() else {
             panic!("the guard is asked first");
         };
         for call in &calls {
             procedure.supply(call, ModelResult::Failed).expect("fits");
         }
         assert!(matches!(
-            procedure.next(),
+            procedure.advance(),
             Err(ProcedureError::ModelsFailed(_))
         ));
     });
@@ -324,7 +324,7 @@ fn asks_are_repeated_until_answered_and_the_decision_is_kept() {
         let mut procedure = Procedure::new(p, &v);
         let mut cache_asks = 0;
         let decision = loop {
-            match procedure.next().expect("no error") {
+            match procedure.advance().expect("no error") {
                 Next::Models(calls) => {
                     for call in &calls {
                         procedure
@@ -345,6 +345,6 @@ fn asks_are_repeated_until_answered_and_the_decision_is_kept() {
         };
         assert_eq!(cache_asks, 2);
         assert_eq!(Ok(decision.clone()), first);
-        assert_eq!(procedure.next(), Ok(Next::Done(decision)));
+        assert_eq!(procedure.advance(), Ok(Next::Done(decision)));
     });
 }

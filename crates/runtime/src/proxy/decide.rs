@@ -150,7 +150,7 @@ async fn drive(
 ) -> Result<ProcedureDecision, ApiError> {
     let policy = snapshot.policy();
     loop {
-        let next = procedure.next().map_err(|error| {
+        let next = procedure.advance().map_err(|error| {
             answers.cache_error = matches!(error, ProcedureError::SkipFailed(_));
             procedure_error(error)
         })?;
