@@ -9,8 +9,10 @@ use crate::engine::{DecisionEngine, EngineKind, Interpreter};
 use crate::hir::CheckedPolicy;
 use crate::ir::{lower, Atom, Inst, LowerError, NodeId, Program};
 use crate::jit::{JitError, JitPolicy};
+use crate::procedure::target::{self, Target};
 use crate::text::PhraseSet;
 use regex::Regex;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +47,8 @@ pub struct CompiledPolicy {
     /// Per atom: some `block` condition reads it.
     pub(crate) block_atoms: Vec<bool>,
     pub(crate) tokens: Option<TokenCounter>,
+    /// What each name a request may put in `model` names.
+    targets: HashMap<String, Target>,
 }
 
 impl std::fmt::Debug for CompiledPolicy {
@@ -67,6 +71,7 @@ pub fn compile(checked: CheckedPolicy, engine: EngineKind) -> Result<CompiledPol
         .map(|a| prepare(&a.atom))
         .collect::<Result<Vec<_>, _>>()?;
     let block_atoms = block_atoms(&program);
+    let targets = target::targets(&checked);
     let kind = engine;
     let engine: Box<dyn DecisionEngine> = match kind {
         EngineKind::Interp => Box::new(Interpreter::new(Arc::clone(&program))),
@@ -80,6 +85,7 @@ pub fn compile(checked: CheckedPolicy, engine: EngineKind) -> Result<CompiledPol
         matchers,
         block_atoms,
         tokens: None,
+        targets,
     })
 }
 
@@ -90,6 +96,12 @@ impl CompiledPolicy {
 
     pub fn engine_kind(&self) -> EngineKind {
         self.kind
+    }
+
+    /// What the `model` value `name` names (`None`: neither a router name nor a declared model
+    /// or alias).
+    pub fn target(&self, name: &str) -> Option<Target> {
+        self.targets.get(name).copied()
     }
 
     /// Uses `counter` for `tokens(TEXT)` (the policy's declared tokenizer).

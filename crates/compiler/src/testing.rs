@@ -1,14 +1,15 @@
 //! Running a policy's `test` blocks: each case is evaluated offline, on a chosen engine, with its
 //! `given` stubs standing in for signals, and compared with its `expect`.
 //!
-//! This is the engine behind `src test` and the decision corpus. A case never runs a model: a
-//! case that reaches a model-backed signal without a `given` fails with `E050`, naming the model.
+//! This is the engine behind `src test` and the decision corpus. Each case drives the request
+//! procedure ([`crate::procedure`]) that `src serve` drives. A case never runs a model: a case
+//! that reaches a model-backed signal without a `given` fails with `E050`, naming the model.
 
 use crate::compiled::{compile, CompileError, CompiledPolicy};
 use crate::engine::EngineKind;
-use crate::eval::{ModelKind, Step};
+use crate::eval::ModelKind;
 use crate::hir::{CheckedPolicy, ExpectDef, ModelId, TestDef, TestInputDef, Value};
-use crate::ir::Verdict;
+use crate::procedure::{Decision, Next, Procedure, ProcedureError, SessionAnswer};
 use crate::request::RequestView;
 use serde_json::json;
 use src_dsl::{codes, Span};
@@ -23,6 +24,10 @@ pub enum Actual {
     Blocked {
         block: String,
         model: Option<String>,
+    },
+    /// The case names a model, so routing was skipped.
+    Model {
+        model: String,
     },
     /// The case could not be evaluated (a missing `given`, a bad request file).
     Error {
@@ -40,6 +45,7 @@ impl std::fmt::Display for Actual {
                 block,
                 model: Some(m),
             } => write!(f, "blocked by `{block}`, sent to model `{m}`"),
+            Actual::Model { model } => write!(f, "model `{model}` as named (routing skipped)"),
             Actual::Error { code, message } => write!(f, "error[{code}]: {message}"),
         }
     }
@@ -127,9 +133,12 @@ type Signals = Vec<(String, Option<String>)>;
 
 fn evaluate(policy: &CompiledPolicy, case: &TestDef, request: &RequestView) -> (Actual, Signals) {
     let checked = &policy.checked;
-    let mut evaluation = policy.evaluate(request);
+    // Offline: a case is routed when it names no model, and never reaches a cache or a session.
+    let mut procedure = Procedure::new(policy, request)
+        .routing_unnamed()
+        .without_cache();
     for (signal, value) in &case.givens {
-        if let Err(e) = evaluation.give(*signal, value.clone()) {
+        if let Err(e) = procedure.give(*signal, value.clone()) {
             return (
                 Actual::Error {
                     code: codes::TEST_BAD_GIVEN,
@@ -139,29 +148,42 @@ fn evaluate(policy: &CompiledPolicy, case: &TestDef, request: &RequestView) -> (
             );
         }
     }
-    let actual = match evaluation.step() {
-        Step::Decided(verdict) => verdict_of(checked, verdict),
-        Step::NeedModels(calls) => {
-            let mut models: Vec<String> = calls
-                .iter()
-                .map(|c| model_label(checked, c.model))
-                .collect();
-            models.sort();
-            models.dedup();
-            Actual::Error {
-                code: codes::TEST_MISSING_GIVEN,
-                message: format!(
-                    "the case reaches {} without a `given` for the signal that uses it",
-                    models.join(", ")
-                ),
+    let actual = loop {
+        match procedure.advance() {
+            Ok(Next::Done(decision)) => break actual_of(checked, &decision),
+            Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
+            Ok(Next::Cache(_)) => procedure.cache_answered(false),
+            Ok(Next::Models(calls)) => {
+                let mut models: Vec<String> = calls
+                    .iter()
+                    .map(|c| model_label(checked, c.model))
+                    .collect();
+                models.sort();
+                models.dedup();
+                break Actual::Error {
+                    code: codes::TEST_MISSING_GIVEN,
+                    message: format!(
+                        "the case reaches {} without a `given` for the signal that uses it",
+                        models.join(", ")
+                    ),
+                };
+            }
+            Err(ProcedureError::ModelsFailed(_) | ProcedureError::SkipFailed(_)) => {
+                break Actual::Error {
+                    code: codes::TEST_MISSING_GIVEN,
+                    message: "a model-backed signal failed during an offline test".to_string(),
+                }
+            }
+            Err(err) => {
+                break Actual::Error {
+                    code: codes::TEST_MESSAGES_UNREADABLE,
+                    message: err.to_string(),
+                }
             }
         }
-        Step::Failed(_) => Actual::Error {
-            code: codes::TEST_MISSING_GIVEN,
-            message: "a model-backed signal failed during an offline test".to_string(),
-        },
     };
-    let signals = evaluation
+    let signals = procedure
+        .evaluation()
         .signal_values()
         .into_iter()
         .map(|(id, value)| {
@@ -180,29 +202,27 @@ fn model_label(checked: &CheckedPolicy, model: ModelKind) -> String {
     }
 }
 
-/// The route or block a verdict names, with the model it selects.
-pub fn verdict_of(checked: &CheckedPolicy, verdict: Verdict) -> Actual {
-    match verdict {
-        Verdict::Route(r) => {
-            let route = &checked.routes[r.index()];
-            Actual::Route {
-                route: route.name.clone(),
-                model: checked.models[route.to.index()].name.clone(),
-            }
-        }
-        Verdict::Blocked(b) => {
-            let block = &checked.blocks[b.index()];
-            let model = match block.action {
-                crate::hir::BlockActionDef::Redirect(m) => {
-                    Some(checked.models[m.index()].name.clone())
-                }
-                crate::hir::BlockActionDef::Refuse { .. } => None,
-            };
-            Actual::Blocked {
-                block: block.name.clone(),
-                model,
-            }
-        }
+/// The route or block a decision names, with the model it selects.
+pub fn actual_of(checked: &CheckedPolicy, decision: &Decision) -> Actual {
+    let name = |m: ModelId| {
+        checked
+            .models
+            .get(m.index())
+            .map_or_else(|| format!("#{}", m.0), |m| m.name.clone())
+    };
+    let first = decision.candidates.first().copied().map(name);
+    match (decision.block, decision.route) {
+        (Some(b), _) => Actual::Blocked {
+            block: checked.blocks[b.index()].name.clone(),
+            model: first,
+        },
+        (None, Some(r)) => Actual::Route {
+            route: checked.routes[r.index()].name.clone(),
+            model: first.unwrap_or_default(),
+        },
+        (None, None) => Actual::Model {
+            model: first.unwrap_or_default(),
+        },
     }
 }
 

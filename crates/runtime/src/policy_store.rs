@@ -6,7 +6,6 @@
 //! clones a policy, compiles a regex or parses a URL: all of that happens here, off the request
 //! path, on the reload's blocking thread.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,7 +16,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use src_compiler::hir::{CheckedPolicy, ModelId};
+use src_compiler::hir::CheckedPolicy;
 use src_compiler::{CheckOptions, CompiledPolicy, EngineKind};
 use src_dsl::{render, Diagnostic, SourceMap};
 
@@ -149,15 +148,6 @@ pub fn content_hash(sources: &SourceMap) -> String {
         .collect()
 }
 
-/// What a request's `model` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// One of `router.names`: route it.
-    Route,
-    /// A declared model, by name or alias.
-    Model(ModelId),
-}
-
 /// Per-model data the forwarder needs, prepared once.
 #[derive(Debug, Clone)]
 pub struct ModelWire {
@@ -180,7 +170,6 @@ pub struct Snapshot {
     pub wire: Vec<ModelWire>,
     /// Route headers plugin, parsed; indexed by `RouteId`.
     pub route_headers: Vec<Vec<(HeaderName, HeaderValue)>>,
-    pub targets: HashMap<String, Target>,
     /// The `GET /v1/models` answer.
     pub models_list: Bytes,
 }
@@ -248,7 +237,6 @@ impl Snapshot {
             }
             route_headers.push(parsed);
         }
-        let targets = targets(checked);
         let created = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -262,28 +250,10 @@ impl Snapshot {
             endpoints,
             wire,
             route_headers,
-            targets,
             models_list,
             compiled: compiled.policy,
         })
     }
-}
-
-fn targets(policy: &CheckedPolicy) -> HashMap<String, Target> {
-    let mut targets = HashMap::new();
-    // Model names and aliases first, router names last: the checker forbids overlaps (E044),
-    // and should one slip through, routing wins, as the client asked for it by name.
-    for (i, model) in policy.models.iter().enumerate() {
-        let id = ModelId(i as u32);
-        targets.insert(model.name.clone(), Target::Model(id));
-        for alias in &model.aliases {
-            targets.insert(alias.clone(), Target::Model(id));
-        }
-    }
-    for name in &policy.router.names {
-        targets.insert(name.clone(), Target::Route);
-    }
-    targets
 }
 
 /// The OpenAI list: router names (routed), then logical models and their aliases.

@@ -10,13 +10,15 @@ use crate::output::{Color, Format};
 use crate::Outcome;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value as Json};
-use src_compiler::eval::{ModelCall, ModelKind, ModelResult, Step};
-use src_compiler::hir::{BlockActionDef, CheckedPolicy, LabelId, ModelId, TExprKind, Type, Value};
+use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
+use src_compiler::hir::{CheckedPolicy, LabelId, TExprKind, Type, Value};
 use src_compiler::interp::Trace;
-use src_compiler::ir::{CondOwner, Verdict};
+use src_compiler::ir::CondOwner;
+use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
 use src_compiler::testing::display_value;
 use src_compiler::{compile, CompiledPolicy};
+use src_compiler::{Next, Procedure, ProcedureError};
 use src_dsl::SourceMap;
 use src_runtime::hooks::ModelSignals;
 use src_runtime::models::OnnxModels;
@@ -172,27 +174,21 @@ fn explain(
     givens: &[(src_compiler::hir::SignalId, Value)],
 ) -> Result<Json> {
     let checked = &policy.checked;
-    // An explicit model name skips routing (step 2 of
-    // docs/language.md, "What happens to a request"), but blocks still apply.
-    let explicit = match &request.model {
-        Some(m) if !checked.router.names.iter().any(|n| n == m) => {
-            Some(resolve_model(checked, m).ok_or_else(|| {
-                anyhow!("the request names model `{m}`, which the policy does not declare")
-            })?)
-        }
-        _ => None,
-    };
-    let mut evaluation = policy.evaluate(request);
+    // The procedure `src serve` runs, offline: a prompt without a model is routed, and nothing
+    // is looked up in a cache or a session store.
+    let mut procedure = Procedure::new(policy, request)
+        .routing_unnamed()
+        .without_cache();
     for (signal, value) in givens {
-        evaluation
+        procedure
             .give(*signal, value.clone())
             .map_err(|e| anyhow!("--given: {e}"))?;
     }
     let mut models: Option<ModelRunner> = None;
-    let verdict = loop {
-        match evaluation.step() {
-            Step::Decided(v) => break v,
-            Step::NeedModels(calls) => {
+    let decision = loop {
+        match procedure.advance() {
+            Ok(Next::Done(decision)) => break decision,
+            Ok(Next::Models(calls)) => {
                 let runner = match &mut models {
                     Some(runner) => runner,
                     None => models.insert(
@@ -202,30 +198,31 @@ fn explain(
                 };
                 let results = runner.compute(checked, &calls)?;
                 for (call, result) in calls.iter().zip(results) {
-                    evaluation
+                    procedure
                         .supply(call, result)
                         .map_err(|e| anyhow!("model answer does not fit: {e}"))?;
                 }
             }
-            Step::Failed(_) => bail!("a model-backed signal failed, and the policy fails closed"),
+            Ok(Next::Cache(_)) => procedure.cache_answered(false),
+            Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
+            Err(ProcedureError::UnknownModel(m)) => {
+                bail!("the request names model `{m}`, which the policy does not declare")
+            }
+            Err(ProcedureError::ModelsFailed(_) | ProcedureError::SkipFailed(_)) => {
+                bail!("a model-backed signal failed, and the policy fails closed")
+            }
+            Err(err) => bail!("{err}"),
         }
     };
+    let evaluation = procedure.evaluation();
     let (_, trace) = evaluation.trace();
-    let (blocked, route, model) = match verdict {
-        Verdict::Blocked(b) => {
-            let block = &checked.blocks[b.index()];
-            let model = match block.action {
-                BlockActionDef::Redirect(m) => Some(m),
-                BlockActionDef::Refuse { .. } => None,
-            };
-            (Some(block.name.clone()), None, model)
-        }
-        Verdict::Route(_) if explicit.is_some() => (None, None, explicit),
-        Verdict::Route(r) => {
-            let route = &checked.routes[r.index()];
-            (None, Some(route.name.clone()), Some(route.to))
-        }
-    };
+    let blocked = decision
+        .block
+        .map(|b| checked.blocks[b.index()].name.clone());
+    let route = decision
+        .route
+        .map(|r| checked.routes[r.index()].name.clone());
+    let model = decision.candidates.first().copied();
     let signals: serde_json::Map<String, Json> = evaluation
         .signal_values()
         .into_iter()
@@ -242,12 +239,18 @@ fn explain(
         .map(|id| checked.signals[id.index()].name.clone())
         .collect();
     let model_def = model.map(|m| &checked.models[m.index()]);
+    let candidates: Vec<&str> = decision
+        .candidates
+        .iter()
+        .map(|m| checked.models[m.index()].name.as_str())
+        .collect();
     Ok(json!({
         "blocked": blocked,
         "route": route,
         "model": model_def.map(|m| m.name.clone()),
         "serves": model_def.map(|m| m.serves.clone()),
         "backend": model_def.map(|m| checked.backends[m.backend.index()].name.clone()),
+        "candidates": candidates,
         "signals": signals,
         "skipped": skipped,
         "trace": trace_json(checked, &trace),
@@ -309,14 +312,6 @@ impl ModelRunner {
             .block_on(self.models.compute(checked, calls))
             .map_err(|e| anyhow!("model-backed signal failed: {e}"))
     }
-}
-
-fn resolve_model(checked: &CheckedPolicy, name: &str) -> Option<ModelId> {
-    checked
-        .models
-        .iter()
-        .position(|m| m.name == name || m.aliases.iter().any(|a| a == name))
-        .map(|i| ModelId(i as u32))
 }
 
 fn value_json(checked: &CheckedPolicy, v: &Value) -> Json {
@@ -396,6 +391,15 @@ fn print_human(e: &Json) {
     }
     if let (Some(m), Some(serves), Some(backend)) = (s("model"), s("serves"), s("backend")) {
         println!("  model `{m}` = `{serves}` on backend `{backend}`");
+    }
+    let tried: Vec<&str> = e["candidates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .collect();
+    if tried.len() > 1 {
+        println!("  on a backend failure, then: {}", tried[1..].join(", "));
     }
     println!("signals:");
     if let Some(map) = e["signals"].as_object() {

@@ -435,6 +435,12 @@ impl<'a> Evaluation<'a> {
         interp::decide_traced_forcing(&self.policy.program, &self.row, &|c| self.is_forced(c))
     }
 
+    /// The decide scan over what is known now, without a trace: what is decided, or the
+    /// condition the evaluation waits on.
+    pub fn pending(&self) -> Outcome {
+        self.decide_now()
+    }
+
     fn decide_now(&self) -> Outcome {
         if self.failed_open.is_empty() {
             self.policy.engine().decide(&self.row)

@@ -12,7 +12,8 @@
 //! that the proposed model gave: the router never overrides a model decision for a hit.
 //!
 //! This module is a library: it knows nothing of the server or of HTTP answers. The request
-//! path's step (bypass, `skip when`, embed, look up) is the pipeline's `cache_step`, which uses:
+//! path's lookup (once the request procedure found that the cache applies: embed, look up) is
+//! the pipeline's `cache_step`, which uses:
 //!
 //! - [`scope`]: the exact-match key and whose answers a request may see; [`store`]: where
 //!   entries live (memory or Redis);

@@ -1,8 +1,9 @@
 //! The response cache's step of a request (docs/language.md, "What happens to a request", step
-//! 4), once blocks, model resolution and routes have proposed a logical model:
+//! 4), once blocks, model resolution and routes have proposed a logical model. The request
+//! procedure decides the first two points; this module does the rest:
 //!
-//! 1. **bypass** when the deciding route says `cache = off`, when the request streams a
-//!    `/v1/responses` answer, or when the body has no final user message to compare;
+//! 1. **bypass** when the deciding route says `cache = off` or the request streams a
+//!    `/v1/responses` answer; here, when the body has no final user message to compare;
 //! 2. **skip** when `skip when` holds (its model-backed signals are computed like any other);
 //! 3. embed the final user message (one encoder call; a failure is recorded and the request goes
 //!    upstream as on a miss, never a 5xx);
@@ -17,7 +18,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
-use src_compiler::eval::{CacheStep, Evaluation};
 use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
@@ -29,7 +29,6 @@ use crate::cache::scope::{self, ScopeParts};
 use crate::cache::store::CacheError;
 use crate::headers::cache as word;
 use crate::openai::{Api, ApiError};
-use crate::pipeline::signals::Signals;
 use crate::policy_store::Snapshot;
 
 /// What the cache did with a request: the value of `x-sr-cache` and of the log's `cache`.
@@ -100,12 +99,11 @@ pub struct CacheQuery<'a> {
     pub proposal: ModelId,
 }
 
-/// Runs the cache step for `query`, continuing `evaluation` for `skip when`.
-pub async fn consult(
-    signals: Signals<'_>,
+/// Looks the cache up for `query`, once the request procedure has found that the cache applies
+/// (the route and the API do not bypass it, `skip when` does not hold).
+pub async fn lookup(
     layer: &CacheLayer,
     snapshot: &Snapshot,
-    evaluation: &mut Evaluation<'_>,
     query: CacheQuery<'_>,
 ) -> Result<Consulted, ApiError> {
     let policy = snapshot.policy();
@@ -114,23 +112,6 @@ pub async fn consult(
     };
     let view = query.view;
     let route = query.route.and_then(|r| policy.routes.get(r.index()));
-    if route.is_some_and(|r| !r.cache) || (query.api == Api::Responses && view.stream) {
-        return Ok(report(layer, CacheResult::Bypass));
-    }
-    loop {
-        match evaluation.cache_step() {
-            CacheStep::Skip => return Ok(report(layer, CacheResult::Skip)),
-            CacheStep::Lookup => break,
-            CacheStep::NeedModels(calls) => signals.supply(policy, evaluation, &calls).await?,
-            CacheStep::Failed(failed) => {
-                return Err(ApiError::service_unavailable(format!(
-                    "{} model-backed signal(s) of the cache's `skip when` failed and the policy \
-                     fails closed",
-                    failed.atoms.len()
-                )))
-            }
-        }
-    }
     let Some(body) = scope::body_digest(query.api, query.parsed, &view.prompt) else {
         return Ok(report(layer, CacheResult::Bypass));
     };
@@ -212,12 +193,18 @@ pub async fn consult(
 }
 
 fn report(layer: &CacheLayer, result: CacheResult) -> Consulted {
+    Consulted::Forward(Some(passed(layer, result)))
+}
+
+/// The report of a request the cache answered no lookup for: bypassed or skipped by the request
+/// procedure, or with nothing to compare.
+pub fn passed(layer: &CacheLayer, result: CacheResult) -> CacheReport {
     layer.metrics.lookup(result.as_str());
-    Consulted::Forward(Some(CacheReport {
+    CacheReport {
         result,
         score: None,
         fill: None,
-    }))
+    }
 }
 
 /// `failure.store`: open goes on without the cache, closed answers 503.
@@ -255,7 +242,6 @@ mod tests {
     use crate::cache::CacheOptions;
     use crate::pipeline::fakes::{self, Scripted};
     use crate::session::ManualClock;
-    use crate::telemetry::Telemetry;
 
     const POLICY: &str = r#"
 backend gpu { url = "http://127.0.0.1:9/v1" }
@@ -278,7 +264,6 @@ route default { to small }
     struct Cache {
         models: Arc<Scripted>,
         layer: CacheLayer,
-        telemetry: Telemetry,
         snapshot: Snapshot,
     }
 
@@ -295,12 +280,11 @@ route default { to small }
             Cache {
                 models,
                 layer,
-                telemetry: Telemetry::new(),
                 snapshot,
             }
         }
 
-        /// The cache step of `body` on `api`, once its routes have proposed `proposal`.
+        /// The lookup of `body` on `api`, once its routes have proposed `proposal`.
         async fn consult(
             &self,
             api: Api,
@@ -312,11 +296,6 @@ route default { to small }
                 Api::Chat => fakes::chat(body),
                 Api::Responses => RequestView::from_responses(body, &[]).expect("a valid request"),
             };
-            let signals = Signals {
-                models: self.models.as_ref(),
-                telemetry: &self.telemetry,
-            };
-            let mut evaluation = fakes::route_evaluation(&self.snapshot, &view, signals).await;
             let query = CacheQuery {
                 api,
                 parsed: body,
@@ -325,7 +304,7 @@ route default { to small }
                 block: None,
                 proposal,
             };
-            consult(signals, &self.layer, &self.snapshot, &mut evaluation, query).await
+            lookup(&self.layer, &self.snapshot, query).await
         }
     }
 
@@ -349,32 +328,6 @@ route default { to small }
         let body = fakes::user("auto", "capital of France?");
         let consulted = cache.consult(Api::Chat, &body, DEFAULT, SMALL).await;
         assert_eq!(consulted, Ok(Consulted::Forward(None)));
-    }
-
-    #[tokio::test]
-    async fn a_route_with_cache_off_and_a_streamed_response_bypass() {
-        let cache = Cache::new(POLICY, Scripted::default()).await;
-        let body = fakes::user("auto", "the news?");
-        let report = forwarded(
-            cache
-                .consult(Api::Chat, &body, Some(RouteId(0)), ModelId(1))
-                .await,
-        );
-        assert_eq!(report.result, CacheResult::Bypass);
-        let body = json!({"model": "auto", "input": "capital of France?", "stream": true});
-        let report = forwarded(cache.consult(Api::Responses, &body, DEFAULT, SMALL).await);
-        assert_eq!(report.result, CacheResult::Bypass);
-        assert!(cache.models.asked().is_empty(), "nothing was embedded");
-    }
-
-    #[tokio::test]
-    async fn skip_when_holds_and_the_cache_is_not_read() {
-        let cache = Cache::new(POLICY, Scripted::default()).await;
-        let body = fakes::user("auto", "what happened today?");
-        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
-        assert_eq!(report.result, CacheResult::Skip);
-        assert_eq!(report.fill, None);
-        assert!(cache.models.asked().is_empty(), "nothing was embedded");
     }
 
     #[tokio::test]

@@ -1,26 +1,27 @@
 //! The deciding steps for one request (docs/language.md, "What happens to a request", steps 1
-//! to 5): blocks, model resolution, routes, the response cache ([`crate::pipeline::cache_step`])
-//! and the session layer, ending in a [`Decision`] that the forwarder (or, for a cache hit, the
-//! answer step) carries out.
-//!
-//! Cheap signals are computed lazily by the staged evaluation itself; model-backed ones are
-//! asked of the model runtime ([`Signals`]), in batches, only when a condition that is still
-//! open needs them. What deciding calls out to comes in as [`Effects`], so it is tested with
-//! fakes.
+//! to 5), as the compiler's [`Procedure`] runs them: blocks, model resolution, routes, the
+//! response cache and the session layer, ending in a [`Decision`] that the forwarder (or, for a
+//! cache hit, the answer step) carries out. This module owns none of those rules: it answers
+//! the procedure's asks — model-backed signals from the model runtime ([`Signals`], in batches,
+//! only when a condition still open needs them), the cache lookup
+//! ([`crate::pipeline::cache_step`]) and the session layer — through [`Effects`], so it is
+//! tested with fakes.
 
 use serde_json::Value;
-use src_compiler::eval::{Evaluation, Step};
-use src_compiler::hir::{BlockActionDef, BlockId, CheckedPolicy, ModelId, RouteId};
-use src_compiler::ir::{CondOwner, Outcome, Verdict};
+use src_compiler::eval::Evaluation;
+use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
+use src_compiler::procedure::{CacheUse, Decision as ProcedureDecision, SessionAnswer};
 use src_compiler::request::RequestView;
-use src_dsl::ast::FailMode;
+use src_compiler::{Next, Procedure, ProcedureError};
 
 use crate::cache::CacheLayer;
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport, Sessions};
 use crate::openai::{Api, ApiError};
-use crate::pipeline::cache_step::{self, CacheQuery, CacheReport, CachedAnswer, Consulted};
+use crate::pipeline::cache_step::{
+    self, CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted,
+};
 use crate::pipeline::signals::Signals;
-use crate::policy_store::{Snapshot, Target};
+use crate::policy_store::Snapshot;
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,7 +81,9 @@ pub struct Effects<'a> {
     pub cache: &'a CacheLayer,
 }
 
-/// Decides `asked` under `snapshot`.
+/// Decides `asked` under `snapshot`, driving the compiler's request procedure: this answers its
+/// asks (model-backed signals, the cache lookup, the session) through `effects` and turns its
+/// decision into what the forwarder or the cache answer carries out.
 pub async fn decide(
     effects: Effects<'_>,
     snapshot: &Snapshot,
@@ -88,166 +91,159 @@ pub async fn decide(
     facts: &mut Facts,
 ) -> Result<Decision, ApiError> {
     let view = asked.view;
-    let policy = snapshot.policy();
-    // A client that names its model needs the blocks only: once every block is known not to
-    // hold, model calls that only routes would read are not made.
-    let explicit = match view.model.as_deref().and_then(|m| snapshot.targets.get(m)) {
-        Some(Target::Model(model)) => Some(*model),
-        _ => None,
-    };
-    let mut evaluation = snapshot.compiled.evaluate(view);
-    let found = loop {
-        match evaluation.step() {
-            Step::Decided(verdict) => break Found::Verdict(verdict),
-            Step::NeedModels(calls) => {
-                if let Some(model) = explicit.filter(|_| blocks_settled(snapshot, &evaluation)) {
-                    break Found::Unblocked(model);
-                }
-                effects
-                    .signals
-                    .supply(policy, &mut evaluation, &calls)
-                    .await?;
-            }
-            Step::Failed(failed) => {
-                return Err(ApiError::service_unavailable(format!(
-                    "{} model-backed signal(s) failed and the policy fails closed",
-                    failed.atoms.len()
-                )))
-            }
-        }
-    };
-    facts.skipped_signals = skipped(policy, &evaluation);
-
-    let (route, block, proposal) = match found {
-        Found::Unblocked(model) => (None, None, model),
-        Found::Verdict(Verdict::Blocked(block)) => {
-            let def = policy
-                .blocks
-                .get(block.index())
-                .ok_or_else(|| ApiError::internal("the decision named an unknown block"))?;
-            match &def.action {
-                BlockActionDef::Refuse { status, message } => {
-                    return Ok(Decision::Refuse {
-                        block,
-                        status: *status,
-                        message: message
-                            .clone()
-                            .unwrap_or_else(|| format!("request blocked by policy `{}`", def.name)),
-                    })
-                }
-                BlockActionDef::Redirect(model) => (None, Some(block), *model),
-            }
-        }
-        Found::Verdict(Verdict::Route(route)) => {
-            let requested = view.model.as_deref().ok_or_else(|| {
-                ApiError::bad_request("you must provide a `model` parameter").with_param("model")
-            })?;
-            match snapshot.targets.get(requested) {
-                Some(Target::Route) => {
-                    let def = policy
-                        .routes
-                        .get(route.index())
-                        .ok_or_else(|| ApiError::internal("the decision named an unknown route"))?;
-                    (Some(route), None, def.to)
-                }
-                Some(Target::Model(model)) => (None, None, *model),
-                None => return Err(ApiError::model_not_found(requested)),
-            }
-        }
-    };
-
-    let consulted = cache_step::consult(
-        effects.signals,
-        effects.cache,
-        snapshot,
-        &mut evaluation,
-        CacheQuery {
-            api: asked.api,
-            parsed: asked.parsed,
-            view,
-            route,
-            block,
-            proposal,
-        },
-    )
-    .await;
-    // The cache's `skip when` may have computed signals the routing decision skipped.
-    facts.skipped_signals = skipped(policy, &evaluation);
-    drop(evaluation);
-    let cache = match consulted {
-        Ok(Consulted::Hit(hit)) => {
-            facts.cache = Some(crate::headers::cache::HIT);
-            return Ok(Decision::Cached(hit));
-        }
-        Ok(Consulted::Forward(report)) => report,
+    let mut procedure = Procedure::new(&snapshot.compiled, view);
+    // A streamed `/v1/responses` answer cannot be stored or replayed.
+    if asked.api == Api::Responses && view.stream {
+        procedure = procedure.without_cache();
+    }
+    let mut answers = Answers::default();
+    let decided = drive(effects, snapshot, asked, &mut procedure, &mut answers).await;
+    facts.skipped_signals = skipped(snapshot.policy(), procedure.evaluation());
+    let decision = match decided {
+        Ok(decision) => decision,
         Err(error) => {
-            facts.cache = Some(crate::headers::cache::ERROR);
+            facts.cache = answers.cache_error.then_some(crate::headers::cache::ERROR);
             return Err(error);
         }
     };
+    if let (Some(block), Some(refusal)) = (decision.block, decision.refusal) {
+        return Ok(Decision::Refuse {
+            block,
+            status: refusal.status,
+            message: refusal.message,
+        });
+    }
+    let cache = match decision.cache {
+        CacheUse::Hit => {
+            let hit = answers
+                .hit
+                .ok_or_else(|| ApiError::internal("the cache answered without a stored answer"))?;
+            facts.cache = Some(crate::headers::cache::HIT);
+            return Ok(Decision::Cached(hit));
+        }
+        CacheUse::Miss => answers.cache,
+        CacheUse::Bypass => Some(cache_step::passed(effects.cache, CacheResult::Bypass)),
+        CacheUse::Skip => Some(cache_step::passed(effects.cache, CacheResult::Skip)),
+        CacheUse::Undeclared | CacheUse::NotReached => None,
+    };
     facts.cache = cache.as_ref().map(|c| c.result.as_str());
+    Ok(Decision::Forward(Box::new(Plan {
+        route: decision.route,
+        block: decision.block,
+        candidates: decision.candidates,
+        protection: answers.protection,
+        session: answers.session,
+        cache,
+    })))
+}
 
-    // A block's redirect is a safety decision: no pin may override it, and it moves no pin.
-    let outcome = if block.is_some() {
-        SessionOutcome::Keep
-    } else {
-        effects
-            .sessions
-            .after_route(SessionInput {
-                policy,
-                compiled: &snapshot.compiled,
-                request: view,
-                route,
-                proposed: proposal,
-            })
-            .await
-    };
-    let (first, protection, session) = match outcome {
-        SessionOutcome::Keep => (proposal, None, None),
-        SessionOutcome::Use { model, protection } => (model, protection, None),
-        SessionOutcome::Session {
-            model,
-            protection,
-            report,
-        } => (model, protection, Some(report)),
-        SessionOutcome::Reject { status, message } => {
-            let status =
-                hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
-            // A missing identity is the client's to fix; a failed store is the server's.
-            let kind = if status.is_server_error() {
-                "server_error"
-            } else {
-                "invalid_request_error"
-            };
-            return Err(ApiError::new(status, kind, Some("session"), message));
-        }
-    };
+/// What the effects answered the procedure, kept for the plan.
+#[derive(Default)]
+struct Answers {
+    hit: Option<CachedAnswer>,
+    cache: Option<CacheReport>,
+    cache_error: bool,
+    protection: Option<String>,
+    session: Option<SessionReport>,
+}
 
-    let mut candidates = vec![first];
-    if let Some(route) = route.and_then(|r| policy.routes.get(r.index())) {
-        if first == route.to {
-            candidates.extend(route.fallbacks.iter().copied());
-        }
-        if policy.failure.backend == FailMode::Open {
-            if let Some(default) = policy.routes.get(policy.default_route().index()) {
-                candidates.push(default.to);
+/// Answers the procedure's asks until it decides.
+async fn drive(
+    effects: Effects<'_>,
+    snapshot: &Snapshot,
+    asked: Asked<'_>,
+    procedure: &mut Procedure<'_>,
+    answers: &mut Answers,
+) -> Result<ProcedureDecision, ApiError> {
+    let policy = snapshot.policy();
+    loop {
+        let next = procedure.advance().map_err(|error| {
+            answers.cache_error = matches!(error, ProcedureError::SkipFailed(_));
+            procedure_error(error)
+        })?;
+        match next {
+            Next::Done(decision) => return Ok(decision),
+            Next::Models(calls) => effects.signals.supply(policy, procedure, &calls).await?,
+            Next::Cache(proposal) => {
+                let query = CacheQuery {
+                    api: asked.api,
+                    parsed: asked.parsed,
+                    view: asked.view,
+                    route: proposal.route,
+                    block: proposal.block,
+                    proposal: proposal.model,
+                };
+                match cache_step::lookup(effects.cache, snapshot, query).await {
+                    Ok(Consulted::Hit(hit)) => {
+                        answers.hit = Some(hit);
+                        procedure.cache_answered(true);
+                    }
+                    Ok(Consulted::Forward(report)) => {
+                        answers.cache = report;
+                        procedure.cache_answered(false);
+                    }
+                    Err(error) => {
+                        answers.cache_error = true;
+                        return Err(error);
+                    }
+                }
+            }
+            Next::Session(proposal) => {
+                let input = SessionInput {
+                    policy,
+                    compiled: &snapshot.compiled,
+                    request: asked.view,
+                    route: proposal.route,
+                    proposed: proposal.model,
+                };
+                let answer = match effects.sessions.after_route(input).await {
+                    SessionOutcome::Keep => SessionAnswer::Keep,
+                    SessionOutcome::Use { model, protection } => {
+                        answers.protection = protection;
+                        SessionAnswer::Use(model)
+                    }
+                    SessionOutcome::Session {
+                        model,
+                        protection,
+                        report,
+                    } => {
+                        answers.protection = protection;
+                        answers.session = Some(report);
+                        SessionAnswer::Use(model)
+                    }
+                    SessionOutcome::Reject { status, message } => {
+                        return Err(session_refusal(status, message))
+                    }
+                };
+                procedure.session_answered(answer);
             }
         }
     }
-    let mut seen = Vec::with_capacity(candidates.len());
-    candidates.retain(|m| {
-        let new = !seen.contains(m);
-        seen.push(*m);
-        new
-    });
-    Ok(Decision::Forward(Box::new(Plan {
-        route,
-        block,
-        candidates,
-        protection,
-        session,
-        cache,
-    })))
+}
+
+/// A missing identity is the client's to fix; a failed store is the server's.
+fn session_refusal(status: u16, message: String) -> ApiError {
+    let status = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
+    let kind = if status.is_server_error() {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
+    ApiError::new(status, kind, Some("session"), message)
+}
+
+/// The OpenAI error for a request the procedure cannot decide.
+fn procedure_error(error: ProcedureError) -> ApiError {
+    match error {
+        ProcedureError::ModelsFailed(_) | ProcedureError::SkipFailed(_) => {
+            ApiError::service_unavailable(error.to_string())
+        }
+        ProcedureError::MissingModel => {
+            ApiError::bad_request(error.to_string()).with_param("model")
+        }
+        ProcedureError::UnknownModel(model) => ApiError::model_not_found(&model),
+        ProcedureError::Internal(_) => ApiError::internal(error.to_string()),
+    }
 }
 
 fn skipped(policy: &CheckedPolicy, evaluation: &Evaluation<'_>) -> Vec<String> {
@@ -256,26 +252,6 @@ fn skipped(policy: &CheckedPolicy, evaluation: &Evaluation<'_>) -> Vec<String> {
         .into_iter()
         .filter_map(|s| policy.signals.get(s.index()).map(|d| d.name.clone()))
         .collect()
-}
-
-/// How the evaluation ended.
-enum Found {
-    Verdict(Verdict),
-    /// No block holds, and the client named this model: routes do not matter.
-    Unblocked(ModelId),
-}
-
-/// Whether every block is known not to hold: the condition the evaluation waits on is a route's.
-fn blocks_settled(snapshot: &Snapshot, evaluation: &Evaluation<'_>) -> bool {
-    match evaluation.trace().0 {
-        Outcome::Decided(Verdict::Route(_)) => true,
-        Outcome::Decided(Verdict::Blocked(_)) => false,
-        Outcome::Needs(cond) => snapshot
-            .compiled
-            .program
-            .cond(cond)
-            .is_some_and(|c| matches!(c.owner, CondOwner::Route(_))),
-    }
 }
 
 #[cfg(test)]
@@ -318,8 +294,22 @@ failure { backend = open }
         sessions: &dyn Sessions,
         body: &Value,
     ) -> (Result<Decision, ApiError>, Facts) {
-        let snapshot = fakes::snapshot(POLICY, models).await;
-        let view = fakes::chat(body);
+        decide_in(POLICY, Api::Chat, models, sessions, body).await
+    }
+
+    /// Decides `body` on `api` under `policy`.
+    async fn decide_in(
+        policy: &str,
+        api: Api,
+        models: &Scripted,
+        sessions: &dyn Sessions,
+        body: &Value,
+    ) -> (Result<Decision, ApiError>, Facts) {
+        let snapshot = fakes::snapshot(policy, models).await;
+        let view = match api {
+            Api::Chat => fakes::chat(body),
+            Api::Responses => RequestView::from_responses(body, &[]).expect("a valid request"),
+        };
         let telemetry = Telemetry::new();
         let cache = CacheLayer::new(Arc::new(Scripted::default()), CacheOptions::default());
         let effects = Effects {
@@ -331,7 +321,7 @@ failure { backend = open }
             cache: &cache,
         };
         let asked = Asked {
-            api: Api::Chat,
+            api,
             parsed: body,
             view: &view,
         };
@@ -517,5 +507,49 @@ failure { backend = open }
         let (decision, facts) = decide_with(&models, &NoSessions, &body).await;
         assert_eq!(facts.cache, None);
         assert_eq!(plan(decision).cache, None);
+    }
+
+    const CACHED: &str = r#"
+backend gpu { url = "http://127.0.0.1:9/v1" }
+model small  { backend = gpu  serves = "small-id" }
+model strong { backend = gpu  serves = "strong-id" }
+encoder minilm { path = "models/minilm" }
+cache {
+  encoder = minilm
+  threshold = 0.9
+  store = memory
+  skip when contains(prompt, ["today"])
+}
+route fresh priority 10 { when contains(prompt, ["news"])  to strong  cache = off }
+route default { to small }
+"#;
+
+    #[tokio::test]
+    async fn a_route_with_cache_off_and_a_streamed_response_bypass_the_cache() {
+        let models = Scripted::default();
+        let body = fakes::user("auto", "the news?");
+        let (decision, facts) = decide_in(CACHED, Api::Chat, &models, &NoSessions, &body).await;
+        let report = plan(decision).cache.expect("a cache report");
+        assert_eq!(report.result, CacheResult::Bypass);
+        assert_eq!(facts.cache, Some("bypass"));
+        let body = json!({"model": "auto", "input": "capital of France?", "stream": true});
+        let (decision, _) = decide_in(CACHED, Api::Responses, &models, &NoSessions, &body).await;
+        assert_eq!(
+            plan(decision).cache.map(|c| c.result),
+            Some(CacheResult::Bypass)
+        );
+        assert!(models.asked().is_empty(), "nothing was embedded");
+    }
+
+    #[tokio::test]
+    async fn skip_when_holds_and_the_cache_is_not_read() {
+        let models = Scripted::default();
+        let body = fakes::user("auto", "what happened today?");
+        let (decision, facts) = decide_in(CACHED, Api::Chat, &models, &NoSessions, &body).await;
+        let report = plan(decision).cache.expect("a cache report");
+        assert_eq!(report.result, CacheResult::Skip);
+        assert_eq!(report.fill, None);
+        assert_eq!(facts.cache, Some("skip"));
+        assert!(models.asked().is_empty(), "nothing was embedded");
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use src_compiler::eval::{ModelCall, ModelKind, ModelResult, Step};
+use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
 use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId};
 use src_compiler::request::RequestView;
 use src_compiler::EngineKind;
@@ -18,7 +18,6 @@ use crate::hooks::{
 };
 use crate::log::RequestLog;
 use crate::pipeline::completion::Completion;
-use crate::pipeline::signals::Signals;
 use crate::policy_store::{compile_policy, Snapshot};
 use crate::telemetry::Telemetry;
 
@@ -209,24 +208,4 @@ pub fn completion() -> (Completion, Arc<Mutex<Vec<Value>>>) {
 /// The log lines written so far.
 pub fn lines(lines: &Mutex<Vec<Value>>) -> Vec<Value> {
     lines.lock().unwrap_or_else(PoisonError::into_inner).clone()
-}
-
-/// Runs the routing part of the evaluation to its verdict, as `decide` does before the cache
-/// step, supplying model-backed atoms from `signals`.
-pub async fn route_evaluation<'s>(
-    snapshot: &'s Snapshot,
-    view: &'s RequestView,
-    signals: Signals<'_>,
-) -> src_compiler::eval::Evaluation<'s> {
-    let mut evaluation = snapshot.compiled.evaluate(view);
-    loop {
-        match evaluation.step() {
-            Step::Decided(_) => return evaluation,
-            Step::NeedModels(calls) => signals
-                .supply(snapshot.policy(), &mut evaluation, &calls)
-                .await
-                .expect("the fake model runtime answers"),
-            Step::Failed(_) => panic!("the routing evaluation failed"),
-        }
-    }
 }

@@ -1,14 +1,12 @@
-//! Model-backed signals on the request path: the classifier, guard and encoder atoms a staged
-//! evaluation asks for, computed by the [`ModelSignals`] component and supplied back, with each
-//! model's latency observed.
-//!
-//! Both deciding steps that evaluate (`decide` for blocks and routes, `cache_step` for the
-//! cache's `skip when`) supply models through here, so neither calls into the other.
+//! Model-backed signals on the request path: the classifier, guard and encoder atoms the request
+//! procedure asks for (for blocks, routes and the cache's `skip when`), computed by the
+//! [`ModelSignals`] component and supplied back, with each model's latency observed.
 
 use std::time::{Duration, Instant};
 
-use src_compiler::eval::{Evaluation, ModelCall, ModelKind, ModelResult};
+use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
 use src_compiler::hir::CheckedPolicy;
+use src_compiler::Procedure;
 
 use crate::hooks::ModelSignals;
 use crate::openai::ApiError;
@@ -22,11 +20,11 @@ pub struct Signals<'a> {
 }
 
 impl Signals<'_> {
-    /// Computes the model-backed atoms of one evaluation step and supplies them.
+    /// Computes the model-backed atoms of one procedure step and supplies them.
     pub async fn supply(
         &self,
         policy: &CheckedPolicy,
-        evaluation: &mut Evaluation<'_>,
+        procedure: &mut Procedure<'_>,
         calls: &[ModelCall],
     ) -> Result<(), ApiError> {
         let started = Instant::now();
@@ -38,7 +36,7 @@ impl Signals<'_> {
         };
         observe_signals(self.telemetry, policy, calls, started.elapsed());
         for (call, result) in calls.iter().zip(results) {
-            evaluation.supply(call, result).map_err(|err| {
+            procedure.supply(call, result).map_err(|err| {
                 ApiError::internal(format!("a model-backed signal answered badly: {err}"))
             })?;
         }
