@@ -2,8 +2,8 @@
 //! (classifiers, guards, encoders, and the embeddings the response cache compares) and session
 //! continuity (`session` + `protect`).
 //!
-//! The request pipeline calls these traits at fixed points of docs/language.md, "What happens
-//! to a request", and knows nothing of how they are implemented. The defaults here are honest
+//! The request pipeline calls these traits at fixed points of
+//! docs/language.md, "What happens to a request", and knows nothing of how they are implemented. The defaults here are honest
 //! about what this build does: [`NoModelSignals`] refuses, at load time and with a diagnostic
 //! per declaration, any policy that needs a model; [`NoSessions`] keeps every route decision as
 //! it is (and the load logs that `session` and `protect` are not enforced).

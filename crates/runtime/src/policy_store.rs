@@ -2,9 +2,9 @@
 //! with every lookup table the request path needs, and swapped whole with `ArcSwap`.
 //!
 //! A request takes the current `Arc<Snapshot>` once and uses it to the end, so a reload never
-//! changes the policy under a running request (LANGUAGE.md §5), and the request path never
-//! clones a policy, compiles a regex or parses a URL: all of that happens here, off the request
-//! path, on the reload's blocking thread.
+//! changes the policy under a running request (docs/language.md, "What happens to a request"), and
+//! the request path never clones a policy, compiles a regex or parses a URL: all of that happens
+//! here, off the request path, on the reload's blocking thread.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,6 @@
-//! The switch protocol (LANGUAGE.md §5 step 5): after the route has proposed a model, decide
-//! whether the call follows its session's pin, starts one, or moves it.
+//! The switch protocol (step 5 of docs/language.md, "What happens to a request"): after the route
+//! has proposed a model, decide whether the call follows its session's pin, starts one, or moves
+//! it.
 //!
 //! - no identity: `missing = route` forwards the proposal alone, `reject` answers 400;
 //! - no pin: the proposal is pinned (`new`), created only if absent so two replicas racing on
