@@ -6,6 +6,12 @@
 //! each declaration's shape; every field is optional in the tree so that a file missing a field
 //! still yields a tree (the missing field is reported as a diagnostic) and later phases can keep
 //! checking the rest.
+//!
+//! [`shape`] compares trees ignoring spans ([`EqShape`]).
+
+pub mod shape;
+
+pub use shape::EqShape;
 
 use crate::span::{Span, Spanned};
 
