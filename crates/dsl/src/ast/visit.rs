@@ -7,7 +7,7 @@
 //! the key they are written under and a typed reference to their value, so a pass can treat all
 //! fields alike (a span check, a dump) or pick the ones it needs.
 //!
-//! The same trait over `&mut` references is [`super::visit_mut::VisitorMut`]; both are generated
+//! The same trait over `&mut` references is `VisitorMut` (in `ast::visit_mut`); both are generated
 //! from the one description below, so they cannot drift apart.
 
 use super::*;
