@@ -6,6 +6,15 @@
 //! each declaration's shape; every field is optional in the tree so that a file missing a field
 //! still yields a tree (the missing field is reported as a diagnostic) and later phases can keep
 //! checking the rest.
+//!
+//! Two submodules work on any tree: [`shape`] compares trees ignoring spans ([`EqShape`]), and
+//! [`visit`] and [`visit_mut`] walk them ([`visit::Visitor`], [`visit_mut::VisitorMut`]).
+
+pub mod shape;
+pub mod visit;
+pub mod visit_mut;
+
+pub use shape::EqShape;
 
 use crate::span::{Span, Spanned};
 

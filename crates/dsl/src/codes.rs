@@ -2,7 +2,8 @@
 //!
 //! Codes are stable: tools and CI scripts match on them, and `docs/diagnostics.md` documents each
 //! one with a failing example and its fix (a test keeps the two in step). Errors are `E0xx`,
-//! warnings `W0xx`. Never reuse or renumber a code; retire it instead.
+//! warnings `W0xx`. `E09x` are internal errors: a bug of this tool found by its own checks, which
+//! no policy is meant to provoke. Never reuse or renumber a code; retire it instead.
 
 use serde::Serialize;
 
@@ -71,6 +72,8 @@ codes! {
     TEST_MESSAGES_UNREADABLE = "E052": "test `messages` file missing or not a chat request";
     // Runtime (`src serve` refusing a policy it cannot run).
     MODEL_UNAVAILABLE = "E060": "classifier, guard or encoder the server cannot run";
+    // Internal errors (a fault of the tool, not of the policy).
+    FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
     // Warnings.
     UNUSED_SIGNAL = "W001": "signal never used";
     UNUSED_MODEL_SOURCE = "W002": "classifier, guard or encoder never used";

@@ -25,11 +25,14 @@
 //!   the end of the file stay there;
 //! - no trailing whitespace, and a final newline.
 //!
-//! Formatting is idempotent: formatting formatted text changes nothing.
+//! Formatting is idempotent: formatting formatted text changes nothing. It is also checked:
+//! [`format_source`] parses its own output and refuses (E090, an internal error) rather than
+//! return text whose tree differs from the input's (see `verify`).
 
 mod comments;
 mod expr;
 mod items;
+mod verify;
 
 use crate::ast::{File, Item};
 use crate::diagnostic::Diagnostic;
@@ -68,13 +71,19 @@ pub fn format_file(file: &File, source: &str) -> String {
 }
 
 /// Parses and formats; refuses, returning the parse diagnostics, when the file has errors (a
-/// broken file is never rewritten).
+/// broken file is never rewritten). It also refuses, with one internal error (E090), when the
+/// formatted text would not parse back to the same tree and comments: a formatter bug must not
+/// silently change a policy.
 pub fn format_source(source: &str, file: FileId) -> Result<String, Vec<Diagnostic>> {
     let parsed = crate::parse(source, file);
     if parsed.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(parsed.diagnostics);
     }
-    Ok(format_file(&parsed.file, source))
+    let formatted = format_file(&parsed.file, source);
+    match verify::unsound(&parsed.file, &formatted, file) {
+        Some(internal) => Err(vec![internal]),
+        None => Ok(formatted),
+    }
 }
 
 /// One output line and the comments placed around it.

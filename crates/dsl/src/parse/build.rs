@@ -1,14 +1,15 @@
 //! Builds typed declarations from parsed chunks: the header of every declaration (its keyword,
 //! name and `priority`), and the deployment declarations (`backend`, `model`, `classifier`,
 //! `guard`, `encoder`). The declarations that decide what happens to a request, and tests, are
-//! built in [`super::rules`].
+//! built in [`super::rules`]; what both share is in [`super::decl`].
 //!
 //! Each builder reads its fields through [`Fields`], which has already reported unknown and
 //! repeated keys; here live the rules that concern a whole declaration: which fields are
 //! required (E004) and what a declaration's header may carry.
 
+use super::decl::Decl;
 use super::expr;
-use super::fields::{self as f, Entry, EntryKind, Fields, Shape};
+use super::fields::{self as f, Entry, Fields, Shape};
 use super::rules;
 use super::split::{Chunk, DECLARATION_KEYWORDS};
 use super::syntax::{self, Rule};
@@ -184,18 +185,6 @@ fn declaration(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<ItemKind> {
     })
 }
 
-/// Where E004 points and how it names the declaration.
-pub(super) struct Decl {
-    pub at: Span,
-    pub what: String,
-}
-
-impl Decl {
-    pub fn require(&self, cx: &mut Ctx<'_>, fields: &Fields, keys: &[(&str, &str)]) {
-        fields.require(cx, keys, &self.what, self.at);
-    }
-}
-
 fn priority_of(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<Number>> {
     let number = pair.into_inner().find(|p| p.as_rule() == Rule::number)?;
     let span = cx.span(&number);
@@ -213,35 +202,6 @@ fn priority_of(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<Number>
             );
             None
         }
-    }
-}
-
-/// Takes a statement (`when ...`, `to ...`); a `key = value` written for it is an E005.
-pub(super) fn statement(
-    cx: &mut Ctx<'_>,
-    fields: &mut Fields,
-    key: &str,
-    form: &str,
-) -> Option<Entry> {
-    let entry = fields.take(key)?;
-    if let EntryKind::Field(_) = entry.kind {
-        cx.report(
-            Diagnostic::error(
-                codes::INVALID_FIELD_VALUE,
-                format!("`{key}` is written without `=`"),
-                entry.span,
-            )
-            .with_help(format!("write `{form}`")),
-        );
-        return None;
-    }
-    Some(entry)
-}
-
-pub(super) fn when(cx: &mut Ctx<'_>, fields: &mut Fields) -> Option<Expr> {
-    match statement(cx, fields, "when", "when CONDITION")?.kind {
-        EntryKind::When(e) => e,
-        _ => None,
     }
 }
 

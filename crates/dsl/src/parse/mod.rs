@@ -4,13 +4,14 @@
 //! 1. `split` cuts the file into top-level declarations (and collects comments), so that each
 //!    declaration is parsed on its own and one error never hides the next declaration;
 //! 2. `syntax` runs the pest grammar over each declaration and words its failures;
-//! 3. `build` and `rules` (with `fields`, `expr` and `literal`) turns the generic parse tree into the
-//!    typed AST, reporting unknown, duplicate, missing and malformed fields.
+//! 3. `build` and `rules` (sharing `decl`, with `fields`, `expr` and `literal`) turn the generic
+//!    parse tree into the typed AST, reporting unknown, duplicate, missing and malformed fields.
 //!
 //! `parse` never panics and always returns a tree; a declaration that cannot be read is left out
 //! of it, and a field whose value has the wrong form is left `None`.
 
 mod build;
+mod decl;
 mod expr;
 mod fields;
 mod literal;

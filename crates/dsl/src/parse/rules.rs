@@ -5,7 +5,7 @@
 //! refuses or redirects but not both, a test has exactly one input, header names and `given`
 //! signals are not repeated.
 
-use super::build::{statement, when, Decl};
+use super::decl::{statement, when, Decl};
 use super::fields::{self as f, Entry, EntryKind, Fields, Shape};
 use super::Ctx;
 use crate::ast::*;

@@ -5,7 +5,8 @@
 //! something must cover exactly that thing: an identifier's span is its name, a comment's span
 //! starts with `#`, a child expression lies inside its parent. Checking this on every corpus file
 //! and on random input catches offset arithmetic bugs that snapshots (which abbreviate spans)
-//! would miss.
+//! would miss. The check is a [`Visitor`]: it reaches every node the tree has without spelling
+//! the tree out here.
 
 #![allow(
     dead_code,
@@ -14,6 +15,7 @@
 
 pub mod dump;
 
+use src_dsl::ast::visit::*;
 use src_dsl::ast::*;
 use src_dsl::{Parsed, Span, Spanned};
 
@@ -21,6 +23,8 @@ pub struct SpanCheck<'t> {
     text: &'t str,
     pub problems: Vec<String>,
     pub count: usize,
+    /// Spans of the nodes being visited, innermost last.
+    outer: Vec<Span>,
 }
 
 impl<'t> SpanCheck<'t> {
@@ -29,6 +33,7 @@ impl<'t> SpanCheck<'t> {
             text,
             problems: Vec::new(),
             count: 0,
+            outer: Vec::new(),
         }
     }
 
@@ -80,312 +85,25 @@ impl<'t> SpanCheck<'t> {
         self.within(s.span, outer, "string");
     }
 
-    fn plain<T>(&mut self, v: &Spanned<T>, outer: Span, what: &str) {
-        self.slice(v.span, what);
-        self.within(v.span, outer, what);
+    fn plain(&mut self, span: Span, outer: Span, what: &str) {
+        self.slice(span, what);
+        self.within(span, outer, what);
+    }
+
+    /// The span children must lie inside: the innermost node being visited.
+    fn outer(&self) -> Span {
+        self.outer.last().copied().unwrap_or_default()
+    }
+
+    /// Visits what `walk` reaches with `span` as the span its nodes must lie inside.
+    fn inside(&mut self, span: Span, walk: impl FnOnce(&mut Self)) {
+        self.outer.push(span);
+        walk(self);
+        self.outer.pop();
     }
 
     pub fn expr(&mut self, e: &Expr, outer: Span) {
-        let Some(t) = self.slice(e.span, "expression") else {
-            return;
-        };
-        self.within(e.span, outer, "expression");
-        let span = e.span;
-        match &e.kind {
-            ExprKind::Number(n) if t != n.text => self
-                .problems
-                .push(format!("number `{}` has span text `{t}`", n.text)),
-            ExprKind::Duration(d) if t != d.text => self
-                .problems
-                .push(format!("duration `{}` has span text `{t}`", d.text)),
-            ExprKind::Str(_) if !(t.starts_with('"') && t.ends_with('"')) => {
-                self.problems.push(format!("string has span text `{t}`"))
-            }
-            ExprKind::Bool(b) if t != b.to_string() => {
-                self.problems.push(format!("boolean has span text `{t}`"))
-            }
-            ExprKind::Paren(inner) => {
-                if !(t.starts_with('(') && t.ends_with(')')) {
-                    self.problems
-                        .push(format!("parenthesis has span text `{t}`"));
-                }
-                self.expr(inner, span);
-            }
-            ExprKind::List(items) => {
-                if !(t.starts_with('[') && t.ends_with(']')) {
-                    self.problems.push(format!("list has span text `{t}`"));
-                }
-                for i in items {
-                    self.expr(i, span);
-                }
-            }
-            ExprKind::Name(id) => self.ident(id, span),
-            ExprKind::Field(base, field) => {
-                self.expr(base, span);
-                self.ident(field, span);
-            }
-            ExprKind::Call(f, args) => {
-                self.ident(f, span);
-                for a in args {
-                    self.expr(a, span);
-                }
-            }
-            ExprKind::Unary(_, inner) => self.expr(inner, span),
-            ExprKind::Binary(_, l, r) => {
-                self.expr(l, span);
-                self.expr(r, span);
-            }
-            ExprKind::Is(inner, label) => {
-                self.expr(inner, span);
-                self.ident(label, span);
-            }
-            ExprKind::In(inner, labels) => {
-                self.expr(inner, span);
-                for l in labels {
-                    self.ident(l, span);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn header(&mut self, h: &HeaderSet, outer: Span) {
-        self.string(&h.name, outer);
-        self.string(&h.value, outer);
-    }
-
-    fn item(&mut self, item: &Item) {
-        let outer = item.span;
-        if let Some(t) = self.slice(outer, "item") {
-            if !t.starts_with(item.kind.keyword()) {
-                self.problems
-                    .push(format!("{} item span starts `{t}`", item.kind.keyword()));
-            }
-            if t.ends_with(char::is_whitespace) {
-                self.problems.push(format!(
-                    "{} item span ends in whitespace",
-                    item.kind.keyword()
-                ));
-            }
-        }
-        if let Some(name) = item.kind.name() {
-            self.ident(name, outer);
-        }
-        match &item.kind {
-            ItemKind::Backend(b) => {
-                for s in [&b.url, &b.catalog].into_iter().flatten() {
-                    self.string(s, outer);
-                }
-                if let Some(k) = &b.api_key {
-                    self.string(&k.var, k.span);
-                    self.slice(k.span, "env");
-                    self.within(k.span, outer, "env");
-                }
-                if let Some(t) = &b.timeout {
-                    self.plain(t, outer, "timeout");
-                }
-                if let Some(s) = &b.simulated {
-                    self.plain(s, outer, "simulated");
-                }
-            }
-            ItemKind::Model(m) => {
-                if let Some(b) = &m.backend {
-                    self.ident(b, outer);
-                }
-                for s in [&m.serves, &m.tokenizer].into_iter().flatten() {
-                    self.string(s, outer);
-                }
-                if let Some(a) = &m.aliases {
-                    self.plain(a, outer, "aliases");
-                    for s in &a.value {
-                        self.string(s, a.span);
-                    }
-                }
-                for n in [&m.cost, &m.context].into_iter().flatten() {
-                    self.plain(n, outer, "number");
-                }
-            }
-            ItemKind::Classifier(c) => {
-                if let Some(p) = &c.path {
-                    self.string(p, outer);
-                }
-                if let Some(l) = &c.labels {
-                    self.plain(l, outer, "labels");
-                    for id in &l.value {
-                        self.ident(id, l.span);
-                    }
-                }
-                if let Some(d) = &c.device {
-                    self.plain(d, outer, "device");
-                }
-            }
-            ItemKind::Guard(g) => {
-                if let Some(p) = &g.path {
-                    self.string(p, outer);
-                }
-                if let Some(p) = &g.positive {
-                    self.ident(p, outer);
-                }
-                if let Some(d) = &g.device {
-                    self.plain(d, outer, "device");
-                }
-            }
-            ItemKind::Encoder(e) => {
-                if let Some(p) = &e.path {
-                    self.string(p, outer);
-                }
-                if let Some(d) = &e.device {
-                    self.plain(d, outer, "device");
-                }
-            }
-            ItemKind::Signal(s) => self.expr(&s.expr, outer),
-            ItemKind::Block(b) => {
-                if let Some(w) = &b.when {
-                    self.expr(w, outer);
-                }
-                match &b.action {
-                    BlockAction::Refuse { status, message } => {
-                        if let Some(s) = status {
-                            self.plain(s, outer, "status");
-                        }
-                        if let Some(m) = message {
-                            self.string(m, outer);
-                        }
-                    }
-                    BlockAction::Redirect { model } => self.ident(model, outer),
-                }
-            }
-            ItemKind::Route(r) => {
-                if let Some(p) = &r.priority {
-                    self.plain(p, outer, "priority");
-                }
-                if let Some(w) = &r.when {
-                    self.expr(w, outer);
-                }
-                for m in r.to.iter().chain(&r.fallbacks) {
-                    self.ident(m, outer);
-                }
-                if let Some(sp) = &r.system_prompt {
-                    self.slice(sp.span, "system_prompt");
-                    self.within(sp.span, outer, "system_prompt");
-                    self.string(&sp.text, sp.span);
-                }
-                if let Some(h) = &r.headers {
-                    self.plain(h, outer, "headers");
-                    for set in &h.value {
-                        self.header(set, h.span);
-                    }
-                }
-                if let Some(x) = &r.reasoning {
-                    self.plain(x, outer, "reasoning");
-                }
-                if let Some(t) = &r.tools {
-                    self.plain(t, outer, "tools");
-                    if let Tools::Only(names) = &t.value {
-                        for n in names {
-                            self.string(n, t.span);
-                        }
-                    }
-                }
-                if let Some(c) = &r.cache {
-                    self.plain(c, outer, "cache");
-                }
-            }
-            ItemKind::Cache(c) => {
-                if let Some(e) = &c.encoder {
-                    self.ident(e, outer);
-                }
-                if let Some(t) = &c.threshold {
-                    self.plain(t, outer, "threshold");
-                }
-                if let Some(t) = &c.ttl {
-                    self.plain(t, outer, "ttl");
-                }
-                if let Some(s) = &c.store {
-                    self.store(s, outer);
-                }
-                if let Some(w) = &c.skip_when {
-                    self.expr(w, outer);
-                }
-            }
-            ItemKind::Session(s) => {
-                for e in [&s.id, &s.tenant].into_iter().flatten() {
-                    self.expr(e, outer);
-                }
-                if let Some(t) = &s.ttl {
-                    self.plain(t, outer, "ttl");
-                }
-                if let Some(st) = &s.store {
-                    self.store(st, outer);
-                }
-                if let Some(m) = &s.missing {
-                    self.plain(m, outer, "missing");
-                }
-            }
-            ItemKind::Protect(p) => {
-                if let Some(m) = &p.mode {
-                    self.plain(m, outer, "mode");
-                }
-                for h in &p.holds {
-                    self.slice(h.span, "hold");
-                    self.within(h.span, outer, "hold");
-                    self.string(&h.name, h.span);
-                    self.expr(&h.when, h.span);
-                }
-            }
-            ItemKind::Failure(f) => {
-                for m in [&f.classifier, &f.store, &f.backend].into_iter().flatten() {
-                    self.plain(m, outer, "failure mode");
-                }
-            }
-            ItemKind::Router(r) => {
-                if let Some(n) = &r.names {
-                    self.plain(n, outer, "names");
-                    for s in &n.value {
-                        self.string(s, n.span);
-                    }
-                }
-                if let Some(t) = &r.tokenizer {
-                    self.string(t, outer);
-                }
-            }
-            ItemKind::Test(t) => {
-                match &t.input {
-                    Some(TestInput::Prompt(s)) | Some(TestInput::Messages(s)) => {
-                        self.string(s, outer)
-                    }
-                    None => {}
-                }
-                if let Some(s) = &t.system {
-                    self.string(s, outer);
-                }
-                for h in &t.headers {
-                    self.header(h, outer);
-                }
-                for g in &t.givens {
-                    self.ident(&g.signal, outer);
-                    self.expr(&g.value, outer);
-                }
-                if let Some(e) = &t.expect {
-                    self.plain(e, outer, "expect");
-                    let (target, model) = match &e.value {
-                        Expectation::Route { route, model } => (route, model),
-                        Expectation::Blocked { block, model } => (block, model),
-                    };
-                    self.ident(target, e.span);
-                    if let Some(m) = model {
-                        self.ident(m, e.span);
-                    }
-                }
-            }
-        }
-    }
-
-    fn store(&mut self, s: &Spanned<Store>, outer: Span) {
-        self.plain(s, outer, "store");
-        if let Store::Redis(url) = &s.value {
-            self.string(url, s.span);
-        }
+        self.inside(outer, |c| c.visit_expr(e));
     }
 
     /// Checks every span of a parse result; items must also come in order without overlapping.
@@ -399,22 +117,122 @@ impl<'t> SpanCheck<'t> {
                 ));
             }
             last_end = item.span.end as usize;
-            self.item(item);
         }
-        for c in &parsed.file.comments {
-            if let Some(t) = self.slice(c.span, "comment") {
-                if t.strip_prefix('#') != Some(c.text.as_str()) {
-                    self.problems
-                        .push(format!("comment {:?} has span text `{t}`", c.text));
-                }
-            }
-        }
+        self.visit_file(&parsed.file);
         for d in &parsed.diagnostics {
             for l in &d.labels {
                 self.slice(l.span, &format!("{} label", d.code));
             }
             if let Some(fix) = &d.fix {
                 self.slice(fix.span, &format!("{} fix", d.code));
+            }
+        }
+    }
+}
+
+/// Each node is checked against the span of the node it sits in (kept on a stack as the walk
+/// descends), with the checks of its kind: an identifier covers its name, a string its quotes.
+impl Visitor for SpanCheck<'_> {
+    fn visit_item(&mut self, item: &Item) {
+        let outer = item.span;
+        if let Some(t) = self.slice(outer, "item") {
+            if !t.starts_with(item.kind.keyword()) {
+                self.problems
+                    .push(format!("{} item span starts `{t}`", item.kind.keyword()));
+            }
+            if t.ends_with(char::is_whitespace) {
+                self.problems.push(format!(
+                    "{} item span ends in whitespace",
+                    item.kind.keyword()
+                ));
+            }
+        }
+        self.inside(outer, |c| walk_item(c, item));
+    }
+
+    fn visit_ident(&mut self, id: &Ident) {
+        let outer = self.outer();
+        self.ident(id, outer);
+    }
+
+    fn visit_string(&mut self, s: &Spanned<String>) {
+        let outer = self.outer();
+        self.string(s, outer);
+    }
+
+    fn visit_field(&mut self, field: Field<'_>) {
+        match (&field.value, field.value.span()) {
+            // Nodes of their own: they check their span when visited.
+            (
+                FieldValue::Name(_)
+                | FieldValue::Str(_)
+                | FieldValue::Expr(_)
+                | FieldValue::Env(_)
+                | FieldValue::SystemPrompt(_),
+                _,
+            )
+            | (_, None) => walk_field(self, field),
+            (_, Some(span)) => {
+                let outer = self.outer();
+                self.plain(span, outer, field.key);
+                self.inside(span, |c| walk_field(c, field));
+            }
+        }
+    }
+
+    fn visit_env_ref(&mut self, k: &EnvRef) {
+        let outer = self.outer();
+        self.plain(k.span, outer, "env");
+        self.inside(k.span, |c| walk_env_ref(c, k));
+    }
+
+    fn visit_system_prompt(&mut self, sp: &SystemPrompt) {
+        let outer = self.outer();
+        self.plain(sp.span, outer, "system_prompt");
+        self.inside(sp.span, |c| walk_system_prompt(c, sp));
+    }
+
+    fn visit_hold(&mut self, h: &Hold) {
+        let outer = self.outer();
+        self.plain(h.span, outer, "hold");
+        self.inside(h.span, |c| walk_hold(c, h));
+    }
+
+    fn visit_expr(&mut self, e: &Expr) {
+        let Some(t) = self.slice(e.span, "expression") else {
+            return;
+        };
+        let outer = self.outer();
+        self.within(e.span, outer, "expression");
+        match &e.kind {
+            ExprKind::Number(n) if t != n.text => self
+                .problems
+                .push(format!("number `{}` has span text `{t}`", n.text)),
+            ExprKind::Duration(d) if t != d.text => self
+                .problems
+                .push(format!("duration `{}` has span text `{t}`", d.text)),
+            ExprKind::Str(_) if !(t.starts_with('"') && t.ends_with('"')) => {
+                self.problems.push(format!("string has span text `{t}`"))
+            }
+            ExprKind::Bool(b) if t != b.to_string() => {
+                self.problems.push(format!("boolean has span text `{t}`"))
+            }
+            ExprKind::Paren(_) if !(t.starts_with('(') && t.ends_with(')')) => self
+                .problems
+                .push(format!("parenthesis has span text `{t}`")),
+            ExprKind::List(_) if !(t.starts_with('[') && t.ends_with(']')) => {
+                self.problems.push(format!("list has span text `{t}`"))
+            }
+            _ => {}
+        }
+        self.inside(e.span, |c| walk_expr(c, e));
+    }
+
+    fn visit_comment(&mut self, c: &Comment) {
+        if let Some(t) = self.slice(c.span, "comment") {
+            if t.strip_prefix('#') != Some(c.text.as_str()) {
+                self.problems
+                    .push(format!("comment {:?} has span text `{t}`", c.text));
             }
         }
     }
