@@ -17,6 +17,7 @@ pub mod load;
 pub mod request;
 pub mod testing;
 pub mod text;
+pub mod vocabulary;
 
 pub use check::{check, CheckOptions, CheckOutcome};
 pub use compiled::{compile, CompileError, CompiledPolicy};
