@@ -27,6 +27,18 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 9] = [
+        Kind::Backend,
+        Kind::Model,
+        Kind::Classifier,
+        Kind::Guard,
+        Kind::Encoder,
+        Kind::Signal,
+        Kind::Block,
+        Kind::Route,
+        Kind::Test,
+    ];
+
     /// The kind's keyword: `model`, `signal`.
     pub fn noun(self) -> &'static str {
         match self {

@@ -268,6 +268,7 @@ impl Checker<'_> {
         }
         if let Hint::Class(set) = hint {
             if let Some(l) = self.label_index(set, &id.name) {
+                self.note_label(set, id);
                 return Some(texpr(TExprKind::Label(l), Type::Class(set), span));
             }
         }
@@ -338,6 +339,7 @@ impl Checker<'_> {
             return;
         }
         if let Hint::Class(set) = hint {
+            self.note_label(set, id);
             self.unknown_label(set, id);
             return;
         }
