@@ -123,9 +123,7 @@ impl Checker<'_> {
     }
 
     fn builtin(&mut self, b: &Builtin, f: &Ident, args: &[Expr], span: Span) -> Option<TExpr> {
-        let Some(function) = b.function() else {
-            return None;
-        };
+        let function = b.function()?;
         let name = b.name;
         if function == Function::Outcomes {
             // `outcomes(pinned)` only has meaning through its fields (see `types::field`).
