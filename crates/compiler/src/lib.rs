@@ -32,8 +32,9 @@ pub mod procedure;
 pub mod request;
 pub mod testing;
 pub mod text;
+pub mod vocabulary;
 
-pub use check::{check, CheckOptions, CheckOutcome};
+pub use check::{check, CheckOptions, CheckOutcome, NameTable};
 pub use compiled::{compile, CompileError, CompiledPolicy};
 pub use engine::{DecisionEngine, EngineKind};
 pub use load::{load, LoadError, PolicySource};

@@ -2,26 +2,29 @@
 //!
 //! The text around the cursor rarely parses while it is being typed, so the context comes from
 //! [`crate::lexical`] (which declaration body, which tokens before the cursor), and the names on
-//! offer come from the symbol index of the current text merged with the last analysis whose
-//! files all parsed (a declaration that is broken right now is still offered).
+//! offer come from the analysis of the current text merged with the last analysis whose files
+//! all parsed (a declaration that is broken right now is still offered). What the language
+//! itself defines comes from the front end and the compiler: declarations and their fields from
+//! [`src_dsl::keywords`], builtins from [`src_compiler::vocabulary`], and the types that decide
+//! which labels or fields fit from the checker's names.
 
-use crate::builtins::{self, DECLARATIONS, FUNCTIONS, VALUES};
 use crate::lexical::{context_at, CursorContext, TokKind};
-use crate::symbols::{SymKind, SymbolIndex};
-use crate::types::{infer, Ty};
+use crate::symbols::SymKind;
+use crate::workspace::Analysis;
 use lsp_types::{CompletionItem, CompletionItemKind, InsertTextFormat};
-use src_dsl::ast::{Expr, ExprKind, Ident};
-use src_dsl::Span;
+use src_compiler::hir::{ClassSet, Type};
+use src_compiler::vocabulary::{self, Receiver, Value};
+use src_dsl::keywords;
 
-/// The completion items at a byte offset of `text`; `indexes` are searched in order (current
+/// The completion items at a byte offset of `text`; `analyses` are searched in order (current
 /// analysis first, then the last good one).
-pub fn complete(text: &str, offset: usize, indexes: &[&SymbolIndex]) -> Vec<CompletionItem> {
+pub fn complete(text: &str, offset: usize, analyses: &[&Analysis]) -> Vec<CompletionItem> {
     let cx = context_at(text, offset);
     if cx.quiet {
         return Vec::new();
     }
     let mut out = Completions::default();
-    let names = Names { indexes };
+    let names = Names { analyses };
     let decl = cx.decl.clone().unwrap_or_default();
     match cx.back(0) {
         _ if cx.decl.is_none() => out.declarations(),
@@ -47,6 +50,11 @@ pub fn complete(text: &str, offset: usize, indexes: &[&SymbolIndex]) -> Vec<Comp
             out.names(&names, SymKind::Signal, CompletionItemKind::VARIABLE)
         }
         Some("=") => after_assign(&cx, &decl, &names, &mut out),
+        Some(".") => {
+            if let Some(receiver) = receiver(&cx, &names) {
+                out.builtin_fields(receiver);
+            }
+        }
         Some("when") | Some("and") | Some("or") | Some("not") | Some("(") | Some(",")
         | Some("==") | Some("!=") | Some("<") | Some("<=") | Some(">") | Some(">=")
         | Some("??") | Some("+") | Some("-") | Some("*") | Some("/") => {
@@ -80,16 +88,23 @@ pub fn complete(text: &str, offset: usize, indexes: &[&SymbolIndex]) -> Vec<Comp
         .collect()
 }
 
-/// Names declared in any of the indexes, deduplicated, in declaration order.
+/// Which label set fits: a classifier's, or `language()`'s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    Classifier(String),
+    Language,
+}
+
+/// Names declared in any of the analyses, deduplicated, in declaration order.
 struct Names<'a> {
-    indexes: &'a [&'a SymbolIndex],
+    analyses: &'a [&'a Analysis],
 }
 
 impl Names<'_> {
     fn of(&self, kind: SymKind) -> Vec<String> {
         let mut seen = Vec::new();
-        for index in self.indexes {
-            for d in index.decls_of(kind) {
+        for analysis in self.analyses {
+            for d in analysis.symbols.decls_of(kind) {
                 if !seen.contains(&d.key.name) {
                     seen.push(d.key.name.clone());
                 }
@@ -99,63 +114,104 @@ impl Names<'_> {
     }
 
     fn labels(&self, classifier: &str) -> Vec<String> {
-        self.indexes
+        self.analyses
             .iter()
-            .find_map(|i| i.classifier_labels.get(classifier).cloned())
+            .find_map(|a| a.symbols.classifier_labels.get(classifier).cloned())
             .unwrap_or_default()
     }
 
-    fn type_of(&self, name: &str) -> Ty {
-        let expr = Expr {
-            kind: ExprKind::Name(Ident {
-                name: name.to_string(),
-                span: Span::default(),
-            }),
-            span: Span::default(),
-        };
-        self.indexes
-            .iter()
-            .map(|i| infer(&expr, i))
-            .find(|t| *t != Ty::Unknown)
-            .unwrap_or(Ty::Unknown)
+    /// The type the checker gave a declared name (or a builtin value), from the first analysis
+    /// that has one, with the label set's owner for class types.
+    fn type_of(&self, name: &str) -> Option<(Type, Option<Owner>)> {
+        if let Some(b) = vocabulary::lookup_value(name) {
+            return match b.value() {
+                Some(Value::Pinned | Value::Proposed) => Some((Type::Model, None)),
+                _ => None,
+            };
+        }
+        self.analyses.iter().find_map(|a| {
+            let ty = a.names.type_of(name)?;
+            let owner = match ty {
+                Type::Class(ClassSet::Language) => Some(Owner::Language),
+                Type::Class(set) => a
+                    .names
+                    .classifier(set)
+                    .map(|c| Owner::Classifier(c.to_string())),
+                _ => None,
+            };
+            Some((ty, owner))
+        })
     }
 
     fn value_kind(&self, name: &str) -> Option<SymKind> {
-        self.indexes.iter().find_map(|i| i.value_kind(name))
+        self.analyses
+            .iter()
+            .find_map(|a| a.symbols.value_kind(name))
     }
 }
 
-/// The classifier whose labels fit after the token `back` places before the prefix
-/// (`topic is |`: the token before `is`; `domain(prompt) is |`: the call's name).
-fn label_owner(cx: &CursorContext, back: usize, names: &Names<'_>) -> Option<Ty> {
-    let len = cx.before.len();
-    let mut i = len.checked_sub(back + 1)?;
-    let tok = cx.before.get(i)?;
-    if tok.text == ")" {
-        let mut depth = 0usize;
-        loop {
-            match cx.before.get(i)?.text.as_str() {
-                ")" => depth += 1,
-                "(" => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break;
-                    }
+/// The callee of the call whose closing parenthesis is the token `back` places before the prefix.
+fn callee_before(cx: &CursorContext, back: usize) -> Option<&str> {
+    let mut i = cx.before.len().checked_sub(back + 1)?;
+    if cx.before.get(i)?.text != ")" {
+        return None;
+    }
+    let mut depth = 0usize;
+    loop {
+        match cx.before.get(i)?.text.as_str() {
+            ")" => depth += 1,
+            "(" => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
                 }
-                _ => {}
             }
-            i = i.checked_sub(1)?;
+            _ => {}
         }
-        let callee = cx.before.get(i.checked_sub(1)?)?;
-        return match callee.text.as_str() {
-            "language" => Some(Ty::Class(None)),
+        i = i.checked_sub(1)?;
+    }
+    Some(cx.before.get(i.checked_sub(1)?)?.text.as_str())
+}
+
+/// The label set that fits after the token `back` places before the prefix
+/// (`topic is |`: the token before `is`; `domain(prompt) is |`: the call's name).
+fn label_owner(cx: &CursorContext, back: usize, names: &Names<'_>) -> Option<Owner> {
+    if let Some(callee) = callee_before(cx, back) {
+        return match callee {
+            "language" => Some(Owner::Language),
             c if names.value_kind(c) == Some(SymKind::Classifier) => {
-                Some(Ty::Class(Some(c.to_string())))
+                Some(Owner::Classifier(c.to_string()))
             }
             _ => None,
         };
     }
-    (tok.kind == TokKind::Ident).then(|| names.type_of(&tok.text))
+    let tok = cx.before.get(cx.before.len().checked_sub(back + 1)?)?;
+    if tok.kind != TokKind::Ident {
+        return None;
+    }
+    names.type_of(&tok.text).and_then(|(_, owner)| owner)
+}
+
+/// What the value before `.` is, for its fields.
+fn receiver(cx: &CursorContext, names: &Names<'_>) -> Option<Receiver> {
+    if let Some(callee) = callee_before(cx, 1) {
+        let function = vocabulary::lookup_function(callee).and_then(|b| b.function());
+        return match function {
+            Some(vocabulary::Function::Outcomes) => Some(Receiver::Outcomes),
+            Some(vocabulary::Function::Language) => Some(Receiver::Class),
+            _ if names.value_kind(callee) == Some(SymKind::Classifier) => Some(Receiver::Class),
+            _ => None,
+        };
+    }
+    let name = cx.back(1)?;
+    if vocabulary::lookup_value(name).and_then(|b| b.value()) == Some(Value::Request) {
+        return Some(Receiver::Request);
+    }
+    match names.type_of(name)?.0 {
+        Type::Class(_) => Some(Receiver::Class),
+        Type::Model => Some(Receiver::Model),
+        _ => None,
+    }
 }
 
 fn in_label_list(cx: &CursorContext) -> bool {
@@ -183,8 +239,8 @@ fn after_assign(cx: &CursorContext, decl: &str, names: &Names<'_>, out: &mut Com
     if decl == "test" && cx.before.iter().any(|t| t.text == "given") {
         // `given SIGNAL = |`: the signal's labels, or booleans.
         match names.type_of(field) {
-            Ty::Class(owner) => out.labels(names, Some(Ty::Class(owner))),
-            Ty::Bool => {
+            Some((Type::Class(_), owner)) => out.labels(names, owner),
+            Some((Type::Bool, _)) => {
                 out.keyword("true");
                 out.keyword("false");
             }
@@ -195,9 +251,9 @@ fn after_assign(cx: &CursorContext, decl: &str, names: &Names<'_>, out: &mut Com
     match (decl, field) {
         ("model", "backend") => out.names(names, SymKind::Backend, CompletionItemKind::MODULE),
         ("cache", "encoder") => out.names(names, SymKind::Encoder, CompletionItemKind::FUNCTION),
-        _ if builtins::is_expression_field(decl, field) => out.expression(names, decl),
+        _ if keywords::takes_expression(decl, field) => out.expression(names, decl),
         _ => {
-            for v in builtins::field_values(decl, field) {
+            for v in keywords::choices(decl, field) {
                 out.keyword(v);
             }
         }
@@ -236,17 +292,38 @@ impl Completions {
     }
 
     fn declarations(&mut self) {
-        for (kw, body) in DECLARATIONS {
-            self.snippet(kw, CompletionItemKind::KEYWORD, body, "declaration");
+        for d in keywords::DECLARATIONS {
+            self.snippet(
+                d.keyword,
+                CompletionItemKind::KEYWORD,
+                d.snippet,
+                "declaration",
+            );
         }
     }
 
     fn fields(&mut self, decl: &str) {
-        for f in builtins::fields_of(decl) {
+        for f in keywords::fields_of(decl) {
             self.push(CompletionItem {
                 label: f.to_string(),
                 kind: Some(CompletionItemKind::FIELD),
                 detail: Some(format!("{decl} field")),
+                ..Default::default()
+            });
+        }
+        if decl == "route" {
+            // Not a field: the fallbacks of `to MODEL else MODEL`.
+            self.keyword("else");
+        }
+    }
+
+    /// The builtin fields of a value (`request.tools`, `topic.confidence`).
+    fn builtin_fields(&mut self, receiver: Receiver) {
+        for b in vocabulary::fields(receiver) {
+            self.push(CompletionItem {
+                label: b.name.to_string(),
+                kind: Some(CompletionItemKind::FIELD),
+                detail: Some(b.signature.to_string()),
                 ..Default::default()
             });
         }
@@ -263,10 +340,10 @@ impl Completions {
         }
     }
 
-    fn labels(&mut self, names: &Names<'_>, owner: Option<Ty>) {
+    fn labels(&mut self, names: &Names<'_>, owner: Option<Owner>) {
         let (labels, owner_name) = match owner {
-            Some(Ty::Class(Some(c))) => (names.labels(&c), c),
-            Some(Ty::Class(None)) => (
+            Some(Owner::Classifier(c)) => (names.labels(&c), c),
+            Some(Owner::Language) => (
                 src_compiler::language::labels().to_vec(),
                 "language".to_string(),
             ),
@@ -292,20 +369,15 @@ impl Completions {
             let body = format!("{g}(${{1:prompt}})");
             self.snippet(&g, CompletionItemKind::FUNCTION, &body, "guard");
         }
-        for b in FUNCTIONS {
-            if b.name == "outcomes" && decl != "protect" {
-                continue;
-            }
+        let in_scope = |b: &&vocabulary::Builtin| !b.protect_only || decl == "protect";
+        for b in vocabulary::functions().filter(in_scope) {
             self.snippet(b.name, CompletionItemKind::FUNCTION, b.snippet, b.signature);
         }
-        for (name, ty, _) in VALUES {
-            if matches!(*name, "pinned" | "proposed") && decl != "protect" {
-                continue;
-            }
+        for b in vocabulary::values().filter(in_scope) {
             self.push(CompletionItem {
-                label: name.to_string(),
+                label: b.name.to_string(),
                 kind: Some(CompletionItemKind::VARIABLE),
-                detail: Some(ty.to_string()),
+                detail: Some(b.ty.to_string()),
                 ..Default::default()
             });
         }

@@ -1,14 +1,13 @@
-//! Checking a policy and turning its diagnostics into LSP diagnostics, one list per file.
+//! Turning a policy's diagnostics into LSP diagnostics, one list per file.
 //!
-//! The checker is the same `check` that `src check` runs, on the same files (open buffers in
-//! place of their saved text), so codes, messages and spans agree with `src check --format
-//! json`. A diagnostic belongs to the file of its primary span; secondary labels, the help and
+//! The diagnostics are those of the same `check` that `src check` runs, on the same files (open
+//! buffers in place of their saved text; see [`crate::workspace::Analysis`]), so codes, messages
+//! and spans agree with `src check --format json`. A diagnostic belongs to the file of its primary span; secondary labels, the help and
 //! the notes become related information (the help pointing at the primary span), which editors
 //! show under the message without changing the message itself.
 
 use crate::workspace::Analysis;
 use lsp_types::{DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Uri};
-use src_compiler::{check, CheckOptions};
 use src_dsl::{Diagnostic, Severity};
 
 /// The outcome of checking one policy.
@@ -20,15 +19,14 @@ pub struct Checked {
     pub raw: Vec<Diagnostic>,
 }
 
-/// Checks the policy of an analysis.
+/// The diagnostics of an analysed policy, file by file.
 pub fn check_policy(analysis: &Analysis) -> Checked {
-    let outcome = check(analysis.source.clone(), &CheckOptions::default());
     let mut per_file: Vec<(Uri, Vec<lsp_types::Diagnostic>)> = analysis
         .files
         .iter()
         .map(|f| (f.uri.clone(), Vec::new()))
         .collect();
-    for d in &outcome.diagnostics {
+    for d in &analysis.diagnostics {
         let file = d.primary_span().file;
         let Some(i) = analysis.files.iter().position(|f| f.id == file) else {
             continue;
@@ -39,7 +37,7 @@ pub fn check_policy(analysis: &Analysis) -> Checked {
     }
     Checked {
         per_file,
-        raw: outcome.diagnostics,
+        raw: analysis.diagnostics.clone(),
     }
 }
 

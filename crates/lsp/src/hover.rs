@@ -2,13 +2,14 @@
 //!
 //! Declared names get their declaration's essentials (a signal's type and definition, a
 //! classifier's labels, a model's binding, a route's priority and target); builtin functions,
-//! values and `request.*` fields get their signature and one line of documentation.
+//! values and fields get their signature and one line of documentation from the compiler's
+//! [`vocabulary`], and a signal's type is the one the checker gave it.
 
-use crate::builtins;
 use crate::lexical::word_at;
 use crate::symbols::{Decl, SymKind, SymbolKey};
-use crate::types::{infer, Ty};
 use crate::workspace::Analysis;
+use src_compiler::hir::{ClassSet, Type};
+use src_compiler::vocabulary::{self, Receiver};
 use src_dsl::ast::{self, BlockAction, ItemKind};
 use src_dsl::{FileId, Span};
 
@@ -22,17 +23,17 @@ pub fn hover(analysis: &Analysis, file: FileId, offset: usize) -> Option<(String
     let (word, range) = word_at(text, offset)?;
     let span = Span::new(file, range.start, range.end);
     let before = &text[..range.start];
-    if before.ends_with("request.") {
-        let (name, ty, doc) = builtins::REQUEST_FIELDS.iter().find(|f| f.0 == word)?;
-        return Some((format!("```sr\nrequest.{name}: {ty}\n```\n{doc}"), span));
-    }
-    if let Some(b) = builtins::function(word) {
-        return Some((format!("```sr\n{}\n```\n{}", b.signature, b.doc), span));
-    }
-    if let Some((name, ty, doc)) = builtins::value(word) {
-        return Some((format!("```sr\n{name}: {ty}\n```\n{doc}"), span));
-    }
-    None
+    let builtin = if before.ends_with("request.") {
+        vocabulary::lookup_field(Receiver::Request, word)
+    } else if before.ends_with('.') {
+        [Receiver::Class, Receiver::Model, Receiver::Outcomes]
+            .into_iter()
+            .find_map(|r| vocabulary::lookup_field(r, word))
+    } else {
+        vocabulary::lookup_function(word).or_else(|| vocabulary::lookup_value(word))
+    }?;
+    let text = format!("```sr\n{}\n```\n{}", builtin.signature, builtin.doc);
+    Some((text, span))
 }
 
 /// The markdown description of a declared symbol.
@@ -56,13 +57,19 @@ pub fn describe(analysis: &Analysis, key: &SymbolKey) -> Option<String> {
     let mut out = format!("```sr\n{source}\n```\n");
     match &item.kind {
         ItemKind::Signal(s) => {
-            let ty = infer(&s.expr, symbols);
-            out = format!("signal `{}`: `{ty}`\n\n{out}", s.name.name);
-            if let Ty::Class(owner) = &ty {
-                let owner = owner.as_deref().unwrap_or("language");
-                if let Some(labels) = symbols.classifier_labels.get(owner) {
-                    out.push_str(&format!("\nlabels: {}", list(labels)));
-                }
+            let names = &analysis.names;
+            let ty = names.type_of(&s.name.name);
+            out = match ty {
+                Some(ty) => format!(
+                    "signal `{}`: `{}`\n\n{out}",
+                    s.name.name,
+                    names.type_name(ty)
+                ),
+                // The checker could not type it: the definition has an error.
+                None => format!("signal `{}`\n\n{out}", s.name.name),
+            };
+            if let Some(Type::Class(set @ ClassSet::Classifier(_))) = ty {
+                out.push_str(&format!("\nlabels: {}", list(names.set_labels(set))));
             }
         }
         ItemKind::Classifier(c) => {

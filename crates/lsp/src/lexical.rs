@@ -183,7 +183,7 @@ pub fn context_at(text: &str, offset: usize) -> CursorContext {
             }
             word if depth == 0
                 && t.kind == TokKind::Ident
-                && crate::builtins::DECLARATIONS.iter().any(|d| d.0 == word)
+                && src_dsl::keywords::declaration(word).is_some()
                 && !matches!(
                     tokens.get(i.wrapping_sub(1)).map(|t| t.text.as_str()),
                     Some("=")

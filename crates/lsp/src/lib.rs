@@ -1,14 +1,22 @@
-//! The language server for `.sr` policies (`src lsp`).
+//! The language server for `.sr` policies (`src lsp`): diagnostics, hover, navigation,
+//! completion, formatting, quick fixes and test runs, answered from the same parse and check that
+//! `src check` runs. What the language defines (declarations, fields, builtins, types) is read
+//! from `src_dsl::keywords`, `src_compiler::vocabulary` and the checker's names, never kept here.
 //!
-//! It publishes the diagnostics of `src check` for the whole policy directory of each open file
-//! (open buffers override what is on disk, and files changed on disk are read again when the
-//! client reports them), and answers hover, go to definition, references, rename, symbols,
-//! completion, formatting, quick fixes and "run tests" code lenses. Spans stay byte offsets
-//! until [`position`] turns them into the protocol's UTF-16 positions.
-//!
-//! The modules split by concern: [`server`] owns the loop and the debounce, `requests`
-//! dispatches, [`workspace`] gathers and analyses policies, [`watch`] follows files changed on
-//! disk, [`runs`] runs tests off the server thread, and each feature has its module.
+//! - [`server`]: the message loop, the analysis cache, debounced diagnostics, panic isolation;
+//! - `requests`: decodes each request and calls its feature, through a small `Host` trait;
+//! - [`workspace`]: open documents, the policy each belongs to, and its [`workspace::Analysis`];
+//! - [`diagnostics`]: the checker's diagnostics as LSP diagnostics, file by file;
+//! - [`symbols`]: every declaration and use of a name, for navigation and hover;
+//! - [`hover`]: what the name under the cursor is;
+//! - [`navigate`]: definition, references, rename, document and workspace symbols;
+//! - [`completion`]: what fits at the cursor, from its [`lexical`] context;
+//! - [`lexical`]: tokens and the enclosing declaration of text that may not parse;
+//! - [`actions`]: formatting, quick fixes from diagnostic fixes, "run tests" code lenses;
+//! - [`runs`]: test runs on worker threads, answered when they finish;
+//! - [`watch`]: the client's file watchers and the policies a changed file affects;
+//! - [`position`]: byte offsets to and from the protocol's UTF-16 positions;
+//! - [`uri`]: `file:` URIs to and from paths.
 
 // `lsp_types::WorkspaceEdit` keys its edits by `Uri`, whose parsed form clippy sees as interior
 // mutability; `Uri` hashes and compares by its immutable string, so the map is sound.
@@ -18,7 +26,6 @@
 )]
 
 pub mod actions;
-pub mod builtins;
 pub mod completion;
 pub mod diagnostics;
 pub mod hover;
@@ -29,7 +36,6 @@ mod requests;
 pub mod runs;
 pub mod server;
 pub mod symbols;
-pub mod types;
 pub mod uri;
 pub mod watch;
 pub mod workspace;

@@ -5,13 +5,25 @@
 //! [`SymbolKey`], and its declaration and uses are the occurrences with the same key. A rename
 //! is refused unless the new name is an identifier that is neither a keyword nor a builtin.
 
-use crate::builtins::is_valid_name;
 use crate::symbols::{SymKind, SymbolKey};
 use crate::workspace::Analysis;
 use lsp_types::{DocumentSymbol, Location, SymbolKind, TextEdit, Uri};
 use src_dsl::ast::ItemKind;
 use src_dsl::{FileId, Span};
 use std::collections::HashMap;
+
+/// Whether `name` may name a declaration: an identifier that is neither a keyword nor a
+/// builtin function or value.
+pub fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let head_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    head_ok
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !src_dsl::keywords::KEYWORDS.contains(&name)
+        && !src_compiler::vocabulary::is_reserved(name)
+}
 
 /// The key of the symbol under a byte offset.
 pub fn key_at(analysis: &Analysis, file: FileId, offset: usize) -> Option<SymbolKey> {

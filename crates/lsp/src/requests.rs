@@ -3,12 +3,15 @@
 //!
 //! A request about a file the server does not know (not open, not a policy file on disk)
 //! answers `null` or an empty list, never an error: editors ask about all kinds of files.
+//!
+//! What a request needs from the server (its analyses, its test runner) is the [`Host`] trait,
+//! so this module does not depend on the server that calls it.
 
 use crate::actions::{self, RUN_TESTS};
-use crate::server::Server;
-use crate::workspace::{policy_key, Analysis, FileInfo};
+use crate::diagnostics::Checked;
+use crate::workspace::{policy_key, Analysis, FileInfo, PolicyKey};
 use crate::{completion, hover, navigate};
-use lsp_server::{ErrorCode, Request, ResponseError};
+use lsp_server::{ErrorCode, Request, RequestId, ResponseError};
 use lsp_types::request::{self as req, Request as _};
 use lsp_types::{
     CodeActionOrCommand, GotoDefinitionResponse, Hover, HoverContents, MarkupContent, MarkupKind,
@@ -17,6 +20,20 @@ use lsp_types::{
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::sync::Arc;
+
+/// What answering requests needs from the server.
+pub(crate) trait Host {
+    /// The current analysis of a policy.
+    fn analysis(&mut self, key: &PolicyKey) -> Arc<Analysis>;
+    /// The current analysis of a policy with its diagnostics in LSP form.
+    fn checked(&mut self, key: &PolicyKey) -> (Arc<Analysis>, Arc<Checked>);
+    /// The latest analysis of a policy in which every file parsed.
+    fn last_good(&self, key: &PolicyKey) -> Option<Arc<Analysis>>;
+    /// The analyses of every policy with an open document.
+    fn all_analyses(&mut self) -> Vec<Arc<Analysis>>;
+    /// Hands a test run to a worker, which answers request `id`; false when the runner stopped.
+    fn submit_run(&mut self, id: RequestId, analysis: Arc<Analysis>, only: Option<String>) -> bool;
+}
 
 fn params<P: DeserializeOwned>(req: Request) -> Result<P, ResponseError> {
     serde_json::from_value(req.params).map_err(|e| ResponseError {
@@ -49,7 +66,7 @@ struct At {
     offset: usize,
 }
 
-fn locate(server: &mut Server<'_>, uri: &Uri, position: Position) -> Option<At> {
+fn locate(server: &mut impl Host, uri: &Uri, position: Position) -> Option<At> {
     let analysis = server.analysis(&policy_key(uri));
     let file = analysis.file(uri)?.clone();
     let offset = file.lines.offset(analysis.text(file.id), position);
@@ -60,11 +77,11 @@ fn locate(server: &mut Server<'_>, uri: &Uri, position: Position) -> Option<At> 
     })
 }
 
-fn locate_doc(server: &mut Server<'_>, p: &TextDocumentPositionParams) -> Option<At> {
+fn locate_doc(server: &mut impl Host, p: &TextDocumentPositionParams) -> Option<At> {
     locate(server, &p.text_document.uri, p.position)
 }
 
-pub(crate) fn dispatch(server: &mut Server<'_>, request: Request) -> Result<Value, ResponseError> {
+pub(crate) fn dispatch(server: &mut impl Host, request: Request) -> Result<Value, ResponseError> {
     match request.method.as_str() {
         req::HoverRequest::METHOD => {
             let p: lsp_types::HoverParams = params(request)?;
@@ -148,13 +165,13 @@ pub(crate) fn dispatch(server: &mut Server<'_>, request: Request) -> Result<Valu
             let Some(at) = locate(server, uri, p.text_document_position.position) else {
                 return Ok(json!([]));
             };
-            let last_good = server.last_good.get(&key).cloned();
-            let mut indexes = vec![&at.analysis.symbols];
+            let last_good = server.last_good(&key);
+            let mut analyses = vec![at.analysis.as_ref()];
             if let Some(good) = &last_good {
-                indexes.push(&good.symbols);
+                analyses.push(good.as_ref());
             }
             let text = at.analysis.text(at.file.id);
-            encode(completion::complete(text, at.offset, &indexes))
+            encode(completion::complete(text, at.offset, &analyses))
         }
         req::Formatting::METHOD => {
             let p: lsp_types::DocumentFormattingParams = params(request)?;
@@ -204,7 +221,7 @@ pub(crate) fn dispatch(server: &mut Server<'_>, request: Request) -> Result<Valu
 /// `workspace/executeCommand` (`src.runTests`): hands the run to a worker, which answers the
 /// request when the tests have run.
 pub(crate) fn execute_command(
-    server: &mut Server<'_>,
+    server: &mut impl Host,
     request: Request,
 ) -> Result<(), ResponseError> {
     let id = request.id.clone();
@@ -224,7 +241,7 @@ pub(crate) fn execute_command(
         .and_then(Value::as_str)
         .map(str::to_string);
     let analysis = server.analysis(&policy_key(&uri));
-    if server.runs.submit(id, analysis, only) {
+    if server.submit_run(id, analysis, only) {
         Ok(())
     } else {
         Err(failed("the test runner has stopped".to_string()))

@@ -11,6 +11,7 @@
 
 use crate::actions::summary;
 use crate::diagnostics::{check_policy, Checked};
+use crate::requests::{self, Host};
 use crate::runs::{Finished, RunHook, Runs};
 use crate::watch::{self, Watching};
 use crate::workspace::{policy_key, Analysis, PolicyKey, Workspace};
@@ -72,10 +73,10 @@ pub fn serve(connection: Connection, config: Config) -> Result<(), LspError> {
 pub(crate) struct Server<'c> {
     connection: &'c Connection,
     config: Config,
-    pub(crate) workspace: Workspace,
+    workspace: Workspace,
     analyses: HashMap<PolicyKey, Arc<Analysis>>,
     /// The latest analysis of each policy in which every file parsed (for completion).
-    pub(crate) last_good: HashMap<PolicyKey, Arc<Analysis>>,
+    last_good: HashMap<PolicyKey, Arc<Analysis>>,
     /// The latest check, with the analysis it was made from.
     checked: HashMap<PolicyKey, (Arc<Analysis>, Arc<Checked>)>,
     /// URIs that were last sent non-empty diagnostics, by policy.
@@ -87,7 +88,7 @@ pub(crate) struct Server<'c> {
     /// The client's file watchers.
     watching: Watching,
     /// Test runs in flight.
-    pub(crate) runs: Runs,
+    runs: Runs,
     shut_down: bool,
 }
 
@@ -203,9 +204,9 @@ impl Server<'_> {
     /// The answer to a request, or `None` when it is answered later.
     fn handle(&mut self, req: Request) -> Result<Option<Value>, ResponseError> {
         if req.method == req::ExecuteCommand::METHOD {
-            crate::requests::execute_command(self, req).map(|()| None)
+            requests::execute_command(self, req).map(|()| None)
         } else {
-            crate::requests::dispatch(self, req).map(Some)
+            requests::dispatch(self, req).map(Some)
         }
     }
 
@@ -336,44 +337,6 @@ impl Server<'_> {
         Ok(())
     }
 
-    /// The current analysis of a policy.
-    pub(crate) fn analysis(&mut self, key: &PolicyKey) -> Arc<Analysis> {
-        if let Some(a) = self.analyses.get(key) {
-            return a.clone();
-        }
-        let analysis = Arc::new(Analysis::new(self.workspace.gather(key)));
-        self.catalogs
-            .insert(key.clone(), watch::catalogs(&analysis));
-        if analysis.files.iter().all(|f| f.parses) {
-            self.last_good.insert(key.clone(), analysis.clone());
-        }
-        self.analyses.insert(key.clone(), analysis.clone());
-        analysis
-    }
-
-    /// The check of the current analysis of a policy (reused while nothing changed).
-    pub(crate) fn checked(&mut self, key: &PolicyKey) -> (Arc<Analysis>, Arc<Checked>) {
-        let analysis = self.analysis(key);
-        if let Some((a, c)) = self.checked.get(key) {
-            if Arc::ptr_eq(a, &analysis) {
-                return (a.clone(), c.clone());
-            }
-        }
-        let checked = Arc::new(check_policy(&analysis));
-        self.checked
-            .insert(key.clone(), (analysis.clone(), checked.clone()));
-        (analysis, checked)
-    }
-
-    /// The analyses of every policy with an open document.
-    pub(crate) fn all_analyses(&mut self) -> Vec<Arc<Analysis>> {
-        self.workspace
-            .policies()
-            .iter()
-            .map(|k| self.analysis(k))
-            .collect()
-    }
-
     fn flush_due(&mut self) -> Result<(), LspError> {
         let now = Instant::now();
         let due: Vec<PolicyKey> = self
@@ -436,6 +399,54 @@ impl Server<'_> {
             self.published.insert(key.clone(), now_published);
         }
         Ok(())
+    }
+}
+
+impl Host for Server<'_> {
+    /// The current analysis of a policy.
+    fn analysis(&mut self, key: &PolicyKey) -> Arc<Analysis> {
+        if let Some(a) = self.analyses.get(key) {
+            return a.clone();
+        }
+        let analysis = Arc::new(Analysis::new(self.workspace.gather(key)));
+        self.catalogs
+            .insert(key.clone(), watch::catalogs(&analysis));
+        if analysis.files.iter().all(|f| f.parses) {
+            self.last_good.insert(key.clone(), analysis.clone());
+        }
+        self.analyses.insert(key.clone(), analysis.clone());
+        analysis
+    }
+
+    /// The check of the current analysis of a policy (reused while nothing changed).
+    fn checked(&mut self, key: &PolicyKey) -> (Arc<Analysis>, Arc<Checked>) {
+        let analysis = self.analysis(key);
+        if let Some((a, c)) = self.checked.get(key) {
+            if Arc::ptr_eq(a, &analysis) {
+                return (a.clone(), c.clone());
+            }
+        }
+        let checked = Arc::new(check_policy(&analysis));
+        self.checked
+            .insert(key.clone(), (analysis.clone(), checked.clone()));
+        (analysis, checked)
+    }
+
+    /// The analyses of every policy with an open document.
+    fn all_analyses(&mut self) -> Vec<Arc<Analysis>> {
+        self.workspace
+            .policies()
+            .iter()
+            .map(|k| self.analysis(k))
+            .collect()
+    }
+
+    fn last_good(&self, key: &PolicyKey) -> Option<Arc<Analysis>> {
+        self.last_good.get(key).cloned()
+    }
+
+    fn submit_run(&mut self, id: RequestId, analysis: Arc<Analysis>, only: Option<String>) -> bool {
+        self.runs.submit(id, analysis, only)
     }
 }
 

@@ -3,11 +3,11 @@
 //! The index is built from the syntax trees alone, so it exists even when the policy does not
 //! check (a type error elsewhere must not switch off go-to-definition). Names resolve the way the
 //! checker resolves them: backends, routes, blocks and tests each have their own namespace;
-//! signals, models, classifiers, guards and encoders share the value namespace; a label belongs
-//! to the classifier whose value it is compared with, which takes a small type inference
-//! ([`crate::types`]) to find.
+//! signals, models, classifiers, guards and encoders share the value namespace. A label belongs
+//! to the classifier whose value it is tested against, which takes types to find: those come
+//! from the checker's [`NameTable`], which resolves labels even in a policy with errors.
 
-use crate::types::{infer, Ty};
+use src_compiler::NameTable;
 use src_dsl::ast::{self, BlockAction, Expectation, ExprKind, ItemKind};
 use src_dsl::{FileId, Span};
 use std::collections::HashMap;
@@ -103,16 +103,14 @@ pub struct Occurrence {
 pub struct SymbolIndex {
     pub decls: Vec<Decl>,
     pub occurrences: Vec<Occurrence>,
-    /// Signal name → its expression, for type inference.
-    pub signal_exprs: HashMap<String, ast::Expr>,
     /// Classifier name → its labels.
     pub classifier_labels: HashMap<String, Vec<String>>,
     values: HashMap<String, SymKind>,
 }
 
 impl SymbolIndex {
-    /// Indexes the trees of every file of a policy.
-    pub fn build(files: &[(FileId, ast::File)]) -> Self {
+    /// Indexes the trees of every file of a policy, with the labels the checker resolved.
+    pub fn build(files: &[(FileId, ast::File)], names: &NameTable) -> Self {
         let mut index = SymbolIndex::default();
         for (_, file) in files {
             for item in &file.items {
@@ -124,9 +122,27 @@ impl SymbolIndex {
                 index.resolve_item(item);
             }
         }
+        for label in &names.labels {
+            // `language()` labels have no declaration to lead to.
+            if let Some(classifier) = names.classifier(label.set) {
+                index.occurrences.push(Occurrence {
+                    key: SymbolKey {
+                        kind: SymKind::Label,
+                        name: label.name.clone(),
+                        owner: Some(classifier.to_string()),
+                    },
+                    span: label.span,
+                    is_decl: false,
+                });
+            }
+        }
         index
             .occurrences
             .sort_by_key(|o| (o.span.file, o.span.start));
+        // The checker may resolve a label more than once; one occurrence is one place.
+        index
+            .occurrences
+            .dedup_by(|a, b| a.span == b.span && a.key == b.key);
         index
     }
 
@@ -143,27 +159,19 @@ impl SymbolIndex {
         if kind.is_value() {
             self.values.entry(name.name.clone()).or_insert(kind);
         }
-        match &item.kind {
-            ItemKind::Signal(s) => {
-                self.signal_exprs
-                    .entry(s.name.name.clone())
-                    .or_insert_with(|| s.expr.clone());
+        if let ItemKind::Classifier(c) = &item.kind {
+            let labels = c.labels.as_ref().map(|l| l.value.as_slice()).unwrap_or(&[]);
+            for label in labels {
+                let key = SymbolKey {
+                    kind: SymKind::Label,
+                    name: label.name.clone(),
+                    owner: Some(c.name.name.clone()),
+                };
+                self.push_decl(key, label.span, label.span);
             }
-            ItemKind::Classifier(c) => {
-                let labels = c.labels.as_ref().map(|l| l.value.as_slice()).unwrap_or(&[]);
-                for label in labels {
-                    let key = SymbolKey {
-                        kind: SymKind::Label,
-                        name: label.name.clone(),
-                        owner: Some(c.name.name.clone()),
-                    };
-                    self.push_decl(key, label.span, label.span);
-                }
-                self.classifier_labels
-                    .entry(c.name.name.clone())
-                    .or_insert_with(|| labels.iter().map(|l| l.name.clone()).collect());
-            }
-            _ => {}
+            self.classifier_labels
+                .entry(c.name.name.clone())
+                .or_insert_with(|| labels.iter().map(|l| l.name.clone()).collect());
         }
     }
 
@@ -231,20 +239,6 @@ impl SymbolIndex {
         });
     }
 
-    fn label_reference(&mut self, owner: &Ty, ident: &ast::Ident) {
-        if let Ty::Class(Some(classifier)) = owner {
-            self.occurrences.push(Occurrence {
-                key: SymbolKey {
-                    kind: SymKind::Label,
-                    name: ident.name.clone(),
-                    owner: Some(classifier.clone()),
-                },
-                span: ident.span,
-                is_decl: false,
-            });
-        }
-    }
-
     fn resolve_item(&mut self, item: &ast::Item) {
         match &item.kind {
             ItemKind::Model(m) => {
@@ -300,10 +294,9 @@ impl SymbolIndex {
     fn test(&mut self, t: &ast::Test) {
         for g in &t.givens {
             self.reference(SymKind::Signal, &g.signal);
-            let ty = infer(&self.name_expr(&g.signal), self);
-            match &g.value.kind {
-                ExprKind::Name(label) => self.label_reference(&ty, label),
-                _ => self.expr(&g.value),
+            // A bare name given to a signal is a label (resolved by the checker), not a use.
+            if !matches!(g.value.kind, ExprKind::Name(_)) {
+                self.expr(&g.value);
             }
         }
         if let Some(expect) = &t.expect {
@@ -321,13 +314,6 @@ impl SymbolIndex {
                     }
                 }
             }
-        }
-    }
-
-    fn name_expr(&self, ident: &ast::Ident) -> ast::Expr {
-        ast::Expr {
-            kind: ExprKind::Name(ident.clone()),
-            span: ident.span,
         }
     }
 
@@ -358,29 +344,12 @@ impl SymbolIndex {
                 }
             }
             ExprKind::Unary(_, x) | ExprKind::Paren(x) => self.expr(x),
-            ExprKind::Binary(op, a, b) => {
+            // Labels (`is code`, `== math`) come from the checker; see `build`.
+            ExprKind::Binary(_, a, b) => {
                 self.expr(a);
-                let is_cmp = matches!(op, ast::BinOp::Eq | ast::BinOp::Ne);
-                match (&b.kind, is_cmp) {
-                    (ExprKind::Name(label), true) if self.value_kind(&label.name).is_none() => {
-                        let ty = infer(a, self);
-                        self.label_reference(&ty, label);
-                    }
-                    _ => self.expr(b),
-                }
+                self.expr(b);
             }
-            ExprKind::Is(x, label) => {
-                self.expr(x);
-                let ty = infer(x, self);
-                self.label_reference(&ty, label);
-            }
-            ExprKind::In(x, labels) => {
-                self.expr(x);
-                let ty = infer(x, self);
-                for l in labels {
-                    self.label_reference(&ty, l);
-                }
-            }
+            ExprKind::Is(x, _) | ExprKind::In(x, _) => self.expr(x),
             ExprKind::Bool(_) | ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Duration(_) => {}
         }
     }

@@ -4,13 +4,18 @@
 //! buffers standing in for (or adding to) the files on disk, since an editor's unsaved text is
 //! what its user is looking at. A document whose URI is not a `file:` URI (an untitled buffer)
 //! is a policy on its own, rooted at the server's working directory.
+//!
+//! Analysing a policy parses and checks it: the checker's diagnostics, names and types (partial
+//! when there are errors) are what every feature reads, so the editor never works out again
+//! what the compiler already knows.
 
 use crate::position::LineIndex;
 use crate::symbols::SymbolIndex;
 use crate::uri::{path_to_uri, uri_to_path};
 use lsp_types::Uri;
 use src_compiler::load::{from_texts, PolicySource};
-use src_dsl::FileId;
+use src_compiler::{check, CheckOptions, NameTable};
+use src_dsl::{Diagnostic, FileId};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -149,12 +154,16 @@ pub struct FileInfo {
     pub parses: bool,
 }
 
-/// A parsed and indexed policy: what every request but diagnostics works from.
+/// A parsed, checked and indexed policy: what every request works from.
 #[derive(Debug, Clone)]
 pub struct Analysis {
     pub source: PolicySource,
     pub files: Vec<FileInfo>,
     pub symbols: SymbolIndex,
+    /// The checker's names and types, as far as they resolved.
+    pub names: NameTable,
+    /// Every diagnostic of `check` (parse diagnostics included), as `src check` reports them.
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Analysis {
@@ -180,11 +189,14 @@ impl Analysis {
                     .any(|d| d.is_error() && d.primary_span().file == id),
             })
             .collect();
-        let symbols = SymbolIndex::build(&source.files);
+        let outcome = check(source.clone(), &CheckOptions::default());
+        let symbols = SymbolIndex::build(&source.files, &outcome.names);
         Analysis {
             source,
             files,
             symbols,
+            names: outcome.names,
+            diagnostics: outcome.diagnostics,
         }
     }
 

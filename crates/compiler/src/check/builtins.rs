@@ -1,50 +1,25 @@
 //! Calls: the builtin functions of docs/language.md, "Expressions and types" and calls of
 //! classifiers and guards.
 //!
+//! A name is a builtin function when [`crate::vocabulary`] has a row for it; the typing below
+//! matches on that row's [`Function`], so a function can exist here only with its row.
+//!
 //! Builtins take some arguments that must be literals because they are compiled into the policy:
 //! phrase lists (matched by a precompiled automaton), regexes (compiled here, so an invalid one
 //! is a check error, E024, and never a run-time surprise) and header names.
 
-use super::names::{Kind, Sym, BUILTIN_FUNCTIONS, BUILTIN_VALUES};
+use super::names::{Kind, Sym};
 use super::types::{texpr, Hint};
 use super::Checker;
 use crate::hir::{ArithOp, ClassSet, ClassifierId, EncoderId, GuardId, TExpr, TExprKind, Type};
+use crate::vocabulary::{self, Builtin, Function};
 use src_dsl::ast::{Expr, ExprKind, Ident};
 use src_dsl::{codes, Diagnostic, Span};
 
-/// How each builtin is called, for arity errors.
-fn usage(name: &str) -> &'static str {
-    match name {
-        "header" => "header(\"x-name\")",
-        "contains" => "contains(prompt, [\"a\", \"b\"])",
-        "hits" => "hits(prompt, [\"a\", \"b\"])",
-        "count" => "count(prompt, \"regex\")",
-        "density" => "density(prompt, [\"a\", \"b\"])",
-        "sequence" => "sequence(prompt, [\"first\", \"then\"])",
-        "words" => "words(prompt)",
-        "language" => "language(prompt)",
-        "matches" => "matches(prompt, \"regex\")",
-        "tokens" => "tokens(history)",
-        "similarity" => "similarity(encoder, prompt, [\"example\"])",
-        "min" => "min(a, b)",
-        "max" => "max(a, b)",
-        "outcomes" => "outcomes(pinned).fail_rate",
-        _ => "",
-    }
-}
-
-fn arity(name: &str) -> usize {
-    match name {
-        "header" | "words" | "language" | "tokens" | "outcomes" => 1,
-        "similarity" => 3,
-        _ => 2,
-    }
-}
-
 impl Checker<'_> {
     pub(super) fn call(&mut self, f: &Ident, args: &[Expr], span: Span) -> Option<TExpr> {
-        if BUILTIN_FUNCTIONS.contains(&f.name.as_str()) {
-            return self.builtin(f, args, span);
+        if let Some(b) = vocabulary::lookup_function(&f.name) {
+            return self.builtin(b, f, args, span);
         }
         match self.decls.value(&f.name) {
             Some(Sym {
@@ -96,7 +71,7 @@ impl Checker<'_> {
                         .with_help(help);
                         self.report(d);
                     }
-                    None if BUILTIN_VALUES.contains(&f.name.as_str()) => {
+                    None if vocabulary::lookup_value(&f.name).is_some() => {
                         self.report(
                             Diagnostic::error(
                                 codes::UNKNOWN_FUNCTION,
@@ -108,7 +83,8 @@ impl Checker<'_> {
                         );
                     }
                     None => {
-                        let mut callable: Vec<&str> = BUILTIN_FUNCTIONS.to_vec();
+                        let mut callable: Vec<&str> =
+                            vocabulary::functions().map(|b| b.name).collect();
                         callable.extend(self.decls.names_of(Kind::Classifier));
                         callable.extend(self.decls.names_of(Kind::Guard));
                         self.unknown(f, "function", &callable);
@@ -147,9 +123,10 @@ impl Checker<'_> {
         self.text_argument(f, &args[0])
     }
 
-    fn builtin(&mut self, f: &Ident, args: &[Expr], span: Span) -> Option<TExpr> {
-        let name = f.name.as_str();
-        if name == "outcomes" {
+    fn builtin(&mut self, b: &Builtin, f: &Ident, args: &[Expr], span: Span) -> Option<TExpr> {
+        let function = b.function()?;
+        let name = b.name;
+        if function == Function::Outcomes {
             // `outcomes(pinned)` only has meaning through its fields (see `types::field`).
             let _ = self.protect_only("outcomes", f.span);
             self.report(
@@ -163,9 +140,9 @@ impl Checker<'_> {
             );
             return None;
         }
-        if args.len() != arity(name) {
+        if args.len() != b.arity {
             self.type_args_quietly(args);
-            let n = arity(name);
+            let n = b.arity;
             self.report(
                 Diagnostic::error(
                     codes::WRONG_ARGUMENTS,
@@ -177,12 +154,13 @@ impl Checker<'_> {
                     span,
                 )
                 .with_label_message("wrong number of arguments")
-                .with_help(format!("write `{}`", usage(name))),
+                .with_help(format!("write `{}`", b.usage)),
             );
             return None;
         }
-        match name {
-            "header" => {
+        match function {
+            Function::Outcomes => None,
+            Function::Header => {
                 let header = self.string_literal(f, &args[0], "a header name")?;
                 Some(texpr(
                     TExprKind::Header(header.to_lowercase()),
@@ -190,11 +168,11 @@ impl Checker<'_> {
                     span,
                 ))
             }
-            "words" | "tokens" | "language" => {
+            Function::Words | Function::Tokens | Function::Language => {
                 let text = Box::new(self.text_argument(f, &args[0])?);
-                Some(match name {
-                    "words" => texpr(TExprKind::Words(text), Type::Int, span),
-                    "tokens" => texpr(TExprKind::Tokens(text), Type::Int, span),
+                Some(match function {
+                    Function::Words => texpr(TExprKind::Words(text), Type::Int, span),
+                    Function::Tokens => texpr(TExprKind::Tokens(text), Type::Int, span),
                     _ => texpr(
                         TExprKind::Language(text),
                         Type::Class(ClassSet::Language),
@@ -202,28 +180,32 @@ impl Checker<'_> {
                     ),
                 })
             }
-            "contains" | "hits" | "density" | "sequence" => {
+            Function::Contains | Function::Hits | Function::Density | Function::Sequence => {
                 let text = self.text_argument(f, &args[0]);
                 let phrases = self.phrases(f, &args[1]);
                 let (text, phrases) = (Box::new(text?), phrases?);
-                Some(match name {
-                    "contains" => texpr(TExprKind::Contains { text, phrases }, Type::Bool, span),
-                    "hits" => texpr(TExprKind::Hits { text, phrases }, Type::Int, span),
-                    "density" => texpr(TExprKind::Density { text, phrases }, Type::Float, span),
+                Some(match function {
+                    Function::Contains => {
+                        texpr(TExprKind::Contains { text, phrases }, Type::Bool, span)
+                    }
+                    Function::Hits => texpr(TExprKind::Hits { text, phrases }, Type::Int, span),
+                    Function::Density => {
+                        texpr(TExprKind::Density { text, phrases }, Type::Float, span)
+                    }
                     _ => texpr(TExprKind::Sequence { text, phrases }, Type::Bool, span),
                 })
             }
-            "count" | "matches" => {
+            Function::Count | Function::Matches => {
                 let text = self.text_argument(f, &args[0]);
                 let regex = self.regex(f, &args[1]);
                 let (text, regex) = (Box::new(text?), regex?);
-                Some(if name == "count" {
+                Some(if function == Function::Count {
                     texpr(TExprKind::Count { text, regex }, Type::Int, span)
                 } else {
                     texpr(TExprKind::Matches { text, regex }, Type::Bool, span)
                 })
             }
-            "similarity" => {
+            Function::Similarity => {
                 let encoder = self.encoder_argument(&args[0]);
                 let text = self.text_argument(f, &args[1]);
                 let examples = self.phrases(f, &args[2]);
@@ -237,15 +219,14 @@ impl Checker<'_> {
                     span,
                 ))
             }
-            "min" | "max" => {
-                let op = if name == "min" {
+            Function::Min | Function::Max => {
+                let op = if function == Function::Min {
                     ArithOp::Min
                 } else {
                     ArithOp::Max
                 };
                 self.arithmetic(op, name, &args[0], &args[1], span)
             }
-            _ => None,
         }
     }
 
@@ -390,6 +371,11 @@ impl Checker<'_> {
         self.uses.encoders[index] = true;
         Some(EncoderId(index as u32))
     }
+}
+
+/// How a builtin is called, for the help of argument errors.
+fn usage(name: &str) -> &'static str {
+    vocabulary::lookup_function(name).map_or("", |b| b.usage)
 }
 
 /// The one-line reason of a regex error (the full text repeats the pattern over several lines).

@@ -39,6 +39,7 @@ impl Checker<'_> {
 
     /// Resolves a label of `set`, reporting E022 when it is not one.
     pub(super) fn label(&mut self, set: ClassSet, ident: &Ident) -> Option<LabelId> {
+        self.note_label(set, ident);
         let found = self.label_index(set, &ident.name);
         if found.is_none() {
             self.unknown_label(set, ident);

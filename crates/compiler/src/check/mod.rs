@@ -13,7 +13,8 @@
 //! - `types`, `builtins`, `labels`: expression typing;
 //! - `routes` (ordering and priorities) and `implication` (routes that can never win);
 //! - `sections`: `block`, `cache`, `session`, `protect`, `failure`, `router`;
-//! - `cases`: `test` declarations; `catalog`: files on disk; `unused`: unused warnings.
+//! - `cases`: `test` declarations; `catalog`: files on disk; `unused`: unused warnings;
+//! - `name_table`: the names and types handed out with the outcome, for editors.
 
 mod builtins;
 mod cases;
@@ -21,6 +22,7 @@ mod catalog;
 mod decls;
 mod implication;
 mod labels;
+mod name_table;
 mod names;
 mod routes;
 mod sections;
@@ -36,7 +38,9 @@ use crate::hir::{
     ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr, TestDef,
 };
 use crate::load::PolicySource;
+pub use name_table::{LabelUse, NameEntry, NameTable};
 use names::Decls;
+pub use names::Kind as DeclKind;
 use src_dsl::{Diagnostic, SourceMap};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -61,12 +65,14 @@ pub struct LiveCatalog {
     pub answer: Result<String, String>,
 }
 
-/// The result of `check`: the checked policy when there are no errors, and every diagnostic
-/// (parse diagnostics included) sorted by file and offset.
+/// The result of `check`: the checked policy when there are no errors, every diagnostic (parse
+/// diagnostics included) sorted by file and offset, and the names as far as they resolved.
 #[derive(Debug, Clone)]
 pub struct CheckOutcome {
     pub policy: Option<CheckedPolicy>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Partial when there are errors: what did resolve, for editors.
+    pub names: NameTable,
 }
 
 impl CheckOutcome {
@@ -83,10 +89,11 @@ pub fn check(source: PolicySource, options: &CheckOptions) -> CheckOutcome {
         files,
         diagnostics,
     } = source;
-    let (parts, mut diagnostics) = {
+    let (parts, mut diagnostics, names) = {
         let mut cx = Checker::new(&sources, &root, options, &files, diagnostics);
         cx.run();
-        (cx.parts, cx.diags)
+        let names = cx.name_table();
+        (cx.parts, cx.diags, names)
     };
     // A stable sort keeps the emission order of diagnostics at the same place.
     diagnostics.sort_by_key(|d| {
@@ -101,6 +108,7 @@ pub fn check(source: PolicySource, options: &CheckOptions) -> CheckOutcome {
     CheckOutcome {
         policy,
         diagnostics,
+        names,
     }
 }
 
@@ -189,6 +197,8 @@ struct Checker<'a> {
     signal_exprs: Vec<Option<TExpr>>,
     /// Declaration indices of the routes in checked order (descending priority, default last).
     route_order: Vec<usize>,
+    /// Labels written against class values, for the [`NameTable`].
+    label_uses: Vec<LabelUse>,
 }
 
 impl<'a> Checker<'a> {
@@ -222,6 +232,7 @@ impl<'a> Checker<'a> {
             signal_deps: None,
             signal_exprs: Vec::new(),
             route_order: Vec::new(),
+            label_uses: Vec::new(),
         }
     }
 

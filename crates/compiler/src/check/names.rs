@@ -13,8 +13,8 @@ use src_dsl::{codes, Diagnostic, FileId, Span};
 use std::collections::{HashMap, HashSet};
 
 /// The kinds of named declarations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
     Backend,
     Model,
     Classifier,
@@ -27,7 +27,20 @@ pub(super) enum Kind {
 }
 
 impl Kind {
-    pub(super) fn noun(self) -> &'static str {
+    pub const ALL: [Kind; 9] = [
+        Kind::Backend,
+        Kind::Model,
+        Kind::Classifier,
+        Kind::Guard,
+        Kind::Encoder,
+        Kind::Signal,
+        Kind::Block,
+        Kind::Route,
+        Kind::Test,
+    ];
+
+    /// The kind's keyword: `model`, `signal`.
+    pub fn noun(self) -> &'static str {
         match self {
             Kind::Backend => "backend",
             Kind::Model => "model",
@@ -56,7 +69,8 @@ impl Kind {
         }
     }
 
-    fn in_value_namespace(self) -> bool {
+    /// Whether names of this kind can stand in expressions (and so share one namespace).
+    pub fn in_value_namespace(self) -> bool {
         matches!(
             self,
             Kind::Model | Kind::Classifier | Kind::Guard | Kind::Encoder | Kind::Signal
@@ -64,31 +78,9 @@ impl Kind {
     }
 }
 
-/// Names an expression reads without a declaration.
-pub(super) const BUILTIN_VALUES: &[&str] = &[
-    "prompt", "history", "system", "api_key", "request", "pinned", "proposed",
-];
-
-/// Builtin functions.
-pub(super) const BUILTIN_FUNCTIONS: &[&str] = &[
-    "header",
-    "contains",
-    "hits",
-    "count",
-    "density",
-    "sequence",
-    "words",
-    "language",
-    "matches",
-    "tokens",
-    "similarity",
-    "min",
-    "max",
-    "outcomes",
-];
-
+/// Builtin functions and values, which no declaration in the expression namespace may take.
 fn is_builtin(name: &str) -> bool {
-    BUILTIN_VALUES.contains(&name) || BUILTIN_FUNCTIONS.contains(&name)
+    crate::vocabulary::is_reserved(name)
 }
 
 /// One named declaration of a kind, by its index in that kind's table.

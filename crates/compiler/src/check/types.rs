@@ -12,11 +12,12 @@
 //! as a hint. Literals compared with a score are scores; in arithmetic they are ints or floats,
 //! since `100 * attack` is a legitimate percentage.
 
-use super::names::{nearest, Kind, Sym, BUILTIN_FUNCTIONS, BUILTIN_VALUES};
+use super::names::{nearest, Kind, Sym};
 use super::{Checker, Scope};
 use crate::hir::{
     ArithOp, ClassSet, CmpOp, ModelId, RequestField, SignalId, TExpr, TExprKind, Type,
 };
+use crate::vocabulary::{self, Field, Receiver, Value};
 use src_dsl::ast::{BinOp, Expr, ExprKind, Ident, Number, UnaryOp};
 use src_dsl::{codes, Diagnostic, Span};
 
@@ -48,15 +49,22 @@ impl Hint {
     }
 }
 
-const REQUEST_FIELDS: &[(&str, RequestField, Type)] = &[
-    ("tools", RequestField::Tools, Type::Int),
-    ("turns", RequestField::Turns, Type::Int),
-    ("messages", RequestField::Messages, Type::Int),
-    ("tool_calls", RequestField::ToolCalls, Type::Int),
-    ("tool_results", RequestField::ToolResults, Type::Int),
-    ("stream", RequestField::Stream, Type::Bool),
-    ("tool_loop", RequestField::ToolLoop, Type::Bool),
-];
+/// The type of a `request.*` field (its name is in [`vocabulary::BUILTINS`]).
+fn request_field_type(f: RequestField) -> Type {
+    match f {
+        RequestField::Tools
+        | RequestField::Turns
+        | RequestField::Messages
+        | RequestField::ToolCalls
+        | RequestField::ToolResults => Type::Int,
+        RequestField::Stream | RequestField::ToolLoop => Type::Bool,
+    }
+}
+
+/// The names of the fields of `receiver`.
+fn field_names(receiver: Receiver) -> Vec<&'static str> {
+    vocabulary::fields(receiver).map(|b| b.name).collect()
+}
 
 pub(super) fn texpr(kind: TExprKind, ty: Type, span: Span) -> TExpr {
     TExpr { kind, ty, span }
@@ -221,45 +229,47 @@ impl Checker<'_> {
     fn name(&mut self, id: &Ident, hint: Hint) -> Option<TExpr> {
         let span = id.span;
         let builtin = |kind, ty| Some(texpr(kind, ty, span));
-        match id.name.as_str() {
-            "prompt" => return builtin(TExprKind::Prompt, Type::Text),
-            "history" => return builtin(TExprKind::History, Type::Text),
-            "system" => return builtin(TExprKind::System, Type::Text),
-            "api_key" => return builtin(TExprKind::ApiKey, Type::OptText),
-            "pinned" | "proposed" => {
-                if !self.protect_only(&id.name, span) {
-                    return None;
+        if let Some(value) = vocabulary::lookup_value(&id.name).and_then(|b| b.value()) {
+            return match value {
+                Value::Prompt => builtin(TExprKind::Prompt, Type::Text),
+                Value::History => builtin(TExprKind::History, Type::Text),
+                Value::System => builtin(TExprKind::System, Type::Text),
+                Value::ApiKey => builtin(TExprKind::ApiKey, Type::OptText),
+                Value::Pinned | Value::Proposed => {
+                    if !self.protect_only(&id.name, span) {
+                        return None;
+                    }
+                    let kind = if value == Value::Pinned {
+                        TExprKind::Pinned
+                    } else {
+                        TExprKind::Proposed
+                    };
+                    builtin(kind, Type::Model)
                 }
-                let kind = if id.name == "pinned" {
-                    TExprKind::Pinned
-                } else {
-                    TExprKind::Proposed
-                };
-                return builtin(kind, Type::Model);
-            }
-            "request" => {
-                let fields: Vec<String> = REQUEST_FIELDS
-                    .iter()
-                    .map(|(f, ..)| format!("request.{f}"))
-                    .collect();
-                self.report(
-                    Diagnostic::error(
-                        codes::TYPE_MISMATCH,
-                        "`request` is not a value on its own",
-                        span,
-                    )
-                    .with_label_message("needs a field")
-                    .with_help(format!(
-                        "use one of its fields: {}",
-                        super::list_names(&fields)
-                    )),
-                );
-                return None;
-            }
-            _ => {}
+                Value::Request => {
+                    let fields: Vec<String> = field_names(Receiver::Request)
+                        .iter()
+                        .map(|f| format!("request.{f}"))
+                        .collect();
+                    self.report(
+                        Diagnostic::error(
+                            codes::TYPE_MISMATCH,
+                            "`request` is not a value on its own",
+                            span,
+                        )
+                        .with_label_message("needs a field")
+                        .with_help(format!(
+                            "use one of its fields: {}",
+                            super::list_names(&fields)
+                        )),
+                    );
+                    None
+                }
+            };
         }
         if let Hint::Class(set) = hint {
             if let Some(l) = self.label_index(set, &id.name) {
+                self.note_label(set, id);
                 return Some(texpr(TExprKind::Label(l), Type::Class(set), span));
             }
         }
@@ -317,7 +327,7 @@ impl Checker<'_> {
         if self.decls.is_duplicated(&id.name) {
             return;
         }
-        if BUILTIN_FUNCTIONS.contains(&id.name.as_str()) {
+        if vocabulary::lookup_function(&id.name).is_some() {
             self.report(
                 Diagnostic::error(
                     codes::WRONG_KIND,
@@ -330,6 +340,7 @@ impl Checker<'_> {
             return;
         }
         if let Hint::Class(set) = hint {
+            self.note_label(set, id);
             self.unknown_label(set, id);
             return;
         }
@@ -346,7 +357,7 @@ impl Checker<'_> {
         }
         let mut candidates = self.decls.names_of(Kind::Signal);
         candidates.extend(self.decls.names_of(Kind::Model));
-        candidates.extend(BUILTIN_VALUES.iter().copied());
+        candidates.extend(vocabulary::values().map(|b| b.name));
         self.unknown(id, "name", &candidates);
     }
 
@@ -369,22 +380,31 @@ impl Checker<'_> {
 
     fn field(&mut self, base: &Expr, field: &Ident, span: Span) -> Option<TExpr> {
         if let ExprKind::Name(b) = &base.kind {
-            if b.name == "request" {
+            if vocabulary::lookup_value(&b.name).and_then(|v| v.value()) == Some(Value::Request) {
                 return self.request_field(field, span);
             }
         }
         if let ExprKind::Call(f, args) = &base.kind {
-            if f.name == "outcomes" {
+            let function = vocabulary::lookup_function(&f.name).and_then(|b| b.function());
+            if function == Some(vocabulary::Function::Outcomes) {
                 return self.outcomes(f, args, field, span);
             }
         }
         let t = self.expr(base, Hint::None)?;
-        match (t.ty, field.name.as_str()) {
-            (Type::Class(_), "confidence") => {
+        let receiver = match t.ty {
+            Type::Class(_) => Some(Receiver::Class),
+            Type::Model => Some(Receiver::Model),
+            _ => None,
+        };
+        let found = receiver
+            .and_then(|r| vocabulary::lookup_field(r, &field.name))
+            .and_then(|b| b.field());
+        match (found, t.ty) {
+            (Some(Field::Confidence), _) => {
                 Some(texpr(TExprKind::Confidence(Box::new(t)), Type::Score, span))
             }
-            (Type::Model, "cost") => Some(texpr(TExprKind::Cost(Box::new(t)), Type::Float, span)),
-            (ty, _) => {
+            (Some(Field::Cost), _) => Some(texpr(TExprKind::Cost(Box::new(t)), Type::Float, span)),
+            (_, ty) => {
                 let has = match ty {
                     Type::Class(_) => "a class value has the field `confidence`",
                     Type::Model => "a model has the field `cost`",
@@ -416,11 +436,11 @@ impl Checker<'_> {
     }
 
     fn request_field(&mut self, field: &Ident, span: Span) -> Option<TExpr> {
-        if let Some((_, f, ty)) = REQUEST_FIELDS.iter().find(|(n, ..)| *n == field.name) {
-            return Some(texpr(TExprKind::Request(*f), *ty, span));
+        let found = vocabulary::lookup_field(Receiver::Request, &field.name);
+        if let Some(Field::Request(f)) = found.and_then(|b| b.field()) {
+            return Some(texpr(TExprKind::Request(f), request_field_type(f), span));
         }
-        let names: Vec<&str> = REQUEST_FIELDS.iter().map(|(n, ..)| *n).collect();
-        self.unknown_field("request", field, &names);
+        self.unknown_field("request", field, &field_names(Receiver::Request));
         None
     }
 
@@ -438,11 +458,13 @@ impl Checker<'_> {
                 .with_help("write `outcomes(pinned).fail_rate` or `outcomes(pinned).count`"),
             );
         }
-        let (kind, ty) = match field.name.as_str() {
-            "fail_rate" => (TExprKind::OutcomeFailRate, Type::Score),
-            "count" => (TExprKind::OutcomeCount, Type::Int),
+        let found = vocabulary::lookup_field(Receiver::Outcomes, &field.name);
+        let (kind, ty) = match found.and_then(|b| b.field()) {
+            Some(Field::FailRate) => (TExprKind::OutcomeFailRate, Type::Score),
+            Some(Field::OutcomeCount) => (TExprKind::OutcomeCount, Type::Int),
             _ => {
-                self.unknown_field("outcomes(pinned)", field, &["fail_rate", "count"]);
+                let fields = field_names(Receiver::Outcomes);
+                self.unknown_field("outcomes(pinned)", field, &fields);
                 return None;
             }
         };
@@ -534,7 +556,7 @@ impl Checker<'_> {
     fn flexible(&self, e: &Expr) -> bool {
         match &e.kind {
             ExprKind::Name(id) => {
-                self.decls.value(&id.name).is_none() && !BUILTIN_VALUES.contains(&id.name.as_str())
+                self.decls.value(&id.name).is_none() && vocabulary::lookup_value(&id.name).is_none()
             }
             ExprKind::Paren(x) => self.flexible(x),
             _ => literal_number(e).is_some(),

@@ -208,7 +208,7 @@ fn priority_of(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<Number>
 fn backend(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Backend {
     const SHAPE: Shape = Shape {
         keyword: "backend",
-        keys: &["url", "catalog", "api_key", "timeout", "simulated"],
+        keys: crate::keywords::fields::BACKEND,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -230,14 +230,7 @@ fn backend(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> 
 fn model(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Model {
     const SHAPE: Shape = Shape {
         keyword: "model",
-        keys: &[
-            "backend",
-            "serves",
-            "aliases",
-            "cost",
-            "context",
-            "tokenizer",
-        ],
+        keys: crate::keywords::fields::MODEL,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -263,7 +256,7 @@ fn model(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Mo
 fn classifier(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Classifier {
     const SHAPE: Shape = Shape {
         keyword: "classifier",
-        keys: &["path", "labels", "device"],
+        keys: crate::keywords::fields::CLASSIFIER,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -286,7 +279,7 @@ fn classifier(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) 
 fn guard(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Guard {
     const SHAPE: Shape = Shape {
         keyword: "guard",
-        keys: &["path", "positive", "device"],
+        keys: crate::keywords::fields::GUARD,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -307,7 +300,7 @@ fn guard(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Gu
 fn encoder(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Encoder {
     const SHAPE: Shape = Shape {
         keyword: "encoder",
-        keys: &["path", "device"],
+        keys: crate::keywords::fields::ENCODER,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);

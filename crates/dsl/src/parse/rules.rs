@@ -19,7 +19,7 @@ const FAIL_MODES: &[(&str, FailMode)] = &[("open", FailMode::Open), ("closed", F
 pub(super) fn block(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Block {
     const SHAPE: Shape = Shape {
         keyword: "block",
-        keys: &["when", "status", "message", "to"],
+        keys: crate::keywords::fields::BLOCK,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -75,15 +75,7 @@ pub(super) fn route(
 ) -> Route {
     const SHAPE: Shape = Shape {
         keyword: "route",
-        keys: &[
-            "when",
-            "to",
-            "system_prompt",
-            "headers",
-            "reasoning",
-            "tools",
-            "cache",
-        ],
+        keys: crate::keywords::fields::ROUTE,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -201,7 +193,7 @@ fn store(cx: &mut Ctx<'_>, fields: &mut Fields) -> Option<Spanned<Store>> {
 pub(super) fn cache(cx: &mut Ctx<'_>, d: &mut Decl, entries: Vec<Entry>) -> Cache {
     const SHAPE: Shape = Shape {
         keyword: "cache",
-        keys: &["encoder", "threshold", "ttl", "store", "skip"],
+        keys: crate::keywords::fields::CACHE,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -237,7 +229,7 @@ pub(super) fn cache(cx: &mut Ctx<'_>, d: &mut Decl, entries: Vec<Entry>) -> Cach
 pub(super) fn session(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Session {
     const SHAPE: Shape = Shape {
         keyword: "session",
-        keys: &["id", "tenant", "ttl", "store", "missing"],
+        keys: crate::keywords::fields::SESSION,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -257,7 +249,7 @@ pub(super) fn session(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Session {
 pub(super) fn protect(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Protect {
     const SHAPE: Shape = Shape {
         keyword: "protect",
-        keys: &["mode", "hold"],
+        keys: crate::keywords::fields::PROTECT,
         repeatable: &["hold"],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -292,7 +284,7 @@ pub(super) fn protect(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Protect {
 pub(super) fn failure(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Failure {
     const SHAPE: Shape = Shape {
         keyword: "failure",
-        keys: &["classifier", "store", "backend"],
+        keys: crate::keywords::fields::FAILURE,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -306,7 +298,7 @@ pub(super) fn failure(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Failure {
 pub(super) fn router(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Router {
     const SHAPE: Shape = Shape {
         keyword: "router",
-        keys: &["names", "tokenizer"],
+        keys: crate::keywords::fields::ROUTER,
         repeatable: &[],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
@@ -319,7 +311,7 @@ pub(super) fn router(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Router {
 pub(super) fn test(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Test {
     const SHAPE: Shape = Shape {
         keyword: "test",
-        keys: &["prompt", "messages", "system", "header", "given", "expect"],
+        keys: crate::keywords::fields::TEST,
         repeatable: &["header", "given"],
     };
     let mut fields = Fields::check(cx, &SHAPE, entries);
