@@ -230,6 +230,7 @@ impl PolicyBuilder {
                 span: Span::default(),
                 path: PathBuf::from("models/guard"),
                 positive: None,
+                unsafe_label: Some("injection".into()),
                 device: Device::Cpu,
             }],
             encoders: vec![EncoderDef {

@@ -224,6 +224,11 @@ pub struct GuardDef {
     pub path: PathBuf,
     /// The unsafe label, when declared.
     pub positive: Option<String>,
+    /// The label whose probability is the guard's score: `positive`, or else the one label of
+    /// the model's two that is not a safe one (`benign`, `safe`, `LABEL_0`). Resolved against
+    /// the model's `config.json` when its directory can be read (E042); `positive` as written
+    /// when it cannot, and `None` when there is neither.
+    pub unsafe_label: Option<String>,
     pub device: Device,
 }
 

@@ -178,6 +178,8 @@ impl Checker<'_> {
                 span: g.name.span,
                 path: self.model_path(&g.path),
                 positive: g.positive.as_ref().map(|p| p.name.clone()),
+                // Resolved against the model's labels, when they can be read, by `catalog`.
+                unsafe_label: g.positive.as_ref().map(|p| p.name.clone()),
                 device: device(&g.device),
             });
         }
