@@ -14,6 +14,7 @@ pub mod ir;
 pub mod jit;
 pub mod language;
 pub mod load;
+mod redis_url;
 pub mod request;
 pub mod testing;
 pub mod text;
