@@ -15,7 +15,7 @@ use std::collections::HashMap;
 impl Checker<'_> {
     pub(super) fn check_backends(&mut self) {
         for b in self.decls.backends.clone() {
-            self.check_backend_url(&b);
+            self.check_backend_url(b);
             if let Some(t) = &b.timeout {
                 if t.value.millis == 0 {
                     self.report(out_of_range(

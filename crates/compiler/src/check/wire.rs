@@ -54,25 +54,26 @@ impl Checker<'_> {
         model: &Ident,
         serves: &Spanned<String>,
     ) -> Option<HeaderValue> {
-        let problem = if serves.value.is_empty() {
-            "an empty id"
+        let (message, label) = if serves.value.is_empty() {
+            (
+                format!("model `{}` serves an empty id", model.name),
+                "an empty id",
+            )
         } else {
             match HeaderValue::from_str(&serves.value) {
                 Ok(value) => return Some(value),
-                Err(_) => "control characters",
+                Err(_) => (
+                    format!(
+                        "model `{}` serves {:?}, which cannot be sent in the `x-selected-model` header",
+                        model.name, serves.value
+                    ),
+                    "control characters",
+                ),
             }
-        };
-        let message = if serves.value.is_empty() {
-            format!("model `{}` serves an empty id", model.name)
-        } else {
-            format!(
-                "model `{}` serves {:?}, which cannot be sent in the `x-selected-model` header",
-                model.name, serves.value
-            )
         };
         self.report(
             Diagnostic::error(codes::INVALID_SERVED_ID, message, serves.span)
-                .with_label_message(problem)
+                .with_label_message(label)
                 .with_help("write the id the backend serves the model under, as its `/v1/models` lists it (e.g. `Qwen/Qwen3-8B`)"),
         );
         None
