@@ -53,7 +53,7 @@ fn check_exits_1_on_errors_and_reports_json() {
     let file = write(
         dir.path(),
         "bad.sr",
-        "backend b { url = \"u\" }\nmodel small { backend = b  serves = \"s\" }\nroute default { to smal }\n",
+        "backend b { url = \"http://127.0.0.1:8000/v1\" }\nmodel small { backend = b  serves = \"s\" }\nroute default { to smal }\n",
     );
     let out = src()
         .args(["check", "--format", "json"])

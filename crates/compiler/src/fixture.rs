@@ -191,11 +191,14 @@ impl Default for PolicyBuilder {
 }
 
 fn model_def(name: &str, cost: f64) -> ModelDef {
+    let serves = format!("org/{name}");
     ModelDef {
         name: name.into(),
         span: Span::default(),
         backend: BackendId(0),
-        serves: format!("org/{name}"),
+        // Nothing checks a fixture: a name no header can carry gets an empty one.
+        served_header: HeaderValue::from_str(&serves).unwrap_or(HeaderValue::from_static("")),
+        serves,
         aliases: vec![],
         cost,
         context: None,
@@ -230,6 +233,7 @@ impl PolicyBuilder {
                 span: Span::default(),
                 path: PathBuf::from("models/guard"),
                 positive: None,
+                unsafe_label: Some("injection".into()),
                 device: Device::Cpu,
             }],
             encoders: vec![EncoderDef {
@@ -300,6 +304,7 @@ impl PolicyBuilder {
             fallbacks: vec![],
             system_prompt: None,
             headers: vec![],
+            header_fields: vec![],
             reasoning: None,
             tools: ToolsDef::Keep,
             cache: true,

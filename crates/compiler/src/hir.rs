@@ -5,9 +5,12 @@
 //! cannot disagree with the checker about what a name meant. Spans point back into the source
 //! for traces and diagnostics.
 
-use src_dsl::ast::{self, Device, FailMode, Missing, ProtectMode, Reasoning};
+use src_dsl::ast::{Device, FailMode, Missing, ProtectMode, Reasoning};
 use src_dsl::{SourceMap, Span};
 use std::path::PathBuf;
+
+pub use crate::redis_url::{RedisUrl, RedisUrlError};
+pub use http::{HeaderName, HeaderValue};
 
 macro_rules! id_type {
     ($($name:ident),*) => {$(
@@ -186,6 +189,8 @@ pub enum TExprKind {
 pub struct BackendDef {
     pub name: String,
     pub span: Span,
+    /// As written. Unless `simulated`, an absolute `http` or `https` URL with a host once its
+    /// trailing `/`s are dropped (E047).
     pub url: String,
     /// Resolved relative to the policy root.
     pub catalog: Option<PathBuf>,
@@ -200,7 +205,10 @@ pub struct ModelDef {
     pub name: String,
     pub span: Span,
     pub backend: BackendId,
+    /// The backend's id for the model; never empty (E048).
     pub serves: String,
+    /// `serves` as the value of the `x-selected-model` header (E048: it can be one).
+    pub served_header: HeaderValue,
     pub aliases: Vec<String>,
     /// Declared relative cost; 0 when not given.
     pub cost: f64,
@@ -224,6 +232,11 @@ pub struct GuardDef {
     pub path: PathBuf,
     /// The unsafe label, when declared.
     pub positive: Option<String>,
+    /// The label whose probability is the guard's score: `positive`, or else the one label of
+    /// the model's two that is not a safe one (`benign`, `safe`, `LABEL_0`). Resolved against
+    /// the model's `config.json` when its directory can be read (E042); `positive` as written
+    /// when it cannot, and `None` when there is neither.
+    pub unsafe_label: Option<String>,
     pub device: Device,
 }
 
@@ -278,25 +291,20 @@ pub struct RouteDef {
     pub fallbacks: Vec<ModelId>,
     /// `(text, replace)`.
     pub system_prompt: Option<(String, bool)>,
+    /// `headers { }` as written, `(name, value)`.
     pub headers: Vec<(String, String)>,
+    /// The same, as the HTTP header fields sent upstream (E049: each is one).
+    pub header_fields: Vec<(HeaderName, HeaderValue)>,
     pub reasoning: Option<Reasoning>,
     pub tools: ToolsDef,
     pub cache: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum StoreDef {
     Memory,
-    Redis(String),
-}
-
-impl From<&ast::Store> for StoreDef {
-    fn from(s: &ast::Store) -> Self {
-        match s {
-            ast::Store::Memory => StoreDef::Memory,
-            ast::Store::Redis(url) => StoreDef::Redis(url.value.clone()),
-        }
-    }
+    /// A URL the runtime's Redis client opens (E046).
+    Redis(RedisUrl),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -11,9 +11,14 @@
 //! - [`jit`]: the Cranelift JIT; its `abi` module holds the workspace's only `unsafe`.
 //! - [`request`]: the facts of one OpenAI-style request that policies read.
 //! - [`eval`]: staged evaluation of a request, computing only the atoms its decision needs.
+//! - [`procedure`]: the request procedure every front door drives: blocks, the model asked
+//!   for, routes, cache and session asks, the order of models to try; IO-free.
 //! - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
 //! - [`language`]: `language(TEXT)`: its label set and detector.
 //! - [`testing`]: a policy's `test` blocks, run offline on a chosen engine.
+//! - [`vocabulary`]: the language's builtins (name, signature, doc, snippet), read by the
+//!   checker, the language server and the docs' table.
+//! - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
 //! - `fixture` (unit tests, `fixtures` feature): checked policies built without the parser.
 
 pub mod check;
@@ -29,6 +34,7 @@ pub mod jit;
 pub mod language;
 pub mod load;
 pub mod procedure;
+mod redis_url;
 pub mod request;
 pub mod testing;
 pub mod text;

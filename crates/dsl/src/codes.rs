@@ -66,6 +66,10 @@ codes! {
     MODEL_CONFIG_UNREADABLE = "E043": "model directory's `config.json` cannot be read";
     DUPLICATE_ALIAS = "E044": "alias or router name used twice";
     INVALID_VALUE = "E045": "value out of range (status code, ttl, cost, context)";
+    INVALID_STORE_URL = "E046": "`redis(..)` store URL the Redis client cannot open";
+    INVALID_BACKEND_URL = "E047": "backend `url` that is not an absolute http or https URL";
+    INVALID_SERVED_ID = "E048": "served id that is empty or cannot be sent in a header";
+    INVALID_HEADER = "E049": "route header that is not a valid HTTP header";
     // Tests.
     TEST_MISSING_GIVEN = "E050": "test reaches a model-backed signal without a `given`";
     TEST_BAD_GIVEN = "E051": "`given` value does not fit the signal's type";

@@ -109,13 +109,6 @@ pub fn compile_policy(
             sources,
         });
     }
-    if let Err(message) = crate::cache::layer::check_policy(&checked) {
-        return Err(LoadFailure {
-            message,
-            diagnostics: Vec::new(),
-            sources,
-        });
-    }
     let content_hash = content_hash(&sources);
     let policy = src_compiler::compile(checked, engine)
         .map_err(|err| LoadFailure::from_message(format!("cannot compile the policy: {err}")))?;
@@ -206,37 +199,19 @@ impl Snapshot {
         }
         let mut wire = Vec::with_capacity(checked.models.len());
         for model in &checked.models {
-            let served_header = HeaderValue::from_str(&model.serves).map_err(|_| {
-                LoadFailure::from_message(format!(
-                    "model `{}` serves `{}`, which cannot be sent in a header",
-                    model.name, model.serves
-                ))
-            })?;
             let served_json = serde_json::to_vec(&model.serves)
                 .map_err(|err| LoadFailure::from_message(err.to_string()))?;
             wire.push(ModelWire {
                 served_json,
-                served_header,
+                served_header: model.served_header.clone(),
             });
         }
-        let mut route_headers = Vec::with_capacity(checked.routes.len());
-        for route in &checked.routes {
-            let mut parsed = Vec::with_capacity(route.headers.len());
-            for (name, value) in &route.headers {
-                let header = HeaderName::from_bytes(name.as_bytes())
-                    .ok()
-                    .zip(HeaderValue::from_str(value).ok())
-                    .ok_or_else(|| {
-                        LoadFailure::from_message(format!(
-                            "route `{}` sets header `{name}: {value}`, which is not a valid \
-                             HTTP header",
-                            route.name
-                        ))
-                    })?;
-                parsed.push(header);
-            }
-            route_headers.push(parsed);
-        }
+        // The checker made each `headers { }` pair a header field (E049).
+        let route_headers = checked
+            .routes
+            .iter()
+            .map(|route| route.header_fields.clone())
+            .collect();
         let created = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs())

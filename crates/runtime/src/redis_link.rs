@@ -1,6 +1,10 @@
 //! The Redis connection the shared stores (session pins, the response cache) are built on: one
 //! multiplexed connection that connects lazily and reconnects by itself, and every call bounded
 //! by the store's timeout, so a dead Redis costs a request at most that long.
+//!
+//! Store URLs come from the checker as [`src_compiler::hir::RedisUrl`]s, which accept only what
+//! this client opens (the tests below hold the two together); what can still fail here is the
+//! environment: a server that is down or slow.
 
 use std::future::Future;
 use std::time::Duration;
@@ -19,8 +23,7 @@ pub(crate) enum LinkError {
 /// A lazy connection to `url` (nothing is sent until the first call). Must be called inside a
 /// Tokio runtime.
 pub(crate) fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, LinkError> {
-    let client =
-        Client::open(url).map_err(|e| LinkError::Config(format!("`{}`: {e}", redact(url))))?;
+    let client = open(url)?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))
@@ -31,11 +34,9 @@ pub(crate) fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager,
         .map_err(|e| LinkError::Config(e.to_string()))
 }
 
-/// Whether `url` can name a Redis server at all (checked when a policy loads).
-pub(crate) fn check_url(url: &str) -> Result<(), LinkError> {
-    Client::open(url)
-        .map(|_| ())
-        .map_err(|e| LinkError::Config(format!("`{}`: {e}", redact(url))))
+/// The client of `url`; opening one connects to nothing.
+fn open(url: &str) -> Result<Client, LinkError> {
+    Client::open(url).map_err(|e| LinkError::Config(format!("`{}`: {e}", redact(url))))
 }
 
 /// Runs one call under `timeout`; `op` names it in the error.
@@ -73,9 +74,61 @@ mod tests {
             "redis://…@host:6379/0"
         );
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        let Err(LinkError::Config(why)) = check_url("redis://:hunter2@host:notaport") else {
+        let Err(LinkError::Config(why)) = open("redis://:hunter2@host:notaport") else {
             panic!("a bad port is a configuration error");
         };
         assert!(!why.contains("hunter2"), "{why}");
+    }
+
+    /// URLs of every form the checker's `RedisUrl` knows, and near misses.
+    const URLS: &[&str] = &[
+        "redis://127.0.0.1:6379",
+        "redis://127.0.0.1:6379/",
+        "redis://127.0.0.1:6379/0",
+        "redis://localhost/15",
+        "redis://:hunter2@cache.internal:6380/3",
+        "redis://user:p%40ss@[::1]:6379/",
+        "redis://host/?protocol=resp3",
+        "redis://host/?protocol=9&protocol=2",
+        "redis://host/?protocol=2&protocol=9",
+        "redis://host/#fragment",
+        "REDIS://HOST:6379",
+        "rediss://cache.example.com:6380/0",
+        "rediss://cache.example.com/#insecure",
+        "rediss://cache.example.com/#verify",
+        "valkey://localhost",
+        "valkeys://localhost:6380",
+        "unix:///run/redis.sock",
+        "redis+unix:///run/redis.sock?db=2",
+        "valkey+unix:///run/valkey.sock?db=x",
+        "unix://host/run.sock",
+        "redis://",
+        "redis://0.0.0.0:6379",
+        "redis://[::]:6379",
+        "redis://host/zero",
+        "redis://host/-1",
+        "redis://host/0/1",
+        "redis://:%FF@host",
+        "redis://host:notaport",
+        "redis://host:99999",
+        "redis//host",
+        "127.0.0.1:6379",
+        "http://not-redis",
+        "",
+    ];
+
+    #[test]
+    fn the_client_opens_every_url_the_checker_accepts() {
+        let mut accepted = 0;
+        for url in URLS {
+            if let Ok(parsed) = src_compiler::hir::RedisUrl::parse(url) {
+                accepted += 1;
+                assert!(
+                    open(parsed.as_str()).is_ok(),
+                    "the checker accepts `{url}`, the client does not"
+                );
+            }
+        }
+        assert!(accepted >= 15, "only {accepted} URLs were accepted");
     }
 }

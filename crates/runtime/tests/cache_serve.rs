@@ -4,7 +4,8 @@
 //! a route with `cache = off` never caches; `skip when` skips (computing its model-backed
 //! signal); a streaming chat request replays a stored answer as events, and a streamed answer is
 //! stored too; `/v1/responses` caches too and bypasses when it streams; a reload keeps the store and applies the new threshold; and
-//! a cache the server cannot serve refuses the policy.
+//! a cache the server cannot serve refuses the policy, while a TLS Redis store the checker
+//! accepts loads.
 
 mod cache_support;
 mod models_support;
@@ -352,5 +353,19 @@ async fn a_cache_the_server_cannot_serve_refuses_the_policy() -> TestResult {
             );
         }
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_redis_store_the_checker_accepts_is_served() -> TestResult {
+    // Nothing listens there: the store fails open on each request, but the policy loads.
+    let text = policy(
+        r#"threshold = 0.9  store = redis("rediss://:secret@127.0.0.1:1/0")"#,
+        "",
+    );
+    let served = serve(&text).await?;
+    let answer = served.ask(PASSWORD, "key-a").await?;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(answer.header("x-sr-path"), Some("upstream"));
     Ok(())
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use src_compiler::hir::{CheckedPolicy, ModelId, StoreDef};
+use src_compiler::hir::{CheckedPolicy, ModelId, RedisUrl, StoreDef};
 use src_compiler::request::RequestView;
 use src_compiler::{CheckOptions, CompiledPolicy, EngineKind};
 use src_runtime::hooks::BoxFuture;
@@ -465,7 +465,8 @@ async fn replicas_agree_on_a_first_call_race_in_redis() {
     let server = support::redis::RedisServer::start();
     let url = server.url();
     let store = Arc::new(RedisStore::connect(&url, Duration::from_secs(2)).unwrap());
-    first_call_race_agrees(store, &format!("redis({url:?})"), StoreDef::Redis(url)).await;
+    let def = StoreDef::Redis(RedisUrl::parse(&url).unwrap());
+    first_call_race_agrees(store, &format!("redis({url:?})"), def).await;
 }
 
 /// Two layers on one Redis named by the policy (each builds its own connection, as two

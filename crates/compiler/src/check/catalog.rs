@@ -5,7 +5,8 @@
 //! `GET /v1/models` answer saved as JSON; E040, E041), and catalog entries nothing can reach are
 //! pointed out (W005). Model directories are checked when present: a classifier's `labels`
 //! must be its `config.json` `id2label` set (E042, E043), a guard's `positive` one of its
-//! labels. A missing directory is only a warning (W006) here, since `check` often runs where the
+//! labels, and the guard's unsafe label is resolved here, the one place that knows the rule for
+//! it (the runtime reads `GuardDef::unsafe_label`). A missing directory is only a warning (W006) here, since `check` often runs where the
 //! model files are not (CI); `serve` refuses it.
 
 use super::{list_names, list_some, quote, Checker};
@@ -17,7 +18,8 @@ use std::path::Path;
 /// How many served ids an E040 lists before "and N more".
 const LISTED_IDS: usize = 12;
 
-/// Labels a guard's unsafe label is told apart from when `positive` is not declared.
+/// Labels a guard's unsafe label is told apart from when `positive` is not declared: without
+/// `positive`, a guard's model has two labels and the unsafe one is the one not listed here.
 const SAFE_LABELS: &[&str] = &["benign", "safe", "LABEL_0"];
 
 impl Checker<'_> {
@@ -152,11 +154,14 @@ impl Checker<'_> {
             };
             self.report(d);
         }
-        for g in self.decls.guards.clone() {
+        for (i, g) in self.decls.guards.clone().into_iter().enumerate() {
             let Some(labels) = self.model_labels("guard", &g.name, &g.path) else {
                 continue;
             };
-            self.check_positive(&g.name, &g.positive, &labels, &g.path);
+            let resolved = self.unsafe_label(&g.name, &g.positive, &labels, &g.path);
+            if let Some(def) = self.parts.guards.get_mut(i) {
+                def.unsafe_label = resolved;
+            }
         }
         for e in self.decls.encoders.clone() {
             if let Some(p) = &e.path {
@@ -165,16 +170,18 @@ impl Checker<'_> {
         }
     }
 
-    fn check_positive(
+    /// The label of `labels` (the guard model's) whose probability is the guard's score: E042
+    /// when `positive` is not one of them, or, without `positive`, when the rule cannot tell.
+    fn unsafe_label(
         &mut self,
         guard: &Ident,
         positive: &Option<Ident>,
         labels: &[String],
         path: &Option<Spanned<String>>,
-    ) {
+    ) -> Option<String> {
         let config = self.config_shown(path);
         match positive {
-            Some(p) if labels.contains(&p.name) => {}
+            Some(p) if labels.contains(&p.name) => Some(p.name.clone()),
             Some(p) => {
                 let candidates: Vec<&str> = labels.iter().map(String::as_str).collect();
                 let d = Diagnostic::error(
@@ -194,14 +201,17 @@ impl Checker<'_> {
                     None => d.with_help("name the model's unsafe label"),
                 };
                 self.report(d);
+                None
             }
             None => {
                 let unsafe_labels: Vec<&String> = labels
                     .iter()
                     .filter(|l| !SAFE_LABELS.contains(&l.as_str()))
                     .collect();
-                if unsafe_labels.len() != 1 || labels.len() != 2 {
-                    self.report(
+                match unsafe_labels[..] {
+                    [one] if labels.len() == 2 => Some(one.clone()),
+                    _ => {
+                        self.report(
                         Diagnostic::error(
                             codes::LABELS_MISMATCH,
                             format!(
@@ -212,8 +222,13 @@ impl Checker<'_> {
                         )
                         .with_label_message("no `positive` label")
                         .with_note(format!("the model's labels: {}", list_names(labels)))
-                        .with_help("declare it: `positive = LABEL` (the default is the one label of two that is not `benign`, `safe` or `LABEL_0`)"),
+                        .with_help(format!(
+                            "declare it: `positive = LABEL` (the default is the one label of two that is not {})",
+                            list_names(SAFE_LABELS).replace(" and ", " or ")
+                        )),
                     );
+                        None
+                    }
                 }
             }
         }

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 impl Checker<'_> {
     pub(super) fn check_backends(&mut self) {
         for b in self.decls.backends.clone() {
+            self.check_backend_url(b);
             if let Some(t) = &b.timeout {
                 if t.value.millis == 0 {
                     self.report(out_of_range(
@@ -56,13 +57,20 @@ impl Checker<'_> {
                 }
             }
             let context = m.context.as_ref().and_then(|c| self.context(&m.name, c));
-            let def = match (backend, &m.serves) {
-                (Some(b), Some(serves)) if m.context.is_none() || context.is_some() => {
+            let served_header = m
+                .serves
+                .as_ref()
+                .and_then(|s| self.served_header(&m.name, s));
+            let def = match (backend, &m.serves, served_header) {
+                (Some(b), Some(serves), Some(served_header))
+                    if m.context.is_none() || context.is_some() =>
+                {
                     Some(ModelDef {
                         name: m.name.name.clone(),
                         span: m.name.span,
                         backend: BackendId(b as u32),
                         serves: serves.value.clone(),
+                        served_header,
                         aliases: m
                             .aliases
                             .as_ref()
@@ -178,6 +186,8 @@ impl Checker<'_> {
                 span: g.name.span,
                 path: self.model_path(&g.path),
                 positive: g.positive.as_ref().map(|p| p.name.clone()),
+                // Resolved against the model's labels, when they can be read, by `catalog`.
+                unsafe_label: g.positive.as_ref().map(|p| p.name.clone()),
                 device: device(&g.device),
             });
         }

@@ -13,6 +13,7 @@
 //! - `types`, `builtins`, `labels`: expression typing;
 //! - `routes` (ordering and priorities) and `implication` (routes that can never win);
 //! - `sections`: `block`, `cache`, `session`, `protect`, `failure`, `router`;
+//! - `wire`: what the server sends over the network (URLs, served ids, headers);
 //! - `cases`: `test` declarations; `catalog`: files on disk; `unused`: unused warnings;
 //! - `name_table`: the names and types handed out with the outcome, for editors.
 
@@ -29,6 +30,7 @@ mod sections;
 mod signals;
 mod types;
 mod unused;
+mod wire;
 
 #[cfg(test)]
 mod unit_tests;

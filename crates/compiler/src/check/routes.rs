@@ -171,11 +171,16 @@ impl Checker<'_> {
                 None => fallbacks_ok = false,
             }
         }
+        let header_fields = match &r.headers {
+            Some(h) => self.header_fields(&r.name, &h.value),
+            None => Some(Vec::new()),
+        };
         let when = match when {
             Some(Some(w)) => Some(w),
             Some(None) => return None,
             None => None,
         };
+        let header_fields = header_fields?;
         if !fallbacks_ok {
             return None;
         }
@@ -200,6 +205,7 @@ impl Checker<'_> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            header_fields,
             reasoning: r.reasoning.as_ref().map(|r| r.value),
             tools: match r.tools.as_ref().map(|t| &t.value) {
                 None | Some(Tools::Keep) => ToolsDef::Keep,

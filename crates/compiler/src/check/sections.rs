@@ -11,7 +11,7 @@ use super::types::texpr;
 use super::{Checker, Scope};
 use crate::hir::{
     BlockActionDef, BlockDef, CacheDef, EncoderId, FailureDef, HoldDef, ModelId, ProtectDef,
-    RouterDef, SessionDef, StoreDef, TExpr, TExprKind, Type,
+    RouterDef, SessionDef, TExpr, TExprKind, Type,
 };
 use src_dsl::ast::{self, BlockAction, FailMode, Missing, ProtectMode};
 use src_dsl::{codes, Diagnostic, Span};
@@ -132,20 +132,23 @@ impl Checker<'_> {
             }
         });
         let ttl_ok = self.positive_ttl(&cache.ttl, "cache");
+        let store = self.store(&cache.store, "cache");
         let skip = match &cache.skip_when {
             Some(e) => self
                 .expect_bool(e, "the `skip when` condition of `cache`")
                 .map(Some),
             None => Some(None),
         };
-        let def = match (encoder, threshold, skip) {
-            (Some(encoder), Some(threshold), Some(skip_when)) if ttl_ok => Some(CacheDef {
-                encoder,
-                threshold,
-                ttl_ms: cache.ttl.as_ref().map(|t| t.value.millis),
-                store: store(&cache.store),
-                skip_when,
-            }),
+        let def = match (encoder, threshold, store, skip) {
+            (Some(encoder), Some(threshold), Some(store), Some(skip_when)) if ttl_ok => {
+                Some(CacheDef {
+                    encoder,
+                    threshold,
+                    ttl_ms: cache.ttl.as_ref().map(|t| t.value.millis),
+                    store,
+                    skip_when,
+                })
+            }
             _ => None,
         };
         self.parts.cache = Some(def);
@@ -179,15 +182,16 @@ impl Checker<'_> {
             None => Some(None),
         };
         let ttl_ok = self.positive_ttl(&session.ttl, "session");
-        let def = match (id, tenant) {
-            (Some(id), Some(tenant)) if ttl_ok => Some(SessionDef {
+        let store = self.store(&session.store, "session");
+        let def = match (id, tenant, store) {
+            (Some(id), Some(tenant), Some(store)) if ttl_ok => Some(SessionDef {
                 id,
                 tenant,
                 ttl_ms: session
                     .ttl
                     .as_ref()
                     .map_or(DEFAULT_SESSION_TTL_MS, |t| t.value.millis),
-                store: store(&session.store),
+                store,
                 missing: session.missing.as_ref().map_or(Missing::Route, |m| m.value),
             }),
             _ => None,
@@ -234,11 +238,6 @@ impl Checker<'_> {
             }
         }));
     }
-}
-
-fn store(s: &Option<src_dsl::Spanned<ast::Store>>) -> StoreDef {
-    s.as_ref()
-        .map_or(StoreDef::Memory, |s| StoreDef::from(&s.value))
 }
 
 /// `header("x-model-affinity") ?? header("x-session-id") ?? header("x-conversation-id")`.

@@ -26,9 +26,6 @@ use super::metrics::{FailureLabels, ModelLabel, ModelMetrics};
 use super::model::{softmax, Model, Role};
 use crate::hooks::{BoxFuture, Embedding, ModelSignals, SignalError};
 
-/// Labels a guard's unsafe label is not, when `positive` is not declared.
-const SAFE_LABELS: &[&str] = &["benign", "safe", "LABEL_0"];
-
 /// How models run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelOptions {
@@ -511,7 +508,7 @@ impl OnnxModels {
                 let positive = policy
                     .guards
                     .get(g.index())
-                    .and_then(|def| positive_index(&batcher.labels, def.positive.as_deref()));
+                    .and_then(|def| unsafe_index(&batcher.labels, def.unsafe_label.as_deref()));
                 match positive {
                     Some(i) => softmax(row)
                         .get(i)
@@ -546,9 +543,9 @@ struct Declaration {
     dir: PathBuf,
     role: Role,
     device: Device,
-    /// The declaring classifier's labels or guard's `positive`.
+    /// The declaring classifier's labels, or the guard's unsafe label as the checker resolved it.
     labels: Option<Vec<String>>,
-    positive: Option<String>,
+    unsafe_label: Option<String>,
 }
 
 fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
@@ -559,7 +556,7 @@ fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
         role: Role::Classifier,
         device: c.device,
         labels: Some(c.labels.clone()),
-        positive: None,
+        unsafe_label: None,
     });
     let guards = policy.guards.iter().map(|g| Declaration {
         name: g.name.clone(),
@@ -568,7 +565,7 @@ fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
         role: Role::Guard,
         device: g.device,
         labels: None,
-        positive: g.positive.clone(),
+        unsafe_label: g.unsafe_label.clone(),
     });
     let encoders = policy.encoders.iter().map(|e| Declaration {
         name: e.name.clone(),
@@ -577,7 +574,7 @@ fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
         role: Role::Encoder,
         device: e.device,
         labels: None,
-        positive: None,
+        unsafe_label: None,
     });
     classifiers.chain(guards).chain(encoders).collect()
 }
@@ -635,7 +632,9 @@ fn check_labels(policy: &CheckedPolicy, d: &Declaration, batcher: &Batcher) -> O
             );
         }
     }
-    if d.role == Role::Guard && positive_index(model, d.positive.as_deref()).is_none() {
+    // The checker resolved the unsafe label from the same `config.json`; it is missing from
+    // the loaded model only when the directory changed in between.
+    if d.role == Role::Guard && unsafe_index(model, d.unsafe_label.as_deref()).is_none() {
         return Some(
             Diagnostic::error(
                 codes::LABELS_MISMATCH,
@@ -649,20 +648,10 @@ fn check_labels(policy: &CheckedPolicy, d: &Declaration, batcher: &Batcher) -> O
     None
 }
 
-/// The index of a guard's unsafe label: `positive`, else the one label of two that is not safe.
-fn positive_index(labels: &[String], positive: Option<&str>) -> Option<usize> {
-    match positive {
-        Some(p) => labels.iter().position(|l| l == p),
-        None => {
-            let unsafe_labels: Vec<usize> = (0..labels.len())
-                .filter(|&i| !SAFE_LABELS.contains(&labels[i].as_str()))
-                .collect();
-            match unsafe_labels[..] {
-                [i] if labels.len() == 2 => Some(i),
-                _ => None,
-            }
-        }
-    }
+/// Where a guard's unsafe label (`GuardDef::unsafe_label`) is among its model's labels.
+fn unsafe_index(labels: &[String], unsafe_label: Option<&str>) -> Option<usize> {
+    let wanted = unsafe_label?;
+    labels.iter().position(|l| l == wanted)
 }
 
 fn load_help(err: &ModelError) -> String {

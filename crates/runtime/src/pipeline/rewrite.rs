@@ -180,6 +180,7 @@ mod tests {
             fallbacks: Vec::new(),
             system_prompt: None,
             headers: Vec::new(),
+            header_fields: Vec::new(),
             reasoning: None,
             tools: ToolsDef::Keep,
             cache: true,

@@ -272,7 +272,10 @@ impl SessionLayer {
         }
         let store: Arc<dyn SessionStore> = match def {
             StoreDef::Memory => Arc::new(MemoryStore::new(self.options.memory_capacity)),
-            StoreDef::Redis(url) => Arc::new(RedisStore::connect(url, self.options.redis_timeout)?),
+            StoreDef::Redis(url) => Arc::new(RedisStore::connect(
+                url.as_str(),
+                self.options.redis_timeout,
+            )?),
         };
         stores.push((def.clone(), Arc::clone(&store)));
         Ok(store)

@@ -52,11 +52,6 @@ impl RedisCache {
         })
     }
 
-    /// Whether `url` can name a Redis server at all (checked when a policy loads).
-    pub fn check_url(url: &str) -> Result<(), CacheError> {
-        Ok(redis_link::check_url(url)?)
-    }
-
     async fn bounded<T>(
         &self,
         op: &'static str,
