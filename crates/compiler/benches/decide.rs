@@ -1,6 +1,6 @@
 //! `decide` on generated policies of 10, 100 and 1,000 routes, interpreter against JIT,
-//! `unknown_slots` and a whole staged evaluation on the same policies, and the cost of
-//! lowering + JIT-compiling the 1,000-route policy.
+//! `unknown_slots`, a whole staged evaluation and the request procedure around it on the same
+//! policies, and the cost of lowering + JIT-compiling the 1,000-route policy.
 //!
 //! Route `i` (of `n`, by descending priority) is
 //! `tokens(history) >= (n - i) * 100 and (topic is L(i) or attack < 0.5) or request.tools > 100 + i`
@@ -15,8 +15,9 @@ use src_compiler::hir::{CheckedPolicy, ClassSet, CmpOp, LabelId, RequestField, R
 use src_compiler::interp;
 use src_compiler::ir::{lower, Atom, Outcome, Program, Row, TextExpr, Verdict};
 use src_compiler::jit::JitPolicy;
+use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
-use src_compiler::EngineKind;
+use src_compiler::{EngineKind, Next, Procedure};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -154,14 +155,7 @@ fn bench_evaluate(c: &mut Criterion) {
                         Step::Failed(_) => break None,
                         Step::NeedModels(calls) => {
                             for call in calls {
-                                let answer = match call.model {
-                                    ModelKind::Classifier(_) => ModelResult::Class {
-                                        label: LabelId(3),
-                                        confidence: 0.9,
-                                    },
-                                    _ => ModelResult::Score(0.1),
-                                };
-                                if ev.supply(&call, answer).is_err() {
+                                if ev.supply(&call, answer(call.model)).is_err() {
                                     return None;
                                 }
                             }
@@ -170,8 +164,43 @@ fn bench_evaluate(c: &mut Criterion) {
                 }
             })
         });
+        // The same evaluation driven by the request procedure, as `src serve` runs it: the
+        // request names a router name, the session answers "keep".
+        let mut routed = req.clone();
+        routed.model = Some("auto".into());
+        group.bench_function(BenchmarkId::new("procedure", n), |b| {
+            b.iter(|| {
+                let mut procedure = Procedure::new(&compiled, black_box(&routed));
+                loop {
+                    match procedure.advance() {
+                        Ok(Next::Done(decision)) => break Some(decision),
+                        Ok(Next::Models(calls)) => {
+                            for call in &calls {
+                                if procedure.supply(call, answer(call.model)).is_err() {
+                                    return None;
+                                }
+                            }
+                        }
+                        Ok(Next::Cache(_)) => procedure.cache_answered(false),
+                        Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
+                        Err(_) => break None,
+                    }
+                }
+            })
+        });
     }
     group.finish();
+}
+
+/// The instant model answers of the `evaluate` group.
+fn answer(model: ModelKind) -> ModelResult {
+    match model {
+        ModelKind::Classifier(_) => ModelResult::Class {
+            label: LabelId(3),
+            confidence: 0.9,
+        },
+        _ => ModelResult::Score(0.1),
+    }
 }
 
 fn bench_compile(c: &mut Criterion) {

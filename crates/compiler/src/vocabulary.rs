@@ -155,8 +155,10 @@ impl Builtin {
     }
 }
 
-// One row per line reads as a table; a struct literal per row would not.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one row per line reads as a table; a struct literal per row would not"
+)]
 const fn function(
     name: &'static str,
     f: Function,

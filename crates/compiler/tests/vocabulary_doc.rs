@@ -1,7 +1,10 @@
 //! `docs/language.md`'s table of expressions and the compiler's vocabulary name the same
 //! builtins: a function, value or field added to one and not the other fails here.
 
-#![allow(clippy::expect_used)]
+#![allow(
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 use src_compiler::vocabulary::BUILTINS;
 use src_dsl::keywords::KEYWORDS;

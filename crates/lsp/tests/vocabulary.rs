@@ -2,7 +2,11 @@
 //! `src_compiler::vocabulary` is completed where it fits and hovered with its signature and doc,
 //! and every builtin the completion offers has a row.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
 
 use lsp_types::{CompletionItem, CompletionItemKind};
 use src_compiler::vocabulary::{self, Builtin, Meaning, Receiver, BUILTINS};

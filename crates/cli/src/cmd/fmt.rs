@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         }
     }
     if broken {
-        eprintln!("some files were not formatted because they do not parse");
+        eprintln!("some files were not formatted: they do not parse, or formatting would change what they say");
     }
     Ok(if broken || (args.check && !differing.is_empty()) {
         Outcome::Failure
