@@ -36,7 +36,7 @@ pub struct BatchOptions {
     /// Longest time the first text of a batch waits for company.
     pub wait: Duration,
     /// Most padded tokens (rows × longest row) in one batch; a single text is never refused.
-    /// `None`: [`CPU_BATCH_TOKENS`] on a CPU, no bound on CUDA.
+    /// `None`: `CPU_BATCH_TOKENS` on a CPU, no bound on CUDA.
     pub max_tokens: Option<usize>,
 }
 

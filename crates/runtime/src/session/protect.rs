@@ -1,9 +1,9 @@
 //! `protect`: whether a proposed switch away from a pinned model is held.
 //!
 //! The holds are conditions of the compiled policy, so they are answered by the same staged
-//! evaluator as the routes ([`Evaluation::hold_step`]) — one semantics for `src test`, `src
-//! explain` and serving. The session layer asks through the small [`Holds`] trait so the switch
-//! protocol can be exercised against a plain table too.
+//! evaluator as the routes ([`src_compiler::eval::Evaluation::hold_step`]) — one semantics for `src
+//! test`, `src explain` and serving. The session layer asks through the small [`Holds`] trait so
+//! the switch protocol can be exercised against a plain table too.
 
 use src_compiler::eval::{HoldStep, ModelResult};
 use src_compiler::hir::{CheckedPolicy, ModelId, ProtectDef, TExpr, TExprKind};
