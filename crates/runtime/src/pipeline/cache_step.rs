@@ -243,20 +243,7 @@ mod tests {
     use crate::pipeline::fakes::{self, Scripted};
     use crate::session::ManualClock;
 
-    const POLICY: &str = r#"
-backend gpu { url = "http://127.0.0.1:9/v1" }
-model small  { backend = gpu  serves = "small-id" }
-model strong { backend = gpu  serves = "strong-id" }
-encoder minilm { path = "models/minilm" }
-cache {
-  encoder = minilm
-  threshold = 0.9
-  store = memory
-  skip when contains(prompt, ["today"])
-}
-route fresh priority 10 { when contains(prompt, ["news"])  to strong  cache = off }
-route default { to small }
-"#;
+    const POLICY: &str = fakes::CACHED_POLICY;
 
     const STORED: &str = r#"{"id":"c1","object":"chat.completion","model":"small-id","choices":[{"index":0,"message":{"role":"assistant","content":"Paris"},"finish_reason":"stop"}]}"#;
 

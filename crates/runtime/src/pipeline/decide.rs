@@ -509,20 +509,7 @@ failure { backend = open }
         assert_eq!(plan(decision).cache, None);
     }
 
-    const CACHED: &str = r#"
-backend gpu { url = "http://127.0.0.1:9/v1" }
-model small  { backend = gpu  serves = "small-id" }
-model strong { backend = gpu  serves = "strong-id" }
-encoder minilm { path = "models/minilm" }
-cache {
-  encoder = minilm
-  threshold = 0.9
-  store = memory
-  skip when contains(prompt, ["today"])
-}
-route fresh priority 10 { when contains(prompt, ["news"])  to strong  cache = off }
-route default { to small }
-"#;
+    const CACHED: &str = fakes::CACHED_POLICY;
 
     #[tokio::test]
     async fn a_route_with_cache_off_and_a_streamed_response_bypass_the_cache() {

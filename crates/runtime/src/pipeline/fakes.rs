@@ -209,3 +209,20 @@ pub fn completion() -> (Completion, Arc<Mutex<Vec<Value>>>) {
 pub fn lines(lines: &Mutex<Vec<Value>>) -> Vec<Value> {
     lines.lock().unwrap_or_else(PoisonError::into_inner).clone()
 }
+
+/// A policy with a memory `cache`: `skip when` the prompt says "today", route `fresh` (the news)
+/// with `cache = off`, the default to `small`.
+pub const CACHED_POLICY: &str = r#"
+backend gpu { url = "http://127.0.0.1:9/v1" }
+model small  { backend = gpu  serves = "small-id" }
+model strong { backend = gpu  serves = "strong-id" }
+encoder minilm { path = "models/minilm" }
+cache {
+  encoder = minilm
+  threshold = 0.9
+  store = memory
+  skip when contains(prompt, ["today"])
+}
+route fresh priority 10 { when contains(prompt, ["news"])  to strong  cache = off }
+route default { to small }
+"#;
