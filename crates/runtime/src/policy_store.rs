@@ -161,8 +161,6 @@ pub struct Snapshot {
     pub endpoints: Vec<Endpoint>,
     /// Indexed by `ModelId`.
     pub wire: Vec<ModelWire>,
-    /// Route headers plugin, parsed; indexed by `RouteId`.
-    pub route_headers: Vec<Vec<(HeaderName, HeaderValue)>>,
     /// The `GET /v1/models` answer.
     pub models_list: Bytes,
 }
@@ -206,12 +204,6 @@ impl Snapshot {
                 served_header: model.served_header.clone(),
             });
         }
-        // The checker made each `headers { }` pair a header field (E049).
-        let route_headers = checked
-            .routes
-            .iter()
-            .map(|route| route.header_fields.clone())
-            .collect();
         let created = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -224,7 +216,6 @@ impl Snapshot {
             warnings: compiled.warnings.len(),
             endpoints,
             wire,
-            route_headers,
             models_list,
             compiled: compiled.policy,
         })

@@ -1,0 +1,265 @@
+//! The candidate loop against a scripted backend: what is relayed, what moves on, and the
+//! error when every candidate fails.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use http_body_util::BodyExt;
+use src_compiler::hir::RouteId;
+
+use super::*;
+use crate::hooks::NoModelSignals;
+use crate::pipeline::fakes;
+
+const POLICY: &str = r#"
+backend gpu { url = "http://127.0.0.1:9/v1" }
+model small  { backend = gpu  serves = "small-id"  context = 4 }
+model strong { backend = gpu  serves = "strong-id" }
+model safe   { backend = gpu  serves = "safe-id" }
+route coding priority 10 {
+  when contains(prompt, ["segfault"])
+  to strong else safe
+  headers { "x-team" = "platform" }
+}
+route default { to safe }
+"#;
+
+const SMALL: ModelId = ModelId(0);
+const STRONG: ModelId = ModelId(1);
+const SAFE: ModelId = ModelId(2);
+
+/// What a request the fake sent carried.
+#[derive(Debug)]
+struct Sent {
+    url: String,
+    selected: Option<String>,
+    team: Option<String>,
+    body: Value,
+}
+
+/// A backend that answers from a script, one entry per request, and records the requests.
+struct Scripted {
+    answers: Mutex<VecDeque<Result<u16, UpstreamError>>>,
+    sent: Mutex<Vec<Sent>>,
+}
+
+impl Scripted {
+    fn new(answers: Vec<Result<u16, UpstreamError>>) -> Scripted {
+        Scripted {
+            answers: Mutex::new(answers.into()),
+            sent: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn sent(&self) -> Vec<Sent> {
+        std::mem::take(&mut *self.sent.lock().unwrap())
+    }
+}
+
+impl Transport for Scripted {
+    type Body = ();
+
+    fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        _timeout: Duration,
+    ) -> impl Future<Output = Result<Response<()>, UpstreamError>> + Send {
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let selected = header(headers::SELECTED_MODEL);
+        let team = header("x-team");
+        let url = request.uri().to_string();
+        let answer = self.answers.lock().unwrap().pop_front();
+        let sent = &self.sent;
+        async move {
+            let body = request.into_body().collect().await.unwrap().to_bytes();
+            sent.lock().unwrap().push(Sent {
+                url,
+                selected,
+                team,
+                body: serde_json::from_slice(&body).unwrap_or_default(),
+            });
+            match answer.expect("no more scripted answers") {
+                Ok(status) => {
+                    let mut response = Response::new(());
+                    *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                    Ok(response)
+                }
+                Err(err) => Err(err),
+            }
+        }
+    }
+}
+
+fn timeout() -> UpstreamError {
+    UpstreamError::Timeout {
+        url: "http://127.0.0.1:9/v1/chat/completions".into(),
+        timeout: Duration::from_secs(1),
+    }
+}
+
+fn connect() -> UpstreamError {
+    UpstreamError::Connect {
+        url: "http://127.0.0.1:9/v1/chat/completions".into(),
+        detail: "refused".into(),
+    }
+}
+
+fn plan(route: Option<RouteId>, candidates: Vec<ModelId>) -> Plan {
+    Plan {
+        route,
+        block: None,
+        candidates,
+        protection: None,
+        session: None,
+        cache: None,
+    }
+}
+
+/// Tries `plan`'s candidates for a chat request saying `text`; returns the answering model
+/// and status (or the error answered) with the failures noted.
+async fn attempt(
+    transport: &Scripted,
+    text: &str,
+    plan: &Plan,
+) -> (Result<(String, u16), ApiError>, Vec<String>, RequestRecord) {
+    let snapshot = fakes::snapshot(POLICY, &NoModelSignals).await;
+    let body = fakes::user("auto", text);
+    let bytes = Bytes::from(body.to_string());
+    let view = fakes::chat(&body);
+    let (parts, ()) = Request::post("/v1/chat/completions")
+        .header("x-client", "kept")
+        .body(())
+        .unwrap()
+        .into_parts();
+    let request = Outgoing {
+        api: Api::Chat,
+        parts: &parts,
+        body: &bytes,
+        parsed: &body,
+        view: &view,
+    };
+    let telemetry = Telemetry::new();
+    let mut record = RequestRecord {
+        request_id: "req-1".into(),
+        ..RequestRecord::default()
+    };
+    let tried = try_candidates(
+        transport,
+        &telemetry,
+        &snapshot,
+        &request,
+        plan,
+        &mut record,
+    )
+    .await;
+    let policy = snapshot.policy();
+    let failures = fallback_list(policy, &tried.failures);
+    let outcome = match tried.outcome {
+        Tried::Answered {
+            response, model, ..
+        } => Ok((model.name.clone(), response.status().as_u16())),
+        Tried::Unbuildable(error) => Err(error),
+        Tried::Exhausted => Err(exhausted(policy, &tried.failures)),
+    };
+    (outcome, failures, record)
+}
+
+#[tokio::test]
+async fn the_first_candidate_that_answers_is_relayed_with_its_served_id() {
+    let transport = Scripted::new(vec![Ok(200)]);
+    let plan = plan(Some(RouteId(0)), vec![STRONG, SAFE]);
+    let (outcome, failures, record) = attempt(&transport, "a segfault", &plan).await;
+    assert_eq!(outcome, Ok(("strong".into(), 200)));
+    assert!(failures.is_empty());
+    assert_eq!(record.model.as_deref(), Some("strong"));
+    assert_eq!(record.served.as_deref(), Some("strong-id"));
+    assert_eq!(record.backend.as_deref(), Some("gpu"));
+    let sent = transport.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].url, "http://127.0.0.1:9/v1/chat/completions");
+    assert_eq!(sent[0].selected.as_deref(), Some("strong-id"));
+    assert_eq!(
+        sent[0].team.as_deref(),
+        Some("platform"),
+        "the route's headers"
+    );
+    assert_eq!(sent[0].body["model"], "strong-id");
+}
+
+#[tokio::test]
+async fn a_5xx_or_an_unreachable_backend_moves_on_in_order() {
+    let transport = Scripted::new(vec![Ok(503), Err(connect()), Ok(200)]);
+    let plan = plan(None, vec![STRONG, SAFE, STRONG]);
+    let (outcome, failures, _) = attempt(&transport, "hello", &plan).await;
+    assert_eq!(outcome, Ok(("strong".into(), 200)));
+    assert_eq!(failures, ["strong:status", "safe:connect"]);
+    let served: Vec<_> = transport.sent().into_iter().map(|s| s.selected).collect();
+    assert_eq!(
+        served,
+        [Some("strong-id"), Some("safe-id"), Some("strong-id")].map(|s| s.map(String::from))
+    );
+}
+
+#[tokio::test]
+async fn a_404_moves_on_while_a_model_remains_and_passes_through_after_the_last() {
+    let transport = Scripted::new(vec![Ok(404), Ok(404)]);
+    let plan = plan(None, vec![STRONG, SAFE]);
+    let (outcome, failures, _) = attempt(&transport, "hello", &plan).await;
+    assert_eq!(outcome, Ok(("safe".into(), 404)));
+    assert_eq!(failures, ["strong:status"]);
+}
+
+#[tokio::test]
+async fn other_4xx_answers_are_the_client_s_and_pass_through() {
+    let transport = Scripted::new(vec![Ok(400)]);
+    let plan = plan(None, vec![STRONG, SAFE]);
+    let (outcome, _, _) = attempt(&transport, "hello", &plan).await;
+    assert_eq!(outcome, Ok(("strong".into(), 400)));
+}
+
+#[tokio::test]
+async fn a_request_longer_than_a_model_s_context_skips_it_unsent() {
+    let transport = Scripted::new(vec![Ok(200)]);
+    let plan = plan(None, vec![SMALL, STRONG]);
+    let (outcome, failures, _) =
+        attempt(&transport, "a prompt well over four tokens long", &plan).await;
+    assert_eq!(outcome, Ok(("strong".into(), 200)));
+    assert_eq!(failures, ["small:context"]);
+    assert_eq!(transport.sent().len(), 1);
+}
+
+#[tokio::test]
+async fn a_request_that_fits_no_context_is_the_client_s_400() {
+    let transport = Scripted::new(vec![]);
+    let plan = plan(None, vec![SMALL]);
+    let (outcome, _, _) = attempt(&transport, "a prompt well over four tokens long", &plan).await;
+    let error = outcome.expect_err("no model can take it");
+    assert_eq!(error.status.as_u16(), 400);
+    assert_eq!(
+        error.body.error.code.as_deref(),
+        Some("context_length_exceeded")
+    );
+}
+
+#[tokio::test]
+async fn when_every_candidate_fails_the_last_failure_names_the_status() {
+    let cases = [
+        (vec![Ok(503), Err(timeout())], 504),
+        (vec![Err(timeout()), Err(connect())], 502),
+        (vec![Err(connect()), Ok(500)], 503),
+    ];
+    for (answers, status) in cases {
+        let transport = Scripted::new(answers);
+        let plan = plan(None, vec![STRONG, SAFE]);
+        let (outcome, failures, _) = attempt(&transport, "hello", &plan).await;
+        let error = outcome.expect_err("every candidate failed");
+        assert_eq!(error.status.as_u16(), status, "{failures:?}");
+        assert_eq!(failures.len(), 2);
+    }
+}
