@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use hyper::header::{HeaderName, HeaderValue};
+use hyper::header::HeaderValue;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use src_compiler::hir::CheckedPolicy;
