@@ -57,6 +57,21 @@ pub enum Type {
 }
 
 impl Type {
+    /// The type as the language writes it (`bool`, `text?`, `class<domain>`), with `set_name`
+    /// naming a class type's label set.
+    pub fn written(self, set_name: impl FnOnce(ClassSet) -> String) -> String {
+        match self {
+            Type::Bool => "bool".into(),
+            Type::Int => "int".into(),
+            Type::Score => "score".into(),
+            Type::Float => "float".into(),
+            Type::Text => "text".into(),
+            Type::OptText => "text?".into(),
+            Type::Model => "model".into(),
+            Type::Class(set) => format!("class<{}>", set_name(set)),
+        }
+    }
+
     pub fn is_numeric(self) -> bool {
         matches!(self, Type::Int | Type::Score | Type::Float)
     }

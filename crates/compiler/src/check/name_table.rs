@@ -87,16 +87,7 @@ impl NameTable {
 
     /// A type as the language writes it: `class<domain>`, `text?`.
     pub fn type_name(&self, ty: Type) -> String {
-        match ty {
-            Type::Class(set) => format!("class<{}>", self.set_name(set)),
-            Type::Bool => "bool".into(),
-            Type::Int => "int".into(),
-            Type::Score => "score".into(),
-            Type::Float => "float".into(),
-            Type::Text => "text".into(),
-            Type::OptText => "text?".into(),
-            Type::Model => "model".into(),
-        }
+        ty.written(|set| self.set_name(set).to_string())
     }
 }
 

@@ -188,16 +188,7 @@ impl Checker<'_> {
     }
 
     pub(super) fn type_name(&self, ty: Type) -> String {
-        match ty {
-            Type::Bool => "bool".into(),
-            Type::Int => "int".into(),
-            Type::Score => "score".into(),
-            Type::Float => "float".into(),
-            Type::Text => "text".into(),
-            Type::OptText => "text?".into(),
-            Type::Model => "model".into(),
-            Type::Class(set) => format!("class<{}>", self.set_name(set)),
-        }
+        ty.written(|set| self.set_name(set))
     }
 
     /// A number literal in the context `hint`.
