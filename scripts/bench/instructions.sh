@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Instructions per routed request, counted by valgrind's callgrind: a figure that does not move
+# with the load of a shared machine, for comparing two builds of the router when wall-clock
+# medians are too noisy to tell a few microseconds apart (docs/benchmarks.md).
+#
+# Usage: scripts/bench/instructions.sh [BENCH_BINARY...]
+#   Each argument is a built `proxy` criterion bench of src-runtime (for another commit: build it
+#   in a worktree with `cargo bench -p src-runtime --bench proxy --no-run` and pass the
+#   executable it prints). Without arguments the bench of this checkout is built and measured.
+#
+# For each binary the `through_router` bench runs under callgrind for BENCH_PROFILE_SECONDS (20)
+# of its own time. The router's share is the inclusive count of its request handler, divided by
+# the requests the simulator behind it parsed; the whole process (client, router, simulator) is
+# reported too, setup included.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${BENCH_PROFILE_SECONDS:-20}
+
+command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install -y valgrind)" >&2; exit 2; }
+
+binaries=("$@")
+if [ ${#binaries[@]} -eq 0 ]; then
+  built=$(cargo bench -p src-runtime --bench proxy --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -n 1)
+  [ -n "$built" ] || { echo "could not build the proxy bench" >&2; exit 2; }
+  binaries=("$built")
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+printf '%-60s %12s %14s %14s\n' binary requests 'router/req' 'process/req'
+for bin in "${binaries[@]}"; do
+  out=$work/$(basename "$bin").out
+  valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
+    through_router >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+  total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
+  tree=$(callgrind_annotate --inclusive=yes --tree=caller "$out" 2>/dev/null)
+  # One upstream request per routed request: the simulator parses each once.
+  requests=$(grep -E '=> .*sim::request::GenerateRequest::parse \(' <<<"$tree" |
+    sed -E 's/.*\(([0-9,]+)x\)$/\1/' | tr -d , | awk '{s += $1} END {print s + 0}')
+  # The request handler's future, polled from the server's connection task (the handler is
+  # `pipeline::handle` now, `proxy::handle` in older builds).
+  router=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null |
+    grep -E 'src_runtime::(pipeline|proxy)::handle::\{\{closure\}\} \[' | head -n 1 |
+    awk '{print $1}' | tr -d ,)
+  if [ "${requests:-0}" -eq 0 ] || [ -z "$router" ]; then
+    echo "$bin: no routed requests counted" >&2
+    exit 1
+  fi
+  printf '%-60s %12d %14d %14d\n' "$(basename "$bin")" "$requests" $((router / requests)) $((total / requests))
+done
