@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 
+use percent_encoding::percent_decode_str;
 use url::{Host, Url};
 
 /// Schemes of a Redis server reached over TCP (`rediss` and `valkeys` over TLS).
@@ -20,8 +21,9 @@ const UNIX_SCHEMES: &[&str] = &["unix", "redis+unix", "valkey+unix"];
 /// What `protocol=` may ask for.
 const PROTOCOLS: &[&str] = &["2", "resp2", "3", "resp3"];
 
-/// A URL the runtime's Redis client can open.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A URL the runtime's Redis client can open. `Debug` and `Display` show it with the password
+/// replaced by `***`, so that it can be logged and printed; [`RedisUrl::as_str`] is the text.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct RedisUrl {
     text: String,
     tls: bool,
@@ -94,8 +96,8 @@ impl RedisUrl {
                 _ => {}
             }
             database(url.path().trim_matches('/'))?;
-            let decoded =
-                |s: &str| percent_decode(s).is_some_and(|bytes| String::from_utf8(bytes).is_ok());
+            // The client decodes credentials as `percent_decode_str(..).decode_utf8()` does.
+            let decoded = |s: &str| percent_decode_str(s).decode_utf8().is_ok();
             if !decoded(url.username()) || !url.password().is_none_or(decoded) {
                 return Err(RedisUrlError::Credentials);
             }
@@ -122,9 +124,31 @@ impl RedisUrl {
     }
 }
 
+impl RedisUrl {
+    /// The URL with its password (if any) replaced by `***`.
+    pub fn redacted(&self) -> Cow<'_, str> {
+        match Url::parse(&self.text) {
+            Ok(mut url) if url.password().is_some() => match url.set_password(Some("***")) {
+                Ok(()) => Cow::Owned(url.into()),
+                Err(()) => Cow::Borrowed("<redis url>"),
+            },
+            _ => Cow::Borrowed(&self.text),
+        }
+    }
+}
+
 impl std::fmt::Display for RedisUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&self.redacted())
+    }
+}
+
+impl std::fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisUrl")
+            .field("url", &self.redacted())
+            .field("tls", &self.tls)
+            .finish()
     }
 }
 
@@ -137,29 +161,21 @@ fn database(db: &str) -> Result<(), RedisUrlError> {
     }
 }
 
-/// The bytes of a percent-encoded text; `None` for a `%` not followed by two hex digits (the
-/// `url` crate never leaves one, but a client decoding leniently must not see a different text).
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printing_a_url_never_shows_its_password() {
+        let url = RedisUrl::parse("redis://app:hunter2@cache.internal:6380/3").unwrap();
+        for shown in [url.to_string(), format!("{url:?}")] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.contains("app:***@cache.internal:6380/3"), "{shown}");
+        }
+        assert_eq!(url.as_str(), "redis://app:hunter2@cache.internal:6380/3");
+        let plain = RedisUrl::parse("redis://127.0.0.1:6379").unwrap();
+        assert_eq!(plain.to_string(), "redis://127.0.0.1:6379");
+    }
 
     #[test]
     fn redis_urls_parse() {

@@ -4,9 +4,19 @@
 //! conversion is written here once: percent-encoding every byte outside the unreserved set and
 //! `/`, and decoding on the way back. Anything that is not a `file:` URI has no path.
 
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
 use lsp_types::Uri;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+/// Bytes a path keeps as they are: the unreserved set and `/`.
+const PATH_KEEP: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
 
 /// The path of a `file:` URI (`file:///a/b.sr`, `file://localhost/a/b.sr`).
 pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
@@ -16,9 +26,8 @@ pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
         return None;
     }
     let rest = rest.split(['?', '#']).next().unwrap_or(rest);
-    let bytes = percent_decode(rest)?;
-    let text = String::from_utf8(bytes).ok()?;
-    Some(PathBuf::from(text))
+    let text = percent_decode_str(rest).decode_utf8().ok()?;
+    Some(PathBuf::from(text.as_ref()))
 }
 
 /// The `file:` URI of an absolute path.
@@ -27,32 +36,8 @@ pub fn path_to_uri(path: &Path) -> Option<Uri> {
     if !text.starts_with('/') {
         return None;
     }
-    let mut out = String::from("file://");
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
+    let out = format!("file://{}", utf8_percent_encode(text, PATH_KEEP));
     Uri::from_str(&out).ok()
-}
-
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]
