@@ -103,6 +103,22 @@ impl Checker<'_> {
                     .with_help("a header name is letters, digits and `-`, with no spaces or `:`, e.g. `x-team`"),
                 );
             }
+            if let Some(why) = name.as_ref().and_then(reserved_header) {
+                self.report(
+                    Diagnostic::error(
+                        codes::INVALID_HEADER,
+                        format!(
+                            "route `{}` sets the header `{}`, which {why}",
+                            route.name, h.name.value
+                        ),
+                        h.name.span,
+                    )
+                    .with_label_message("the router owns this header")
+                    .with_help(
+                        "name a header of your own, e.g. `x-team`; the router sets this one itself",
+                    ),
+                );
+            }
             let value = HeaderValue::from_str(&h.value.value).ok();
             if value.is_none() {
                 self.report(
@@ -152,5 +168,40 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+}
+
+/// Why a route may not set `name`: it frames the request or its connection, or the router sets
+/// it to tell the backend and the gateway what was decided (a route's value would win over the
+/// router's and misreport the decision).
+fn reserved_header(name: &HeaderName) -> Option<&'static str> {
+    const FRAMING: [&str; 11] = [
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    ];
+    const DECISION: [&str; 6] = [
+        "content-type",
+        "x-request-id",
+        "traceparent",
+        "x-selected-model",
+        "x-gateway-model-name",
+        "x-dynamo-session-id",
+    ];
+    let name = name.as_str();
+    if FRAMING.contains(&name) {
+        Some("frames the request or its connection")
+    } else if DECISION.contains(&name) || name.starts_with("x-sr-") {
+        Some("the router sets to report its decision")
+    } else {
+        None
     }
 }
