@@ -54,6 +54,32 @@ async fn answer_probes(listener: TcpListener) {
     }
 }
 
+/// A loopback address nobody listens on: connections to it are refused at once.
+async fn refused_addr() -> std::io::Result<std::net::SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    listener.local_addr()
+}
+
+/// Polls `/readyz` until every backend in `names` has been probed; the status and report then.
+async fn once_probed(router: &Router, names: &[&str]) -> TestResult<(u16, serde_json::Value)> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let ready = router.get("/readyz").await?;
+        let report = ready.json()?;
+        if names
+            .iter()
+            .all(|n| report["backends"][n]["detail"] != "not probed yet")
+        {
+            return Ok((ready.status, report));
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never probed: {report}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn readiness_follows_the_backend_probe() -> TestResult {
     // The backend's port accepts connections (the kernel does) but nobody answers yet.
@@ -67,9 +93,10 @@ route default {{ to m }}
         listener.local_addr()?
     );
     let router = Router::start(&policy).await?;
-    let ready = router.get("/readyz").await?;
-    assert_eq!(ready.status, 503, "{}", ready.text());
-    assert_eq!(ready.json()?["backends"]["gpu"]["ready"], false);
+    let (status, report) = once_probed(&router, &["gpu"]).await?;
+    assert_eq!(status, 503, "{report}");
+    assert_eq!(report["backends"]["gpu"]["ready"], false, "{report}");
+    assert_eq!(report["unservable_routes"], json!(["default"]), "{report}");
 
     tokio::spawn(answer_probes(listener));
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -79,6 +106,7 @@ route default {{ to m }}
             let report = ready.json()?;
             assert_eq!(report["backends"]["gpu"]["ready"], true, "{report}");
             assert_eq!(report["backends"]["gpu"]["detail"], "answered 200");
+            assert_eq!(report["unservable_routes"], json!([]), "{report}");
             break;
         }
         assert!(
@@ -88,6 +116,59 @@ route default {{ to m }}
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_backend_down_leaves_the_router_ready_while_every_route_can_answer() -> TestResult {
+    let up = TcpListener::bind("127.0.0.1:0").await?;
+    let up_addr = up.local_addr()?;
+    tokio::spawn(answer_probes(up));
+    let down = refused_addr().await?;
+    let policy = format!(
+        r#"
+backend near {{ url = "http://{up_addr}/v1" }}
+backend far  {{ url = "http://{down}/v1" }}
+model small  {{ backend = near  serves = "m-id" }}
+model strong {{ backend = far   serves = "big-id" }}
+route hard priority 10 {{ when tokens(prompt) > 100  to strong else small }}
+route default {{ to small }}
+"#
+    );
+    let router = Router::start(&policy).await?;
+    let (status, report) = once_probed(&router, &["near", "far"]).await?;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ready"], true, "{report}");
+    assert_eq!(report["backends"]["near"]["ready"], true, "{report}");
+    assert_eq!(report["backends"]["far"]["ready"], false, "{report}");
+    assert_eq!(report["routes"]["hard"]["servable"], true, "{report}");
+    assert_eq!(report["unservable_routes"], json!([]), "{report}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_route_whose_only_backend_is_down_makes_the_router_unready() -> TestResult {
+    let up = TcpListener::bind("127.0.0.1:0").await?;
+    let up_addr = up.local_addr()?;
+    tokio::spawn(answer_probes(up));
+    let down = refused_addr().await?;
+    let policy = format!(
+        r#"
+backend near {{ url = "http://{up_addr}/v1" }}
+backend far  {{ url = "http://{down}/v1" }}
+model small  {{ backend = near  serves = "m-id" }}
+model strong {{ backend = far   serves = "big-id" }}
+route hard priority 10 {{ when tokens(prompt) > 100  to strong }}
+route default {{ to small }}
+"#
+    );
+    let router = Router::start(&policy).await?;
+    let (status, report) = once_probed(&router, &["near", "far"]).await?;
+    assert_eq!(status, 503, "{report}");
+    assert_eq!(report["ready"], false, "{report}");
+    assert_eq!(report["routes"]["hard"]["servable"], false, "{report}");
+    assert_eq!(report["routes"]["default"]["servable"], true, "{report}");
+    assert_eq!(report["unservable_routes"], json!(["hard"]), "{report}");
     Ok(())
 }
 
