@@ -42,6 +42,49 @@ pub struct ServeConfig {
     /// Time scale of the built-in simulator's latency model for `simulated = true` backends
     /// (1.0 = the modelled latencies; tests use a small value).
     pub sim_time_scale: f64,
+    /// The bearer token every admin request must carry (`SRC_ADMIN_TOKEN`). Required when the
+    /// admin listener is bound to anything but a loopback address; honoured on loopback too.
+    pub admin_token: Option<AdminToken>,
+}
+
+/// The admin listener's bearer token. `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    /// The environment variable the token is read from.
+    pub const ENV: &'static str = "SRC_ADMIN_TOKEN";
+
+    /// A token; `None` for an empty one, which would let anyone in.
+    pub fn new(token: impl Into<String>) -> Option<AdminToken> {
+        let token = token.into();
+        (!token.is_empty()).then_some(AdminToken(token))
+    }
+
+    /// The token of `SRC_ADMIN_TOKEN`, if set and not empty.
+    pub fn from_env() -> Option<AdminToken> {
+        std::env::var(Self::ENV).ok().and_then(AdminToken::new)
+    }
+
+    /// Whether an `Authorization` header value carries this token, compared in constant time so
+    /// that the answer's timing says nothing about how much of a guess was right.
+    pub fn admits(&self, authorization: Option<&[u8]>) -> bool {
+        use subtle::ConstantTimeEq;
+        // The scheme is case-insensitive (RFC 9110 §11.1); the token is not.
+        let Some(given) = authorization
+            .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
+            .map(|v| &v[7..])
+        else {
+            return false;
+        };
+        given.ct_eq(self.0.as_bytes()).into()
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(***)")
+    }
 }
 
 impl ServeConfig {
@@ -61,6 +104,7 @@ impl ServeConfig {
             reload_debounce: Duration::from_millis(200),
             watch: true,
             sim_time_scale: 1.0,
+            admin_token: None,
         }
     }
 
@@ -102,7 +146,8 @@ pub struct ServeArgs {
     /// Address of the OpenAI-compatible API.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    /// Address of the admin API (`GET /v1/router/policy`).
+    /// Address of the admin API (`GET /v1/router/policy`). Bound to anything but a loopback
+    /// address it needs a bearer token in the environment (`SRC_ADMIN_TOKEN`).
     #[arg(long, default_value = DEFAULT_ADMIN)]
     pub admin: SocketAddr,
     /// Decision engine.
@@ -129,6 +174,7 @@ impl From<ServeArgs> for ServeConfig {
             max_body_bytes: args.max_body_bytes,
             watch: !args.no_watch,
             backend_ca: args.backend_ca,
+            admin_token: AdminToken::from_env(),
             ..ServeConfig::new(args.policy)
         }
     }
@@ -151,6 +197,26 @@ pub fn env_number(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_admin_token_admits_only_its_own_bearer_and_never_shows() {
+        let token = AdminToken::new("abc123").unwrap();
+        assert!(token.admits(Some(b"Bearer abc123")));
+        assert!(token.admits(Some(b"bearer abc123")));
+        for refused in [
+            None,
+            Some(&b"abc123"[..]),
+            Some(b"Bearer abc12"),
+            Some(b"Bearer abc1234"),
+            Some(b"Bearer ABC123"),
+            Some(b"Basic abc123"),
+            Some(b"Bearer "),
+        ] {
+            assert!(!token.admits(refused), "{refused:?}");
+        }
+        assert_eq!(format!("{token:?}"), "AdminToken(***)");
+        assert_eq!(AdminToken::new(""), None);
+    }
     use clap::Parser;
 
     #[derive(Parser)]

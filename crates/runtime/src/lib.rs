@@ -61,5 +61,5 @@ pub mod trace;
 pub mod upstream;
 
 pub use app::Components;
-pub use config::{ServeArgs, ServeConfig};
+pub use config::{AdminToken, ServeArgs, ServeConfig};
 pub use server::{serve, spawn, ServeError, ServerHandle};

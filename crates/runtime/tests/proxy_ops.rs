@@ -252,6 +252,58 @@ async fn admin_reports_the_policy_on_its_own_listener() -> TestResult {
 }
 
 #[tokio::test]
+async fn an_admin_token_guards_every_admin_path() -> TestResult {
+    let token = "s3cret-admin-token";
+    let router = Router::start_with(POLICY, |cfg| {
+        cfg.admin_token = src_runtime::AdminToken::new(token);
+    })
+    .await?;
+    let http = Http::new();
+    let bearer = format!("Bearer {token}");
+    for path in ["/v1/router/policy", "/healthz", "/no-such-path"] {
+        let url = router.admin_url(path);
+        for refused in [
+            vec![],
+            vec![("authorization", "Bearer wrong")],
+            vec![("authorization", token)],
+        ] {
+            let answer = http.send(hyper::Method::GET, &url, "", &refused).await?;
+            assert_eq!(answer.status, 401, "{path} {refused:?}: {}", answer.text());
+            assert_eq!(answer.json()?["error"]["code"], "invalid_api_key");
+            assert_eq!(answer.headers["www-authenticate"], "Bearer");
+            assert!(!answer.text().contains(token));
+        }
+        let admitted = http
+            .send(hyper::Method::GET, &url, "", &[("authorization", &bearer)])
+            .await?;
+        let want = if path == "/no-such-path" { 404 } else { 200 };
+        assert_eq!(admitted.status, want, "{path}: {}", admitted.text());
+    }
+    // The client-facing API is not the admin API: its paths need no admin token.
+    assert_eq!(router.get("/healthz").await?.status, 200);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_admin_listener_off_loopback_refuses_to_start_without_a_token() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("policy.sr"), POLICY)?;
+    let mut cfg = src_runtime::ServeConfig::ephemeral(dir.path());
+    cfg.watch = false;
+    cfg.admin = "0.0.0.0:0".parse()?;
+    let refused = src_runtime::spawn(cfg.clone(), src_runtime::Components::standard()).await;
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("SRC_ADMIN_TOKEN"), "{message}");
+    assert!(message.contains("0.0.0.0:0"), "{message}");
+
+    cfg.admin_token = src_runtime::AdminToken::new("t0ken");
+    let server = src_runtime::spawn(cfg, src_runtime::Components::standard()).await?;
+    assert!(!server.admin_addr.ip().is_loopback());
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn both_engines_serve_the_same_decisions() -> TestResult {
     let interp =
         Router::start_with(POLICY, |cfg| cfg.engine = src_compiler::EngineKind::Interp).await?;

@@ -108,6 +108,16 @@ impl ApiError {
         )
     }
 
+    /// 401: the admin listener wants its bearer token.
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            INVALID_REQUEST,
+            Some("invalid_api_key"),
+            message,
+        )
+    }
+
     /// 405: the path exists but not for this method.
     pub fn method_not_allowed(method: &str, path: &str) -> ApiError {
         ApiError::new(

@@ -51,6 +51,11 @@ pub enum ServeError {
     Tls(#[from] crate::tls::TlsError),
     #[error("server task failed: {0}")]
     Task(String),
+    #[error(
+        "the admin listener {0} is not on a loopback address, and no admin token is set: \
+         set SRC_ADMIN_TOKEN, or bind it to 127.0.0.1"
+    )]
+    AdminUnprotected(SocketAddr),
 }
 
 /// Serves until `shutdown` completes, with the standard components (no model runtime, no
@@ -117,6 +122,9 @@ impl ServerHandle {
 
 /// Loads the policy, binds both listeners and starts serving in the background.
 pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
+    if !cfg.admin.ip().is_loopback() && cfg.admin_token.is_none() {
+        return Err(ServeError::AdminUnprotected(cfg.admin));
+    }
     let tls = crate::tls::client_config(cfg.backend_ca.as_deref())?;
     let sims = SimPool::new();
     let first = {

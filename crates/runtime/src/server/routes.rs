@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
 use crate::app::App;
@@ -71,6 +71,19 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
 pub async fn admin(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    if let Some(token) = &app.cfg.admin_token {
+        let given = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
+        if !token.admits(given) {
+            let mut answer: Response<ProxyBody> = ApiError::unauthorized(
+                "the admin API needs `Authorization: Bearer <SRC_ADMIN_TOKEN>`",
+            )
+            .into_response();
+            answer
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return answer;
+        }
+    }
     match (path.as_str(), &method) {
         ("/v1/router/policy", &Method::GET | &Method::HEAD) => json(
             StatusCode::OK,
