@@ -7,6 +7,8 @@
 //! - [`cmd::fmt`]: `src fmt`: rewrite `.sr` files canonically, or list those that differ.
 //! - [`cmd::test`]: `src test`: run `test` blocks on the interpreter, the JIT or both.
 //! - [`cmd::explain`]: `src explain`: evaluate one request offline and show why it was decided so.
+//! - [`cmd::doctor`]: `src doctor`: check the policy's backends live, model by model and route by
+//!   route.
 //! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share.
@@ -45,6 +47,9 @@ enum Command {
     Test(cmd::test::Args),
     /// Evaluate one request offline and show why the policy decided what it did.
     Explain(cmd::explain::Args),
+    /// Check live that every backend serves what the policy sends it, and that routed
+    /// requests reach the models the policy chooses.
+    Doctor(cmd::doctor::Args),
     /// Serve the OpenAI-compatible routing proxy for a policy (hot-reloads on change).
     Serve(src_runtime::ServeArgs),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         Command::Fmt(args) => cmd::fmt::run(args),
         Command::Test(args) => cmd::test::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
         Command::Serve(args) => cmd::serve::serve(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()

@@ -1,0 +1,225 @@
+//! `src doctor` against the built-in simulator as a real HTTP backend on a loopback port: the
+//! exit codes, the table, the JSON report, what the backend received, and that an API key is
+//! sent but never printed.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a failed step fails the test with its message"
+)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use src_runtime::sim::{SimConfig, SimHandle};
+use std::path::{Path, PathBuf};
+
+const KEY: &str = "sk-doctor-test-0123456789";
+
+/// A simulator serving `ids`, on a runtime kept alive with it.
+fn simulator(ids: &[&str]) -> (tokio::runtime::Runtime, SimHandle) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cfg = SimConfig::serving(ids.iter().map(|s| s.to_string()));
+    cfg.time_scale = 0.0;
+    let sim = runtime.block_on(SimHandle::spawn(cfg)).unwrap();
+    (runtime, sim)
+}
+
+fn policy(dir: &Path, url: &str, strong_serves: &str) -> PathBuf {
+    let path = dir.join("policy.sr");
+    std::fs::write(
+        &path,
+        format!(
+            r#"backend fleet {{ url = "{url}/v1"  api_key = env("SRC_DOCTOR_TEST_KEY") }}
+model small  {{ backend = fleet  serves = "tiny-a"  aliases = ["fast"] }}
+model strong {{ backend = fleet  serves = "{strong_serves}" }}
+signal code_talk = contains(prompt, ["stack trace", "segfault"])
+route coding priority 20 {{ when code_talk  to strong else small }}
+route default {{ to small }}
+test crash_goes_strong {{
+  prompt = "here is the stack trace"
+  expect coding model strong
+}}
+test plain_goes_small {{
+  prompt = "hello there"
+  expect default model small
+}}
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn doctor(policy: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("src").unwrap();
+    cmd.env("SRC_DOCTOR_TEST_KEY", KEY)
+        .args(["doctor", "--color", "never", "--timeout", "10s"])
+        .arg(policy);
+    cmd
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_healthy_fleet_passes_with_a_table() {
+    let (_rt, sim) = simulator(&["tiny-a", "tiny-b"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy(dir.path(), &sim.base_url(), "tiny-b");
+    let out = doctor(&file).assert().code(0);
+    let stdout = text(&out.get_output().stdout);
+    let stderr = text(&out.get_output().stderr);
+    for row in [
+        "model `small` = `tiny-a`",
+        "model `strong` = `tiny-b`",
+        "route `coding` (test `crash_goes_strong`)",
+        "reached `tiny-b` (model `strong`)",
+        "route `default` (test `plain_goes_small`)",
+        "reached `tiny-a` (model `small`)",
+        "7 passed, 0 failed, 0 skipped",
+    ] {
+        assert!(stdout.contains(row), "missing `{row}` in\n{stdout}");
+    }
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "{stdout}{stderr}"
+    );
+
+    // What the backend saw: the catalog, two direct requests, then the two routed requests,
+    // each carrying the key; the routed ones carry the test's prompt to the decided model.
+    let received = sim.received();
+    let paths: Vec<&str> = received.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/models",
+            "/v1/chat/completions",
+            "/v1/chat/completions",
+            "/v1/chat/completions",
+            "/v1/chat/completions"
+        ]
+    );
+    for r in &received {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+    }
+    let routed = received[3].json().unwrap();
+    assert_eq!(routed["model"], "tiny-b");
+    assert_eq!(routed["max_tokens"], 1);
+    assert_eq!(routed["messages"][0]["content"], "here is the stack trace");
+    assert_eq!(received[4].model().as_deref(), Some("tiny-a"));
+}
+
+#[test]
+fn a_served_id_the_backend_lacks_is_named_with_what_it_serves() {
+    let (_rt, sim) = simulator(&["tiny-a", "tiny-b"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy(dir.path(), &sim.base_url(), "tiny-c");
+    let out = doctor(&file).assert().code(1);
+    let stdout = text(&out.get_output().stdout);
+    assert!(
+        stdout.contains("`tiny-c` is not served by backend `fleet`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("it serves: `tiny-a`, `tiny-b`"), "{stdout}");
+    // The missing model is not sent anything, and the route that needs it is not tried.
+    assert!(
+        sim.received()
+            .iter()
+            .all(|r| r.model().as_deref() != Some("tiny-c")),
+        "a request went to the missing id"
+    );
+    assert!(
+        stdout.contains("did not pass the direct request"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_backend_that_is_down_fails_with_a_clear_line() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy(dir.path(), &format!("http://127.0.0.1:{port}"), "tiny-b");
+    let out = doctor(&file).assert().code(1);
+    let stdout = text(&out.get_output().stdout);
+    assert!(
+        stdout.contains("backend `fleet` is unusable: cannot connect to"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn unusable_input_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.sr");
+    std::fs::write(&bad, "model m { backend = nowhere  serves = \"x\" }\n").unwrap();
+    let out = doctor(&bad).assert().code(2);
+    assert!(text(&out.get_output().stderr).contains("does not check"));
+    doctor(&dir.path().join("missing.sr")).assert().code(2);
+    let (_rt, sim) = simulator(&["tiny-a"]);
+    let file = policy(dir.path(), &sim.base_url(), "tiny-a");
+    Command::cargo_bin("src")
+        .unwrap()
+        .args(["doctor", "--timeout", "10"])
+        .arg(&file)
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn an_unset_key_variable_is_a_violation() {
+    let (_rt, sim) = simulator(&["tiny-a", "tiny-b"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy(dir.path(), &sim.base_url(), "tiny-b");
+    let out = doctor(&file)
+        .env_remove("SRC_DOCTOR_TEST_KEY")
+        .assert()
+        .code(1);
+    assert!(text(&out.get_output().stdout)
+        .contains("`SRC_DOCTOR_TEST_KEY` (the backend's `api_key`) is not set"));
+    assert!(sim.received().is_empty());
+}
+
+#[test]
+fn the_json_report_has_every_check() {
+    let (_rt, sim) = simulator(&["tiny-a"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy(dir.path(), &sim.base_url(), "tiny-b");
+    let out = doctor(&file).args(["--format", "json"]).assert().code(1);
+    let stdout = text(&out.get_output().stdout);
+    assert!(!stdout.contains(KEY));
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["ok"], false);
+    assert_eq!(doc["violations"], 1);
+    let checks = doc["checks"].as_array().unwrap();
+    let find = |phase: &str, model: &str| {
+        checks
+            .iter()
+            .find(|c| c["phase"] == phase && c["model"] == model)
+            .unwrap_or_else(|| panic!("no {phase} check of {model} in {stdout}"))
+    };
+    assert_eq!(find("catalog", "strong")["status"], "fail");
+    assert_eq!(find("catalog", "small")["status"], "ok");
+    let direct = find("direct", "small");
+    assert_eq!(direct["status"], "ok");
+    assert_eq!(direct["http_status"], 200);
+    assert!(direct["latency_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(find("direct", "strong")["status"], "skip");
+    let default_route = checks
+        .iter()
+        .find(|c| c["phase"] == "routed" && c["route"] == "default")
+        .unwrap();
+    assert_eq!(default_route["status"], "ok");
+    assert_eq!(default_route["served"], "tiny-a");
+    assert_eq!(default_route["test"], "plain_goes_small");
+}
