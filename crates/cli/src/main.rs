@@ -9,6 +9,8 @@
 //! - [`cmd::explain`]: `src explain`: evaluate one request offline and show why it was decided so.
 //! - [`cmd::doctor`]: `src doctor`: check the policy's backends live, model by model and route by
 //!   route.
+//! - [`cmd::manifest`]: `src manifest`: Envoy, Gateway API and Kubernetes manifests derived from
+//!   the policy.
 //! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share.
@@ -50,6 +52,8 @@ enum Command {
     /// Check live that every backend serves what the policy sends it, and that routed
     /// requests reach the models the policy chooses.
     Doctor(cmd::doctor::Args),
+    /// Write deployment manifests (Envoy, Gateway API HTTPRoutes, Kubernetes) from the policy.
+    Manifest(cmd::manifest::Args),
     /// Serve the OpenAI-compatible routing proxy for a policy (hot-reloads on change).
     Serve(src_runtime::ServeArgs),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Test(args) => cmd::test::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Manifest(args) => cmd::manifest::run(args),
         Command::Serve(args) => cmd::serve::serve(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()
