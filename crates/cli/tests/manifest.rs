@@ -117,12 +117,18 @@ fn route_for<'a>(config: &'a Value, headers: &[(&str, &str)]) -> &'a Value {
 
 #[test]
 fn envoy_configs_of_the_shipped_policies_validate() {
-    for policy in [
-        "policies/production",
-        "examples/quickstart",
-        "examples/guarded",
-    ] {
-        let docs = manifest(Path::new(policy), "envoy", &[]);
+    // Every shipped policy and example, found rather than listed, so a new one is covered.
+    let mut policies: Vec<PathBuf> = ["policies", "examples"]
+        .iter()
+        .flat_map(|top| std::fs::read_dir(repo().join(top)).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    policies.sort();
+    assert!(policies.len() >= 3, "{policies:?}");
+    for path in &policies {
+        let policy = path.display();
+        let docs = manifest(path, "envoy", &[]);
         assert_eq!(docs.len(), 1, "{policy}");
         let config = &docs[0];
         validate(config);
@@ -458,4 +464,166 @@ session { store = redis("redis://127.0.0.1:6379") }
         6379
     );
     assert!(kind(&docs, "Service", &redis).is_some());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A POST over a fresh connection; the status and the body.
+fn post(port: u16, headers: &[(&str, &str)], body: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    stream.write_all(format!("{head}\r\n{body}").as_bytes())?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Envoy running `config` until dropped (with the directory holding its configuration).
+struct Envoy {
+    child: std::process::Child,
+    _config: tempfile::TempDir,
+}
+
+impl Envoy {
+    fn start(mut config: Value, listen: u16) -> Envoy {
+        config["admin"]["address"]["socket_address"]["port_value"] = 0.into();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("envoy.yaml");
+        std::fs::write(&file, serde_norway::to_string(&config).unwrap()).unwrap();
+        let child = std::process::Command::new(envoy())
+            .args([
+                "--concurrency",
+                "1",
+                "--disable-hot-restart",
+                "--log-level",
+                "error",
+                "-c",
+            ])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let envoy = Envoy {
+            child,
+            _config: dir,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "Envoy did not listen");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        envoy
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The generated configuration runs in the real Envoy: with the external processor down, the
+/// fail-open gateway still routes on `x-selected-model` to the backend serving that id (and
+/// sends requests without one to the default route's backend), and the fail-closed one lets
+/// nothing through.
+#[test]
+fn the_envoy_config_routes_requests_in_a_real_envoy() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sim = |id: &str| {
+        let mut cfg = src_runtime::sim::SimConfig::serving([id.to_string()]);
+        cfg.time_scale = 0.0;
+        runtime
+            .block_on(src_runtime::sim::SimHandle::spawn(cfg))
+            .unwrap()
+    };
+    let (a, b) = (sim("tiny-a"), sim("tiny-b"));
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        dir.path(),
+        &format!(
+            r#"backend one {{ url = "{}/v1" }}
+backend two {{ url = "{}/v1" }}
+model small {{ backend = one  serves = "tiny-a" }}
+model strong {{ backend = two  serves = "tiny-b" }}
+route coding priority 1 {{ when contains(prompt, ["segfault"])  to strong }}
+route default {{ to small }}
+"#,
+            a.base_url(),
+            b.base_url()
+        ),
+    );
+    let listen = free_port();
+    let extproc = format!("127.0.0.1:{}", free_port());
+    let listen_flag = format!("127.0.0.1:{listen}");
+    let body = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":1}}"#
+        )
+    };
+
+    let open = manifest(
+        &policy,
+        "envoy",
+        &[
+            "--fail-open",
+            "--extproc-address",
+            &extproc,
+            "--listen",
+            &listen_flag,
+        ],
+    )
+    .remove(0);
+    {
+        let _envoy = Envoy::start(open, listen);
+        let (status, answer) =
+            post(listen, &[("x-selected-model", "tiny-b")], &body("tiny-b")).unwrap();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(b.received().len(), 1);
+        assert_eq!(b.received()[0].path, "/v1/chat/completions");
+        assert!(a.received().is_empty());
+        let (status, answer) = post(listen, &[], &body("tiny-a")).unwrap();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(a.received().len(), 1);
+    }
+
+    let listen = free_port();
+    let listen_flag = format!("127.0.0.1:{listen}");
+    let closed = manifest(
+        &policy,
+        "envoy",
+        &["--extproc-address", &extproc, "--listen", &listen_flag],
+    )
+    .remove(0);
+    let _envoy = Envoy::start(closed, listen);
+    let (status, _) = post(listen, &[("x-selected-model", "tiny-b")], &body("tiny-b")).unwrap();
+    assert!(status >= 500, "fail-closed let a request through: {status}");
+    assert_eq!(b.received().len(), 1, "fail-closed reached the backend");
 }
