@@ -223,3 +223,139 @@ fn the_json_report_has_every_check() {
     assert_eq!(default_route["served"], "tiny-a");
     assert_eq!(default_route["test"], "plain_goes_small");
 }
+
+/// A TLS front for `backend` (plain TCP) with a certificate for `127.0.0.1` from a new CA;
+/// returns its `https` base URL and the CA as PEM.
+fn tls_front(runtime: &tokio::runtime::Runtime, backend: std::net::SocketAddr) -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone(), ca.der().clone()],
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                // A client that refuses the certificate ends the handshake: nothing to relay.
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                if let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                }
+            });
+        }
+    });
+    (url, ca.pem())
+}
+
+#[test]
+fn https_backends_are_trusted_with_backend_ca() {
+    let (rt, sim) = simulator(&["tiny-a", "tiny-b"]);
+    let (url, ca) = tls_front(&rt, sim.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy(dir.path(), &url, "tiny-b");
+    let out = doctor(&file).assert().code(1);
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("invalid peer certificate"), "{stdout}");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    let out = doctor(&file)
+        .arg("--backend-ca")
+        .arg(&ca_file)
+        .assert()
+        .code(0);
+    let stdout = text(&out.get_output().stdout);
+    assert!(
+        stdout.contains("reached `tiny-b` (model `strong`)"),
+        "{stdout}"
+    );
+    // A CA file that cannot be read is unusable input.
+    doctor(&file)
+        .arg("--backend-ca")
+        .arg(dir.path().join("missing.pem"))
+        .assert()
+        .code(2);
+}
+
+/// A backend that lists `tiny-a` and `tiny-b` but answers every completion as `other-model`.
+fn misnaming_backend() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                request.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0u8; length];
+            let _ = stream.read_exact(&mut body);
+            let answer = if head.starts_with("get /v1/models") {
+                r#"{"object":"list","data":[{"id":"tiny-a"},{"id":"tiny-b"}]}"#
+            } else {
+                r#"{"object":"chat.completion","model":"other-model","choices":[]}"#
+            };
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn an_answer_from_another_model_fails_the_routed_check() {
+    let url = misnaming_backend();
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy(dir.path(), &url, "tiny-b");
+    let out = doctor(&file).args(["--format", "json"]).assert().code(1);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let checks = doc["checks"].as_array().unwrap();
+    assert!(checks
+        .iter()
+        .filter(|c| c["phase"] == "direct")
+        .all(|c| c["status"] == "ok"));
+    let coding = checks
+        .iter()
+        .find(|c| c["phase"] == "routed" && c["route"] == "coding")
+        .unwrap();
+    assert_eq!(coding["status"], "fail");
+    assert_eq!(
+        coding["detail"],
+        "expected an answer from `tiny-b` (model `strong`), got one from `other-model`"
+    );
+}
