@@ -359,3 +359,19 @@ fn an_answer_from_another_model_fails_the_routed_check() {
         "expected an answer from `tiny-b` (model `strong`), got one from `other-model`"
     );
 }
+
+#[test]
+fn simulated_backends_are_skipped_not_failed() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = doctor(&repo.join("examples/quickstart")).assert().code(0);
+    let stdout = text(&out.get_output().stdout);
+    assert!(
+        stdout.contains("simulated: served by the built-in simulator"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n0 passed, 0 failed, 8 skipped"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("could not be read"), "{stdout}");
+}

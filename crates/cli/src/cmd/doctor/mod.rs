@@ -32,6 +32,9 @@ use std::time::Duration;
 /// Time allowed to each request when neither `--timeout` nor the backend's `timeout` says.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why a `simulated = true` backend is not checked.
+const SIMULATED: &str = "simulated: served by the built-in simulator inside `src serve`";
+
 /// How the report is printed.
 #[derive(Clone, Copy, Debug, Default, clap::ValueEnum, PartialEq, Eq)]
 pub enum Format {
@@ -167,8 +170,7 @@ impl Doctor<'_> {
             }
             let head = Check::new(Phase::Catalog, &backend.name);
             let catalog = if backend.simulated {
-                checks
-                    .push(head.skip("simulated: served by the built-in simulator of `src serve`"));
+                checks.push(head.skip(SIMULATED));
                 None
             } else if let Some(Err(why)) = self.keys.get(&backend.name) {
                 checks.push(head.fail(why.clone()));
@@ -200,7 +202,11 @@ impl Doctor<'_> {
                 let row =
                     Check::new(Phase::Catalog, &backend.name).model(&model.name, &model.serves);
                 let Some(ids) = &catalog else {
-                    checks.push(row.skip("the backend's catalog could not be read"));
+                    checks.push(row.skip(if backend.simulated {
+                        SIMULATED
+                    } else {
+                        "the backend's catalog could not be read"
+                    }));
                     continue;
                 };
                 if ids.iter().any(|id| id == &model.serves) {
@@ -228,6 +234,10 @@ impl Doctor<'_> {
             let id = ModelId(i as u32);
             let backend = self.backend_of(model);
             let row = Check::new(Phase::Direct, &backend.name).model(&model.name, &model.serves);
+            if backend.simulated {
+                checks.push(row.skip(SIMULATED));
+                continue;
+            }
             if !served.contains(&id) {
                 checks.push(row.skip("not served: not sent"));
                 continue;
@@ -288,6 +298,10 @@ impl Doctor<'_> {
             let model = &checked.models[chosen.index()];
             let backend = self.backend_of(model);
             let row = row(&backend.name).model(&model.name, &model.serves);
+            if backend.simulated {
+                checks.push(row.skip(SIMULATED));
+                continue;
+            }
             if !answered.contains(&chosen) {
                 checks.push(row.skip(format!(
                     "model `{}` did not pass the direct request: not sent",
