@@ -7,6 +7,10 @@
 //! - [`cmd::fmt`]: `src fmt`: rewrite `.sr` files canonically, or list those that differ.
 //! - [`cmd::test`]: `src test`: run `test` blocks on the interpreter, the JIT or both.
 //! - [`cmd::explain`]: `src explain`: evaluate one request offline and show why it was decided so.
+//! - [`cmd::doctor`]: `src doctor`: check the policy's backends live, model by model and route by
+//!   route.
+//! - [`cmd::manifest`]: `src manifest`: Envoy, Gateway API and Kubernetes manifests derived from
+//!   the policy.
 //! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share.
@@ -45,6 +49,11 @@ enum Command {
     Test(cmd::test::Args),
     /// Evaluate one request offline and show why the policy decided what it did.
     Explain(cmd::explain::Args),
+    /// Check live that every backend serves what the policy sends it, and that routed
+    /// requests reach the models the policy chooses.
+    Doctor(cmd::doctor::Args),
+    /// Write deployment manifests (Envoy, Gateway API HTTPRoutes, Kubernetes) from the policy.
+    Manifest(cmd::manifest::Args),
     /// Serve the OpenAI-compatible routing proxy for a policy (hot-reloads on change).
     Serve(src_runtime::ServeArgs),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
@@ -67,6 +76,8 @@ fn main() -> ExitCode {
         Command::Fmt(args) => cmd::fmt::run(args),
         Command::Test(args) => cmd::test::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Manifest(args) => cmd::manifest::run(args),
         Command::Serve(args) => cmd::serve::serve(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()

@@ -113,18 +113,36 @@ fn request_of(case: &TestDef) -> Result<RequestView, String> {
             case.system.as_deref(),
             &case.headers,
         )),
+        TestInputDef::Messages(_) => {
+            RequestView::from_chat(&chat_body(case), &case.headers).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// The case's request as a chat completion body (`messages` with the case's `system` first, and
+/// whatever else a full request file holds), for sending the case to a live backend.
+pub fn chat_body(case: &TestDef) -> serde_json::Value {
+    let system = case
+        .system
+        .as_ref()
+        .map(|s| json!({"role": "system", "content": s}));
+    match &case.input {
+        TestInputDef::Prompt(prompt) => {
+            let user = json!({"role": "user", "content": prompt});
+            json!({ "messages": system.into_iter().chain([user]).collect::<Vec<_>>() })
+        }
         TestInputDef::Messages(value) => {
             let mut body = match value {
                 serde_json::Value::Array(messages) => json!({ "messages": messages }),
                 other => other.clone(),
             };
             if let (Some(system), Some(messages)) = (
-                &case.system,
+                system,
                 body.get_mut("messages").and_then(|m| m.as_array_mut()),
             ) {
-                messages.insert(0, json!({"role": "system", "content": system}));
+                messages.insert(0, system);
             }
-            RequestView::from_chat(&body, &case.headers).map_err(|e| e.to_string())
+            body
         }
     }
 }

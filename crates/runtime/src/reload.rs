@@ -66,6 +66,9 @@ pub fn start(
     )))
 }
 
+/// The symlink the kubelet swaps to update a ConfigMap volume.
+const CONFIG_MAP_SWAP: &str = "..data";
+
 /// Watches the policy directory (a single file's parent, filtered to that file): editors save
 /// by renaming, which would end a watch on the file itself.
 fn watch_policy(
@@ -90,12 +93,17 @@ fn watch_policy(
         if matches!(event.kind, EventKind::Access(_)) {
             return;
         }
-        let relevant = event.paths.iter().any(|p| match &only {
-            Some(name) => p.file_name() == Some(name.as_os_str()),
-            None => matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("sr") | Some("json")
-            ),
+        let relevant = event.paths.iter().any(|p| {
+            // A Kubernetes ConfigMap volume updates by renaming a new `..data` symlink over the
+            // old one; the policy's own paths (symlinks through `..data`) see no event at all.
+            p.file_name() == Some(CONFIG_MAP_SWAP.as_ref())
+                || match &only {
+                    Some(name) => p.file_name() == Some(name.as_os_str()),
+                    None => matches!(
+                        p.extension().and_then(|e| e.to_str()),
+                        Some("sr") | Some("json")
+                    ),
+                }
         });
         if relevant {
             // A full queue already holds a pending reload; dropping this event loses nothing.

@@ -190,3 +190,42 @@ async fn no_request_fails_while_policies_swap_under_load() -> TestResult {
     .await?;
     Ok(())
 }
+
+/// A Kubernetes ConfigMap volume as the kubelet writes it: each version in a hidden directory,
+/// `..data` a symlink to the current one, and every file a symlink through `..data`.
+fn config_map_version(root: &std::path::Path, version: &str, text: &str) -> TestResult {
+    std::fs::create_dir(root.join(version))?;
+    std::fs::write(root.join(version).join("policy.sr"), text)?;
+    Ok(())
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn config_map_updates_reload() -> TestResult {
+    use std::os::unix::fs::symlink;
+    let volume = tempfile::tempdir()?;
+    let root = volume.path().to_path_buf();
+    config_map_version(&root, "..2026_12_01_10_00_00.1", &policy("small"))?;
+    symlink("..2026_12_01_10_00_00.1", root.join("..data"))?;
+    symlink("..data/policy.sr", root.join("policy.sr"))?;
+    let policy_dir = root.clone();
+    let router = Router::start_with(&policy("small"), move |cfg| {
+        cfg.watch = true;
+        cfg.policy = policy_dir;
+    })
+    .await?;
+    assert_eq!(model_for_hello(&router).await?, "small");
+
+    // An update: the new version beside the old, `..data` swapped by renaming a new link over
+    // it, the old version removed. `policy.sr` itself is never touched.
+    config_map_version(&root, "..2026_12_01_10_05_00.2", &policy("strong"))?;
+    symlink("..2026_12_01_10_05_00.2", root.join("..data_tmp"))?;
+    std::fs::rename(root.join("..data_tmp"), root.join("..data"))?;
+    std::fs::remove_dir_all(root.join("..2026_12_01_10_00_00.1"))?;
+    eventually("the ConfigMap update is served", || async {
+        Ok(model_for_hello(&router).await? == "strong")
+    })
+    .await?;
+    assert_eq!(admin(&router).await?["generation"], 2);
+    Ok(())
+}

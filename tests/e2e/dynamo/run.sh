@@ -4,7 +4,8 @@
 # Starts, on free loopback ports, a Dynamo frontend (round-robin, session affinity, file
 # discovery: no etcd, no NATS), two mocker processes serving a tiny generated model directory as
 # `tiny-a` (two workers) and `tiny-b` (one worker), checks a policy against the frontend's live
-# `GET /v1/models` answer, starts `src serve` on it, and runs tests/e2e/dynamo/client.py (the
+# `GET /v1/models` answer, runs `src doctor` on it (and on a policy naming a model the
+# frontend lacks), starts `src serve` on it, and runs tests/e2e/dynamo/client.py (the
 # official `openai` client: routing, streaming, session affinity down to the Dynamo worker,
 # fallback when tiny-b's worker dies, request lines). Stops every process it started on exit and
 # prints the logs' tails when something failed. About 15 s once the environment exists.
@@ -144,6 +145,15 @@ route coding priority 20 {
 route default { to small }
 
 session { }
+
+test crash_goes_strong {
+  prompt = "here is the stack trace"
+  expect coding model strong
+}
+test plain_goes_small {
+  prompt = "hello there"
+  expect default model small
+}
 EOF
 # The live catalog: `src check --live` asks the frontend what it serves right now.
 "$src" check "$work/policy" --live --deny-warnings
@@ -156,6 +166,29 @@ if "$src" check "$work/stale" --live >"$work/stale.out" 2>&1; then
   exit 1
 fi
 grep -q tiny-c "$work/stale.out" || { cat "$work/stale.out" >&2; exit 1; }
+# The live contract: every model served, answering directly, and each route's test reaching
+# its model through the frontend.
+"$src" doctor "$work/policy" --timeout 30s | tee "$work/doctor.out"
+grep -q 'reached `tiny-b` (model `strong`)' "$work/doctor.out"
+grep -q 'reached `tiny-a` (model `small`)' "$work/doctor.out"
+# ... and it fails, naming the id, for a policy binding a model the frontend does not serve.
+set +e
+"$src" doctor "$work/stale" --format json >"$work/doctor-stale.json"
+status=$?
+set -e
+if ((status != 1)); then
+  echo "src doctor exited $status (expected 1) for a model Dynamo does not serve:" >&2
+  cat "$work/doctor-stale.json" >&2
+  exit 1
+fi
+"$python" - "$work/doctor-stale.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+failed = [c for c in report["checks"] if c["status"] == "fail"]
+assert any(c["served"] == "tiny-c" and "`tiny-c` is not served" in c["detail"]
+           and "`tiny-a`" in c["detail"] for c in failed), report
+PY
+echo "== src doctor passes, and names tiny-c when it is not served ($((SECONDS - started)) s)"
 
 "$src" serve "$work/policy" --listen "127.0.0.1:$api" --admin "127.0.0.1:$admin" --no-watch \
   2>"$work/src.log" &

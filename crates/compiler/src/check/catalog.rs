@@ -338,8 +338,9 @@ fn read_catalog(path: &Path) -> Result<Vec<String>, String> {
     parse_catalog(&text)
 }
 
-/// The ids of a `GET /v1/models` answer's text.
-fn parse_catalog(text: &str) -> Result<Vec<String>, String> {
+/// The ids of a `GET /v1/models` answer's text (`{"data": [{"id": ..}]}`); the error says what
+/// the text is instead, to follow "the answer of `URL`" or "catalog `FILE`".
+pub fn parse_catalog(text: &str) -> Result<Vec<String>, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("is not JSON: {e}"))?;
     let data = value

@@ -40,6 +40,7 @@ use crate::hir::{
     ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr, TestDef,
 };
 use crate::load::PolicySource;
+pub use catalog::parse_catalog;
 pub use name_table::{LabelUse, NameEntry, NameTable};
 use names::Decls;
 pub use names::Kind as DeclKind;

@@ -44,6 +44,18 @@ const DURATION_UNITS: &[(&str, u64)] = &[
 const SUFFIX_HELP: &str = "numbers take the suffix `k` (×1,000) or `M` (×1,000,000); durations \
                            are whole numbers with `ms`, `s`, `m`, `h` or `d`";
 
+/// The milliseconds of a duration written as the language writes it (`250ms`, `30s`, `10m`), for
+/// command-line flags that take durations: one syntax for policies and flags.
+pub fn duration_millis(text: &str) -> Result<u64, String> {
+    match read_numeric(text.trim()) {
+        Ok(Numeric::Duration(d)) => Ok(d.millis),
+        Ok(Numeric::Number(_)) => Err(format!(
+            "`{text}` is not a duration: give a unit (`ms`, `s`, `m`, `h` or `d`), e.g. `{text}s`"
+        )),
+        Err(e) => Err(e.message),
+    }
+}
+
 /// Reads a number-like token (`42`, `0.7`, `8k`, `1.5M`, `250ms`, `10m`).
 pub(crate) fn read_numeric(token: &str) -> Result<Numeric, LiteralError> {
     let digits_end = token
@@ -280,6 +292,16 @@ fn read_unicode_escape(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flag_durations_use_the_language_units() {
+        assert_eq!(duration_millis("250ms"), Ok(250));
+        assert_eq!(duration_millis("30s"), Ok(30_000));
+        assert_eq!(duration_millis("2m"), Ok(120_000));
+        assert!(duration_millis("30").is_err_and(|e| e.contains("give a unit")));
+        assert!(duration_millis("1.5s").is_err());
+        assert!(duration_millis("soon").is_err());
+    }
 
     fn number(token: &str) -> Number {
         match read_numeric(token) {

@@ -19,6 +19,8 @@ mod rules;
 mod split;
 mod syntax;
 
+pub use literal::duration_millis;
+
 use crate::ast::File;
 use crate::codes;
 use crate::diagnostic::Diagnostic;

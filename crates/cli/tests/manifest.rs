@@ -1,0 +1,629 @@
+//! `src manifest`: the YAML is parsed back and its required fields checked; every Envoy
+//! configuration is validated by the real Envoy binary (`envoy --mode validate`).
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a failed step fails the test with its message"
+)]
+
+use assert_cmd::Command;
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn manifest(policy: &Path, format: &str, extra: &[&str]) -> Vec<Value> {
+    let out = Command::cargo_bin("src")
+        .unwrap()
+        .current_dir(repo())
+        .env_remove("SRC_MODEL_TIMEOUT_MS")
+        .args(["manifest", "--color", "never", "--format", format])
+        .args(extra)
+        .arg(policy)
+        .assert()
+        .code(0);
+    documents(&String::from_utf8_lossy(&out.get_output().stdout))
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_norway::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .collect()
+}
+
+/// The Envoy binary scripts/setup.sh installs.
+fn envoy() -> PathBuf {
+    let path = repo().join(".cache/venv-envoy/bin/envoy");
+    assert!(
+        path.is_file(),
+        "Envoy is missing at `{}`: run scripts/setup.sh",
+        path.display()
+    );
+    path
+}
+
+fn validate(config: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("envoy.yaml");
+    std::fs::write(&file, serde_norway::to_string(config).unwrap()).unwrap();
+    let out = std::process::Command::new(envoy())
+        .args(["--mode", "validate", "--log-level", "error", "-c"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "envoy rejected the configuration:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn write_policy(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("policy.sr");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn ext_proc(config: &Value) -> &Value {
+    let hcm = &config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
+        ["typed_config"];
+    let filters = hcm["http_filters"].as_array().unwrap();
+    assert_eq!(filters.last().unwrap()["name"], "envoy.filters.http.router");
+    &filters
+        .iter()
+        .find(|f| f["name"] == "envoy.filters.http.ext_proc")
+        .expect("an ext_proc filter")["typed_config"]
+}
+
+fn routes(config: &Value) -> &Vec<Value> {
+    config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ["route_config"]["virtual_hosts"][0]["routes"]
+        .as_array()
+        .unwrap()
+}
+
+fn cluster<'a>(config: &'a Value, name: &str) -> &'a Value {
+    config["static_resources"]["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no cluster `{name}`"))
+}
+
+/// The route that a request with these headers takes (Envoy's first match).
+fn route_for<'a>(config: &'a Value, headers: &[(&str, &str)]) -> &'a Value {
+    routes(config)
+        .iter()
+        .find(|r| {
+            r["match"]["headers"]
+                .as_array()
+                .map(|hs| {
+                    hs.iter().all(|h| {
+                        headers
+                            .iter()
+                            .any(|(n, v)| h["name"] == *n && h["string_match"]["exact"] == *v)
+                    })
+                })
+                .unwrap_or(true)
+        })
+        .unwrap()
+}
+
+#[test]
+fn envoy_configs_of_the_shipped_policies_validate() {
+    // Every shipped policy and example, found rather than listed, so a new one is covered.
+    let mut policies: Vec<PathBuf> = ["policies", "examples"]
+        .iter()
+        .flat_map(|top| std::fs::read_dir(repo().join(top)).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    policies.sort();
+    assert!(policies.len() >= 3, "{policies:?}");
+    for path in &policies {
+        let policy = path.display();
+        let docs = manifest(path, "envoy", &[]);
+        assert_eq!(docs.len(), 1, "{policy}");
+        let config = &docs[0];
+        validate(config);
+        let filter = ext_proc(config);
+        assert_eq!(filter["failure_mode_allow"], false, "{policy}");
+        assert_eq!(filter["route_cache_action"], "CLEAR");
+        assert_eq!(filter["processing_mode"]["request_header_mode"], "SEND");
+        assert_eq!(filter["processing_mode"]["request_body_mode"], "BUFFERED");
+        assert_eq!(filter["processing_mode"]["response_header_mode"], "SEND");
+        assert_eq!(filter["processing_mode"]["response_body_mode"], "NONE");
+        assert_eq!(
+            filter["grpc_service"]["envoy_grpc"]["cluster_name"],
+            "src_extproc"
+        );
+        let extproc = cluster(config, "src_extproc");
+        assert_eq!(
+            extproc["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+                ["socket_address"]["port_value"],
+            50051
+        );
+        assert!(extproc["typed_extension_protocol_options"]
+            .to_string()
+            .contains("http2_protocol_options"));
+    }
+}
+
+#[test]
+fn each_served_id_routes_to_its_backend() {
+    let docs = manifest(Path::new("policies/production"), "envoy", &[]);
+    let config = &docs[0];
+    let coder = route_for(
+        config,
+        &[("x-selected-model", "Qwen/Qwen2.5-Coder-7B-Instruct")],
+    );
+    assert_eq!(coder["route"]["cluster"], "backend_vllm_code");
+    assert_eq!(coder["route"]["timeout"], "300.000s");
+    assert_eq!(coder["route"]["host_rewrite_literal"], "127.0.0.1:8100");
+    let small = route_for(config, &[("x-selected-model", "Qwen/Qwen3-0.6B")]);
+    assert_eq!(small["route"]["cluster"], "backend_dynamo");
+    // Without a selected model (the ExtProc did not decide), a fail-closed gateway refuses.
+    let unrouted = route_for(config, &[]);
+    assert_eq!(unrouted["direct_response"]["status"], 404);
+    // The decision may take as long as the policy's two models allow.
+    let timeout = ext_proc(config)["message_timeout"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(timeout, "4.200s");
+}
+
+const TWO_BACKENDS: &str = r#"
+backend east { url = "https://east.example.com/openai/v1"  timeout = 20s }
+backend west { url = "http://10.0.0.7:8000/v1" }
+model a { backend = east  serves = "shared-id" }
+model b { backend = west  serves = "shared-id" }
+model c { backend = west  serves = "only-west" }
+route pick priority 1 { when header("x-east") == "1"  to a else b }
+route default { to c }
+"#;
+
+#[test]
+fn a_served_id_on_two_backends_also_matches_the_backend_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), TWO_BACKENDS);
+    let config = &manifest(&policy, "envoy", &[])[0];
+    validate(config);
+    let east = route_for(
+        config,
+        &[("x-selected-model", "shared-id"), ("x-sr-backend", "east")],
+    );
+    assert_eq!(east["route"]["cluster"], "backend_east");
+    assert_eq!(east["route"]["prefix_rewrite"], "/openai/v1/");
+    assert_eq!(east["route"]["timeout"], "20.000s");
+    let west = route_for(
+        config,
+        &[("x-selected-model", "shared-id"), ("x-sr-backend", "west")],
+    );
+    assert_eq!(west["route"]["cluster"], "backend_west");
+    let only = route_for(config, &[("x-selected-model", "only-west")]);
+    assert_eq!(only["route"]["cluster"], "backend_west");
+    assert_eq!(only["match"]["headers"].as_array().unwrap().len(), 1);
+    let east_cluster = cluster(config, "backend_east");
+    assert_eq!(east_cluster["type"], "STRICT_DNS");
+    assert_eq!(
+        east_cluster["transport_socket"]["typed_config"]["sni"],
+        "east.example.com"
+    );
+    assert_eq!(cluster(config, "backend_west")["type"], "STATIC");
+    // No models: Envoy's own default timeout is enough.
+    assert_eq!(ext_proc(config)["message_timeout"], "0.200s");
+
+    let routes = &manifest(&policy, "httproute", &[])[0];
+    let rules = routes["spec"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 3);
+    let shared: Vec<&Value> = rules
+        .iter()
+        .filter(|r| r["matches"][0]["headers"][0]["value"] == "shared-id")
+        .collect();
+    assert_eq!(shared.len(), 2);
+    for rule in shared {
+        assert_eq!(rule["matches"][0]["headers"][1]["name"], "x-sr-backend");
+    }
+}
+
+#[test]
+fn fail_open_is_refused_for_policies_with_blocks_and_kept_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = write_policy(dir.path(), TWO_BACKENDS);
+    let config = &manifest(
+        &open,
+        "envoy",
+        &["--fail-open", "--extproc-address", "src.router.svc:9000"],
+    )[0];
+    validate(config);
+    assert_eq!(ext_proc(config)["failure_mode_allow"], true);
+    assert_eq!(cluster(config, "src_extproc")["type"], "STRICT_DNS");
+    // With the ExtProc down, requests go to the default route's backend as written.
+    assert_eq!(route_for(config, &[])["route"]["cluster"], "backend_west");
+
+    let out = Command::cargo_bin("src")
+        .unwrap()
+        .current_dir(repo())
+        .args([
+            "manifest",
+            "policies/production",
+            "--format",
+            "envoy",
+            "--fail-open",
+        ])
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("--fail-open refused: it has blocks"),
+        "{stderr}"
+    );
+}
+
+fn dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+#[test]
+fn httproutes_send_each_served_id_to_its_pool() {
+    let routes = manifest(Path::new("policies/production"), "httproute", &[]);
+    assert_eq!(routes.len(), 1);
+    let route = &routes[0];
+    assert_eq!(route["apiVersion"], "gateway.networking.k8s.io/v1");
+    assert_eq!(route["kind"], "HTTPRoute");
+    assert_eq!(route["metadata"]["name"], "src-production");
+    assert_eq!(route["spec"]["parentRefs"][0]["name"], "inference-gateway");
+    let rules = route["spec"]["rules"].as_array().unwrap();
+    let served: Vec<&str> = rules
+        .iter()
+        .map(|r| r["matches"][0]["headers"][0]["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        served,
+        [
+            "Qwen/Qwen3-0.6B",
+            "Qwen/Qwen3-8B",
+            "Qwen/Qwen2.5-Coder-7B-Instruct",
+            "Qwen/Qwen3-0.6B-safety"
+        ]
+    );
+    let mut pools = Vec::new();
+    for rule in rules {
+        assert_eq!(
+            rule["matches"][0]["headers"][0]["name"],
+            "x-gateway-model-name"
+        );
+        let backend = &rule["backendRefs"][0];
+        assert_eq!(backend["group"], "inference.networking.k8s.io");
+        assert_eq!(backend["kind"], "InferencePool");
+        let name = backend["name"].as_str().unwrap().to_string();
+        assert!(dns_label(&name), "{name}");
+        pools.push(name);
+    }
+    pools.sort();
+    pools.dedup();
+    assert_eq!(pools.len(), 4);
+    // Names are derived, not numbered: the same policy gives the same names.
+    assert_eq!(
+        manifest(Path::new("policies/production"), "httproute", &[]),
+        routes
+    );
+}
+
+#[test]
+fn many_served_models_split_into_routes_of_at_most_16_rules() {
+    let mut text = String::from("backend b { url = \"http://127.0.0.1:1/v1\" }\n");
+    for i in 0..20 {
+        text.push_str(&format!(
+            "model m{i} {{ backend = b  serves = \"org/M-{i}\" }}\n"
+        ));
+    }
+    text.push_str("route default { to m0 }\n");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &text);
+    let routes = manifest(&policy, "httproute", &[]);
+    let sizes: Vec<usize> = routes
+        .iter()
+        .map(|r| r["spec"]["rules"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [16, 4]);
+    assert_ne!(routes[0]["metadata"]["name"], routes[1]["metadata"]["name"]);
+}
+
+fn kind<'a>(docs: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+}
+
+#[test]
+fn k8s_deploys_src_serve_with_the_policy_in_a_config_map() {
+    let docs = manifest(
+        Path::new("policies/production"),
+        "k8s",
+        &["--image", "registry.local/src:1.0"],
+    );
+    for doc in &docs {
+        assert!(
+            doc["apiVersion"].is_string() && doc["kind"].is_string(),
+            "{doc}"
+        );
+        assert!(
+            dns_label(doc["metadata"]["name"].as_str().unwrap()),
+            "{doc}"
+        );
+    }
+    let config_map = kind(&docs, "ConfigMap", "src-production-policy").expect("a ConfigMap");
+    let data = config_map["data"].as_object().unwrap();
+    let dir = repo().join("policies/production");
+    let mut expected: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sr"))
+        .collect();
+    expected.extend([
+        dir.join("catalog/dynamo.json"),
+        dir.join("catalog/vllm-code.json"),
+    ]);
+    let deployment = kind(&docs, "Deployment", "src-production").expect("a Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let items = pod["volumes"][0]["configMap"]["items"].as_array().unwrap();
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["name"],
+        "src-production-policy"
+    );
+    assert_eq!(items.len(), expected.len());
+    for file in &expected {
+        let relative = file
+            .strip_prefix(&dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let item = items
+            .iter()
+            .find(|i| i["path"] == relative.as_str())
+            .unwrap_or_else(|| panic!("`{relative}` is not mounted"));
+        let key = item["key"].as_str().unwrap();
+        assert_eq!(
+            data[key].as_str().unwrap(),
+            std::fs::read_to_string(file).unwrap(),
+            "{relative}"
+        );
+    }
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], "registry.local/src:1.0");
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[..2], ["serve", "/etc/src/policy"]);
+    assert!(args.windows(2).any(|w| w == ["--listen", "0.0.0.0:8801"]));
+    assert_eq!(container["volumeMounts"][0]["mountPath"], "/etc/src/policy");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["ports"][0]["containerPort"], 8801);
+    // The key comes from a Secret the manifest names but does not hold.
+    let env = &container["env"][0];
+    assert_eq!(env["name"], "VLLM_CODE_API_KEY");
+    assert_eq!(
+        env["valueFrom"]["secretKeyRef"]["name"],
+        "src-production-backend-keys"
+    );
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"],
+        "src-production"
+    );
+    let service = kind(&docs, "Service", "src-production").expect("a Service");
+    assert_eq!(service["spec"]["ports"][0]["port"], 8801);
+    assert_eq!(
+        service["spec"]["selector"]["app.kubernetes.io/name"],
+        "src-production"
+    );
+    assert!(kind(&docs, "Deployment", "src-production-redis").is_none());
+}
+
+#[test]
+fn k8s_adds_redis_when_the_policy_stores_there_and_out_writes_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        dir.path(),
+        r#"backend b { url = "http://127.0.0.1:1/v1" }
+model m { backend = b  serves = "x" }
+route default { to m }
+session { store = redis("redis://127.0.0.1:6379") }
+"#,
+    );
+    let out = dir.path().join("out");
+    Command::cargo_bin("src")
+        .unwrap()
+        .args(["manifest", "--format", "k8s", "--out"])
+        .arg(&out)
+        .arg(&policy)
+        .assert()
+        .code(0);
+    let docs = documents(&std::fs::read_to_string(out.join("k8s.yaml")).unwrap());
+    let app = docs[1]["metadata"]["name"].as_str().unwrap().to_string();
+    let redis = format!("{app}-redis");
+    let deployment = kind(&docs, "Deployment", &redis).expect("a Redis Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+        6379
+    );
+    assert!(kind(&docs, "Service", &redis).is_some());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A POST over a fresh connection; the status and the body.
+fn post(port: u16, headers: &[(&str, &str)], body: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    stream.write_all(format!("{head}\r\n{body}").as_bytes())?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Envoy running `config` until dropped (with the directory holding its configuration).
+struct Envoy {
+    child: std::process::Child,
+    _config: tempfile::TempDir,
+}
+
+impl Envoy {
+    fn start(mut config: Value, listen: u16) -> Envoy {
+        config["admin"]["address"]["socket_address"]["port_value"] = 0.into();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("envoy.yaml");
+        std::fs::write(&file, serde_norway::to_string(&config).unwrap()).unwrap();
+        let child = std::process::Command::new(envoy())
+            .args([
+                "--concurrency",
+                "1",
+                "--disable-hot-restart",
+                "--log-level",
+                "error",
+                "-c",
+            ])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let envoy = Envoy {
+            child,
+            _config: dir,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "Envoy did not listen");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        envoy
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The generated configuration runs in the real Envoy: with the external processor down, the
+/// fail-open gateway still routes on `x-selected-model` to the backend serving that id (and
+/// sends requests without one to the default route's backend), and the fail-closed one lets
+/// nothing through.
+#[test]
+fn the_envoy_config_routes_requests_in_a_real_envoy() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sim = |id: &str| {
+        let mut cfg = src_runtime::sim::SimConfig::serving([id.to_string()]);
+        cfg.time_scale = 0.0;
+        runtime
+            .block_on(src_runtime::sim::SimHandle::spawn(cfg))
+            .unwrap()
+    };
+    let (a, b) = (sim("tiny-a"), sim("tiny-b"));
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(
+        dir.path(),
+        &format!(
+            r#"backend one {{ url = "{}/v1" }}
+backend two {{ url = "{}/v1" }}
+model small {{ backend = one  serves = "tiny-a" }}
+model strong {{ backend = two  serves = "tiny-b" }}
+route coding priority 1 {{ when contains(prompt, ["segfault"])  to strong }}
+route default {{ to small }}
+"#,
+            a.base_url(),
+            b.base_url()
+        ),
+    );
+    let listen = free_port();
+    let extproc = format!("127.0.0.1:{}", free_port());
+    let listen_flag = format!("127.0.0.1:{listen}");
+    let body = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":1}}"#
+        )
+    };
+
+    let open = manifest(
+        &policy,
+        "envoy",
+        &[
+            "--fail-open",
+            "--extproc-address",
+            &extproc,
+            "--listen",
+            &listen_flag,
+        ],
+    )
+    .remove(0);
+    {
+        let _envoy = Envoy::start(open, listen);
+        let (status, answer) =
+            post(listen, &[("x-selected-model", "tiny-b")], &body("tiny-b")).unwrap();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(b.received().len(), 1);
+        assert_eq!(b.received()[0].path, "/v1/chat/completions");
+        assert!(a.received().is_empty());
+        let (status, answer) = post(listen, &[], &body("tiny-a")).unwrap();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(a.received().len(), 1);
+    }
+
+    let listen = free_port();
+    let listen_flag = format!("127.0.0.1:{listen}");
+    let closed = manifest(
+        &policy,
+        "envoy",
+        &["--extproc-address", &extproc, "--listen", &listen_flag],
+    )
+    .remove(0);
+    let _envoy = Envoy::start(closed, listen);
+    let (status, _) = post(listen, &[("x-selected-model", "tiny-b")], &body("tiny-b")).unwrap();
+    assert!(status >= 500, "fail-closed let a request through: {status}");
+    assert_eq!(b.received().len(), 1, "fail-closed reached the backend");
+}
