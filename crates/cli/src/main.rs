@@ -8,6 +8,7 @@
 //! - [`cmd::test`]: `src test`: run `test` blocks on the interpreter, the JIT or both.
 //! - [`cmd::explain`]: `src explain`: evaluate one request offline and show why it was decided so.
 //! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
+//! - [`cmd::replay`]: `src replay`: send session fixtures to an endpoint, judge every answer.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share.
 //!
@@ -47,6 +48,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Serve the OpenAI-compatible routing proxy for a policy (hot-reloads on change).
     Serve(src_runtime::ServeArgs),
+    /// Send recorded agent sessions to an endpoint and check every step and its continuity.
+    Replay(cmd::replay::Args),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
     Sim(cmd::serve::SimArgs),
     /// Run the language server over standard input and output (for editors).
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Test(args) => cmd::test::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Serve(args) => cmd::serve::serve(args),
+        Command::Replay(args) => cmd::replay::run(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()
             .map(|()| Outcome::Success)

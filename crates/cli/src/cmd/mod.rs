@@ -4,5 +4,6 @@ pub mod check;
 pub mod explain;
 pub mod fmt;
 pub mod policy;
+pub mod replay;
 pub mod serve;
 pub mod test;
