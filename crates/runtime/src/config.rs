@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use src_compiler::EngineKind;
 
+use crate::sim::SimConfig;
+
 /// Default listener of the OpenAI-compatible API.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8801";
 /// Default listener of the admin API (policy state).
@@ -42,6 +44,12 @@ pub struct ServeConfig {
     /// Time scale of the built-in simulator's latency model for `simulated = true` backends
     /// (1.0 = the modelled latencies; tests use a small value).
     pub sim_time_scale: f64,
+    /// What simulated backends simulate: the seed, the faults, and for the served ids it lists
+    /// their latency, prefix-cache and quality settings (other ids get the defaults). Its own
+    /// `time_scale` is replaced by [`ServeConfig::sim_time_scale`].
+    pub simulator: SimConfig,
+    /// Simulate every backend, also those the policy does not mark `simulated` (`src eval`).
+    pub simulate_all_backends: bool,
 }
 
 impl ServeConfig {
@@ -61,6 +69,8 @@ impl ServeConfig {
             reload_debounce: Duration::from_millis(200),
             watch: true,
             sim_time_scale: 1.0,
+            simulator: SimConfig::default(),
+            simulate_all_backends: false,
         }
     }
 

@@ -118,7 +118,7 @@ impl ServerHandle {
 /// Loads the policy, binds both listeners and starts serving in the background.
 pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
     let tls = crate::tls::client_config(cfg.backend_ca.as_deref())?;
-    let sims = SimPool::new();
+    let sims = SimPool::configured(cfg.simulator.clone(), cfg.simulate_all_backends);
     let first = {
         let path = cfg.policy.clone();
         let engine = cfg.engine;
