@@ -9,6 +9,7 @@
 //! - [`cmd::explain`]: `src explain`: evaluate one request offline and show why it was decided so.
 //! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
 //! - [`cmd::replay`]: `src replay`: send session fixtures to an endpoint, judge every answer.
+//! - [`cmd::eval`]: `src eval`: the same sessions through several policies on the simulator.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share.
 //!
@@ -50,6 +51,8 @@ enum Command {
     Serve(src_runtime::ServeArgs),
     /// Send recorded agent sessions to an endpoint and check every step and its continuity.
     Replay(cmd::replay::Args),
+    /// Compare policies on the same sessions on the built-in simulator, paired and seeded.
+    Eval(cmd::eval::Args),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
     Sim(cmd::serve::SimArgs),
     /// Run the language server over standard input and output (for editors).
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Serve(args) => cmd::serve::serve(args),
         Command::Replay(args) => cmd::replay::run(args),
+        Command::Eval(args) => cmd::eval::run(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()
             .map(|()| Outcome::Success)

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod check;
+pub mod eval;
 pub mod explain;
 pub mod fmt;
 pub mod policy;

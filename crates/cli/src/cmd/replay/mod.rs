@@ -20,7 +20,7 @@ use crate::Outcome;
 use anyhow::{anyhow, Context, Result};
 use fixture::{Fixture, Session};
 use report::{check_session, summarize, TurnRecord};
-use send::Sender;
+use send::{Answer, Sender};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -139,16 +139,33 @@ fn write_report(out: Option<&PathBuf>, report: &serde_json::Value) -> Result<()>
 
 /// Sends every session's turns in order (one session after another) and checks them.
 pub async fn replay(sender: &Sender, fixture: &Fixture, identity: &Identity) -> Vec<TurnRecord> {
+    replay_answers(sender, fixture, identity)
+        .await
+        .into_iter()
+        .map(|(record, _)| record)
+        .collect()
+}
+
+/// [`replay`], keeping each turn's raw answer (`None` when nothing answered) for callers that
+/// read more of it (`src eval` reads the simulator's timing headers).
+pub async fn replay_answers(
+    sender: &Sender,
+    fixture: &Fixture,
+    identity: &Identity,
+) -> Vec<(TurnRecord, Option<Answer>)> {
     let mut all = Vec::new();
     for session in &fixture.sessions {
         let headers = identity.headers(session);
         let mut records = Vec::with_capacity(session.turns.len());
+        let mut answers = Vec::with_capacity(session.turns.len());
         for index in 0..session.turns.len() {
-            records.push(send_turn(sender, session, index, &headers).await);
+            let (record, answer) = send_turn(sender, session, index, &headers).await;
+            records.push(record);
+            answers.push(answer);
         }
         let expects: Vec<_> = session.turns.iter().map(|t| &t.expect).collect();
         check_session(&mut records, &expects);
-        all.extend(records);
+        all.extend(records.into_iter().zip(answers));
     }
     all
 }
@@ -158,7 +175,7 @@ async fn send_turn(
     session: &Session,
     index: usize,
     headers: &[(String, String)],
-) -> TurnRecord {
+) -> (TurnRecord, Option<Answer>) {
     let turn = &session.turns[index];
     let mut record = TurnRecord {
         session: session.id.clone(),
@@ -184,7 +201,7 @@ async fn send_turn(
         Ok(answer) => answer,
         Err(e) => {
             record.error = Some(e.to_string());
-            return record;
+            return (record, None);
         }
     };
     let verdict = judge::judge(turn.api, turn.stream(), &answer);
@@ -211,7 +228,7 @@ async fn send_turn(
     record.prompt_tokens = verdict.usage.prompt_tokens;
     record.completion_tokens = verdict.usage.completion_tokens;
     record.cached_tokens = verdict.usage.cached_tokens;
-    record
+    (record, Some(answer))
 }
 
 fn round3(ms: f64) -> f64 {
