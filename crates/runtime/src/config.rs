@@ -50,6 +50,10 @@ pub struct ServeConfig {
     pub simulator: SimConfig,
     /// Simulate every backend, also those the policy does not mark `simulated` (`src eval`).
     pub simulate_all_backends: bool,
+    /// Append every decided request to recording files in this directory (`src whatif`).
+    pub record: Option<PathBuf>,
+    /// Bound on the recording directory, in bytes.
+    pub record_max_bytes: u64,
 }
 
 impl ServeConfig {
@@ -71,6 +75,8 @@ impl ServeConfig {
             sim_time_scale: 1.0,
             simulator: SimConfig::default(),
             simulate_all_backends: false,
+            record: None,
+            record_max_bytes: crate::record::DEFAULT_MAX_BYTES,
         }
     }
 
@@ -128,6 +134,13 @@ pub struct ServeArgs {
     /// platform's trust store.
     #[arg(long, value_name = "FILE")]
     pub backend_ca: Option<PathBuf>,
+    /// Append each request body with its decision, signal values and model-signal results to
+    /// rotated files in this directory (API keys and `authorization` are never written).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Bound on the `--record` directory; the oldest files are deleted beyond it.
+    #[arg(long, value_name = "N", default_value_t = crate::record::DEFAULT_MAX_BYTES)]
+    pub record_max_bytes: u64,
 }
 
 impl From<ServeArgs> for ServeConfig {
@@ -139,6 +152,8 @@ impl From<ServeArgs> for ServeConfig {
             max_body_bytes: args.max_body_bytes,
             watch: !args.no_watch,
             backend_ca: args.backend_ca,
+            record: args.record,
+            record_max_bytes: args.record_max_bytes,
             ..ServeConfig::new(args.policy)
         }
     }
