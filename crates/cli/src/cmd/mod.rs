@@ -8,3 +8,4 @@ pub mod policy;
 pub mod replay;
 pub mod serve;
 pub mod test;
+pub mod whatif;
