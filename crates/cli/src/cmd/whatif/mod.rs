@@ -1,7 +1,7 @@
 //! `src whatif DIR --policy NEW`: decide every request `src serve --record DIR` recorded again
 //! under another policy, offline, and report what would change.
 //!
-//! - [`redecide`]: one recorded request through the request procedure under the new policy.
+//! - [`mod@redecide`]: one recorded request through the request procedure under the new policy.
 //!
 //! The report counts the decisions that change (block, route or model), groups them by "from →
 //! to", counts new blocks, and lists the sessions whose recorded pin the new policy would
