@@ -159,3 +159,68 @@ fn real_backends_are_refused_unless_simulated() {
     let doc: Value = serde_json::from_slice(&simulated.stdout).unwrap();
     assert_eq!(doc["arms"][0]["ok"], 80);
 }
+
+#[test]
+fn the_simulator_configuration_decides_quality_and_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    // A strong model that is never wrong and costs no time; a small one that is always wrong.
+    let sim = write(
+        dir.path(),
+        "sim.json",
+        r#"{"models": [
+            {"id": "Qwen/Qwen3-8B", "overhead_ms": 0, "prefill_ms_per_token": 0, "decode_ms_per_token": 0,
+             "quality": {"easy": 1, "hard": 1, "damaged_factor": 1, "repair": 1}},
+            {"id": "Qwen/Qwen3-0.6B", "quality": {"easy": 0, "hard": 0}}]}"#,
+    );
+    let output = src()
+        .arg("eval")
+        .arg(repo("examples/eval/sessions.json"))
+        .arg("--sim")
+        .arg(&sim)
+        .arg("--arm")
+        .arg(format!(
+            "strong={}",
+            repo("examples/eval/arms/strong").display()
+        ))
+        .arg("--arm")
+        .arg(format!(
+            "small={}",
+            repo("examples/eval/arms/small").display()
+        ))
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let arms = doc["arms"].as_array().unwrap();
+    assert_eq!(arm(arms, "strong")["final_pass"], 1.0);
+    assert_eq!(arm(arms, "strong")["latency_ms_per_session"]["mean"], 0.0);
+    assert_eq!(arm(arms, "small")["final_pass"], 0.0);
+    assert!(
+        arm(arms, "small")["latency_ms_per_session"]["mean"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert_eq!(doc["simulation"]["quality"]["Qwen/Qwen3-0.6B"]["easy"], 0.0);
+    // The table says where final pass comes from.
+    let table = src()
+        .arg("eval")
+        .arg(repo("examples/eval/sessions.json"))
+        .arg("--arm")
+        .arg(format!(
+            "strong={}",
+            repo("examples/eval/arms/strong").display()
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("simulator's declared quality model"),
+        "{text}"
+    );
+}
