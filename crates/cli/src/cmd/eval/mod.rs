@@ -129,9 +129,28 @@ pub fn run(args: Args) -> Result<Outcome> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // Arms share nothing but the sessions (each has its own server, pins and simulators), so
+    // they run at once; each arm's sessions run in order (see `arm`).
+    let observed = runtime.block_on(async {
+        let fixture = std::sync::Arc::new(fixture.clone());
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, spec) in specs.iter().enumerate() {
+            let (spec, fixture, simulator) = (spec.clone(), fixture.clone(), simulator.clone());
+            let simulate = args.simulate;
+            tasks.spawn(
+                async move { (index, run_arm(&spec, &fixture, &simulator, simulate).await) },
+            );
+        }
+        let mut done: Vec<Option<Vec<arm::Observed>>> = vec![None; specs.len()];
+        while let Some(joined) = tasks.join_next().await {
+            let (index, result) = joined.context("an arm's task failed")?;
+            done[index] = Some(result?);
+        }
+        Ok::<_, anyhow::Error>(done)
+    })?;
     let mut reports: Vec<ArmReport> = Vec::with_capacity(specs.len());
-    for (spec, policy) in specs.iter().zip(&policies) {
-        let observed = runtime.block_on(run_arm(spec, &fixture, &simulator, args.simulate))?;
+    for ((spec, policy), observed) in specs.iter().zip(&policies).zip(observed) {
+        let observed = observed.ok_or_else(|| anyhow!("arm `{}` did not finish", spec.name))?;
         reports.push(arm_report(
             &spec.name,
             &spec.policy.display().to_string(),
