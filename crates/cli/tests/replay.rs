@@ -204,3 +204,28 @@ fn a_dry_run_sends_nothing_and_claims_no_continuity() {
     assert!(report["summary"]["violations"].is_null());
     assert_eq!(report["summary"]["planned_turns"], 4);
 }
+
+#[test]
+fn responses_turns_are_sent_to_the_responses_api_and_judged_as_responses() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = write(
+        dir.path(),
+        "responses.json",
+        r#"{"version": 1, "sessions": [{"id": "r", "turns": [
+            {"api": "responses", "request": {"model": "auto", "input": "hello there"},
+             "expect": {"model": "small"}},
+            {"api": "responses", "request": {"model": "auto", "stream": true, "input": "and again"}}]}]}"#,
+    );
+    let server = Server::start(&repo("examples/replay/protected"));
+    let (code, report) = replay(&server.base_url(), &fixture);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["turns"][0]["model"], "Qwen/Qwen3-0.6B");
+    assert_eq!(report["turns"][1]["ok"], true);
+    assert_eq!(report["turns"][1]["x_sr_model"], "small");
+    // A chat completion is not an answer to a Responses request.
+    const CHAT: &str = r#"{"object":"chat.completion","model":"m","choices":[{"message":{"role":"assistant","content":"x"}}]}"#;
+    let addr = canned_upstream(CHAT, CHAT.len());
+    let (code, report) = replay(&format!("http://{addr}/v1"), &fixture);
+    assert_eq!(code, 1);
+    assert_eq!(report["summary"]["failed"], 2, "{report:#}");
+}
