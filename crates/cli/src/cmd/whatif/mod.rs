@@ -12,7 +12,7 @@ pub mod redecide;
 use super::policy::{load_checked, Engine};
 use crate::Outcome as Exit;
 use anyhow::{anyhow, Context, Result};
-use redecide::{redecide, Outcome, Redecided};
+use redecide::{recorded_identity, redecide, Outcome, Redecided};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -65,9 +65,16 @@ pub fn run(args: Args) -> Result<Exit> {
     let mut new_blocks = 0;
     let mut broken: BTreeSet<String> = BTreeSet::new();
     let mut mid_loop_switches = 0;
+    // Per recorded session identity, the model its last recorded call was answered by.
+    let mut pins: BTreeMap<String, String> = BTreeMap::new();
     for (index, record) in records.iter().enumerate() {
         let before = Outcome::recorded(record);
-        match redecide(&policy, record, &mut runner) {
+        let identity = recorded_identity(record).map(str::to_string);
+        let pin = identity.as_ref().and_then(|id| pins.get(id)).cloned();
+        if let (Some(id), Some(model)) = (&identity, &before.model) {
+            pins.insert(id.clone(), model.clone());
+        }
+        match redecide(&policy, record, pin.as_deref(), &mut runner) {
             Redecided::Undecided(why) => undecided.push(json!({"record": index, "why": why})),
             Redecided::Decided {
                 outcome,
@@ -75,12 +82,7 @@ pub fn run(args: Args) -> Result<Exit> {
             } => {
                 if breaks_continuity {
                     mid_loop_switches += 1;
-                    broken.insert(
-                        record["session"]["identity"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                    );
+                    broken.insert(identity.unwrap_or_default());
                 }
                 if outcome != before {
                     if outcome.block.is_some()

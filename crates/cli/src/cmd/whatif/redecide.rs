@@ -6,9 +6,9 @@
 //! examples); when the record does not have it, the model is run if its files and ONNX Runtime
 //! are present, and otherwise the request is reported undecided rather than guessed. The
 //! response cache is not consulted (its entries are not recorded). The session step uses the
-//! recorded pin: when the new policy proposes another model than the one the session was
-//! pinned to, its `protect` holds are evaluated as serve would, and a switch that none of them
-//! holds inside a tool loop is a continuity break.
+//! recorded pin (the model the session's previous recorded call was answered by): when the new
+//! policy proposes another model, its `protect` holds are evaluated as serve would, and a switch
+//! that none of them holds inside a tool loop is a continuity break.
 
 use crate::cmd::explain::ModelRunner;
 use serde_json::Value;
@@ -56,13 +56,10 @@ pub enum Redecided {
     Undecided(String),
 }
 
-/// The recorded session identity and the model the session was pinned to for this request.
-fn recorded_pin(record: &Value) -> Option<(String, String)> {
-    let session = &record["session"];
-    let identity = session["identity"].as_str()?;
-    session["state"].as_str()?;
-    let model = record["decision"]["model"].as_str()?;
-    Some((identity.to_string(), model.to_string()))
+/// The recorded session identity of a request, when the session layer managed it.
+pub fn recorded_identity(record: &Value) -> Option<&str> {
+    record["session"]["state"].as_str()?;
+    record["session"]["identity"].as_str()
 }
 
 /// Answers model calls from the record, or from the models when present.
@@ -148,10 +145,12 @@ fn from_record(record: &Value, policy: &CheckedPolicy, call: &ModelCall) -> Opti
     })
 }
 
-/// Re-decides `record` under `policy`.
+/// Re-decides `record` under `policy`; `pin` is the model the recording shows the session's
+/// previous call answered by (`None` for a session's first recorded call).
 pub fn redecide(
     policy: &CompiledPolicy,
     record: &Value,
+    pin: Option<&str>,
     runner: &mut Option<Result<ModelRunner, String>>,
 ) -> Redecided {
     let checked = &policy.checked;
@@ -177,6 +176,7 @@ pub fn redecide(
     };
     let mut procedure = Procedure::new(policy, &view).without_cache();
     let mut breaks_continuity = false;
+    let mut refused_status = None;
     let decision = loop {
         match procedure.advance() {
             Ok(Next::Done(decision)) => break decision,
@@ -194,8 +194,7 @@ pub fn redecide(
             },
             Ok(Next::Cache(_)) => procedure.cache_answered(false),
             Ok(Next::Session(proposal)) => {
-                let pinned =
-                    recorded_pin(record).and_then(|(_, model)| checked.model_by_name(&model));
+                let pinned = pin.and_then(|model| checked.model_by_name(model));
                 let answer = match pinned {
                     Some(pin) if pin != proposal.model => {
                         match held(policy, &view, pin, proposal.model, &mut answers) {
@@ -211,7 +210,13 @@ pub fn redecide(
                 };
                 procedure.session_answered(answer);
             }
-            Err(ProcedureError::UnknownModel(_) | ProcedureError::MissingModel) => {
+            Err(error @ (ProcedureError::UnknownModel(_) | ProcedureError::MissingModel)) => {
+                // Serve answers these itself: 404 for a model it does not know, 400 without one.
+                refused_status = Some(if matches!(error, ProcedureError::MissingModel) {
+                    400
+                } else {
+                    404
+                });
                 break src_compiler::procedure::Decision {
                     block: None,
                     refusal: None,
@@ -235,12 +240,11 @@ pub fn redecide(
             .and_then(|r| checked.routes.get(r.index()))
             .map(|r| r.name.clone()),
         model: decision.candidates.first().copied().and_then(name),
-        refused: match (&decision.refusal, decision.candidates.is_empty()) {
-            (Some(r), _) => Some(u64::from(r.status)),
-            // The request names no model the policy knows: serve answers 400 or 404.
-            (None, true) => Some(404),
-            (None, false) => None,
-        },
+        refused: decision
+            .refusal
+            .as_ref()
+            .map(|r| u64::from(r.status))
+            .or(refused_status),
     };
     Redecided::Decided {
         outcome,
