@@ -12,6 +12,9 @@
 //! - [`cmd::manifest`]: `src manifest`: Envoy, Gateway API and Kubernetes manifests derived from
 //!   the policy.
 //! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
+//! - [`cmd::replay`]: `src replay`: send session fixtures to an endpoint, judge every answer.
+//! - [`cmd::eval`]: `src eval`: the same sessions through several policies on the simulator.
+//! - [`cmd::whatif`]: `src whatif`: recorded traffic decided again under another policy.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share.
 //!
@@ -56,6 +59,12 @@ enum Command {
     Manifest(cmd::manifest::Args),
     /// Serve the OpenAI-compatible routing proxy for a policy (hot-reloads on change).
     Serve(src_runtime::ServeArgs),
+    /// Send recorded agent sessions to an endpoint and check every step and its continuity.
+    Replay(cmd::replay::Args),
+    /// Compare policies on the same sessions on the built-in simulator, paired and seeded.
+    Eval(cmd::eval::Args),
+    /// Decide the requests `src serve --record` recorded again under another policy.
+    Whatif(cmd::whatif::Args),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
     Sim(cmd::serve::SimArgs),
     /// Run the language server over standard input and output (for editors).
@@ -79,6 +88,9 @@ fn main() -> ExitCode {
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Manifest(args) => cmd::manifest::run(args),
         Command::Serve(args) => cmd::serve::serve(args),
+        Command::Replay(args) => cmd::replay::run(args),
+        Command::Eval(args) => cmd::eval::run(args),
+        Command::Whatif(args) => cmd::whatif::run(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()
             .map(|()| Outcome::Success)

@@ -12,6 +12,7 @@ use crate::log::RequestLog;
 use crate::pipeline::Pipeline;
 use crate::policy_store::PolicyStore;
 use crate::readiness::Readiness;
+use crate::record::Recorder;
 use crate::session::SessionLayer;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
@@ -27,6 +28,7 @@ impl App {
             sessions: self.components.sessions.as_ref(),
             cache: &self.cache,
             log: &self.components.log,
+            recorder: self.recorder.as_ref(),
             max_body_bytes: self.cfg.max_body_bytes,
         }
     }
@@ -86,4 +88,6 @@ pub struct App {
     pub sims: SimPool,
     /// The response cache (`cache { }`), embedding with `components.models`.
     pub cache: CacheLayer,
+    /// `--record DIR`: where decided requests are appended.
+    pub recorder: Option<Recorder>,
 }

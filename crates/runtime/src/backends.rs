@@ -12,7 +12,7 @@ use std::time::Duration;
 use hyper::header::HeaderValue;
 use src_compiler::hir::BackendDef;
 
-use crate::sim::{SimConfig, SimHandle};
+use crate::sim::{SimConfig, SimHandle, SimModel};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
@@ -50,7 +50,8 @@ impl Endpoint {
             .timeout_ms
             .map(Duration::from_millis)
             .unwrap_or(default_timeout);
-        if backend.simulated && served.is_empty() {
+        let simulated = backend.simulated || sims.simulates_all();
+        if simulated && served.is_empty() {
             // Nothing is bound to it, so nothing will be forwarded to it: start nothing.
             return Ok(Endpoint {
                 name: backend.name.clone(),
@@ -61,7 +62,7 @@ impl Endpoint {
                 sim: None,
             });
         }
-        if backend.simulated {
+        if simulated {
             let sim = sims
                 .get_or_spawn(&backend.name, served, sim_time_scale)
                 .await?;
@@ -123,11 +124,31 @@ type SimKey = (String, Vec<String>);
 #[derive(Default)]
 pub struct SimPool {
     sims: tokio::sync::Mutex<HashMap<SimKey, Weak<SimHandle>>>,
+    /// What each simulator is started with: its seed, its faults, and the settings of the
+    /// served ids it lists (the others get the defaults).
+    template: SimConfig,
+    /// Every backend is simulated, whatever the policy says.
+    simulate_all: bool,
 }
 
 impl SimPool {
     pub fn new() -> SimPool {
         SimPool::default()
+    }
+
+    /// A pool whose simulators start from `template` (see [`crate::ServeConfig::simulator`]);
+    /// with `simulate_all`, backends the policy does not mark `simulated` are simulated too.
+    pub fn configured(template: SimConfig, simulate_all: bool) -> SimPool {
+        SimPool {
+            sims: tokio::sync::Mutex::default(),
+            template,
+            simulate_all,
+        }
+    }
+
+    /// Whether every backend is simulated.
+    pub fn simulates_all(&self) -> bool {
+        self.simulate_all
     }
 
     async fn get_or_spawn(
@@ -148,9 +169,22 @@ impl SimPool {
             backend: backend.to_owned(),
             detail,
         };
+        let models = key
+            .1
+            .iter()
+            .map(|id| {
+                self.template
+                    .models
+                    .iter()
+                    .find(|m| &m.id == id)
+                    .cloned()
+                    .unwrap_or_else(|| SimModel::new(id.clone()))
+            })
+            .collect();
         let cfg = SimConfig {
+            models,
             time_scale,
-            ..SimConfig::serving(key.1.iter().cloned())
+            ..self.template.clone()
         };
         let sim = Arc::new(
             SimHandle::spawn(cfg)

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use src_compiler::EngineKind;
 
+use crate::sim::SimConfig;
+
 /// Default listener of the OpenAI-compatible API.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8801";
 /// Default listener of the admin API (policy state).
@@ -45,6 +47,16 @@ pub struct ServeConfig {
     /// The bearer token every admin request must carry (`SRC_ADMIN_TOKEN`). Required when the
     /// admin listener is bound to anything but a loopback address; honoured on loopback too.
     pub admin_token: Option<AdminToken>,
+    /// What simulated backends simulate: the seed, the faults, and for the served ids it lists
+    /// their latency, prefix-cache and quality settings (other ids get the defaults). Its own
+    /// `time_scale` is replaced by [`ServeConfig::sim_time_scale`].
+    pub simulator: SimConfig,
+    /// Simulate every backend, also those the policy does not mark `simulated` (`src eval`).
+    pub simulate_all_backends: bool,
+    /// Append every decided request to recording files in this directory (`src whatif`).
+    pub record: Option<PathBuf>,
+    /// Bound on the recording directory, in bytes.
+    pub record_max_bytes: u64,
 }
 
 /// The admin listener's bearer token. `Debug` never shows it.
@@ -105,6 +117,10 @@ impl ServeConfig {
             watch: true,
             sim_time_scale: 1.0,
             admin_token: None,
+            simulator: SimConfig::default(),
+            simulate_all_backends: false,
+            record: None,
+            record_max_bytes: crate::record::DEFAULT_MAX_BYTES,
         }
     }
 
@@ -163,6 +179,13 @@ pub struct ServeArgs {
     /// platform's trust store.
     #[arg(long, value_name = "FILE")]
     pub backend_ca: Option<PathBuf>,
+    /// Append each request body with its decision, signal values and model-signal results to
+    /// rotated files in this directory (API keys and `authorization` are never written).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Bound on the `--record` directory; the oldest files are deleted beyond it.
+    #[arg(long, value_name = "N", default_value_t = crate::record::DEFAULT_MAX_BYTES)]
+    pub record_max_bytes: u64,
 }
 
 impl From<ServeArgs> for ServeConfig {
@@ -175,6 +198,8 @@ impl From<ServeArgs> for ServeConfig {
             watch: !args.no_watch,
             backend_ca: args.backend_ca,
             admin_token: AdminToken::from_env(),
+            record: args.record,
+            record_max_bytes: args.record_max_bytes,
             ..ServeConfig::new(args.policy)
         }
     }

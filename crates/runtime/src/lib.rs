@@ -17,6 +17,7 @@
 //! - [`models`]: the ONNX model runtime behind model-backed signals.
 //! - [`backends`]: backend endpoints and the pool of simulated backends.
 //! - [`readiness`]: the last probe of each backend and the `/readyz` report.
+//! - [`record`]: `--record`: decided requests appended to bounded files for `src whatif`.
 //! - [`catalog`]: what a backend says it serves, for `src check --live`.
 //! - [`sim`]: an OpenAI-compatible simulated backend with a latency model and a prefix cache.
 //! - `redis_link`: the lazily connected, time-bounded Redis connection the stores share.
@@ -45,6 +46,7 @@ pub mod catalog;
 pub mod models;
 pub mod policy_store;
 pub mod readiness;
+pub mod record;
 mod redis_link;
 pub mod session;
 pub mod sim;

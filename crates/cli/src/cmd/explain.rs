@@ -282,14 +282,14 @@ fn missing_givens(checked: &CheckedPolicy, calls: &[ModelCall], why: &str) -> an
 }
 
 /// The ONNX model runtime `src serve` uses, run here on a small async runtime.
-struct ModelRunner {
+pub(crate) struct ModelRunner {
     models: OnnxModels,
     runtime: tokio::runtime::Runtime,
 }
 
 impl ModelRunner {
     /// Loads the policy's models; the error says why they cannot run.
-    fn start(checked: &CheckedPolicy) -> Result<ModelRunner, String> {
+    pub(crate) fn start(checked: &CheckedPolicy) -> Result<ModelRunner, String> {
         let models = OnnxModels::default();
         let problems: Vec<String> = models
             .prepare(checked)
@@ -307,7 +307,11 @@ impl ModelRunner {
         Ok(ModelRunner { models, runtime })
     }
 
-    fn compute(&self, checked: &CheckedPolicy, calls: &[ModelCall]) -> Result<Vec<ModelResult>> {
+    pub(crate) fn compute(
+        &self,
+        checked: &CheckedPolicy,
+        calls: &[ModelCall],
+    ) -> Result<Vec<ModelResult>> {
         self.runtime
             .block_on(self.models.compute(checked, calls))
             .map_err(|e| anyhow!("model-backed signal failed: {e}"))

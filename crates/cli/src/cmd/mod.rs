@@ -2,9 +2,12 @@
 
 pub mod check;
 pub mod doctor;
+pub mod eval;
 pub mod explain;
 pub mod fmt;
 pub mod manifest;
 pub mod policy;
+pub mod replay;
 pub mod serve;
 pub mod test;
+pub mod whatif;

@@ -63,6 +63,12 @@ pub struct Facts {
     pub skipped_signals: Vec<String>,
     /// What the cache step did (`x-sr-cache`), once it ran.
     pub cache: Option<&'static str>,
+    /// Set by the caller: keep the signal values and model results below (for `--record`).
+    pub keep: bool,
+    /// Every signal's value (`null`: not computed), when `keep` is set.
+    pub signals: serde_json::Map<String, Value>,
+    /// Each model-backed call and its result, when `keep` is set.
+    pub models: Vec<Value>,
 }
 
 /// The request as the deciding steps read it: its API, its parsed body and its facts.
@@ -96,9 +102,21 @@ pub async fn decide(
     if asked.api == Api::Responses && view.stream {
         procedure = procedure.without_cache();
     }
-    let mut answers = Answers::default();
+    let mut answers = Answers {
+        keep: facts.keep,
+        ..Answers::default()
+    };
     let decided = drive(effects, snapshot, asked, &mut procedure, &mut answers).await;
     facts.skipped_signals = skipped(snapshot.policy(), procedure.evaluation());
+    if facts.keep {
+        let policy = snapshot.policy();
+        facts.signals = crate::record::signal_values(policy, procedure.evaluation());
+        facts.models = answers
+            .models
+            .iter()
+            .map(|(call, result)| crate::record::model_call(policy, call, result))
+            .collect();
+    }
     let decision = match decided {
         Ok(decision) => decision,
         Err(error) => {
@@ -145,6 +163,12 @@ struct Answers {
     cache_error: bool,
     protection: Option<String>,
     session: Option<SessionReport>,
+    /// Keep model calls and results (`--record`).
+    keep: bool,
+    models: Vec<(
+        src_compiler::eval::ModelCall,
+        src_compiler::eval::ModelResult,
+    )>,
 }
 
 /// Answers the procedure's asks until it decides.
@@ -163,7 +187,12 @@ async fn drive(
         })?;
         match next {
             Next::Done(decision) => return Ok(decision),
-            Next::Models(calls) => effects.signals.supply(policy, procedure, &calls).await?,
+            Next::Models(calls) => {
+                let results = effects.signals.supply(policy, procedure, &calls).await?;
+                if answers.keep {
+                    answers.models.extend(calls.into_iter().zip(results));
+                }
+            }
             Next::Cache(proposal) => {
                 let query = CacheQuery {
                     api: asked.api,

@@ -47,6 +47,7 @@ use crate::pipeline::decide::{Asked, Decision, Effects, Facts};
 use crate::pipeline::forward::Outgoing;
 use crate::pipeline::signals::Signals;
 use crate::policy_store::{PolicyStore, Snapshot};
+use crate::record::Recorder;
 use crate::telemetry::{BlockLabels, Telemetry};
 use crate::trace;
 use crate::upstream::Upstream;
@@ -61,6 +62,8 @@ pub struct Pipeline<'a> {
     pub sessions: &'a dyn Sessions,
     pub cache: &'a CacheLayer,
     pub log: &'a RequestLog,
+    /// `--record`: where decided requests are appended.
+    pub recorder: Option<&'a Recorder>,
     /// Bodies larger than this are refused with 413.
     pub max_body_bytes: usize,
 }
@@ -112,9 +115,17 @@ async fn decide_and_forward(
     let snapshot = pipeline.store.current();
     done.record.policy_generation = snapshot.generation;
     let routing_started = Instant::now();
-    let mut facts = Facts::default();
+    let mut facts = Facts {
+        keep: pipeline.recorder.is_some(),
+        ..Facts::default()
+    };
     let asked = Asked { api, parsed, view };
     let decision = decide::decide(pipeline.effects(), &snapshot, asked, &mut facts).await;
+    if let Some(recorder) = pipeline.recorder {
+        recorder.record(record_line(
+            api, parts, parsed, &snapshot, &mut facts, &decision,
+        ));
+    }
     let routing = routing_started.elapsed();
     pipeline.telemetry.routing.observe(routing.as_secs_f64());
     done.record.routing_us = routing.as_secs_f64() * 1e6;
@@ -167,6 +178,82 @@ async fn decide_and_forward(
             .await
         }
     }
+}
+
+/// The `--record` line of a decided request (see [`crate::record`]).
+fn record_line(
+    api: Api,
+    parts: &hyper::http::request::Parts,
+    parsed: &Value,
+    snapshot: &Snapshot,
+    facts: &mut Facts,
+    decision: &Result<Decision, ApiError>,
+) -> Value {
+    let policy = snapshot.policy();
+    let name = |names: Vec<String>, index: usize| names.get(index).cloned();
+    let block_name = |b: BlockId| {
+        name(
+            policy.blocks.iter().map(|d| d.name.clone()).collect(),
+            b.index(),
+        )
+    };
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let (decided, session) = match decision {
+        Err(error) => (
+            serde_json::json!({"error": error.status.as_u16()}),
+            Value::Null,
+        ),
+        Ok(Decision::Refuse { block, status, .. }) => (
+            serde_json::json!({"block": block_name(*block), "refused": status}),
+            Value::Null,
+        ),
+        Ok(Decision::Cached(hit)) => (
+            serde_json::json!({
+                "cache": "hit",
+                "block": hit.block.and_then(block_name),
+                "route": hit.route.and_then(|r| policy.routes.get(r.index())).map(|r| r.name.clone()),
+                "model": policy.models.get(hit.model.index()).map(|d| d.name.clone()),
+            }),
+            Value::Null,
+        ),
+        Ok(Decision::Forward(plan)) => {
+            let model = |m: &src_compiler::hir::ModelId| {
+                policy.models.get(m.index()).map(|d| d.name.clone())
+            };
+            (
+                serde_json::json!({
+                    "block": plan.block.and_then(block_name),
+                    "route": plan.route.and_then(|r| policy.routes.get(r.index())).map(|r| r.name.clone()),
+                    "model": plan.candidates.first().and_then(model),
+                    "candidates": plan.candidates.iter().filter_map(model).collect::<Vec<_>>(),
+                }),
+                serde_json::json!({
+                    "state": plan.session.as_ref().map(|s| s.state),
+                    "identity": plan.session.as_ref().and_then(|s| s.identity.clone()),
+                    "protection": plan.protection,
+                }),
+            )
+        }
+    };
+    serde_json::json!({
+        "v": crate::record::VERSION,
+        "api": match api { Api::Chat => "chat", Api::Responses => "responses" },
+        "headers": crate::record::recorded_headers(&headers),
+        "body": parsed,
+        "decision": decided,
+        "session": session,
+        "signals": std::mem::take(&mut facts.signals),
+        "models": std::mem::take(&mut facts.models),
+    })
 }
 
 /// Counts a `block ... to MODEL` redirect.

@@ -26,7 +26,7 @@ impl Signals<'_> {
         policy: &CheckedPolicy,
         procedure: &mut Procedure<'_>,
         calls: &[ModelCall],
-    ) -> Result<(), ApiError> {
+    ) -> Result<Vec<ModelResult>, ApiError> {
         let started = Instant::now();
         let results = match self.models.compute(policy, calls).await {
             Ok(results) if results.len() == calls.len() => results,
@@ -35,12 +35,12 @@ impl Signals<'_> {
             Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
         };
         observe_signals(self.telemetry, policy, calls, started.elapsed());
-        for (call, result) in calls.iter().zip(results) {
-            procedure.supply(call, result).map_err(|err| {
+        for (call, result) in calls.iter().zip(&results) {
+            procedure.supply(call, *result).map_err(|err| {
                 ApiError::internal(format!("a model-backed signal answered badly: {err}"))
             })?;
         }
-        Ok(())
+        Ok(results)
     }
 }
 

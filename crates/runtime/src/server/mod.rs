@@ -49,6 +49,8 @@ pub enum ServeError {
     Watch { path: String, detail: String },
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error("cannot record requests in `{dir}`: {source}")]
+    Record { dir: String, source: std::io::Error },
     #[error("server task failed: {0}")]
     Task(String),
     #[error(
@@ -126,7 +128,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         return Err(ServeError::AdminUnprotected(cfg.admin));
     }
     let tls = crate::tls::client_config(cfg.backend_ca.as_deref())?;
-    let sims = SimPool::new();
+    let sims = SimPool::configured(cfg.simulator.clone(), cfg.simulate_all_backends);
     let first = {
         let path = cfg.policy.clone();
         let engine = cfg.engine;
@@ -140,6 +142,17 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         .await
         .map_err(ServeError::Policy)?;
     reload::warn_unenforced(&snapshot, components.sessions.as_ref());
+    let recorder = match &cfg.record {
+        None => None,
+        Some(dir) => Some(
+            crate::record::Recorder::start(dir, cfg.record_max_bytes).map_err(|source| {
+                ServeError::Record {
+                    dir: dir.display().to_string(),
+                    source,
+                }
+            })?,
+        ),
+    };
     let api_listener = bind(cfg.listen).await?;
     let admin_listener = bind(cfg.admin).await?;
     let addr = local_addr(&api_listener, cfg.listen)?;
@@ -159,6 +172,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         components,
         sims,
         cache,
+        recorder,
         cfg,
     });
     let (stop, stopped) = watch::channel(false);

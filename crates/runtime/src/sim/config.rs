@@ -6,6 +6,8 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::quality::SimQuality;
+
 /// The whole simulator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -101,6 +103,8 @@ pub struct SimModel {
     pub report_cached_tokens: bool,
     /// Overrides the simulator-wide faults for this model.
     pub faults: Option<SimFaults>,
+    /// The declared quality model `src eval` judges this model's turns by (simulation).
+    pub quality: SimQuality,
 }
 
 impl Default for SimModel {
@@ -119,6 +123,7 @@ impl Default for SimModel {
             cache_blocks: 4096,
             report_cached_tokens: true,
             faults: None,
+            quality: SimQuality::default(),
         }
     }
 }
@@ -170,7 +175,7 @@ impl SimModel {
         if let Some(faults) = &self.faults {
             faults.validate(&self.id)?;
         }
-        Ok(())
+        self.quality.validate(&self.id)
     }
 }
 

@@ -8,6 +8,9 @@
 //! Answers are deterministic under the seed and start with `[served-id]` so tests can see which
 //! model answered; every request is recorded for tests to inspect.
 //!
+//! [`quality`] declares, per served model, how likely a simulated agent turn is to be correct;
+//! `src eval` reads it to report task success, always as simulation.
+//!
 //! Endpoints: `POST /v1/chat/completions`, `POST /v1/responses` (both with `stream`),
 //! `GET /v1/models`, `GET /health`, `GET /metrics`, and `GET`/`DELETE /sim/requests`.
 
@@ -17,6 +20,7 @@ mod config;
 mod engine;
 mod fault;
 mod log;
+pub mod quality;
 mod request;
 mod server;
 mod stats;
@@ -33,6 +37,7 @@ use tokio::task::JoinHandle;
 pub use config::{SimConfig, SimConfigError, SimFaults, SimModel};
 pub use engine::ModelLoad;
 pub use log::ReceivedRequest;
+pub use quality::{Difficulty, SimQuality, TaskState};
 
 use server::SimState;
 
