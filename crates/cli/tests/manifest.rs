@@ -117,13 +117,20 @@ fn route_for<'a>(config: &'a Value, headers: &[(&str, &str)]) -> &'a Value {
 
 #[test]
 fn envoy_configs_of_the_shipped_policies_validate() {
-    // Every shipped policy and example, found rather than listed, so a new one is covered.
-    let mut policies: Vec<PathBuf> = ["policies", "examples"]
-        .iter()
-        .flat_map(|top| std::fs::read_dir(repo().join(top)).unwrap())
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
+    // Every shipped policy and example, found rather than listed, so a new one is covered: a
+    // policy is a directory holding `.sr` files, at any depth (eval arms nest).
+    let mut policies = Vec::new();
+    let mut dirs: Vec<PathBuf> = vec![repo().join("policies"), repo().join("examples")];
+    while let Some(dir) = dirs.pop() {
+        let entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        if entries.iter().any(|p| p.extension().is_some_and(|e| e == "sr")) {
+            policies.push(dir.clone());
+        }
+        dirs.extend(entries.into_iter().filter(|p| p.is_dir()));
+    }
     policies.sort();
     assert!(policies.len() >= 3, "{policies:?}");
     for path in &policies {
