@@ -29,6 +29,7 @@
 //! - [`tls`]: the TLS client configuration backends are reached with.
 //! - [`telemetry`]: the server's Prometheus registry and label sets.
 //! - [`metrics`]: every metric name.
+//! - [`exposition`]: the metrics text formats and their negotiation on `Accept`.
 //! - [`headers`]: every header name and fixed value.
 //! - [`log`]: the tracing subscriber and the one line written per request.
 //! - [`trace`]: request ids and W3C trace context.
@@ -50,6 +51,7 @@ pub mod session;
 pub mod sim;
 
 pub mod config;
+pub mod exposition;
 pub mod headers;
 pub mod hooks;
 pub mod log;

@@ -1,7 +1,7 @@
 //! The router's Prometheus metrics: one registry, built once, shared by every request.
 //!
 //! Names come from [`crate::metrics`]; this module owns the label sets, bucket layouts and the
-//! text exposition of `GET /metrics`. Label values are bounded by the policy (route, model, block
+//! exposition of `GET /metrics` (in the formats of [`crate::exposition`]). Label values are bounded by the policy (route, model, block
 //! and signal names) and a few fixed words, so cardinality cannot grow with traffic.
 
 use std::sync::atomic::AtomicU64;
@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::exposition::{self, Format};
 use crate::metrics as names;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -146,12 +147,12 @@ impl Telemetry {
         }
     }
 
-    /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
+    /// The exposition of every metric in `format`.
+    pub fn encode(&self, format: Format) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        exposition::render(out, format)
     }
 }
 
@@ -180,7 +181,7 @@ mod tests {
             .get_or_create(&ResultLabels { result: "ok" })
             .inc();
         t.routing.observe(3e-6);
-        let text = t.encode();
+        let text = t.encode(Format::PrometheusText);
         assert!(text.contains(
             "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\"} 1"
         ), "{text}");
@@ -198,7 +199,7 @@ mod tests {
                 reason: "connect",
             })
             .inc();
-        let text = t.encode();
+        let text = t.encode(Format::PrometheusText);
         assert!(
             text.contains("src_fallbacks_total{from=\"strong\",reason=\"connect\"} 1"),
             "{text}"
