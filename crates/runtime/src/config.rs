@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use src_compiler::EngineKind;
 
+use crate::otel::OtlpOptions;
+
 /// Default listener of the OpenAI-compatible API.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8801";
 /// Default listener of the admin API (policy state).
@@ -42,6 +44,8 @@ pub struct ServeConfig {
     /// Time scale of the built-in simulator's latency model for `simulated = true` backends
     /// (1.0 = the modelled latencies; tests use a small value).
     pub sim_time_scale: f64,
+    /// Where the request phases' spans are exported (OTLP/HTTP); `None`: no spans.
+    pub otlp: Option<OtlpOptions>,
 }
 
 impl ServeConfig {
@@ -61,6 +65,7 @@ impl ServeConfig {
             reload_debounce: Duration::from_millis(200),
             watch: true,
             sim_time_scale: 1.0,
+            otlp: None,
         }
     }
 
@@ -94,7 +99,7 @@ impl From<EngineArg> for EngineKind {
 }
 
 /// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
-/// [--no-watch] [--backend-ca FILE]`.
+/// [--no-watch] [--backend-ca FILE] [--otlp URL]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
@@ -118,6 +123,10 @@ pub struct ServeArgs {
     /// platform's trust store.
     #[arg(long, value_name = "FILE")]
     pub backend_ca: Option<PathBuf>,
+    /// Export the request phases' spans to this OTLP/HTTP collector (protobuf), e.g.
+    /// `http://127.0.0.1:4318` (`/v1/traces` is added to a URL without a path).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 impl From<ServeArgs> for ServeConfig {
@@ -129,6 +138,7 @@ impl From<ServeArgs> for ServeConfig {
             max_body_bytes: args.max_body_bytes,
             watch: !args.no_watch,
             backend_ca: args.backend_ca,
+            otlp: args.otlp.map(OtlpOptions::new),
             ..ServeConfig::new(args.policy)
         }
     }
@@ -168,6 +178,7 @@ mod tests {
         assert_eq!(cfg.engine, EngineKind::Jit);
         assert!(cfg.watch);
         assert_eq!(cfg.backend_ca, None);
+        assert_eq!(cfg.otlp, None);
         Ok(())
     }
 
@@ -187,6 +198,8 @@ mod tests {
             "--no-watch",
             "--backend-ca",
             "ca.pem",
+            "--otlp",
+            "http://127.0.0.1:4318",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -195,6 +208,10 @@ mod tests {
         assert_eq!(cfg.max_body_bytes, 1024);
         assert!(!cfg.watch);
         assert_eq!(cfg.backend_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(
+            cfg.otlp.map(|o| o.endpoint),
+            Some("http://127.0.0.1:4318".to_owned())
+        );
         Ok(())
     }
 

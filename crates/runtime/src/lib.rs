@@ -33,6 +33,7 @@
 //! - [`headers`]: every header name and fixed value.
 //! - [`log`]: the tracing subscriber and the one line written per request.
 //! - [`trace`]: request ids and W3C trace context.
+//! - [`otel`]: OpenTelemetry spans of a request's phases and their OTLP export.
 
 pub mod app;
 pub mod reload;
@@ -57,6 +58,7 @@ pub mod hooks;
 pub mod log;
 pub mod metrics;
 pub mod openai;
+pub mod otel;
 pub mod telemetry;
 pub mod tls;
 pub mod trace;

@@ -15,6 +15,8 @@ use prometheus_client::registry::Registry;
 
 use crate::exposition::{self, Format};
 use crate::metrics as names;
+use crate::otel::export::DropLabels;
+use crate::otel::Spans;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -65,6 +67,10 @@ pub struct Telemetry {
     pub blocks: Family<BlockLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
     pub generation: Gauge<u64, AtomicU64>,
+    /// Spans lost on their way to the collector (`queue_full`, `export_failed`).
+    pub spans_dropped: Family<DropLabels, Counter>,
+    /// The request phases' spans (off unless `--otlp` is given).
+    pub spans: Spans,
 }
 
 /// Routing takes microseconds: 1 µs to ~16 ms.
@@ -96,6 +102,7 @@ impl Telemetry {
         let blocks = Family::<BlockLabels, Counter>::default();
         let fallbacks = Family::<FallbackLabels, Counter>::default();
         let generation = Gauge::<u64, AtomicU64>::default();
+        let spans_dropped = Family::<DropLabels, Counter>::default();
         registry.register(
             names::REQUESTS,
             "Requests answered, by route, model, status and path",
@@ -133,8 +140,15 @@ impl Telemetry {
             "Generation of the policy being served",
             generation.clone(),
         );
+        registry.register(
+            names::TRACE_SPANS_DROPPED,
+            "Spans lost on their way to the trace collector, by reason",
+            spans_dropped.clone(),
+        );
         Telemetry {
             registry,
+            spans_dropped,
+            spans: Spans::off(),
             requests,
             routing,
             signal,

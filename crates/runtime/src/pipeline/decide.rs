@@ -17,11 +17,13 @@ use src_compiler::{Next, Procedure, ProcedureError};
 use crate::cache::CacheLayer;
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport, Sessions};
 use crate::openai::{Api, ApiError};
+use crate::otel::{key, name, text, Phase, RequestTrace};
 use crate::pipeline::cache_step::{
     self, CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted,
 };
 use crate::pipeline::signals::Signals;
 use crate::policy_store::Snapshot;
+use opentelemetry::{StringValue, Value as OtelValue};
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +73,8 @@ pub struct Asked<'a> {
     pub api: Api,
     pub parsed: &'a Value,
     pub view: &'a RequestView,
+    /// The request's trace, which the deciding phases' spans join.
+    pub trace: &'a RequestTrace,
 }
 
 /// What deciding calls out to: the model runtime, the session layer and the response cache.
@@ -97,8 +101,19 @@ pub async fn decide(
         procedure = procedure.without_cache();
     }
     let mut answers = Answers::default();
-    let decided = drive(effects, snapshot, asked, &mut procedure, &mut answers).await;
+    let mut phase = asked.trace.phase(name::DECIDE);
+    let decided = drive(
+        effects,
+        snapshot,
+        asked,
+        &phase,
+        &mut procedure,
+        &mut answers,
+    )
+    .await;
     facts.skipped_signals = skipped(snapshot.policy(), procedure.evaluation());
+    describe(&mut phase, snapshot.policy(), &decided, facts);
+    phase.end();
     let decision = match decided {
         Ok(decision) => decision,
         Err(error) => {
@@ -147,11 +162,50 @@ struct Answers {
     session: Option<SessionReport>,
 }
 
+/// The decision phase's attributes: what was decided, and what was not needed.
+fn describe(
+    phase: &mut Phase,
+    policy: &CheckedPolicy,
+    decided: &Result<ProcedureDecision, ApiError>,
+    facts: &Facts,
+) {
+    if !phase.is_on() {
+        return;
+    }
+    match decided {
+        Ok(decision) => {
+            if let Some(route) = decision.route.and_then(|r| policy.routes.get(r.index())) {
+                phase.set(key::ROUTE, || text(&route.name));
+            }
+            if let Some(block) = decision.block.and_then(|b| policy.blocks.get(b.index())) {
+                phase.set(key::BLOCK, || text(&block.name));
+            }
+            if let Some(model) = decision
+                .candidates
+                .first()
+                .and_then(|m| policy.models.get(m.index()))
+            {
+                phase.set(key::MODEL, || text(&model.name));
+            }
+        }
+        Err(error) => phase.fail(|| error.body.error.message.clone()),
+    }
+    if !facts.skipped_signals.is_empty() {
+        let skipped: Vec<StringValue> = facts
+            .skipped_signals
+            .iter()
+            .map(|s| StringValue::from(s.clone()))
+            .collect();
+        phase.set("src.signals.skipped", || OtelValue::Array(skipped.into()));
+    }
+}
+
 /// Answers the procedure's asks until it decides.
 async fn drive(
     effects: Effects<'_>,
     snapshot: &Snapshot,
     asked: Asked<'_>,
+    phase: &Phase,
     procedure: &mut Procedure<'_>,
     answers: &mut Answers,
 ) -> Result<ProcedureDecision, ApiError> {
@@ -163,7 +217,13 @@ async fn drive(
         })?;
         match next {
             Next::Done(decision) => return Ok(decision),
-            Next::Models(calls) => effects.signals.supply(policy, procedure, &calls).await?,
+            Next::Models(calls) => {
+                let traced = (asked.trace, phase);
+                effects
+                    .signals
+                    .supply(policy, procedure, &calls, traced)
+                    .await?
+            }
             Next::Cache(proposal) => {
                 let query = CacheQuery {
                     api: asked.api,
@@ -173,7 +233,26 @@ async fn drive(
                     block: proposal.block,
                     proposal: proposal.model,
                 };
-                match cache_step::lookup(effects.cache, snapshot, query).await {
+                let mut span = asked.trace.child(phase, name::CACHE, None);
+                let consulted = cache_step::lookup(effects.cache, snapshot, query).await;
+                match &consulted {
+                    Ok(Consulted::Hit(hit)) => {
+                        let score = hit.score;
+                        span.set(key::CACHE_RESULT, || "hit".into());
+                        span.set(key::CACHE_SCORE, || f64::from(score).into());
+                    }
+                    Ok(Consulted::Forward(report)) => {
+                        if let Some(report) = report {
+                            span.set(key::CACHE_RESULT, || report.result.as_str().into());
+                            if let Some(score) = report.score {
+                                span.set(key::CACHE_SCORE, || f64::from(score).into());
+                            }
+                        }
+                    }
+                    Err(error) => span.fail(|| error.body.error.message.clone()),
+                }
+                span.end();
+                match consulted {
                     Ok(Consulted::Hit(hit)) => {
                         answers.hit = Some(hit);
                         procedure.cache_answered(true);
@@ -196,7 +275,18 @@ async fn drive(
                     route: proposal.route,
                     proposed: proposal.model,
                 };
-                let answer = match effects.sessions.after_route(input).await {
+                let mut span = asked.trace.child(phase, name::SESSION, None);
+                let outcome = effects.sessions.after_route(input).await;
+                match &outcome {
+                    SessionOutcome::Session { report, .. } => {
+                        let state = report.state;
+                        span.set(key::SESSION_STATE, || state.into());
+                    }
+                    SessionOutcome::Reject { message, .. } => span.fail(|| message.clone()),
+                    SessionOutcome::Keep | SessionOutcome::Use { .. } => {}
+                }
+                span.end();
+                let answer = match outcome {
                     SessionOutcome::Keep => SessionAnswer::Keep,
                     SessionOutcome::Use { model, protection } => {
                         answers.protection = protection;
@@ -320,10 +410,12 @@ failure { backend = open }
             sessions,
             cache: &cache,
         };
+        let trace = RequestTrace::untraced(None);
         let asked = Asked {
             api,
             parsed: body,
             view: &view,
+            trace: &trace,
         };
         let mut facts = Facts::default();
         let decision = decide(effects, &snapshot, asked, &mut facts).await;

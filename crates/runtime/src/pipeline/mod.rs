@@ -36,7 +36,6 @@ use src_compiler::hir::BlockId;
 use src_compiler::request::RequestView;
 
 use crate::cache::CacheLayer;
-use crate::headers;
 use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
 use crate::openai::{Api, ApiError};
@@ -48,7 +47,6 @@ use crate::pipeline::forward::Outgoing;
 use crate::pipeline::signals::Signals;
 use crate::policy_store::{PolicyStore, Snapshot};
 use crate::telemetry::{BlockLabels, Telemetry};
-use crate::trace;
 use crate::upstream::Upstream;
 
 /// What the pipeline uses of a running server, borrowed for one request.
@@ -92,7 +90,7 @@ pub async fn handle(
         Ok(bytes) => bytes,
         Err(error) => return answer_error(done, error),
     };
-    let (parsed, view) = match intake::parse(api, &bytes, &parts.headers) {
+    let (parsed, view) = match intake::parse(api, &bytes, &parts.headers, &done.trace) {
         Ok(request) => request,
         Err(error) => return answer_error(done, error),
     };
@@ -113,7 +111,12 @@ async fn decide_and_forward(
     done.record.policy_generation = snapshot.generation;
     let routing_started = Instant::now();
     let mut facts = Facts::default();
-    let asked = Asked { api, parsed, view };
+    let asked = Asked {
+        api,
+        parsed,
+        view,
+        trace: &done.trace,
+    };
     let decision = decide::decide(pipeline.effects(), &snapshot, asked, &mut facts).await;
     let routing = routing_started.elapsed();
     pipeline.telemetry.routing.observe(routing.as_secs_f64());
@@ -188,14 +191,10 @@ fn new_completion<B>(
     endpoint: &str,
     started: Instant,
 ) -> Completion {
-    let client_id = request
-        .headers()
-        .get(headers::REQUEST_ID)
-        .and_then(|v| v.to_str().ok());
-    Completion::new(
+    Completion::start(
         Arc::clone(pipeline.telemetry),
         pipeline.log.clone(),
-        trace::request_id(client_id),
+        request.headers(),
         endpoint,
         started,
     )
