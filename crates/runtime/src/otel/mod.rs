@@ -102,7 +102,8 @@ impl OtlpOptions {
             .endpoint
             .parse()
             .map_err(|e| OtlpError(format!("`{}` is not a URL: {e}", self.endpoint)))?;
-        if uri.scheme().is_none() || uri.authority().is_none() {
+        let web = matches!(uri.scheme_str(), Some("http" | "https"));
+        if !web || uri.authority().is_none() {
             return Err(OtlpError(format!(
                 "`{}` is not an http(s) URL",
                 self.endpoint
@@ -455,6 +456,7 @@ mod tests {
         );
         assert!(url("not a url").is_err());
         assert!(url("/v1/traces").is_err());
+        assert!(url("ftp://c:4318").is_err());
         Ok(())
     }
 

@@ -34,6 +34,7 @@ pub struct Completion {
 pub const CLIENT_CLOSED: u16 = 499;
 
 impl Completion {
+    /// A request with id `request_id` and a trace of its own (no client context, no spans).
     pub fn new(
         telemetry: Arc<Telemetry>,
         log: RequestLog,
@@ -41,20 +42,8 @@ impl Completion {
         endpoint: &str,
         started: Instant,
     ) -> Completion {
-        Completion {
-            record: RequestRecord {
-                request_id,
-                endpoint: endpoint.to_owned(),
-                path: path::ERROR,
-                ..RequestRecord::default()
-            },
-            trace: RequestTrace::untraced(None),
-            upstream: None,
-            started,
-            telemetry,
-            log,
-            reported: false,
-        }
+        let trace = RequestTrace::untraced(None);
+        Completion::traced(telemetry, log, request_id, endpoint, started, trace)
     }
 
     /// A request arriving with `headers`: its id (the client's `x-request-id` when usable) and
@@ -71,10 +60,32 @@ impl Completion {
         let trace = telemetry
             .spans
             .request(header(headers::TRACEPARENT), &request_id, endpoint);
-        let mut done = Completion::new(telemetry, log, request_id, endpoint, started);
-        done.record.trace_id = Some(trace.trace_id().to_owned());
-        done.trace = trace;
-        done
+        Completion::traced(telemetry, log, request_id, endpoint, started, trace)
+    }
+
+    fn traced(
+        telemetry: Arc<Telemetry>,
+        log: RequestLog,
+        request_id: String,
+        endpoint: &str,
+        started: Instant,
+        trace: RequestTrace,
+    ) -> Completion {
+        Completion {
+            record: RequestRecord {
+                request_id,
+                trace_id: Some(trace.trace_id().to_owned()),
+                endpoint: endpoint.to_owned(),
+                path: path::ERROR,
+                ..RequestRecord::default()
+            },
+            trace,
+            upstream: None,
+            started,
+            telemetry,
+            log,
+            reported: false,
+        }
     }
 
     /// A local answer (error, refusal, listing): no upstream evidence.
