@@ -64,6 +64,8 @@ pub mod key {
     pub const SESSION_STATE: &str = "src.session.state";
     pub const SIGNAL_MODELS: &str = "src.signals.models";
     pub const SIGNAL_CALLS: &str = "src.signals.calls";
+    /// Signals the decision did not need, never computed.
+    pub const SIGNALS_SKIPPED: &str = "src.signals.skipped";
     pub const FALLBACK_REASON: &str = "src.fallback.reason";
     pub const TTFT_MS: &str = "src.upstream.ttft_ms";
     pub const PROMPT_TOKENS: &str = "gen_ai.usage.input_tokens";

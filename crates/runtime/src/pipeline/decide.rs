@@ -7,6 +7,7 @@
 //! ([`crate::pipeline::cache_step`]) and the session layer — through [`Effects`], so it is
 //! tested with fakes.
 
+use opentelemetry::{StringValue, Value as OtelValue};
 use serde_json::Value;
 use src_compiler::eval::Evaluation;
 use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
@@ -23,7 +24,6 @@ use crate::pipeline::cache_step::{
 };
 use crate::pipeline::signals::Signals;
 use crate::policy_store::Snapshot;
-use opentelemetry::{StringValue, Value as OtelValue};
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,7 +196,7 @@ fn describe(
             .iter()
             .map(|s| StringValue::from(s.clone()))
             .collect();
-        phase.set("src.signals.skipped", || OtelValue::Array(skipped.into()));
+        phase.set(key::SIGNALS_SKIPPED, || OtelValue::Array(skipped.into()));
     }
 }
 

@@ -17,6 +17,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
+use opentelemetry::trace::SpanKind;
 use serde_json::Value;
 use src_compiler::hir::{ModelDef, ModelId};
 use src_compiler::request::RequestView;
@@ -35,7 +36,6 @@ use crate::pipeline::rewrite::{self, Edit};
 use crate::policy_store::Snapshot;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
-use opentelemetry::trace::SpanKind;
 
 /// Client headers that are about the client's connection, not the request, or that the router
 /// sets itself. `accept-encoding` is dropped so answers arrive uncompressed: the router reads
