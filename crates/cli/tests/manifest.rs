@@ -126,7 +126,10 @@ fn envoy_configs_of_the_shipped_policies_validate() {
             .unwrap()
             .map(|e| e.unwrap().path())
             .collect();
-        if entries.iter().any(|p| p.extension().is_some_and(|e| e == "sr")) {
+        if entries
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "sr"))
+        {
             policies.push(dir.clone());
         }
         dirs.extend(entries.into_iter().filter(|p| p.is_dir()));

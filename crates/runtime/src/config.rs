@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use src_compiler::EngineKind;
 
+use crate::otel::OtlpOptions;
 use crate::sim::SimConfig;
 
 /// Default listener of the OpenAI-compatible API.
@@ -57,6 +58,8 @@ pub struct ServeConfig {
     pub record: Option<PathBuf>,
     /// Bound on the recording directory, in bytes.
     pub record_max_bytes: u64,
+    /// Where the request phases' spans are exported (OTLP/HTTP); `None`: no spans.
+    pub otlp: Option<OtlpOptions>,
 }
 
 /// The admin listener's bearer token. `Debug` never shows it.
@@ -121,6 +124,7 @@ impl ServeConfig {
             simulate_all_backends: false,
             record: None,
             record_max_bytes: crate::record::DEFAULT_MAX_BYTES,
+            otlp: None,
         }
     }
 
@@ -154,7 +158,7 @@ impl From<EngineArg> for EngineKind {
 }
 
 /// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
-/// [--no-watch] [--backend-ca FILE]`.
+/// [--no-watch] [--backend-ca FILE] [--otlp URL]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
@@ -186,6 +190,10 @@ pub struct ServeArgs {
     /// Bound on the `--record` directory; the oldest files are deleted beyond it.
     #[arg(long, value_name = "N", default_value_t = crate::record::DEFAULT_MAX_BYTES)]
     pub record_max_bytes: u64,
+    /// Export the request phases' spans to this OTLP/HTTP collector (protobuf), e.g.
+    /// `http://127.0.0.1:4318` (`/v1/traces` is added to a URL without a path).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 impl From<ServeArgs> for ServeConfig {
@@ -200,6 +208,7 @@ impl From<ServeArgs> for ServeConfig {
             admin_token: AdminToken::from_env(),
             record: args.record,
             record_max_bytes: args.record_max_bytes,
+            otlp: args.otlp.map(OtlpOptions::new),
             ..ServeConfig::new(args.policy)
         }
     }
@@ -222,6 +231,7 @@ pub fn env_number(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     #[test]
     fn the_admin_token_admits_only_its_own_bearer_and_never_shows() {
@@ -242,7 +252,6 @@ mod tests {
         assert_eq!(format!("{token:?}"), "AdminToken(***)");
         assert_eq!(AdminToken::new(""), None);
     }
-    use clap::Parser;
 
     #[derive(Parser)]
     struct Cli {
@@ -259,6 +268,7 @@ mod tests {
         assert_eq!(cfg.engine, EngineKind::Jit);
         assert!(cfg.watch);
         assert_eq!(cfg.backend_ca, None);
+        assert_eq!(cfg.otlp, None);
         Ok(())
     }
 
@@ -278,6 +288,8 @@ mod tests {
             "--no-watch",
             "--backend-ca",
             "ca.pem",
+            "--otlp",
+            "http://127.0.0.1:4318",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -286,6 +298,10 @@ mod tests {
         assert_eq!(cfg.max_body_bytes, 1024);
         assert!(!cfg.watch);
         assert_eq!(cfg.backend_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(
+            cfg.otlp.map(|o| o.endpoint),
+            Some("http://127.0.0.1:4318".to_owned())
+        );
         Ok(())
     }
 

@@ -30,9 +30,11 @@
 //! - [`tls`]: the TLS client configuration backends are reached with.
 //! - [`telemetry`]: the server's Prometheus registry and label sets.
 //! - [`metrics`]: every metric name.
+//! - [`exposition`]: the metrics text formats and their negotiation on `Accept`.
 //! - [`headers`]: every header name and fixed value.
 //! - [`log`]: the tracing subscriber and the one line written per request.
 //! - [`trace`]: request ids and W3C trace context.
+//! - [`otel`]: OpenTelemetry spans of a request's phases and their OTLP export.
 
 pub mod app;
 pub mod reload;
@@ -52,11 +54,13 @@ pub mod session;
 pub mod sim;
 
 pub mod config;
+pub mod exposition;
 pub mod headers;
 pub mod hooks;
 pub mod log;
 pub mod metrics;
 pub mod openai;
+pub mod otel;
 pub mod telemetry;
 pub mod tls;
 pub mod trace;

@@ -49,6 +49,8 @@ pub fn init_json_logging() -> bool {
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct RequestRecord {
     pub request_id: String,
+    /// The W3C trace id the request's hops share (the client's, or one the router started).
+    pub trace_id: Option<String>,
     /// `chat` or `responses`, or the path of a non-proxy request.
     pub endpoint: String,
     pub route: Option<String>,

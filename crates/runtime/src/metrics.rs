@@ -41,6 +41,10 @@ pub const FALLBACKS: &str = "src_fallbacks";
 /// Generation of the policy being served (increments on every successful reload).
 pub const POLICY_GENERATION: &str = "src_policy_generation";
 
+/// Spans lost on their way to the trace collector, labelled by `reason` (`queue_full`,
+/// `export_failed`).
+pub const TRACE_SPANS_DROPPED: &str = "src_trace_spans_dropped";
+
 /// Calls with a session layer verdict, labelled by `state` (the values of `x-sr-session`).
 pub const SESSION_CALLS: &str = "src_session_calls";
 /// Pins written for a new or expired session, labelled by `store` (`memory`, `redis`).

@@ -1,7 +1,7 @@
 //! The router's Prometheus metrics: one registry, built once, shared by every request.
 //!
 //! Names come from [`crate::metrics`]; this module owns the label sets, bucket layouts and the
-//! text exposition of `GET /metrics`. Label values are bounded by the policy (route, model, block
+//! exposition of `GET /metrics` (in the formats of [`crate::exposition`]). Label values are bounded by the policy (route, model, block
 //! and signal names) and a few fixed words, so cardinality cannot grow with traffic.
 
 use std::sync::atomic::AtomicU64;
@@ -13,7 +13,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::exposition::{self, Format};
 use crate::metrics as names;
+use crate::otel::export::DropLabels;
+use crate::otel::Spans;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -64,6 +67,10 @@ pub struct Telemetry {
     pub blocks: Family<BlockLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
     pub generation: Gauge<u64, AtomicU64>,
+    /// Spans lost on their way to the collector (`queue_full`, `export_failed`).
+    pub spans_dropped: Family<DropLabels, Counter>,
+    /// The request phases' spans (off unless `--otlp` is given).
+    pub spans: Spans,
 }
 
 /// Routing takes microseconds: 1 µs to ~16 ms.
@@ -95,6 +102,7 @@ impl Telemetry {
         let blocks = Family::<BlockLabels, Counter>::default();
         let fallbacks = Family::<FallbackLabels, Counter>::default();
         let generation = Gauge::<u64, AtomicU64>::default();
+        let spans_dropped = Family::<DropLabels, Counter>::default();
         registry.register(
             names::REQUESTS,
             "Requests answered, by route, model, status and path",
@@ -132,8 +140,15 @@ impl Telemetry {
             "Generation of the policy being served",
             generation.clone(),
         );
+        registry.register(
+            names::TRACE_SPANS_DROPPED,
+            "Spans lost on their way to the trace collector, by reason",
+            spans_dropped.clone(),
+        );
         Telemetry {
             registry,
+            spans_dropped,
+            spans: Spans::off(),
             requests,
             routing,
             signal,
@@ -146,12 +161,12 @@ impl Telemetry {
         }
     }
 
-    /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
+    /// The exposition of every metric in `format`.
+    pub fn encode(&self, format: Format) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        exposition::render(out, format)
     }
 }
 
@@ -180,7 +195,7 @@ mod tests {
             .get_or_create(&ResultLabels { result: "ok" })
             .inc();
         t.routing.observe(3e-6);
-        let text = t.encode();
+        let text = t.encode(Format::PrometheusText);
         assert!(text.contains(
             "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\"} 1"
         ), "{text}");
@@ -198,7 +213,7 @@ mod tests {
                 reason: "connect",
             })
             .inc();
-        let text = t.encode();
+        let text = t.encode(Format::PrometheusText);
         assert!(
             text.contains("src_fallbacks_total{from=\"strong\",reason=\"connect\"} 1"),
             "{text}"

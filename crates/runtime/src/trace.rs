@@ -27,10 +27,47 @@ pub fn request_id(client: Option<&str>) -> String {
 /// The `traceparent` to send upstream: the client's trace continued under a new span id, or a
 /// new trace when the client's header is absent or invalid.
 pub fn traceparent(client: Option<&str>) -> String {
-    let span = nonzero_random::<8>();
-    match client.and_then(parse_traceparent) {
-        Some(parent) => format!("00-{}-{}-{}", parent.trace_id, hex(&span), parent.flags),
-        None => format!("00-{}-{}-01", hex(&nonzero_random::<16>()), hex(&span)),
+    TraceContext::continue_from(client).child()
+}
+
+/// One request's W3C trace: the trace id every hop shares, the client's span (when it sent a
+/// usable `traceparent`) and the flags to pass on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceContext {
+    /// 32 lowercase hex digits.
+    pub trace_id: String,
+    /// The client's span id (16 hex digits), when it sent one.
+    pub parent_id: Option<String>,
+    /// 2 hex digits (`01`: sampled).
+    pub flags: String,
+}
+
+impl TraceContext {
+    /// The client's trace when its `traceparent` is valid, else a new sampled trace.
+    pub fn continue_from(client: Option<&str>) -> TraceContext {
+        match client.and_then(parse_traceparent) {
+            Some(parent) => TraceContext {
+                trace_id: parent.trace_id.to_owned(),
+                parent_id: Some(parent.parent_id.to_owned()),
+                flags: parent.flags.to_owned(),
+            },
+            None => TraceContext {
+                trace_id: hex(&nonzero_random::<16>()),
+                parent_id: None,
+                flags: "01".to_owned(),
+            },
+        }
+    }
+
+    /// A `traceparent` naming `span_id` (16 hex digits) as the parent in this trace.
+    pub fn with_span(&self, span_id: &str) -> String {
+        format!("00-{}-{span_id}-{}", self.trace_id, self.flags)
+    }
+
+    /// A `traceparent` continuing this trace under a new random span id (when no span of the
+    /// router's is exported, the id names the router's hop all the same).
+    pub fn child(&self) -> String {
+        self.with_span(&hex(&nonzero_random::<8>()))
     }
 }
 
@@ -144,6 +181,29 @@ mod tests {
                 "{bad:?}"
             );
         }
+        Ok(())
+    }
+
+    #[test]
+    fn one_request_keeps_one_trace_id_across_its_hops() -> Result<(), String> {
+        let trace = TraceContext::continue_from(None);
+        let first = trace.child();
+        let second = trace.child();
+        let (a, b) = (
+            parse_traceparent(&first).ok_or("invalid traceparent")?,
+            parse_traceparent(&second).ok_or("invalid traceparent")?,
+        );
+        assert_eq!(a.trace_id, trace.trace_id);
+        assert_eq!(b.trace_id, trace.trace_id);
+        assert_ne!(a.parent_id, b.parent_id);
+        assert_eq!(trace.parent_id, None);
+        let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        let continued = TraceContext::continue_from(Some(unsampled));
+        assert_eq!(continued.parent_id.as_deref(), Some("00f067aa0ba902b7"));
+        assert_eq!(
+            continued.with_span("0123456789abcdef"),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0123456789abcdef-00"
+        );
         Ok(())
     }
 

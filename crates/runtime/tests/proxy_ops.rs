@@ -200,7 +200,7 @@ async fn metrics_count_requests_blocks_and_latencies() -> TestResult {
     assert_eq!(answer.status, 200);
     assert!(answer
         .header("content-type")
-        .is_some_and(|t| t.starts_with("text/plain")));
+        .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")));
     let text = answer.text();
     for expected in [
         "src_requests_total{route=\"default\",model=\"small\",status=\"200\",path=\"upstream\"} 3",

@@ -9,14 +9,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::headers::{path, NONE_VALUE};
+use hyper::header::HeaderMap;
+
+use crate::headers::{self, path, NONE_VALUE};
 use crate::log::{RequestLog, RequestRecord};
 use crate::openai::Usage;
+use crate::otel::{key, text, Phase, RequestTrace};
 use crate::telemetry::{ModelLabels, RequestLabels, Telemetry};
 
 /// A request on its way to being reported.
 pub struct Completion {
     pub record: RequestRecord,
+    /// The request's trace: its root span ends with the report.
+    pub trace: RequestTrace,
+    /// The span of the upstream attempt whose answer is being relayed.
+    pub upstream: Option<Phase>,
     started: Instant,
     telemetry: Arc<Telemetry>,
     log: RequestLog,
@@ -27,6 +34,7 @@ pub struct Completion {
 pub const CLIENT_CLOSED: u16 = 499;
 
 impl Completion {
+    /// A request with id `request_id` and a trace of its own (no client context, no spans).
     pub fn new(
         telemetry: Arc<Telemetry>,
         log: RequestLog,
@@ -34,13 +42,45 @@ impl Completion {
         endpoint: &str,
         started: Instant,
     ) -> Completion {
+        let trace = RequestTrace::untraced(None);
+        Completion::traced(telemetry, log, request_id, endpoint, started, trace)
+    }
+
+    /// A request arriving with `headers`: its id (the client's `x-request-id` when usable) and
+    /// its trace (continuing the client's `traceparent`), with spans when they are exported.
+    pub fn start(
+        telemetry: Arc<Telemetry>,
+        log: RequestLog,
+        headers: &HeaderMap,
+        endpoint: &str,
+        started: Instant,
+    ) -> Completion {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let request_id = crate::trace::request_id(header(headers::REQUEST_ID));
+        let trace = telemetry
+            .spans
+            .request(header(headers::TRACEPARENT), &request_id, endpoint);
+        Completion::traced(telemetry, log, request_id, endpoint, started, trace)
+    }
+
+    fn traced(
+        telemetry: Arc<Telemetry>,
+        log: RequestLog,
+        request_id: String,
+        endpoint: &str,
+        started: Instant,
+        trace: RequestTrace,
+    ) -> Completion {
         Completion {
             record: RequestRecord {
                 request_id,
+                trace_id: Some(trace.trace_id().to_owned()),
                 endpoint: endpoint.to_owned(),
                 path: path::ERROR,
                 ..RequestRecord::default()
             },
+            trace,
+            upstream: None,
             started,
             telemetry,
             log,
@@ -82,6 +122,26 @@ impl Completion {
                 .observe(upstream_elapsed.as_secs_f64());
         }
         self.record.ttft_ms = ttft.map(millis);
+        if let Some(mut span) = self.upstream.take() {
+            if let Some(ttft) = ttft {
+                span.set(key::TTFT_MS, || millis(ttft).into());
+            }
+            if let Some(usage) = &usage {
+                for (name, value) in [
+                    (key::PROMPT_TOKENS, usage.prompt_tokens),
+                    (key::COMPLETION_TOKENS, usage.completion_tokens),
+                    (key::CACHED_TOKENS, usage.cached_tokens),
+                ] {
+                    if let Some(n) = value {
+                        span.set(name, || i64::try_from(n).unwrap_or(i64::MAX).into());
+                    }
+                }
+            }
+            if let Some(error) = &error {
+                span.fail(|| error.clone());
+            }
+            span.end();
+        }
         if let Some(usage) = usage {
             self.record.prompt_tokens = usage.prompt_tokens;
             self.record.completion_tokens = usage.completion_tokens;
@@ -105,7 +165,51 @@ impl Completion {
             path: self.record.path,
         };
         self.telemetry.requests.get_or_create(&labels).inc();
+        self.close_trace();
         self.log.write(&self.record);
+    }
+}
+
+impl Completion {
+    /// The root span's summary of the request, then its end.
+    fn close_trace(&mut self) {
+        let record = &self.record;
+        let trace = &mut self.trace;
+        trace.set(key::PATH, || record.path.into());
+        trace.set(key::STREAM, || record.stream.into());
+        trace.set(key::POLICY_GENERATION, || {
+            i64::try_from(record.policy_generation)
+                .unwrap_or(i64::MAX)
+                .into()
+        });
+        for (name, value) in [
+            (key::ROUTE, &record.route),
+            (key::BLOCK, &record.block),
+            (key::MODEL, &record.model),
+            (key::SERVED, &record.served),
+            (key::BACKEND, &record.backend),
+            (key::ERROR, &record.error),
+        ] {
+            if let Some(value) = value {
+                trace.set(name, || text(value));
+            }
+        }
+        if let Some(cache) = record.cache {
+            trace.set(key::CACHE_RESULT, || cache.into());
+        }
+        if let Some(session) = record.session {
+            trace.set(key::SESSION_STATE, || session.into());
+        }
+        if let Some(n) = record.cached_tokens {
+            trace.set(key::CACHED_TOKENS, || {
+                i64::try_from(n).unwrap_or(i64::MAX).into()
+            });
+        }
+        // An upstream span still open (the answer was abandoned) ends with the request.
+        if let Some(span) = self.upstream.take() {
+            span.end();
+        }
+        trace.end(record.status);
     }
 }
 

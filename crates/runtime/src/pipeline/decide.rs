@@ -7,6 +7,7 @@
 //! ([`crate::pipeline::cache_step`]) and the session layer — through [`Effects`], so it is
 //! tested with fakes.
 
+use opentelemetry::{StringValue, Value as OtelValue};
 use serde_json::Value;
 use src_compiler::eval::Evaluation;
 use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
@@ -17,6 +18,7 @@ use src_compiler::{Next, Procedure, ProcedureError};
 use crate::cache::CacheLayer;
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport, Sessions};
 use crate::openai::{Api, ApiError};
+use crate::otel::{key, name, text, Phase, RequestTrace};
 use crate::pipeline::cache_step::{
     self, CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted,
 };
@@ -77,6 +79,8 @@ pub struct Asked<'a> {
     pub api: Api,
     pub parsed: &'a Value,
     pub view: &'a RequestView,
+    /// The request's trace, which the deciding phases' spans join.
+    pub trace: &'a RequestTrace,
 }
 
 /// What deciding calls out to: the model runtime, the session layer and the response cache.
@@ -106,7 +110,16 @@ pub async fn decide(
         keep: facts.keep,
         ..Answers::default()
     };
-    let decided = drive(effects, snapshot, asked, &mut procedure, &mut answers).await;
+    let mut phase = asked.trace.phase(name::DECIDE);
+    let decided = drive(
+        effects,
+        snapshot,
+        asked,
+        &phase,
+        &mut procedure,
+        &mut answers,
+    )
+    .await;
     facts.skipped_signals = skipped(snapshot.policy(), procedure.evaluation());
     if facts.keep {
         let policy = snapshot.policy();
@@ -117,6 +130,8 @@ pub async fn decide(
             .map(|(call, result)| crate::record::model_call(policy, call, result))
             .collect();
     }
+    describe(&mut phase, snapshot.policy(), &decided, facts);
+    phase.end();
     let decision = match decided {
         Ok(decision) => decision,
         Err(error) => {
@@ -171,11 +186,50 @@ struct Answers {
     )>,
 }
 
+/// The decision phase's attributes: what was decided, and what was not needed.
+fn describe(
+    phase: &mut Phase,
+    policy: &CheckedPolicy,
+    decided: &Result<ProcedureDecision, ApiError>,
+    facts: &Facts,
+) {
+    if !phase.is_on() {
+        return;
+    }
+    match decided {
+        Ok(decision) => {
+            if let Some(route) = decision.route.and_then(|r| policy.routes.get(r.index())) {
+                phase.set(key::ROUTE, || text(&route.name));
+            }
+            if let Some(block) = decision.block.and_then(|b| policy.blocks.get(b.index())) {
+                phase.set(key::BLOCK, || text(&block.name));
+            }
+            if let Some(model) = decision
+                .candidates
+                .first()
+                .and_then(|m| policy.models.get(m.index()))
+            {
+                phase.set(key::MODEL, || text(&model.name));
+            }
+        }
+        Err(error) => phase.fail(|| error.body.error.message.clone()),
+    }
+    if !facts.skipped_signals.is_empty() {
+        let skipped: Vec<StringValue> = facts
+            .skipped_signals
+            .iter()
+            .map(|s| StringValue::from(s.clone()))
+            .collect();
+        phase.set(key::SIGNALS_SKIPPED, || OtelValue::Array(skipped.into()));
+    }
+}
+
 /// Answers the procedure's asks until it decides.
 async fn drive(
     effects: Effects<'_>,
     snapshot: &Snapshot,
     asked: Asked<'_>,
+    phase: &Phase,
     procedure: &mut Procedure<'_>,
     answers: &mut Answers,
 ) -> Result<ProcedureDecision, ApiError> {
@@ -188,7 +242,11 @@ async fn drive(
         match next {
             Next::Done(decision) => return Ok(decision),
             Next::Models(calls) => {
-                let results = effects.signals.supply(policy, procedure, &calls).await?;
+                let traced = (asked.trace, phase);
+                let results = effects
+                    .signals
+                    .supply(policy, procedure, &calls, traced)
+                    .await?;
                 if answers.keep {
                     answers.models.extend(calls.into_iter().zip(results));
                 }
@@ -202,7 +260,26 @@ async fn drive(
                     block: proposal.block,
                     proposal: proposal.model,
                 };
-                match cache_step::lookup(effects.cache, snapshot, query).await {
+                let mut span = asked.trace.child(phase, name::CACHE, None);
+                let consulted = cache_step::lookup(effects.cache, snapshot, query).await;
+                match &consulted {
+                    Ok(Consulted::Hit(hit)) => {
+                        let score = hit.score;
+                        span.set(key::CACHE_RESULT, || "hit".into());
+                        span.set(key::CACHE_SCORE, || f64::from(score).into());
+                    }
+                    Ok(Consulted::Forward(report)) => {
+                        if let Some(report) = report {
+                            span.set(key::CACHE_RESULT, || report.result.as_str().into());
+                            if let Some(score) = report.score {
+                                span.set(key::CACHE_SCORE, || f64::from(score).into());
+                            }
+                        }
+                    }
+                    Err(error) => span.fail(|| error.body.error.message.clone()),
+                }
+                span.end();
+                match consulted {
                     Ok(Consulted::Hit(hit)) => {
                         answers.hit = Some(hit);
                         procedure.cache_answered(true);
@@ -225,7 +302,18 @@ async fn drive(
                     route: proposal.route,
                     proposed: proposal.model,
                 };
-                let answer = match effects.sessions.after_route(input).await {
+                let mut span = asked.trace.child(phase, name::SESSION, None);
+                let outcome = effects.sessions.after_route(input).await;
+                match &outcome {
+                    SessionOutcome::Session { report, .. } => {
+                        let state = report.state;
+                        span.set(key::SESSION_STATE, || state.into());
+                    }
+                    SessionOutcome::Reject { message, .. } => span.fail(|| message.clone()),
+                    SessionOutcome::Keep | SessionOutcome::Use { .. } => {}
+                }
+                span.end();
+                let answer = match outcome {
                     SessionOutcome::Keep => SessionAnswer::Keep,
                     SessionOutcome::Use { model, protection } => {
                         answers.protection = protection;
@@ -349,10 +437,12 @@ failure { backend = open }
             sessions,
             cache: &cache,
         };
+        let trace = RequestTrace::untraced(None);
         let asked = Asked {
             api,
             parsed: body,
             view: &view,
+            trace: &trace,
         };
         let mut facts = Facts::default();
         let decision = decide(effects, &snapshot, asked, &mut facts).await;

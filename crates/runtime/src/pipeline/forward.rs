@@ -17,6 +17,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
+use opentelemetry::trace::SpanKind;
 use serde_json::Value;
 use src_compiler::hir::{ModelDef, ModelId};
 use src_compiler::request::RequestView;
@@ -26,6 +27,7 @@ use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
 use crate::hooks::UpstreamOutcomes;
 use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
+use crate::otel::{key, name, text, Phase, RequestTrace};
 use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::body::{ProxyBody, Relay};
 use crate::pipeline::completion::Completion;
@@ -33,7 +35,6 @@ use crate::pipeline::decide::Plan;
 use crate::pipeline::rewrite::{self, Edit};
 use crate::policy_store::Snapshot;
 use crate::telemetry::{FallbackLabels, Telemetry};
-use crate::trace;
 use crate::upstream::{Upstream, UpstreamError};
 
 /// Client headers that are about the client's connection, not the request, or that the router
@@ -157,7 +158,7 @@ pub async fn forward(
         snapshot,
         &request,
         &plan,
-        &mut done.record,
+        (&mut done.record, &done.trace),
     )
     .await;
     let failures = match tried.outcome {
@@ -167,7 +168,10 @@ pub async fn forward(
             model_id,
             model,
             sent_at,
+            mut span,
         } => {
+            span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
+            done.upstream = Some(span);
             done.record.fallbacks = fallback_list(policy, &tried.failures);
             report_failures(session_outcomes.as_deref(), policy, &tried.failures);
             let answer = Answer {
@@ -195,6 +199,8 @@ enum Tried<'p, B> {
         model_id: ModelId,
         model: &'p ModelDef,
         sent_at: Instant,
+        /// The attempt's span, ended when the relay ends.
+        span: Phase,
     },
     /// The request could not be rewritten for a candidate: the client's to fix.
     Unbuildable(ApiError),
@@ -208,14 +214,15 @@ struct Attempts<'p, B> {
     failures: Vec<(ModelId, Failure)>,
 }
 
-/// Tries the plan's candidates in order, noting in `record` the model each attempt went to.
+/// Tries the plan's candidates in order, noting in `record` the model each attempt went to. Each
+/// attempt is a client span of `trace`, and the `traceparent` it sends names that span.
 async fn try_candidates<'p, T: Transport>(
     transport: &T,
     telemetry: &Telemetry,
     snapshot: &'p Snapshot,
     request: &Outgoing<'_>,
     plan: &Plan,
-    record: &mut RequestRecord,
+    (record, trace): (&mut RequestRecord, &RequestTrace),
 ) -> Attempts<'p, T::Body> {
     let policy = snapshot.policy();
     let route = plan.route.and_then(|r| policy.routes.get(r.index()));
@@ -298,12 +305,25 @@ async fn try_candidates<'p, T: Transport>(
         record.model = Some(model.name.clone());
         record.served = Some(model.serves.clone());
         record.backend = Some(endpoint.name.clone());
+        let mut span = trace.phase_at(name::UPSTREAM, SpanKind::Client, None);
+        if span.is_on() {
+            span.set(key::MODEL, || text(&model.name));
+            span.set(key::SERVED, || text(&model.serves));
+            span.set(key::BACKEND, || text(&endpoint.name));
+        }
+        if let Ok(v) = HeaderValue::from_str(&trace.traceparent(&span)) {
+            headers.insert(HeaderName::from_static(headers::TRACEPARENT), v);
+        }
 
         let sent_at = Instant::now();
         match transport.send(upstream, endpoint.timeout).await {
             Ok(response) if moves_on(response.status(), more) => {
                 let status = response.status();
                 drop(response);
+                span.set(key::STATUS, || i64::from(status.as_u16()).into());
+                span.set(key::FALLBACK_REASON, || "status".into());
+                span.fail(|| format!("the backend answered {}", status.as_u16()));
+                span.end();
                 note_fallback(
                     telemetry,
                     &model.name,
@@ -319,17 +339,23 @@ async fn try_candidates<'p, T: Transport>(
                         model_id,
                         model,
                         sent_at,
+                        span,
                     },
                     failures,
                 }
             }
-            Err(err) => note_fallback(
-                telemetry,
-                &model.name,
-                Failure::Upstream(err),
-                model_id,
-                &mut failures,
-            ),
+            Err(err) => {
+                span.set(key::FALLBACK_REASON, || err.reason().into());
+                span.fail(|| err.to_string());
+                span.end();
+                note_fallback(
+                    telemetry,
+                    &model.name,
+                    Failure::Upstream(err),
+                    model_id,
+                    &mut failures,
+                )
+            }
         }
     }
     Attempts {
@@ -452,7 +478,7 @@ fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
         .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
 }
 
-/// Client headers minus hop-by-hop ones, plus request id, trace context and route headers.
+/// Client headers minus hop-by-hop ones, plus request id and route headers.
 fn upstream_headers(
     parts: &Parts,
     request_id: &str,
@@ -467,13 +493,8 @@ fn upstream_headers(
     if let Ok(v) = HeaderValue::from_str(request_id) {
         out.insert(HeaderName::from_static(headers::REQUEST_ID), v);
     }
-    let client_trace = parts
-        .headers
-        .get(headers::TRACEPARENT)
-        .and_then(|v| v.to_str().ok());
-    if let Ok(v) = HeaderValue::from_str(&trace::traceparent(client_trace)) {
-        out.insert(HeaderName::from_static(headers::TRACEPARENT), v);
-    }
+    // The client's `traceparent` is replaced per attempt, naming the attempt's span.
+    out.remove(headers::TRACEPARENT);
     out.insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
     for (name, value) in route_headers.into_iter().flatten() {
         out.insert(name.clone(), value.clone());

@@ -9,6 +9,7 @@ use serde_json::Value;
 use src_compiler::request::{RequestError, RequestView};
 
 use crate::openai::{Api, ApiError};
+use crate::otel::{name, RequestTrace};
 
 /// Reads the whole body, refusing with 413 as soon as it is known to exceed `limit` (from
 /// `content-length`, or while reading a body of unknown length): nothing beyond the limit is
@@ -37,8 +38,24 @@ where
     }
 }
 
-/// The body parsed as JSON and the request's facts as `api` defines them.
+/// The body parsed as JSON and the request's facts as `api` defines them, in the trace's parse
+/// phase.
 pub fn parse(
+    api: Api,
+    bytes: &[u8],
+    headers: &HeaderMap,
+    trace: &RequestTrace,
+) -> Result<(Value, RequestView), ApiError> {
+    let mut phase = trace.phase(name::PARSE);
+    let parsed = parse_view(api, bytes, headers);
+    if let Err(error) = &parsed {
+        phase.fail(|| error.body.error.message.clone());
+    }
+    phase.end();
+    parsed
+}
+
+fn parse_view(
     api: Api,
     bytes: &[u8],
     headers: &HeaderMap,
@@ -106,14 +123,25 @@ mod tests {
 
     #[test]
     fn a_body_that_is_not_json_is_a_400() {
-        let error = parse(Api::Chat, b"{nope", &HeaderMap::new()).err();
+        let error = parse(
+            Api::Chat,
+            b"{nope",
+            &HeaderMap::new(),
+            &RequestTrace::untraced(None),
+        )
+        .err();
         assert_eq!(error.map(|e| e.status.as_u16()), Some(400));
     }
 
     #[test]
     fn each_api_reads_its_own_shape() {
         let chat = json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]});
-        let parsed = parse(Api::Chat, chat.to_string().as_bytes(), &HeaderMap::new());
+        let parsed = parse(
+            Api::Chat,
+            chat.to_string().as_bytes(),
+            &HeaderMap::new(),
+            &RequestTrace::untraced(None),
+        );
         let (value, view) = parsed.expect("a chat request parses");
         assert_eq!(value, chat);
         assert_eq!(view.model.as_deref(), Some("auto"));
@@ -124,6 +152,7 @@ mod tests {
             Api::Responses,
             responses.to_string().as_bytes(),
             &HeaderMap::new(),
+            &RequestTrace::untraced(None),
         );
         let (_, view) = parsed.expect("a responses request parses");
         assert_eq!(view.prompt, "hello");
@@ -132,7 +161,13 @@ mod tests {
     #[test]
     fn a_malformed_request_names_the_field() {
         let body = json!({"model": "auto", "messages": "not a list"});
-        let error = parse(Api::Chat, body.to_string().as_bytes(), &HeaderMap::new()).err();
+        let error = parse(
+            Api::Chat,
+            body.to_string().as_bytes(),
+            &HeaderMap::new(),
+            &RequestTrace::untraced(None),
+        )
+        .err();
         let error = error.expect("messages must be a list");
         assert_eq!(error.status.as_u16(), 400);
         assert!(error.body.error.param.is_some(), "{error:?}");

@@ -36,7 +36,6 @@ use src_compiler::hir::BlockId;
 use src_compiler::request::RequestView;
 
 use crate::cache::CacheLayer;
-use crate::headers;
 use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
 use crate::openai::{Api, ApiError};
@@ -49,7 +48,6 @@ use crate::pipeline::signals::Signals;
 use crate::policy_store::{PolicyStore, Snapshot};
 use crate::record::Recorder;
 use crate::telemetry::{BlockLabels, Telemetry};
-use crate::trace;
 use crate::upstream::Upstream;
 
 /// What the pipeline uses of a running server, borrowed for one request.
@@ -95,7 +93,7 @@ pub async fn handle(
         Ok(bytes) => bytes,
         Err(error) => return answer_error(done, error),
     };
-    let (parsed, view) = match intake::parse(api, &bytes, &parts.headers) {
+    let (parsed, view) = match intake::parse(api, &bytes, &parts.headers, &done.trace) {
         Ok(request) => request,
         Err(error) => return answer_error(done, error),
     };
@@ -119,7 +117,12 @@ async fn decide_and_forward(
         keep: pipeline.recorder.is_some(),
         ..Facts::default()
     };
-    let asked = Asked { api, parsed, view };
+    let asked = Asked {
+        api,
+        parsed,
+        view,
+        trace: &done.trace,
+    };
     let decision = decide::decide(pipeline.effects(), &snapshot, asked, &mut facts).await;
     if let Some(recorder) = pipeline.recorder {
         recorder.record(record_line(
@@ -275,14 +278,10 @@ fn new_completion<B>(
     endpoint: &str,
     started: Instant,
 ) -> Completion {
-    let client_id = request
-        .headers()
-        .get(headers::REQUEST_ID)
-        .and_then(|v| v.to_str().ok());
-    Completion::new(
+    Completion::start(
         Arc::clone(pipeline.telemetry),
         pipeline.log.clone(),
-        trace::request_id(client_id),
+        request.headers(),
         endpoint,
         started,
     )

@@ -2,7 +2,9 @@
 //! procedure asks for (for blocks, routes and the cache's `skip when`), computed by the
 //! [`ModelSignals`] component and supplied back, with each model's latency observed.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry::{StringValue, Value};
 
 use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
 use src_compiler::hir::CheckedPolicy;
@@ -10,6 +12,7 @@ use src_compiler::Procedure;
 
 use crate::hooks::ModelSignals;
 use crate::openai::ApiError;
+use crate::otel::{key, name, text, Phase, RequestTrace};
 use crate::telemetry::{SignalLabels, Telemetry};
 
 /// The model runtime a request's evaluation asks, and where its latency is reported.
@@ -21,20 +24,36 @@ pub struct Signals<'a> {
 
 impl Signals<'_> {
     /// Computes the model-backed atoms of one procedure step and supplies them.
+    /// The step is a `src.signals` span under `traced`'s phase, with a `src.model` span per
+    /// model in it.
     pub async fn supply(
         &self,
         policy: &CheckedPolicy,
         procedure: &mut Procedure<'_>,
         calls: &[ModelCall],
+        traced: (&RequestTrace, &Phase),
     ) -> Result<Vec<ModelResult>, ApiError> {
+        let (trace, parent) = traced;
         let started = Instant::now();
-        let results = match self.models.compute(policy, calls).await {
-            Ok(results) if results.len() == calls.len() => results,
+        let wall_start = trace_clock(parent);
+        let computed = self.models.compute(policy, calls).await;
+        let elapsed = started.elapsed();
+        let failed = match &computed {
+            Ok(results) if results.len() == calls.len() => None,
+            Ok(_) => Some("the model runtime answered the wrong number of calls".to_owned()),
+            Err(err) => Some(err.to_string()),
+        };
+        let results = match computed {
+            Ok(results) if failed.is_none() => results,
             // The evaluator applies `failure.classifier`: open treats the signal as not holding,
             // closed ends in a failed step.
             Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
         };
-        observe_signals(self.telemetry, policy, calls, started.elapsed());
+        let names = model_names(policy, calls);
+        observe_signals(self.telemetry, &names, elapsed);
+        if let Some(start) = wall_start {
+            trace_step(trace, parent, &names, calls.len(), start, failed);
+        }
         for (call, result) in calls.iter().zip(&results) {
             procedure.supply(call, *result).map_err(|err| {
                 ApiError::internal(format!("a model-backed signal answered badly: {err}"))
@@ -44,14 +63,8 @@ impl Signals<'_> {
     }
 }
 
-/// Model-backed signal latency, by the classifier, guard or encoder that computed it (one batch
-/// serves every call of a step, so each model in it is charged the batch's time).
-fn observe_signals(
-    telemetry: &Telemetry,
-    policy: &CheckedPolicy,
-    calls: &[ModelCall],
-    elapsed: Duration,
-) {
+/// The classifiers, guards and encoders a step's calls ask, each once, in order.
+fn model_names<'p>(policy: &'p CheckedPolicy, calls: &[ModelCall]) -> Vec<&'p str> {
     let mut seen: Vec<&str> = Vec::with_capacity(calls.len());
     for call in calls {
         let name = match call.model {
@@ -63,12 +76,56 @@ fn observe_signals(
         };
         if let Some(name) = name.filter(|n| !seen.contains(n)) {
             seen.push(name);
-            telemetry
-                .signal
-                .get_or_create(&SignalLabels {
-                    signal: name.to_owned(),
-                })
-                .observe(elapsed.as_secs_f64());
         }
     }
+    seen
+}
+
+/// Model-backed signal latency, by the classifier, guard or encoder that computed it (one batch
+/// serves every call of a step, so each model in it is charged the batch's time).
+fn observe_signals(telemetry: &Telemetry, names: &[&str], elapsed: Duration) {
+    for name in names {
+        telemetry
+            .signal
+            .get_or_create(&SignalLabels {
+                signal: (*name).to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// When spans are recorded, the wall-clock start of a step (spans carry wall-clock times).
+fn trace_clock(parent: &Phase) -> Option<SystemTime> {
+    parent.is_on().then(SystemTime::now)
+}
+
+/// The step's span and one span per model in it, all over the step's interval: the models of a
+/// step are computed together, so each is charged the whole step, as the metric does.
+fn trace_step(
+    trace: &RequestTrace,
+    parent: &Phase,
+    names: &[&str],
+    calls: usize,
+    start: SystemTime,
+    failed: Option<String>,
+) {
+    let end = SystemTime::now();
+    let mut step = trace.child(parent, name::SIGNALS, Some(start));
+    let models: Vec<StringValue> = names
+        .iter()
+        .map(|n| StringValue::from((*n).to_owned()))
+        .collect();
+    step.set(key::SIGNAL_MODELS, || Value::Array(models.into()));
+    step.set(key::SIGNAL_CALLS, || {
+        i64::try_from(calls).unwrap_or(i64::MAX).into()
+    });
+    if let Some(message) = failed {
+        step.fail(|| message);
+    }
+    for model in names {
+        let mut span = trace.child(&step, name::MODEL, Some(start));
+        span.set(key::MODEL, || text(model));
+        span.end_at(end);
+    }
+    step.end_at(end);
 }

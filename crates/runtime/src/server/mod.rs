@@ -27,6 +27,7 @@ use crate::app::{App, Components};
 use crate::backends::SimPool;
 use crate::cache::{CacheLayer, CacheOptions};
 use crate::config::ServeConfig;
+use crate::otel::Spans;
 use crate::policy_store::{compile_policy, LoadFailure, PolicyStore, Snapshot};
 use crate::readiness::Readiness;
 use crate::reload;
@@ -35,6 +36,8 @@ use crate::upstream::Upstream;
 
 /// In-flight connections get this long to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(10);
+/// Queued spans get this long to reach the collector at shutdown.
+const SPAN_DRAIN: Duration = Duration::from_secs(3);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -51,6 +54,8 @@ pub enum ServeError {
     Tls(#[from] crate::tls::TlsError),
     #[error("cannot record requests in `{dir}`: {source}")]
     Record { dir: String, source: std::io::Error },
+    #[error(transparent)]
+    Otlp(#[from] crate::otel::OtlpError),
     #[error("server task failed: {0}")]
     Task(String),
     #[error(
@@ -102,6 +107,11 @@ impl ServerHandle {
             .collect()
     }
 
+    /// Exports every span ended so far (tests call it rather than wait for the batch delay).
+    pub async fn flush_spans(&self) {
+        self.app.telemetry.spans.flush().await;
+    }
+
     /// Asks for a reload, as SIGHUP does.
     pub async fn reload(&self) {
         let _ = self.reload_now.send(()).await;
@@ -118,6 +128,8 @@ impl ServerHandle {
         tokio::task::spawn_blocking(move || log.flush())
             .await
             .map_err(|e| ServeError::Task(e.to_string()))?;
+        // So do the last spans, within a bound (a collector that is down must not hang exit).
+        self.app.telemetry.spans.shutdown(SPAN_DRAIN).await;
         Ok(())
     }
 }
@@ -158,11 +170,19 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let addr = local_addr(&api_listener, cfg.listen)?;
     let admin_addr = local_addr(&admin_listener, cfg.admin)?;
     let cache = CacheLayer::new(Arc::clone(&components.models), CacheOptions::from_env());
-    let telemetry = Arc::new(Telemetry::with_extra(|registry| {
+    let mut telemetry = Telemetry::with_extra(|registry| {
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);
         cache.register_metrics(registry);
-    }));
+    });
+    if let Some(otlp) = &cfg.otlp {
+        // The collector is reached like a backend: same pooled client, same trust store.
+        let client = Upstream::new(cfg.connect_timeout, tls.clone());
+        let drops = crate::otel::export::Drops(telemetry.spans_dropped.clone());
+        telemetry.spans = Spans::export(otlp, client, tokio::runtime::Handle::current(), drops)?;
+        tracing::info!(collector = %otlp.endpoint, "exporting request spans over OTLP/HTTP");
+    }
+    let telemetry = Arc::new(telemetry);
     telemetry.generation.set(snapshot.generation);
     let app = Arc::new(App {
         upstream: Upstream::new(cfg.connect_timeout, tls),

@@ -8,16 +8,15 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
 use crate::app::App;
+use crate::exposition::Format;
 use crate::headers::APPLICATION_JSON;
 use crate::openai::{Api, ApiError};
 use crate::pipeline::{self, body::ProxyBody, intake};
 use crate::server::{admin, models_answer};
-
-const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The OpenAI-compatible listener.
 pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
@@ -54,10 +53,13 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
             json(status, Bytes::from(report.to_string()))
         }
         ("/metrics", &Method::GET | &Method::HEAD) => {
-            let mut response = Response::new(ProxyBody::from(app.telemetry.encode()));
-            response
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TEXT));
+            let accept = request.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+            let format = Format::negotiate(accept);
+            let mut response = Response::new(ProxyBody::from(app.telemetry.encode(format)));
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static(format.content_type()),
+            );
             response
         }
         ("/v1/models" | "/healthz" | "/readyz" | "/metrics", _) => {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderMap, HeaderValue, ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -32,6 +32,7 @@ use super::fault::Fault;
 use super::log::{ReceivedRequest, RequestLog};
 use super::request::{Api, GenerateRequest};
 use super::stats::SimMetrics;
+use crate::exposition::{self, Format};
 use crate::headers::{
     APPLICATION_JSON, SIM_DECODE_MS, SIM_FAULT, SIM_PREFILL_MS, SIM_QUEUE_MS, TEXT_EVENT_STREAM,
 };
@@ -164,7 +165,13 @@ async fn handle(
             state.log.clear();
             Ok(json_response(StatusCode::OK, json!({"cleared": true})))
         }
-        ("GET", "/metrics") => Ok(text_response(state.metrics.encode())),
+        ("GET", "/metrics") => {
+            let accept = parts.headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+            Ok(metrics_response(
+                &state.metrics.encode(),
+                Format::negotiate(accept),
+            ))
+        }
         ("POST", "/v1/chat/completions") => {
             generate(&state, Api::ChatCompletions, &parts, body).await
         }
@@ -332,11 +339,13 @@ fn json_response(status: StatusCode, value: serde_json::Value) -> Response<SimBo
     response
 }
 
-fn text_response(text: String) -> Response<SimBody> {
+/// The simulator's metrics in the format the scraper asked for (as the router's `/metrics`).
+fn metrics_response(openmetrics: &str, format: Format) -> Response<SimBody> {
+    let text = exposition::render(openmetrics.to_owned(), format);
     let mut response = Response::new(full(Bytes::from(text)));
     response.headers_mut().insert(
         CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        HeaderValue::from_static(format.content_type()),
     );
     response
 }

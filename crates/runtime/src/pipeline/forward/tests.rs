@@ -155,7 +155,7 @@ async fn attempt(
         &snapshot,
         &request,
         plan,
-        &mut record,
+        (&mut record, &crate::otel::RequestTrace::untraced(None)),
     )
     .await;
     let policy = snapshot.policy();
