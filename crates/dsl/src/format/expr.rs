@@ -87,9 +87,9 @@ fn write_expr(out: &mut String, e: &Expr, next: u8) {
         }
         ExprKind::Name(id) => out.push_str(&id.name),
         ExprKind::Field(base, field) => {
-            // `1.x` would lex as a number; any literal before a dot is kept apart.
-            let literal = matches!(base.kind, ExprKind::Number(_) | ExprKind::Duration(_));
-            write_child(out, base, literal || precedence(base) < POSTFIX, POSTFIX);
+            // A literal stays bare too: a number's fraction needs digits and a field name starts
+            // with a letter, so `0.u` reads as the field `u` of `0`, as it was written.
+            write_child(out, base, precedence(base) < POSTFIX, POSTFIX);
             out.push('.');
             out.push_str(&field.name);
         }
@@ -270,6 +270,26 @@ mod tests {
             },
         ));
         assert_eq!(expr(&field), "(not b).cost");
+    }
+
+    /// Found by fuzzing: `0.u` was printed `(0).u`, a different tree (E090).
+    #[test]
+    fn a_literal_before_a_dot_stays_bare() {
+        for text in ["0", "1.5", "2k", "10m"] {
+            let number = e(ExprKind::Number(Number {
+                value: 0.0,
+                is_int: false,
+                text: text.into(),
+            }));
+            let field = e(ExprKind::Field(
+                Box::new(number),
+                Ident {
+                    name: "u".into(),
+                    span: Span::default(),
+                },
+            ));
+            assert_eq!(expr(&field), format!("{text}.u"));
+        }
     }
 
     #[test]
