@@ -12,6 +12,8 @@ echo "== build"
 cargo build --workspace --locked --all-targets
 
 echo "== unit, corpus, property and end-to-end tests"
+# This includes the short fuzz run: the fuzz properties with small case counts and every input
+# kept under fuzz/corpus/ (`scripts/fuzz.sh replay` runs just those; `run` is the long search).
 cargo test --workspace --locked
 
 src="${CARGO_TARGET_DIR:-target}/debug/src"

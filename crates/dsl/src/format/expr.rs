@@ -6,6 +6,13 @@
 //! loosest first: `or`, `and`, `not`, comparisons with `is`/`in`, `??`, `+ -`, `* /`, unary `-`,
 //! then `.field` and calls. Comparisons do not chain, so a comparison inside a comparison is
 //! always parenthesised.
+//!
+//! A prefix `not` reaches to the right over every comparison and arithmetic operator that
+//! follows it (`a == not b + c` is `a == not (b + c)`), so whether a `not` operand needs
+//! parentheses depends on what is printed after it: each expression is written knowing the
+//! binding strength of the operator that follows it (`next`, 0 when none does). Where nothing it
+//! would reach follows, a `not` stays bare, as the author wrote it (`a == not b`, `-not b`):
+//! adding parentheses there would change the tree the text parses to.
 
 use crate::ast::{BinOp, Expr, ExprKind, Ident, Number, UnaryOp};
 
@@ -17,7 +24,7 @@ const POSTFIX: u8 = 9;
 /// The expression as canonical source text.
 pub(super) fn expr(e: &Expr) -> String {
     let mut out = String::new();
-    write_expr(&mut out, e);
+    write_expr(&mut out, e, 0);
     out
 }
 
@@ -43,18 +50,26 @@ fn is_comparison(op: BinOp) -> bool {
     op.precedence() == COMPARE
 }
 
-/// Writes `e`, parenthesised when `wrap` says its binding is too loose for where it stands.
-fn write_child(out: &mut String, e: &Expr, wrap: bool) {
+/// Writes `e`, parenthesised when `wrap` says its binding is too loose for where it stands;
+/// `next` is the binding strength of the operator printed after it.
+fn write_child(out: &mut String, e: &Expr, wrap: bool, next: u8) {
     if wrap {
         out.push('(');
-        write_expr(out, e);
+        write_expr(out, e, 0);
         out.push(')');
     } else {
-        write_expr(out, e);
+        write_expr(out, e, next);
     }
 }
 
-fn write_expr(out: &mut String, e: &Expr) {
+/// Whether `e`, an operand of a tighter operator, can be printed bare because it is a `not`
+/// that nothing printed after it would be read into (the parser reads the operand of `not` up to
+/// the first operator looser than comparisons).
+fn bare_not(e: &Expr, next: u8) -> bool {
+    matches!(e.kind, ExprKind::Unary(UnaryOp::Not, _)) && next <= NOT
+}
+
+fn write_expr(out: &mut String, e: &Expr, next: u8) {
     match &e.kind {
         ExprKind::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         ExprKind::Number(n) => out.push_str(&number(n)),
@@ -66,15 +81,15 @@ fn write_expr(out: &mut String, e: &Expr) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                write_expr(out, item);
+                write_expr(out, item, 0);
             }
             out.push(']');
         }
         ExprKind::Name(id) => out.push_str(&id.name),
         ExprKind::Field(base, field) => {
-            // `1.x` would lex as a number; any literal before a dot is kept apart.
-            let literal = matches!(base.kind, ExprKind::Number(_) | ExprKind::Duration(_));
-            write_child(out, base, literal || precedence(base) < POSTFIX);
+            // A literal stays bare too: a number's fraction needs digits and a field name starts
+            // with a letter, so `0.u` reads as the field `u` of `0`, as it was written.
+            write_child(out, base, precedence(base) < POSTFIX, POSTFIX);
             out.push('.');
             out.push_str(&field.name);
         }
@@ -85,17 +100,18 @@ fn write_expr(out: &mut String, e: &Expr) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                write_expr(out, arg);
+                write_expr(out, arg, 0);
             }
             out.push(')');
         }
         ExprKind::Unary(UnaryOp::Not, inner) => {
             out.push_str("not ");
-            write_child(out, inner, precedence(inner) < NOT);
+            write_child(out, inner, precedence(inner) < NOT, next);
         }
         ExprKind::Unary(UnaryOp::Neg, inner) => {
             out.push('-');
-            write_child(out, inner, precedence(inner) < NEG);
+            let wrap = precedence(inner) < NEG && !bare_not(inner, next);
+            write_child(out, inner, wrap, next);
         }
         ExprKind::Binary(op, lhs, rhs) => {
             let p = op.precedence();
@@ -105,23 +121,24 @@ fn write_expr(out: &mut String, e: &Expr) {
                 // Left-associative: an equal-strength operator on the right needs parentheses.
                 (precedence(lhs) < p, precedence(rhs) <= p)
             };
-            write_child(out, lhs, wrap_l);
+            let wrap_r = wrap_r && !bare_not(rhs, next);
+            write_child(out, lhs, wrap_l, p);
             out.push(' ');
             out.push_str(op.symbol());
             out.push(' ');
-            write_child(out, rhs, wrap_r);
+            write_child(out, rhs, wrap_r, next);
         }
         ExprKind::Is(inner, label) => {
-            write_child(out, inner, precedence(inner) <= COMPARE);
+            write_child(out, inner, precedence(inner) <= COMPARE, COMPARE);
             out.push_str(" is ");
             out.push_str(&label.name);
         }
         ExprKind::In(inner, labels) => {
-            write_child(out, inner, precedence(inner) <= COMPARE);
+            write_child(out, inner, precedence(inner) <= COMPARE, COMPARE);
             out.push_str(" in ");
             out.push_str(&ident_list(labels));
         }
-        ExprKind::Paren(inner) => write_child(out, inner, true),
+        ExprKind::Paren(inner) => write_child(out, inner, true, 0),
     }
 }
 
@@ -205,6 +222,74 @@ mod tests {
         assert_eq!(expr(&not), "not (a or b)");
         let and_not = bin(BinOp::And, name("a"), not);
         assert_eq!(expr(&and_not), "a and not (a or b)");
+    }
+
+    fn not(x: Expr) -> Expr {
+        e(ExprKind::Unary(UnaryOp::Not, Box::new(x)))
+    }
+
+    fn neg(x: Expr) -> Expr {
+        e(ExprKind::Unary(UnaryOp::Neg, Box::new(x)))
+    }
+
+    /// Found by fuzzing: `-s == not s` was printed `-s == (not s)`, a different tree (E090).
+    #[test]
+    fn a_not_stays_bare_where_nothing_follows_it() {
+        let eq = bin(BinOp::Eq, neg(name("s")), not(name("s")));
+        assert_eq!(expr(&eq), "-s == not s");
+        assert_eq!(expr(&neg(not(name("s")))), "-not s");
+        let and = bin(
+            BinOp::And,
+            bin(BinOp::Add, name("a"), not(name("b"))),
+            name("c"),
+        );
+        assert_eq!(expr(&and), "a + not b and c");
+    }
+
+    #[test]
+    fn a_not_is_parenthesised_where_it_would_reach_further() {
+        let sub = bin(
+            BinOp::Sub,
+            bin(BinOp::Add, name("a"), not(name("b"))),
+            name("c"),
+        );
+        assert_eq!(expr(&sub), "a + (not b) - c");
+        let is = e(ExprKind::Is(
+            Box::new(neg(not(name("b")))),
+            Ident {
+                name: "x".into(),
+                span: Span::default(),
+            },
+        ));
+        assert_eq!(expr(&is), "-(not b) is x");
+        let field = e(ExprKind::Field(
+            Box::new(not(name("b"))),
+            Ident {
+                name: "cost".into(),
+                span: Span::default(),
+            },
+        ));
+        assert_eq!(expr(&field), "(not b).cost");
+    }
+
+    /// Found by fuzzing: `0.u` was printed `(0).u`, a different tree (E090).
+    #[test]
+    fn a_literal_before_a_dot_stays_bare() {
+        for text in ["0", "1.5", "2k", "10m"] {
+            let number = e(ExprKind::Number(Number {
+                value: 0.0,
+                is_int: false,
+                text: text.into(),
+            }));
+            let field = e(ExprKind::Field(
+                Box::new(number),
+                Ident {
+                    name: "u".into(),
+                    span: Span::default(),
+                },
+            ));
+            assert_eq!(expr(&field), format!("{text}.u"));
+        }
     }
 
     #[test]

@@ -1,0 +1,161 @@
+//! Fuzzing the runtime's readers of untrusted bytes (the properties are in
+//! `fuzz_support/mod.rs`): the request intake, and the usage reader of upstream event streams
+//! under every way of cutting the same bytes. Inputs: the coverage-guided targets' kept corpora
+//! (`fuzz/corpus/{request,sse}/`), arbitrary bytes, and streams made of SSE's own pieces (field
+//! names, line ends of all three kinds, `[DONE]`, usage objects) so the reader's every branch
+//! is reached.
+//!
+//! `PROPTEST_CASES` raises the case count for a long search.
+
+mod fuzz_support;
+
+use fuzz_support::{check_intake, check_stream, pieces, scan};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn cases(ci: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ci)
+}
+
+/// The committed corpus of a fuzz target, sorted by path.
+fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter_map(|p| Some((p.clone(), std::fs::read(&p).ok()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    assert!(!files.is_empty(), "no corpus under {}", dir.display());
+    files
+}
+
+/// Pieces of event streams, well formed and not.
+fn piece() -> impl Strategy<Value = Vec<u8>> {
+    let fixed = prop::sample::select(vec![
+        "data: ",
+        "data:",
+        "data",
+        "dataset: x",
+        "event: response.completed",
+        ": keep-alive",
+        "id: 1",
+        "retry: 10",
+        "\n",
+        "\n\n",
+        "\r",
+        "\r\n",
+        "\r\n\r\n",
+        "[DONE]",
+        " [DONE] ",
+        "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}],\"object\":\"chat.completion.chunk\"}",
+        "{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}",
+        "{\"usage\":null}",
+        "{\"response\":{\"usage\":{\"input_tokens\":9,\"input_tokens_details\":{\"cached_tokens\":8}}}}",
+        "\"usage\"",
+        "{",
+        "}",
+        "é",
+        "\u{feff}",
+    ])
+    .prop_map(|s| s.as_bytes().to_vec());
+    prop_oneof![
+        6 => fixed,
+        1 => prop::collection::vec(any::<u8>(), 0..8),
+    ]
+}
+
+fn stream() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(piece(), 0..40).prop_map(|ps| ps.concat())
+}
+
+#[test]
+fn every_kept_stream_holds_the_property() {
+    let failures: Vec<String> = corpus("sse")
+        .iter()
+        .filter_map(|(path, data)| {
+            let (sizes, stream) = data.split_at(data.len().min(8));
+            check_stream(stream, sizes)
+                .err()
+                .map(|e| format!("{}: {e}", path.display()))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn every_kept_request_holds_the_property() {
+    let failures: Vec<String> = corpus("request")
+        .iter()
+        .filter_map(|(path, bytes)| {
+            check_intake(bytes)
+                .err()
+                .map(|e| format!("{}: {e}", path.display()))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn pieces_cover_the_stream_in_order() {
+    let stream = b"data: [DONE]\n\n";
+    for sizes in [&[][..], &[0], &[1], &[3, 5], &[255]] {
+        let cut = pieces(stream, sizes);
+        assert_eq!(cut.concat(), stream, "{sizes:?}");
+        assert!(cut.iter().all(|p| !p.is_empty()), "{sizes:?}");
+    }
+    // 14 bytes in pieces of 3, 5, 3 and the last 3.
+    assert_eq!(pieces(stream, &[3, 5]).len(), 4);
+}
+
+#[test]
+fn a_stream_cut_anywhere_keeps_its_usage_and_done() {
+    // The reading the properties compare must itself be right, or equal readings mean little.
+    let stream = b"data: {\"usage\":{\"prompt_tokens\":3}}\r\n\r\ndata: [DONE]\r";
+    for sizes in [&[][..], &[1], &[2, 7]] {
+        let reading = scan(pieces(stream, sizes));
+        assert_eq!(reading.usage.and_then(|u| u.prompt_tokens), Some(3));
+        assert!(reading.done, "{sizes:?}");
+        assert_eq!((reading.events, reading.malformed), (2, 0), "{sizes:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(2000)))]
+
+    #[test]
+    fn any_stream_reads_the_same_however_it_is_cut(
+        stream in stream(),
+        sizes in prop::collection::vec(any::<u8>(), 0..8),
+    ) {
+        if let Err(e) = check_stream(&stream, &sizes) {
+            return Err(TestCaseError::fail(format!("{e}\n--- in\n{:?}", String::from_utf8_lossy(&stream))));
+        }
+    }
+
+    #[test]
+    fn any_bytes_read_the_same_however_they_are_cut(
+        stream in prop::collection::vec(any::<u8>(), 0..512),
+        sizes in prop::collection::vec(any::<u8>(), 0..8),
+    ) {
+        if let Err(e) = check_stream(&stream, &sizes) {
+            return Err(TestCaseError::fail(format!("{e}\n--- in\n{stream:?}")));
+        }
+    }
+
+    #[test]
+    fn any_body_is_a_request_or_a_client_error(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        if let Err(e) = check_intake(&bytes) {
+            return Err(TestCaseError::fail(format!("{e}\n--- in\n{bytes:?}")));
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The properties the runtime's readers of untrusted bytes must have, shared by the proptest
+//! tests (`fuzz_readers.rs`, on every `cargo test`) and the coverage-guided fuzz targets
+//! (`fuzz/fuzz_targets/{request,sse}.rs`), so both search for the same failures.
+//!
+//! - [`check_intake`]: any bytes as a chat or responses body are a request or a 4xx answer,
+//!   and the server's reading agrees with the compiler's;
+//! - [`check_stream`]: any bytes as an upstream event stream, cut into any pieces, give the
+//!   same usage, `[DONE]` and event counts as the same bytes in one piece, and the cache's
+//!   assembler of streamed answers reads them without panicking.
+
+use hyper::header::HeaderMap;
+use src_compiler::request::RequestView;
+use src_runtime::cache::assemble::chat_completion;
+use src_runtime::openai::{Api, UsageScanner};
+use src_runtime::pipeline::intake;
+
+/// Checks [`intake::parse`] on `bytes` for both APIs.
+pub fn check_intake(bytes: &[u8]) -> Result<(), String> {
+    let headers = HeaderMap::new();
+    let value = serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    for api in [Api::Chat, Api::Responses] {
+        let direct = value.as_ref().map(|v| match api {
+            Api::Chat => RequestView::from_chat(v, &[]),
+            Api::Responses => RequestView::from_responses(v, &[]),
+        });
+        match (intake::parse(api, bytes, &headers), direct) {
+            (Ok((parsed, view)), Some(Ok(direct))) => {
+                if Some(&parsed) != value.as_ref() || view != direct {
+                    return Err(format!("{api:?}: the server reads another request"));
+                }
+            }
+            (Err(e), None | Some(Err(_))) => {
+                if !e.status.is_client_error() {
+                    return Err(format!("{api:?}: refused with {}", e.status));
+                }
+                if e.body.error.message.is_empty() {
+                    return Err(format!("{api:?}: refused without a message"));
+                }
+            }
+            (parsed, direct) => {
+                return Err(format!(
+                    "{api:?}: the server says {:?}, the compiler {direct:?}",
+                    parsed.map(|(_, view)| view.prompt)
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a scanner concluded about a stream.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reading {
+    pub usage: Option<src_runtime::openai::Usage>,
+    pub done: bool,
+    pub events: u64,
+    pub malformed: u64,
+}
+
+/// Scans `pieces` in order, then ends the stream.
+pub fn scan<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Reading {
+    let mut scanner = UsageScanner::new();
+    for piece in pieces {
+        scanner.feed(piece);
+    }
+    scanner.finish();
+    Reading {
+        usage: scanner.usage(),
+        done: scanner.saw_done(),
+        events: scanner.events(),
+        malformed: scanner.malformed_events(),
+    }
+}
+
+/// `stream` cut after every `sizes[i]` bytes in turn (sizes cycle; a zero counts as one).
+pub fn pieces<'a>(stream: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut rest = stream;
+    let mut sizes = sizes.iter().cycle();
+    while !rest.is_empty() {
+        let size = sizes.next().map_or(rest.len(), |s| usize::from(*s).max(1));
+        let (piece, tail) = rest.split_at(size.min(rest.len()));
+        out.push(piece);
+        rest = tail;
+    }
+    out
+}
+
+/// Checks the stream readers on `stream` cut by `sizes`.
+pub fn check_stream(stream: &[u8], sizes: &[u8]) -> Result<(), String> {
+    let whole = scan([stream]);
+    let cut = scan(pieces(stream, sizes));
+    if cut != whole {
+        return Err(format!("cut by {sizes:?}: {cut:?}, whole: {whole:?}"));
+    }
+    // Byte by byte is the hardest cut: every CR, LF and `data:` prefix is split.
+    if stream.len() <= 4096 {
+        let bytes = scan(stream.chunks(1));
+        if bytes != whole {
+            return Err(format!("byte by byte: {bytes:?}, whole: {whole:?}"));
+        }
+    }
+    if let Some(answer) = chat_completion(stream) {
+        if serde_json::from_slice::<serde_json::Value>(&answer).is_err() {
+            return Err("an assembled answer that is not JSON".into());
+        }
+    }
+    Ok(())
+}
