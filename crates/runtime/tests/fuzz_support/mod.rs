@@ -23,7 +23,8 @@ pub fn check_intake(bytes: &[u8]) -> Result<(), String> {
             Api::Chat => RequestView::from_chat(v, &[]),
             Api::Responses => RequestView::from_responses(v, &[]),
         });
-        match (intake::parse(api, bytes, &headers), direct) {
+        let trace = src_runtime::otel::RequestTrace::untraced(None);
+        match (intake::parse(api, bytes, &headers, &trace), direct) {
             (Ok((parsed, view)), Some(Ok(direct))) => {
                 if Some(&parsed) != value.as_ref() || view != direct {
                     return Err(format!("{api:?}: the server reads another request"));
