@@ -22,6 +22,8 @@ pub struct ServeConfig {
     pub policy: PathBuf,
     pub listen: SocketAddr,
     pub admin: SocketAddr,
+    /// Where Envoy's external processing (`ext_proc` v3 gRPC) API listens, if anywhere.
+    pub extproc: Option<SocketAddr>,
     pub engine: EngineKind,
     /// Bodies larger than this are refused with 413 while they are read.
     pub max_body_bytes: usize,
@@ -51,6 +53,7 @@ impl ServeConfig {
             policy: policy.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8801)),
             admin: SocketAddr::from(([127, 0, 0, 1], 8802)),
+            extproc: None,
             engine: EngineKind::Jit,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             upstream_timeout: Duration::from_secs(300),
@@ -94,7 +97,7 @@ impl From<EngineArg> for EngineKind {
 }
 
 /// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
-/// [--no-watch] [--backend-ca FILE]`.
+/// [--no-watch] [--backend-ca FILE] [--extproc ADDR]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
@@ -105,6 +108,10 @@ pub struct ServeArgs {
     /// Address of the admin API (`GET /v1/router/policy`).
     #[arg(long, default_value = DEFAULT_ADMIN)]
     pub admin: SocketAddr,
+    /// Also serve Envoy's external processing API (`ext_proc` v3 over gRPC) on this address,
+    /// from the same policy, sessions, models and metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub extproc: Option<SocketAddr>,
     /// Decision engine.
     #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
     pub engine: EngineArg,
@@ -125,6 +132,7 @@ impl From<ServeArgs> for ServeConfig {
         ServeConfig {
             listen: args.listen,
             admin: args.admin,
+            extproc: args.extproc,
             engine: args.engine.into(),
             max_body_bytes: args.max_body_bytes,
             watch: !args.no_watch,
@@ -168,6 +176,7 @@ mod tests {
         assert_eq!(cfg.engine, EngineKind::Jit);
         assert!(cfg.watch);
         assert_eq!(cfg.backend_ca, None);
+        assert_eq!(cfg.extproc, None);
         Ok(())
     }
 
@@ -187,6 +196,8 @@ mod tests {
             "--no-watch",
             "--backend-ca",
             "ca.pem",
+            "--extproc",
+            "127.0.0.1:9002",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -195,6 +206,7 @@ mod tests {
         assert_eq!(cfg.max_body_bytes, 1024);
         assert!(!cfg.watch);
         assert_eq!(cfg.backend_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(cfg.extproc.map(|a| a.port()), Some(9002));
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! **Composition root**: the running server.
 //! - [`app`]: the server's shared state ([`App`](app::App)) and its pluggable [`Components`].
 //! - [`server`]: the listeners, the route table, the admin answers and the backend probes.
+//! - [`extproc`]: the Envoy front door (`ext_proc` v3 gRPC) over the same pipeline steps.
 //! - [`reload`]: policy file watching, SIGHUP, recompiling and swapping the snapshot.
 //!
 //! **Request pipeline**: one module per step of a proxied request.
@@ -34,6 +35,7 @@
 //! - [`trace`]: request ids and W3C trace context.
 
 pub mod app;
+pub mod extproc;
 pub mod reload;
 pub mod server;
 
