@@ -305,6 +305,3 @@ fn untrusted(client: &HeaderMap) -> Vec<String> {
     names.dedup();
     names
 }
-
-#[cfg(test)]
-mod tests;
