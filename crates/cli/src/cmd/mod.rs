@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod check;
+pub mod envoy;
 pub mod explain;
 pub mod fmt;
 pub mod policy;
