@@ -312,12 +312,12 @@ fn serve_connection(stream: TcpStream, record: &Mutex<Vec<Received>>) {
     }
 }
 
+/// A message's start-line word (request path or status), headers and body.
+type Message = (String, Vec<(String, String)>, Vec<u8>);
+
 /// Reads one HTTP/1.1 message: its request path or status, headers and whole body
 /// (`content-length` or chunked). `None` at the end of the connection.
-fn read_message(
-    reader: &mut impl BufRead,
-    request: bool,
-) -> Option<(String, Vec<(String, String)>, Vec<u8>)> {
+fn read_message(reader: &mut impl BufRead, request: bool) -> Option<Message> {
     let mut first = String::new();
     if reader.read_line(&mut first).ok()? == 0 {
         return None;

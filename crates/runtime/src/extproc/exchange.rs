@@ -52,17 +52,20 @@ enum Stage {
     /// Nothing seen yet.
     Fresh,
     /// A proxied request whose headers have arrived.
-    Asked {
-        api: Api,
-        headers: HeaderMap,
-        done: Completion,
-    },
+    Asked(Box<Arrived>),
     /// Not a request the router decides: every phase passes it through.
     Passing,
     /// Sent upstream as `model`; waiting for the response's headers.
     Sent(Box<Sent>),
     /// Answered or reported.
     Over,
+}
+
+/// A proxied request's headers, until its body arrives.
+struct Arrived {
+    api: Api,
+    headers: HeaderMap,
+    done: Completion,
 }
 
 /// A forwarded request, until its response's status is known.
@@ -127,11 +130,11 @@ impl Exchange {
             }
         };
         let done = new_completion(pipeline, &read.map, api.endpoint(), started);
-        self.stage = Stage::Asked {
+        self.stage = Stage::Asked(Box::new(Arrived {
             api,
             headers: read.map,
             done,
-        };
+        }));
         if message.end_of_stream {
             // No body will follow: decide on an empty one, as the proxy does (a 400).
             return self.decide(pipeline, Bytes::new()).await;
@@ -140,7 +143,7 @@ impl Exchange {
     }
 
     async fn request_body(&mut self, pipeline: Pipeline<'_>, body: HttpBody) -> ProcessingResponse {
-        if !matches!(self.stage, Stage::Asked { .. }) {
+        if !matches!(self.stage, Stage::Asked(_)) {
             return wire::unchanged(Phase::RequestBody);
         }
         self.decide(pipeline, Bytes::from(body.body)).await
@@ -148,10 +151,10 @@ impl Exchange {
 
     /// The decision on the whole body, and what Envoy is to do with the request.
     async fn decide(&mut self, pipeline: Pipeline<'_>, bytes: Bytes) -> ProcessingResponse {
-        let Stage::Asked { api, headers, done } = std::mem::replace(&mut self.stage, Stage::Over)
-        else {
+        let Stage::Asked(arrived) = std::mem::replace(&mut self.stage, Stage::Over) else {
             return wire::unchanged(Phase::RequestBody);
         };
+        let Arrived { api, headers, done } = *arrived;
         if bytes.len() > pipeline.max_body_bytes {
             let error = ApiError::payload_too_large(pipeline.max_body_bytes);
             return wire::immediate(answer_error(done, error)).await;
@@ -168,7 +171,7 @@ impl Exchange {
         };
         let (plan, mut done) = match decide_step(pipeline, &snapshot, asked, done).await {
             Decided::Answer(answer) => return wire::immediate(answer).await,
-            Decided::Forward { plan, done } => (plan, done),
+            Decided::Forward { plan, done } => (plan, *done),
         };
         note_plan(&mut done.record, snapshot.policy(), &plan);
         let model_id = match first_fitting(pipeline, &snapshot, &plan, &view) {

@@ -127,7 +127,7 @@ async fn decide_and_forward(
                 &snapshot,
                 outgoing,
                 *plan,
-                done,
+                *done,
             )
             .await
         }
@@ -140,7 +140,10 @@ pub enum Decided {
     /// reported already.
     Answer(Response<ProxyBody>),
     /// The plan's candidates are to be tried; `done` reports the request once they have been.
-    Forward { plan: Box<Plan>, done: Completion },
+    Forward {
+        plan: Box<Plan>,
+        done: Box<Completion>,
+    },
 }
 
 /// The deciding steps of one parsed request under `snapshot`, shared by every front door: the
@@ -190,7 +193,10 @@ pub async fn decide_step(
         }
         Ok(Decision::Forward(plan)) => {
             count_redirect(pipeline.telemetry, snapshot, plan.block);
-            Decided::Forward { plan, done }
+            Decided::Forward {
+                plan,
+                done: Box::new(done),
+            }
         }
     }
 }
