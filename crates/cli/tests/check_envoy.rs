@@ -181,3 +181,27 @@ fn a_config_without_ext_proc_is_unusable_input() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no `envoy.filters.http.ext_proc`"));
 }
+
+#[test]
+fn one_warning_per_filter_names_the_first_route_over_and_the_longest_wait() {
+    let dir = policy(
+        r#"
+guard shield { path = "models/shield" }
+classifier domain { path = "models/domain"  labels = [math, code, law, other] }
+signal attack = shield(prompt)
+signal topic = domain(prompt)
+block jailbreak { when attack > 0.8 }
+route maths priority 10 { when topic is math  to strong }
+route default { to small }
+"#,
+    );
+    let (_, found) = check(dir.path(), &shipped("fail-closed.yaml"), &[], &[]);
+    assert_eq!(codes(&found), ["W021"], "{found:?}");
+    let message = found[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("route `maths` can wait 4000 ms"),
+        "{message}"
+    );
+    let help = found[0]["help"].as_str().unwrap();
+    assert!(help.contains("at least 4s"), "{help}");
+}

@@ -10,7 +10,7 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use src_compiler::hir::CheckedPolicy;
+use src_compiler::hir::{CheckedPolicy, RouteDef};
 use src_compiler::ir::{Atom, CondOwner, Inst, NodeId, Program, SlotSource, TextExpr};
 use src_dsl::{codes, Diagnostic, Span};
 use std::path::Path;
@@ -135,41 +135,57 @@ pub fn diagnostics(
             );
         }
     }
+    // Routes in scan order with their worst case; rounds only grow along the scan, so the
+    // first route over a timeout is where it starts, and the last one is the worst.
+    let routes: Vec<(&RouteDef, usize, Duration)> = program
+        .model_rounds()
+        .into_iter()
+        .filter_map(|(owner, rounds)| match owner {
+            CondOwner::Route(route) => policy.routes.get(route.index()).map(|r| (r, rounds)),
+            _ => None,
+        })
+        .map(|(route, rounds)| {
+            let times = u32::try_from(rounds).unwrap_or(u32::MAX);
+            (route, rounds, model_timeout.saturating_mul(times))
+        })
+        .collect();
     for filter in filters {
-        for (owner, rounds) in program.model_rounds() {
-            let CondOwner::Route(route) = owner else {
-                continue;
-            };
-            let Some(route) = policy.routes.get(route.index()) else {
-                continue;
-            };
-            let worst = model_timeout.saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX));
-            if rounds == 0 || worst <= filter.message_timeout {
-                continue;
-            }
-            out.push(
-                Diagnostic::warning(
-                    codes::EXTPROC_TIMEOUT,
-                    format!(
-                        "route `{}` can wait {} ms for model signals, longer than the {} ms \
-                         `message_timeout` of `{}` in `{file}`",
-                        route.name,
-                        worst.as_millis(),
-                        filter.message_timeout.as_millis(),
-                        filter.name
-                    ),
-                    route.span,
-                )
-                .with_label_message(format!(
-                    "{rounds} model round(s) of up to {} ms each",
-                    model_timeout.as_millis()
-                ))
-                .with_help(format!(
-                    "raise `message_timeout` to at least {}s, or lower `SRC_MODEL_TIMEOUT_MS`",
-                    worst.as_secs_f64()
-                )),
-            );
+        let over: Vec<_> = routes
+            .iter()
+            .filter(|(_, rounds, worst)| *rounds > 0 && *worst > filter.message_timeout)
+            .collect();
+        let (Some((route, rounds, worst)), Some((_, _, longest))) = (over.first(), over.last())
+        else {
+            continue;
+        };
+        let mut warning = Diagnostic::warning(
+            codes::EXTPROC_TIMEOUT,
+            format!(
+                "route `{}` can wait {} ms for model signals, longer than the {} ms \
+                 `message_timeout` of `{}` in `{file}`",
+                route.name,
+                worst.as_millis(),
+                filter.message_timeout.as_millis(),
+                filter.name
+            ),
+            route.span,
+        )
+        .with_label_message(format!(
+            "{rounds} model round(s) of up to {} ms each",
+            model_timeout.as_millis()
+        ))
+        .with_help(format!(
+            "raise `message_timeout` to at least {}s, or lower `SRC_MODEL_TIMEOUT_MS`",
+            longest.as_secs_f64()
+        ));
+        if over.len() > 1 {
+            warning = warning.with_note(format!(
+                "{} later route(s) too, up to {} ms",
+                over.len() - 1,
+                longest.as_millis()
+            ));
         }
+        out.push(warning);
     }
     out
 }
