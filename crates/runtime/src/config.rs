@@ -25,6 +25,8 @@ pub struct ServeConfig {
     pub policy: PathBuf,
     pub listen: SocketAddr,
     pub admin: SocketAddr,
+    /// Where Envoy's external processing (`ext_proc` v3 gRPC) API listens, if anywhere.
+    pub extproc: Option<SocketAddr>,
     pub engine: EngineKind,
     /// Bodies larger than this are refused with 413 while they are read.
     pub max_body_bytes: usize,
@@ -109,6 +111,7 @@ impl ServeConfig {
             policy: policy.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8801)),
             admin: SocketAddr::from(([127, 0, 0, 1], 8802)),
+            extproc: None,
             engine: EngineKind::Jit,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             upstream_timeout: Duration::from_secs(300),
@@ -158,7 +161,7 @@ impl From<EngineArg> for EngineKind {
 }
 
 /// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
-/// [--no-watch] [--backend-ca FILE] [--otlp URL]`.
+/// [--no-watch] [--backend-ca FILE] [--otlp URL] [--extproc ADDR]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
@@ -170,6 +173,10 @@ pub struct ServeArgs {
     /// address it needs a bearer token in the environment (`SRC_ADMIN_TOKEN`).
     #[arg(long, default_value = DEFAULT_ADMIN)]
     pub admin: SocketAddr,
+    /// Also serve Envoy's external processing API (`ext_proc` v3 over gRPC) on this address,
+    /// from the same policy, sessions, models and metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub extproc: Option<SocketAddr>,
     /// Decision engine.
     #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
     pub engine: EngineArg,
@@ -201,6 +208,7 @@ impl From<ServeArgs> for ServeConfig {
         ServeConfig {
             listen: args.listen,
             admin: args.admin,
+            extproc: args.extproc,
             engine: args.engine.into(),
             max_body_bytes: args.max_body_bytes,
             watch: !args.no_watch,
@@ -269,6 +277,7 @@ mod tests {
         assert!(cfg.watch);
         assert_eq!(cfg.backend_ca, None);
         assert_eq!(cfg.otlp, None);
+        assert_eq!(cfg.extproc, None);
         Ok(())
     }
 
@@ -290,6 +299,8 @@ mod tests {
             "ca.pem",
             "--otlp",
             "http://127.0.0.1:4318",
+            "--extproc",
+            "127.0.0.1:9002",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -302,6 +313,7 @@ mod tests {
             cfg.otlp.map(|o| o.endpoint),
             Some("http://127.0.0.1:4318".to_owned())
         );
+        assert_eq!(cfg.extproc.map(|a| a.port()), Some(9002));
         Ok(())
     }
 

@@ -31,6 +31,13 @@ pub const SR_PROTECTION: &str = "x-sr-protection";
 pub const SR_FALLBACKS: &str = "x-sr-fallbacks";
 /// The served id the request was forwarded as (gateways and Inference Extension routes read it).
 pub const SELECTED_MODEL: &str = "x-selected-model";
+/// The served id again, under the name a Gateway API Inference Extension `HTTPRoute` matches.
+pub const GATEWAY_MODEL_NAME: &str = "x-gateway-model-name";
+/// The backend's name in the policy, set by the external processor so that a gateway can route
+/// when one served id is bound on two backends.
+pub const SR_BACKEND: &str = "x-sr-backend";
+/// Prefix of the router's own headers; a client's are never trusted on the way upstream.
+pub const SR_PREFIX: &str = "x-sr-";
 /// Request id forwarded upstream and read from clients.
 pub const REQUEST_ID: &str = "x-request-id";
 /// W3C trace context.

@@ -5,6 +5,7 @@
 //! **Composition root**: the running server.
 //! - [`app`]: the server's shared state ([`App`](app::App)) and its pluggable [`Components`].
 //! - [`server`]: the listeners, the route table, the admin answers and the backend probes.
+//! - [`extproc`]: the Envoy front door (`ext_proc` v3 gRPC) over the same pipeline steps.
 //! - [`reload`]: policy file watching, SIGHUP, recompiling and swapping the snapshot.
 //!
 //! **Request pipeline**: one module per step of a proxied request.
@@ -37,6 +38,7 @@
 //! - [`otel`]: OpenTelemetry spans of a request's phases and their OTLP export.
 
 pub mod app;
+pub mod extproc;
 pub mod reload;
 pub mod server;
 

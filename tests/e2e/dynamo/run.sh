@@ -7,7 +7,9 @@
 # `GET /v1/models` answer, runs `src doctor` on it (and on a policy naming a model the
 # frontend lacks), starts `src serve` on it, and runs tests/e2e/dynamo/client.py (the
 # official `openai` client: routing, streaming, session affinity down to the Dynamo worker,
-# fallback when tiny-b's worker dies, request lines). Stops every process it started on exit and
+# fallback when tiny-b's worker dies, request lines), and the same frontend behind Envoy asking
+# `src serve --extproc` (tests/e2e/dynamo/envoy_client.py: routing, session affinity down to the
+# worker). Stops every process it started on exit and
 # prints the logs' tails when something failed. About 15 s once the environment exists.
 #
 # Usage: tests/e2e/dynamo/run.sh [SRC_BINARY]
@@ -56,7 +58,7 @@ cleanup() {
   done
   if ((status != 0)); then
     local log
-    for log in frontend mocker-a mocker-b src; do
+    for log in frontend mocker-a mocker-b src envoy; do
       [[ -f $work/$log.log ]] || continue
       echo "--- $log log (last 30 lines)" >&2
       tail -n 30 "$work/$log.log" | sed 's/\x1b\[[0-9;]*m//g' >&2
@@ -97,9 +99,9 @@ sys.exit(f"{url} did not answer{listing} within {timeout:.0f} s")
 EOF
 }
 
-read -r frontend api admin < <("$python" - <<'EOF'
+read -r frontend api admin extproc gateway gateway_admin < <("$python" - <<'EOF'
 import socket
-sockets = [socket.socket() for _ in range(3)]
+sockets = [socket.socket() for _ in range(6)]
 for s in sockets:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in sockets))
@@ -191,10 +193,20 @@ PY
 echo "== src doctor passes, and names tiny-c when it is not served ($((SECONDS - started)) s)"
 
 "$src" serve "$work/policy" --listen "127.0.0.1:$api" --admin "127.0.0.1:$admin" --no-watch \
-  2>"$work/src.log" &
+  --extproc "127.0.0.1:$extproc" 2>"$work/src.log" &
 pids+=($!)
 wait_for "http://127.0.0.1:$api/readyz" 30
 echo "== src serve is ready ($((SECONDS - started)) s)"
+
+# Envoy (the shipped fail-closed config) in front of the frontend, asking the router per request.
+sed -e "s|port_value: 10000|port_value: $gateway|" -e "s|port_value: 9901|port_value: $gateway_admin|" \
+  -e "s|port_value: 8803|port_value: $extproc|" -e "s|port_value: 8000|port_value: $frontend|" \
+  -e "s|address: 0.0.0.0|address: 127.0.0.1|" deploy/envoy/fail-closed.yaml >"$work/envoy.yaml"
+.cache/venv-envoy/bin/envoy -c "$work/envoy.yaml" --concurrency 1 --disable-hot-restart -l warning \
+  >"$work/envoy.log" 2>&1 &
+pids+=($!)
+wait_for "http://127.0.0.1:$gateway_admin/ready" 30
+"$python" tests/e2e/dynamo/envoy_client.py "http://127.0.0.1:$gateway/v1"
 
 "$python" tests/e2e/dynamo/client.py "http://127.0.0.1:$api/v1" "$dynamo" "$work/src.log" "$tiny_b"
 echo "== done in $((SECONDS - started)) s"

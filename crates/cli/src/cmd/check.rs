@@ -5,7 +5,7 @@ use crate::Outcome;
 use anyhow::{bail, Context, Result};
 use src_compiler::check::LiveCatalog;
 use src_compiler::hir::CheckedPolicy;
-use src_compiler::{check, load, CheckOptions, PolicySource};
+use src_compiler::{check, load, CheckOptions, EngineKind, PolicySource};
 use src_dsl::ast::ItemKind;
 use src_dsl::{codes, render, Diagnostic, SourceMap};
 use src_runtime::catalog;
@@ -34,6 +34,10 @@ pub struct Args {
     backend_ca: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// An Envoy config that deploys the policy through `ext_proc`: warn when it fails open for a
+    /// policy that enforces rules, or when its `message_timeout` can cut off model signals.
+    #[arg(long, value_name = "FILE")]
+    envoy: Option<PathBuf>,
     /// Treat warnings as errors.
     #[arg(long)]
     deny_warnings: bool,
@@ -71,6 +75,10 @@ pub fn run(args: Args) -> Result<Outcome> {
     } else {
         args.paths.clone()
     };
+    let envoy = match &args.envoy {
+        Some(path) => Some((path.display().to_string(), crate::cmd::envoy::read(path)?)),
+        None => None,
+    };
     let color = args.color.enabled_for_stderr();
     let (mut errors, mut warnings) = (0, 0);
     let mut json_diagnostics = Vec::new();
@@ -86,6 +94,18 @@ pub fn run(args: Args) -> Result<Outcome> {
         let mut outcome = check(source.clone(), &options);
         if let Some(policy) = &outcome.policy {
             outcome.diagnostics.extend(verify_models(policy));
+            if let Some((file, filters)) = &envoy {
+                let compiled = src_compiler::compile(policy.clone(), EngineKind::Interp)
+                    .with_context(|| format!("cannot compile `{}`", path.display()))?;
+                let timeout = models::ModelOptions::from_env().timeout;
+                outcome.diagnostics.extend(crate::cmd::envoy::diagnostics(
+                    policy,
+                    &compiled.program,
+                    filters,
+                    file,
+                    timeout,
+                ));
+            }
         }
         let (e, w) = src_dsl::diagnostic::tally(&outcome.diagnostics);
         errors += e;

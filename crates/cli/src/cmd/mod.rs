@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod doctor;
+pub mod envoy;
 pub mod eval;
 pub mod explain;
 pub mod fmt;

@@ -20,6 +20,7 @@
 pub mod listing;
 mod lower;
 mod row;
+mod stages;
 #[cfg(test)]
 mod tests;
 

@@ -343,3 +343,15 @@ fn cache_skip_is_its_own_condition() {
     row.set_bool(slot, true);
     assert_eq!(interp::eval_cond(&p, skip, &row), Some(true));
 }
+
+#[test]
+fn model_rounds_count_each_condition_that_first_needs_a_model() {
+    let rounds: Vec<usize> = lowered(&example())
+        .model_rounds()
+        .into_iter()
+        .filter(|(owner, _)| matches!(owner, CondOwner::Block(_) | CondOwner::Route(_)))
+        .map(|(_, rounds)| rounds)
+        .collect();
+    // The guard of `jailbreak`; the classifier of `hard_math`; `coding` reuses its answer.
+    assert_eq!(rounds, [1, 2, 2, 2]);
+}

@@ -14,16 +14,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
 use opentelemetry::trace::SpanKind;
 use serde_json::Value;
-use src_compiler::hir::{ModelDef, ModelId};
+use src_compiler::hir::{CheckedPolicy, ModelDef, ModelId};
 use src_compiler::request::RequestView;
 
 use crate::cache::Fill;
-use crate::headers::{self, path, APPLICATION_JSON, TEXT_EVENT_STREAM};
+use crate::headers::{self, path, TEXT_EVENT_STREAM};
 use crate::hooks::UpstreamOutcomes;
 use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
@@ -32,7 +32,7 @@ use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::body::{ProxyBody, Relay};
 use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::Plan;
-use crate::pipeline::rewrite::{self, Edit};
+use crate::pipeline::shape::{over_context, set_model_headers, ShapeInput, Shaping};
 use crate::policy_store::Snapshot;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
@@ -140,16 +140,8 @@ pub async fn forward(
     mut done: Completion,
 ) -> Response<ProxyBody> {
     let policy = snapshot.policy();
-    let route = plan.route.and_then(|r| policy.routes.get(r.index()));
-    done.record.route = route.map(|r| r.name.clone());
-    done.record.block = plan
-        .block
-        .and_then(|b| policy.blocks.get(b.index()))
-        .map(|b| b.name.clone());
-    done.record.session = plan.session.as_ref().map(|s| s.state);
-    done.record.protection.clone_from(&plan.protection);
+    note_plan(&mut done.record, policy, &plan);
     let session_outcomes = plan.session.as_ref().and_then(|s| s.outcomes.clone());
-    done.record.cache_score = plan.cache.as_ref().and_then(|c| c.score).map(f64::from);
     let fill = plan.cache.as_ref().and_then(|c| c.fill.clone());
 
     let tried = try_candidates(
@@ -191,6 +183,43 @@ pub async fn forward(
     answer_error(done, error)
 }
 
+/// Notes in `record` what decided the plan: its route, block, session state, `protect` hold
+/// and cache score (the model is noted per attempt).
+pub fn note_plan(record: &mut RequestRecord, policy: &CheckedPolicy, plan: &Plan) {
+    record.route = plan
+        .route
+        .and_then(|r| policy.routes.get(r.index()))
+        .map(|r| r.name.clone());
+    record.block = plan
+        .block
+        .and_then(|b| policy.blocks.get(b.index()))
+        .map(|b| b.name.clone());
+    record.session = plan.session.as_ref().map(|s| s.state);
+    record.protection.clone_from(&plan.protection);
+    record.cache_score = plan.cache.as_ref().and_then(|c| c.score).map(f64::from);
+}
+
+/// The answer to a request longer than every eligible model's context; `detail` names them.
+pub fn too_long(detail: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        Some("context_length_exceeded"),
+        format!("the request is longer than every eligible model's context ({detail})"),
+    )
+}
+
+/// Counts a candidate skipped or failed, under `reason`.
+pub fn count_fallback(telemetry: &Telemetry, model: &str, reason: &'static str) {
+    telemetry
+        .fallbacks
+        .get_or_create(&FallbackLabels {
+            from: model.to_owned(),
+            reason,
+        })
+        .inc();
+}
+
 /// How the candidates ended.
 enum Tried<'p, B> {
     /// A candidate's backend answered (`failures` are the candidates before it).
@@ -226,22 +255,18 @@ async fn try_candidates<'p, T: Transport>(
 ) -> Attempts<'p, T::Body> {
     let policy = snapshot.policy();
     let route = plan.route.and_then(|r| policy.routes.get(r.index()));
-    let edits: Vec<Edit> = match (request.api, route) {
-        (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(request.parsed, route),
-        _ => Vec::new(),
-    };
-    let mut base_headers = upstream_headers(
-        request.parts,
-        &record.request_id,
-        route.map(|r| &r.header_fields),
-    );
-    if let Some(id) = plan
-        .session
-        .as_ref()
-        .and_then(|s| s.identity.as_deref())
-        .and_then(|id| HeaderValue::from_str(id).ok())
-    {
-        base_headers.insert(HeaderName::from_static(headers::DYNAMO_SESSION_ID), id);
+    let shaping = Shaping::new(ShapeInput {
+        api: request.api,
+        original: request.body,
+        parsed: request.parsed,
+        trace,
+        request_id: &record.request_id,
+        route,
+        session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
+    });
+    let mut base_headers = client_headers(&request.parts.headers);
+    for (name, value) in shaping.router_headers() {
+        base_headers.insert(name.clone(), value.clone());
     }
     let mut tokens: Option<i64> = None;
     let mut failures: Vec<(ModelId, Failure)> = Vec::new();
@@ -257,24 +282,17 @@ async fn try_candidates<'p, T: Transport>(
         ) else {
             continue;
         };
-        if let Some(context) = model.context {
-            let count = *tokens
-                .get_or_insert_with(|| src_compiler::text::tokens_estimate(&request.view.history));
-            if u64::try_from(count).unwrap_or(0) > context {
-                note_fallback(
-                    telemetry,
-                    &model.name,
-                    Failure::Context {
-                        tokens: count,
-                        context,
-                    },
-                    model_id,
-                    &mut failures,
-                );
-                continue;
-            }
+        if let Some((tokens, context)) = over_context(model, request.view, &mut tokens) {
+            note_fallback(
+                telemetry,
+                &model.name,
+                Failure::Context { tokens, context },
+                model_id,
+                &mut failures,
+            );
+            continue;
         }
-        let body = match rewrite::build_body(request.body, &edits, &wire.served_json) {
+        let body = match shaping.body(wire) {
             Ok(body) => body,
             Err(err) => {
                 return Attempts {
@@ -295,13 +313,7 @@ async fn try_candidates<'p, T: Transport>(
         };
         let headers = upstream.headers_mut();
         headers.clone_from(&base_headers);
-        headers.insert(
-            HeaderName::from_static(headers::SELECTED_MODEL),
-            wire.served_header.clone(),
-        );
-        if let Some(auth) = &endpoint.authorization {
-            headers.insert(AUTHORIZATION, auth.clone());
-        }
+        set_model_headers(headers, wire, endpoint);
         record.model = Some(model.name.clone());
         record.served = Some(model.serves.clone());
         record.backend = Some(endpoint.name.clone());
@@ -377,7 +389,7 @@ fn moves_on(status: StatusCode, more: bool) -> bool {
 /// the router could not build is no fault of the model).
 fn report_failures(
     outcomes: Option<&dyn UpstreamOutcomes>,
-    policy: &src_compiler::hir::CheckedPolicy,
+    policy: &CheckedPolicy,
     failures: &[(ModelId, Failure)],
 ) {
     let Some(outcomes) = outcomes else {
@@ -399,21 +411,12 @@ fn note_fallback(
     id: ModelId,
     failures: &mut Vec<(ModelId, Failure)>,
 ) {
-    telemetry
-        .fallbacks
-        .get_or_create(&FallbackLabels {
-            from: model.to_owned(),
-            reason: failure.reason(),
-        })
-        .inc();
+    count_fallback(telemetry, model, failure.reason());
     tracing::debug!(model, reason = failure.reason(), detail = %failure.describe(), "trying the next model");
     failures.push((id, failure));
 }
 
-fn fallback_list(
-    policy: &src_compiler::hir::CheckedPolicy,
-    failures: &[(ModelId, Failure)],
-) -> Vec<String> {
+fn fallback_list(policy: &CheckedPolicy, failures: &[(ModelId, Failure)]) -> Vec<String> {
     failures
         .iter()
         .filter_map(|(id, f)| {
@@ -427,10 +430,7 @@ fn fallback_list(
 
 /// The answer when every candidate failed: 400 when the request fits no model's context, else
 /// the kind of the last failure (504 timeout, 502 unreachable or broken, 503 backend errors).
-fn exhausted(
-    policy: &src_compiler::hir::CheckedPolicy,
-    failures: &[(ModelId, Failure)],
-) -> ApiError {
+fn exhausted(policy: &CheckedPolicy, failures: &[(ModelId, Failure)]) -> ApiError {
     let detail = failures
         .iter()
         .map(|(id, f)| {
@@ -447,12 +447,7 @@ fn exhausted(
             .iter()
             .all(|(_, f)| matches!(f, Failure::Context { .. }))
     {
-        return ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            Some("context_length_exceeded"),
-            format!("the request is longer than every eligible model's context ({detail})"),
-        );
+        return too_long(&detail);
     }
     let message = format!("no backend could answer ({detail})");
     match failures
@@ -478,26 +473,13 @@ fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
         .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
 }
 
-/// Client headers minus hop-by-hop ones, plus request id and route headers.
-fn upstream_headers(
-    parts: &Parts,
-    request_id: &str,
-    route_headers: Option<&Vec<(HeaderName, HeaderValue)>>,
-) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(parts.headers.len() + 6);
-    for (name, value) in &parts.headers {
-        if !NOT_FORWARDED.contains(&name.as_str()) && !named_by_connection(&parts.headers, name) {
+/// Client headers minus hop-by-hop ones (the router's own are added over them).
+fn client_headers(client: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(client.len() + 6);
+    for (name, value) in client {
+        if !NOT_FORWARDED.contains(&name.as_str()) && !named_by_connection(client, name) {
             out.append(name.clone(), value.clone());
         }
-    }
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        out.insert(HeaderName::from_static(headers::REQUEST_ID), v);
-    }
-    // The client's `traceparent` is replaced per attempt, naming the attempt's span.
-    out.remove(headers::TRACEPARENT);
-    out.insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
-    for (name, value) in route_headers.into_iter().flatten() {
-        out.insert(name.clone(), value.clone());
     }
     out
 }

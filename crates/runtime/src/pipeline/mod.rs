@@ -5,7 +5,8 @@
 //! - [`decide`]: blocks, model resolution, routes, then the response cache ([`cache_step`]) and
 //!   the session layer, under one policy snapshot; model-backed signals come from [`signals`];
 //! - [`forward`]: send to the first candidate model that answers ([`rewrite`] and
-//!   [`json_edit`] shape its body), relayed through [`body`];
+//!   [`json_edit`] shape its body, [`shape`] its body and router-set headers), relayed through
+//!   [`body`];
 //! - [`answer`]: what the router answers itself (errors, refusals, cache hits);
 //! - [`completion`]: the request's one log line and its metrics.
 //!
@@ -22,6 +23,7 @@ pub mod forward;
 pub mod intake;
 pub mod json_edit;
 pub mod rewrite;
+pub mod shape;
 pub mod signals;
 
 use std::sync::Arc;
@@ -29,7 +31,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW};
+use hyper::header::{HeaderMap, HeaderValue, ALLOW};
 use hyper::{Request, Response};
 use serde_json::Value;
 use src_compiler::hir::BlockId;
@@ -42,7 +44,7 @@ use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::{answer_error, refuse};
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::completion::Completion;
-use crate::pipeline::decide::{Asked, Decision, Effects, Facts};
+use crate::pipeline::decide::{Asked, Decision, Effects, Facts, Plan};
 use crate::pipeline::forward::Outgoing;
 use crate::pipeline::signals::Signals;
 use crate::policy_store::{PolicyStore, Snapshot};
@@ -87,7 +89,7 @@ pub async fn handle(
     request: Request<Incoming>,
     started: Instant,
 ) -> Response<ProxyBody> {
-    let done = new_completion(pipeline, &request, api.endpoint(), started);
+    let done = new_completion(pipeline, request.headers(), api.endpoint(), started);
     let (parts, body) = request.into_parts();
     let bytes = match intake::read_body(body, &parts.headers, pipeline.max_body_bytes).await {
         Ok(bytes) => bytes,
@@ -107,10 +109,70 @@ async fn decide_and_forward(
     bytes: &Bytes,
     parsed: &Value,
     view: &RequestView,
-    mut done: Completion,
+    done: Completion,
 ) -> Response<ProxyBody> {
-    done.record.stream = view.stream;
     let snapshot = pipeline.store.current();
+    let request = Parsed {
+        api,
+        parsed,
+        view,
+        headers: &parts.headers,
+    };
+    match decide_step(pipeline, &snapshot, request, done).await {
+        Decided::Answer(response) => response,
+        Decided::Forward { plan, done } => {
+            let outgoing = Outgoing {
+                api,
+                parts,
+                body: bytes,
+                parsed,
+                view,
+            };
+            forward::forward(
+                pipeline.upstream,
+                pipeline.telemetry,
+                &snapshot,
+                outgoing,
+                *plan,
+                *done,
+            )
+            .await
+        }
+    }
+}
+
+/// Where the deciding steps left a request.
+pub enum Decided {
+    /// The router answers it itself (an error, a block's refusal, a cache hit); the answer is
+    /// reported already.
+    Answer(Response<ProxyBody>),
+    /// The plan's candidates are to be tried; `done` reports the request once they have been.
+    Forward {
+        plan: Box<Plan>,
+        done: Box<Completion>,
+    },
+}
+
+/// A parsed request as a front door hands it to the deciding steps.
+#[derive(Clone, Copy)]
+pub struct Parsed<'a> {
+    pub api: Api,
+    pub parsed: &'a Value,
+    pub view: &'a RequestView,
+    /// The client's request headers (what `--record` keeps of them).
+    pub headers: &'a HeaderMap,
+}
+
+/// The deciding steps of one parsed request under `snapshot`, shared by every front door: the
+/// decision, its timing and block metrics, its `--record` line, and the router's own answer
+/// when it makes one.
+pub async fn decide_step(
+    pipeline: Pipeline<'_>,
+    snapshot: &Snapshot,
+    request: Parsed<'_>,
+    mut done: Completion,
+) -> Decided {
+    done.record.stream = request.view.stream;
     done.record.policy_generation = snapshot.generation;
     let routing_started = Instant::now();
     let mut facts = Facts {
@@ -118,16 +180,14 @@ async fn decide_and_forward(
         ..Facts::default()
     };
     let asked = Asked {
-        api,
-        parsed,
-        view,
+        api: request.api,
+        parsed: request.parsed,
+        view: request.view,
         trace: &done.trace,
     };
-    let decision = decide::decide(pipeline.effects(), &snapshot, asked, &mut facts).await;
+    let decision = decide::decide(pipeline.effects(), snapshot, asked, &mut facts).await;
     if let Some(recorder) = pipeline.recorder {
-        recorder.record(record_line(
-            api, parts, parsed, &snapshot, &mut facts, &decision,
-        ));
+        recorder.record(record_line(request, snapshot, &mut facts, &decision));
     }
     let routing = routing_started.elapsed();
     pipeline.telemetry.routing.observe(routing.as_secs_f64());
@@ -135,7 +195,7 @@ async fn decide_and_forward(
     done.record.skipped_signals = facts.skipped_signals;
     done.record.cache = facts.cache;
     match decision {
-        Err(error) => answer_error(done, error),
+        Err(error) => Decided::Answer(answer_error(done, error)),
         Ok(Decision::Refuse {
             block,
             status,
@@ -155,39 +215,25 @@ async fn decide_and_forward(
                     action: "refuse",
                 })
                 .inc();
-            refuse(done, &name, status, message)
+            Decided::Answer(refuse(done, &name, status, message))
         }
         Ok(Decision::Cached(hit)) => {
-            count_redirect(pipeline.telemetry, &snapshot, hit.block);
-            answer::cached(done, &snapshot, hit)
+            count_redirect(pipeline.telemetry, snapshot, hit.block);
+            Decided::Answer(answer::cached(done, snapshot, hit))
         }
         Ok(Decision::Forward(plan)) => {
-            count_redirect(pipeline.telemetry, &snapshot, plan.block);
-            let outgoing = Outgoing {
-                api,
-                parts,
-                body: bytes,
-                parsed,
-                view,
-            };
-            forward::forward(
-                pipeline.upstream,
-                pipeline.telemetry,
-                &snapshot,
-                outgoing,
-                *plan,
-                done,
-            )
-            .await
+            count_redirect(pipeline.telemetry, snapshot, plan.block);
+            Decided::Forward {
+                plan,
+                done: Box::new(done),
+            }
         }
     }
 }
 
 /// The `--record` line of a decided request (see [`crate::record`]).
 fn record_line(
-    api: Api,
-    parts: &hyper::http::request::Parts,
-    parsed: &Value,
+    request: Parsed<'_>,
     snapshot: &Snapshot,
     facts: &mut Facts,
     decision: &Result<Decision, ApiError>,
@@ -200,8 +246,13 @@ fn record_line(
             b.index(),
         )
     };
-    let headers: Vec<(String, String)> = parts
-        .headers
+    let Parsed {
+        api,
+        parsed,
+        headers,
+        ..
+    } = request;
+    let headers: Vec<(String, String)> = headers
         .iter()
         .map(|(n, v)| {
             (
@@ -272,16 +323,18 @@ fn count_redirect(telemetry: &Telemetry, snapshot: &Snapshot, block: Option<Bloc
     }
 }
 
-fn new_completion<B>(
+/// The report of a request that arrived at `started`, under the client's `x-request-id` when it
+/// sent a usable one.
+pub fn new_completion(
     pipeline: Pipeline<'_>,
-    request: &Request<B>,
+    client: &HeaderMap,
     endpoint: &str,
     started: Instant,
 ) -> Completion {
     Completion::start(
         Arc::clone(pipeline.telemetry),
         pipeline.log.clone(),
-        request.headers(),
+        client,
         endpoint,
         started,
     )
@@ -294,7 +347,7 @@ pub fn refuse_method<B>(
     started: Instant,
     allow: &'static str,
 ) -> Response<ProxyBody> {
-    let done = new_completion(pipeline, request, request.uri().path(), started);
+    let done = new_completion(pipeline, request.headers(), request.uri().path(), started);
     let mut response = answer_error(
         done,
         ApiError::method_not_allowed(request.method().as_str(), request.uri().path()),

@@ -1,5 +1,6 @@
-//! `src serve`: starts the API and admin listeners over one compiled policy, keeps the policy
-//! fresh (file watch, SIGHUP), probes backends, and shuts down gracefully.
+//! `src serve`: starts the API and admin listeners (and, when asked, Envoy's external processing
+//! API) over one compiled policy, keeps the policy fresh (file watch, SIGHUP), probes backends,
+//! and shuts down gracefully.
 //!
 //! [`serve`] runs until its shutdown future completes; [`spawn`] starts the same server in the
 //! background and returns the bound addresses (tests bind `127.0.0.1:0`).
@@ -69,11 +70,19 @@ pub enum ServeError {
 /// sessions, request lines on stderr).
 pub async fn serve(cfg: ServeConfig, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
     let handle = spawn(cfg, Components::standard()).await?;
-    tracing::info!(
-        listen = %handle.addr,
-        admin = %handle.admin_addr,
-        "serving"
-    );
+    match handle.extproc_addr {
+        Some(extproc) => tracing::info!(
+            listen = %handle.addr,
+            admin = %handle.admin_addr,
+            extproc = %extproc,
+            "serving"
+        ),
+        None => tracing::info!(
+            listen = %handle.addr,
+            admin = %handle.admin_addr,
+            "serving"
+        ),
+    }
     shutdown.await;
     handle.shutdown().await
 }
@@ -84,6 +93,8 @@ pub struct ServerHandle {
     pub addr: SocketAddr,
     /// Where the admin API listens.
     pub admin_addr: SocketAddr,
+    /// Where Envoy's external processing API listens, when asked for.
+    pub extproc_addr: Option<SocketAddr>,
     app: Arc<App>,
     stop: watch::Sender<bool>,
     reload_now: tokio::sync::mpsc::Sender<()>,
@@ -169,6 +180,15 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let admin_listener = bind(cfg.admin).await?;
     let addr = local_addr(&api_listener, cfg.listen)?;
     let admin_addr = local_addr(&admin_listener, cfg.admin)?;
+    let extproc_listener = match cfg.extproc {
+        Some(asked) => {
+            let listener = bind(asked).await?;
+            let addr = local_addr(&listener, asked)?;
+            Some((listener, addr))
+        }
+        None => None,
+    };
+    let extproc_addr = extproc_listener.as_ref().map(|(_, addr)| *addr);
     let cache = CacheLayer::new(Arc::clone(&components.models), CacheOptions::from_env());
     let mut telemetry = Telemetry::with_extra(|registry| {
         components.sessions.register_metrics(registry);
@@ -200,7 +220,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let (reload_now, reload_rx) = tokio::sync::mpsc::channel(4);
     let watcher = reload::start(Arc::clone(&app), reload_rx, reloaded_tx, stopped.clone())
         .map_err(|reload::WatchError { path, detail }| ServeError::Watch { path, detail })?;
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(accept_loop(
             api_listener,
             Arc::clone(&app),
@@ -213,12 +233,24 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
             Listener::Admin,
             stopped.clone(),
         )),
-        tokio::spawn(health::probe_loop(Arc::clone(&app), reloaded_rx, stopped)),
+        tokio::spawn(health::probe_loop(
+            Arc::clone(&app),
+            reloaded_rx,
+            stopped.clone(),
+        )),
         watcher,
     ];
+    if let Some((listener, _)) = extproc_listener {
+        tasks.push(tokio::spawn(crate::extproc::serve(
+            listener,
+            Arc::clone(&app),
+            stopped,
+        )));
+    }
     Ok(ServerHandle {
         addr,
         admin_addr,
+        extproc_addr,
         app,
         stop,
         reload_now,

@@ -1,0 +1,100 @@
+//! `src explain` and the Envoy front door drive the compiler's one request procedure, so they
+//! must agree on every request the HTTP proxy is compared on (`agree_support`): the same block,
+//! route and model. Each request goes through a real Envoy (the shipped fail-closed config) to
+//! `src serve --extproc`, and on to a recording upstream; the decision comes back in the
+//! `x-sr-*` headers Envoy adds to the answer. An external processor cannot retry, so only the
+//! first model of the order to try is compared.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a failed step fails the test with its message"
+)]
+
+mod agree_support;
+mod envoy_support;
+
+use agree_support::{corpus_suites, explain, generated_suites, Case, Outcome, Suite};
+use envoy_support::{config, send, Envoy, Recorder, Src};
+
+fn through_envoy(envoy: &Envoy, case: &Case) -> Outcome {
+    let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+    headers.extend(case.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let answer = send(
+        envoy.addr,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        case.body.to_string().as_bytes(),
+    );
+    let header = |name: &str| answer.header(name).map(String::from).filter(|v| v != "-");
+    if answer.status == 404 {
+        return Outcome {
+            block: None,
+            route: None,
+            model: None,
+            tried: vec![],
+            error: Some(404),
+        };
+    }
+    let block = header("x-sr-block");
+    let refused = block.is_some() && !(200..300).contains(&answer.status);
+    assert!(
+        (200..300).contains(&answer.status) || refused,
+        "{}: Envoy answered {}: {}",
+        case.name,
+        answer.status,
+        answer.body_text()
+    );
+    let model = if refused { None } else { header("x-sr-model") };
+    Outcome {
+        error: refused.then_some(0),
+        route: if block.is_some() {
+            None
+        } else {
+            header("x-sr-route")
+        },
+        tried: model.iter().cloned().collect(),
+        model,
+        block,
+    }
+}
+
+#[test]
+fn explain_and_the_envoy_front_door_decide_every_request_alike() {
+    let suites: Vec<Suite> = corpus_suites()
+        .into_iter()
+        .chain(generated_suites())
+        .collect();
+    assert!(suites.len() >= 6, "the corpus lost its served policies");
+    let upstream = Recorder::start();
+    let mut compared = 0;
+    let mut disagreements = Vec::new();
+    for suite in &suites {
+        let src = Src::start(suite.dir.path(), &["--no-watch"]);
+        let envoy = Envoy::start(&config("fail-closed.yaml", src.extproc, upstream.addr));
+        for case in &suite.cases {
+            let mut explained = explain(suite.dir.path(), case);
+            explained.tried.truncate(1);
+            let served = through_envoy(&envoy, case);
+            if explained != served {
+                disagreements.push(format!(
+                    "{}::{}\n  explain: {explained:?}\n  extproc: {served:?}",
+                    suite.name, case.name
+                ));
+            }
+            compared += 1;
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "{} of {compared} requests decided differently:\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
+    );
+    assert!(compared >= 60, "only {compared} requests compared");
+    assert!(
+        !upstream.received().is_empty(),
+        "no request reached the upstream"
+    );
+}

@@ -1,0 +1,311 @@
+//! One HTTP request seen through Envoy's external processing stream, phase by phase, driving the
+//! same pipeline steps as the HTTP proxy: [`intake`] parses, [`decide_step`] decides (and makes
+//! the router's own answers), [`shape`](crate::pipeline::shape) builds what the chosen model is
+//! sent, and the request's [`Completion`] reports it once the response's status is known.
+//!
+//! - request headers: a proxied path (`POST /v1/chat/completions`, `POST /v1/responses`) is
+//!   remembered; headers only the router may set are removed from what goes upstream; other
+//!   paths pass through untouched.
+//! - request body (buffered whole by Envoy): the decision. A forward becomes a body mutation and
+//!   header mutations; an error, a refusal or a cache hit becomes an immediate response.
+//! - response headers: the `x-sr-*` decision headers are added; the status is reported, and a
+//!   5xx is told to the session layer, as the proxy does.
+//!
+//! An external processor cannot retry: the first candidate that fits the request's context is
+//! the one sent; the gateway's retry policy stands in for `else` fallbacks.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use envoy_types::pb::envoy::service::ext_proc::v3::{
+    processing_request::Request as Message, HttpBody, HttpHeaders, ProcessingRequest,
+    ProcessingResponse,
+};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
+use hyper::Method;
+use src_compiler::hir::ModelId;
+
+use crate::extproc::wire::{self, Phase};
+use crate::headers::{self, path};
+use crate::hooks::UpstreamOutcomes;
+use crate::openai::{Api, ApiError};
+use crate::pipeline::answer::{answer_error, set_sr_headers};
+use crate::pipeline::completion::Completion;
+use crate::pipeline::decide::Plan;
+use crate::pipeline::forward::{count_fallback, note_plan, too_long};
+use crate::pipeline::shape::{over_context, set_model_headers, ShapeInput, Shaping};
+use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
+use crate::policy_store::Snapshot;
+
+/// Request headers that only the router sets: a client's are removed on the way upstream (with
+/// every `x-sr-*` header), never trusted.
+const ROUTER_SET: [&str; 4] = [
+    headers::SELECTED_MODEL,
+    headers::GATEWAY_MODEL_NAME,
+    headers::DYNAMO_SESSION_ID,
+    headers::SR_BACKEND,
+];
+
+/// Where one request stands.
+enum Stage {
+    /// Nothing seen yet.
+    Fresh,
+    /// A proxied request whose headers have arrived.
+    Asked(Box<Arrived>),
+    /// Not a request the router decides: every phase passes it through.
+    Passing,
+    /// Sent upstream as `model`; waiting for the response's headers.
+    Sent(Box<Sent>),
+    /// Answered or reported.
+    Over,
+}
+
+/// A proxied request's headers, until its body arrives.
+struct Arrived {
+    api: Api,
+    headers: HeaderMap,
+    done: Completion,
+}
+
+/// A forwarded request, until its response's status is known.
+struct Sent {
+    done: Completion,
+    model: String,
+    sent_at: Instant,
+    outcomes: Option<Arc<dyn UpstreamOutcomes>>,
+}
+
+/// One request's processing stream.
+pub struct Exchange {
+    stage: Stage,
+}
+
+impl Default for Exchange {
+    fn default() -> Self {
+        Exchange::new()
+    }
+}
+
+impl Exchange {
+    pub fn new() -> Exchange {
+        Exchange {
+            stage: Stage::Fresh,
+        }
+    }
+
+    /// Answers one message of the stream (every message gets exactly one answer).
+    pub async fn step(
+        &mut self,
+        pipeline: Pipeline<'_>,
+        message: ProcessingRequest,
+    ) -> ProcessingResponse {
+        match message.request {
+            Some(Message::RequestHeaders(headers)) => self.request_headers(pipeline, headers).await,
+            Some(Message::RequestBody(body)) => self.request_body(pipeline, body).await,
+            Some(Message::ResponseHeaders(headers)) => self.response_headers(&headers),
+            Some(Message::ResponseBody(_)) => wire::unchanged(Phase::ResponseBody),
+            Some(Message::RequestTrailers(_)) => wire::unchanged(Phase::RequestTrailers),
+            Some(Message::ResponseTrailers(_)) => wire::unchanged(Phase::ResponseTrailers),
+            // A message with no phase asks nothing; answering it as headers keeps the stream
+            // one answer per message.
+            None => wire::unchanged(Phase::RequestHeaders),
+        }
+    }
+
+    async fn request_headers(
+        &mut self,
+        pipeline: Pipeline<'_>,
+        message: HttpHeaders,
+    ) -> ProcessingResponse {
+        let started = Instant::now();
+        let read = wire::read_headers(message.headers.as_ref());
+        let remove = untrusted(&read.map);
+        let api = match (read.path.as_str(), read.method.as_str()) {
+            ("/v1/chat/completions", m) if m == Method::POST => Api::Chat,
+            ("/v1/responses", m) if m == Method::POST => Api::Responses,
+            _ => {
+                self.stage = Stage::Passing;
+                return wire::request_headers(wire::mutation(&HeaderMap::new(), remove));
+            }
+        };
+        let done = new_completion(pipeline, &read.map, api.endpoint(), started);
+        self.stage = Stage::Asked(Box::new(Arrived {
+            api,
+            headers: read.map,
+            done,
+        }));
+        if message.end_of_stream {
+            // No body will follow: decide on an empty one, as the proxy does (a 400).
+            return self.decide(pipeline, Bytes::new()).await;
+        }
+        wire::request_headers(wire::mutation(&HeaderMap::new(), remove))
+    }
+
+    async fn request_body(&mut self, pipeline: Pipeline<'_>, body: HttpBody) -> ProcessingResponse {
+        if !matches!(self.stage, Stage::Asked(_)) {
+            return wire::unchanged(Phase::RequestBody);
+        }
+        self.decide(pipeline, Bytes::from(body.body)).await
+    }
+
+    /// The decision on the whole body, and what Envoy is to do with the request.
+    async fn decide(&mut self, pipeline: Pipeline<'_>, bytes: Bytes) -> ProcessingResponse {
+        let Stage::Asked(arrived) = std::mem::replace(&mut self.stage, Stage::Over) else {
+            return wire::unchanged(Phase::RequestBody);
+        };
+        let Arrived { api, headers, done } = *arrived;
+        if bytes.len() > pipeline.max_body_bytes {
+            let error = ApiError::payload_too_large(pipeline.max_body_bytes);
+            return wire::immediate(answer_error(done, error)).await;
+        }
+        let (parsed, view) = match intake::parse(api, &bytes, &headers, &done.trace) {
+            Ok(parsed) => parsed,
+            Err(error) => return wire::immediate(answer_error(done, error)).await,
+        };
+        let snapshot = pipeline.store.current();
+        let request = Parsed {
+            api,
+            parsed: &parsed,
+            view: &view,
+            headers: &headers,
+        };
+        let (plan, mut done) = match decide_step(pipeline, &snapshot, request, done).await {
+            Decided::Answer(answer) => return wire::immediate(answer).await,
+            Decided::Forward { plan, done } => (plan, *done),
+        };
+        note_plan(&mut done.record, snapshot.policy(), &plan);
+        let model_id = match first_fitting(pipeline, &snapshot, &plan, &view) {
+            Ok(id) => id,
+            Err(detail) => return wire::immediate(answer_error(done, too_long(&detail))).await,
+        };
+        let route = plan
+            .route
+            .and_then(|r| snapshot.policy().routes.get(r.index()));
+        let shaping = Shaping::new(ShapeInput {
+            api,
+            original: &bytes,
+            parsed: &parsed,
+            trace: &done.trace,
+            request_id: &done.record.request_id,
+            route,
+            session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
+        });
+        let policy = snapshot.policy();
+        let (Some(model), Some(wire_model)) = (
+            policy.models.get(model_id.index()),
+            snapshot.wire.get(model_id.index()),
+        ) else {
+            let error = ApiError::internal("the plan names a model the policy lacks");
+            return wire::immediate(answer_error(done, error)).await;
+        };
+        let Some(endpoint) = snapshot.endpoints.get(model.backend.index()) else {
+            let error = ApiError::internal("the model's backend is missing");
+            return wire::immediate(answer_error(done, error)).await;
+        };
+        let body = match shaping.body(wire_model) {
+            Ok(body) => body,
+            Err(err) => {
+                let error = ApiError::bad_request(err.to_string());
+                return wire::immediate(answer_error(done, error)).await;
+            }
+        };
+        let mut set = shaping.router_headers().clone();
+        set_model_headers(&mut set, wire_model, endpoint);
+        set.insert(
+            HeaderName::from_static(headers::GATEWAY_MODEL_NAME),
+            wire_model.served_header.clone(),
+        );
+        if let Ok(backend) = HeaderValue::from_str(&endpoint.name) {
+            set.insert(HeaderName::from_static(headers::SR_BACKEND), backend);
+        }
+        set.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        done.record.model = Some(model.name.clone());
+        done.record.served = Some(model.serves.clone());
+        done.record.backend = Some(endpoint.name.clone());
+        self.stage = Stage::Sent(Box::new(Sent {
+            done,
+            model: model.name.clone(),
+            sent_at: Instant::now(),
+            outcomes: plan.session.as_ref().and_then(|s| s.outcomes.clone()),
+        }));
+        // The client's router-only headers went in the headers phase; these overwrite.
+        wire::request_body(body, wire::mutation(&set, Vec::new()))
+    }
+
+    fn response_headers(&mut self, message: &HttpHeaders) -> ProcessingResponse {
+        let Stage::Sent(sent) = std::mem::replace(&mut self.stage, Stage::Over) else {
+            return wire::unchanged(Phase::ResponseHeaders);
+        };
+        let Sent {
+            mut done,
+            model,
+            sent_at,
+            outcomes,
+        } = *sent;
+        let status = wire::read_headers(message.headers.as_ref())
+            .status
+            .unwrap_or(0);
+        done.record.status = status;
+        done.record.path = path::UPSTREAM;
+        let mut set = HeaderMap::new();
+        set_sr_headers(&mut set, &done.record, Some(&model));
+        if let Some(protection) = done
+            .record
+            .protection
+            .as_deref()
+            .and_then(|p| HeaderValue::from_str(p).ok())
+        {
+            set.insert(HeaderName::from_static(headers::SR_PROTECTION), protection);
+        }
+        // The proxy blames a model for a 5xx (it would have moved on to the next one); an
+        // external processor sees the same status, so the session layer hears the same.
+        if (500..600).contains(&status) {
+            if let Some(outcomes) = &outcomes {
+                outcomes.failed(&model, "status");
+            }
+        }
+        done.finish_upstream(sent_at.elapsed(), None, None, None);
+        wire::response_headers(wire::mutation(&set, Vec::new()))
+    }
+}
+
+/// The first candidate whose `context` the request fits (the proxy skips the others the same
+/// way, and they are counted as it counts them), or why none does.
+fn first_fitting(
+    pipeline: Pipeline<'_>,
+    snapshot: &Snapshot,
+    plan: &Plan,
+    view: &src_compiler::request::RequestView,
+) -> Result<ModelId, String> {
+    let mut tokens = None;
+    let mut skipped = Vec::new();
+    for &id in &plan.candidates {
+        let Some(model) = snapshot.policy().models.get(id.index()) else {
+            continue;
+        };
+        match over_context(model, view, &mut tokens) {
+            None => return Ok(id),
+            Some((count, context)) => {
+                count_fallback(pipeline.telemetry, &model.name, "context");
+                skipped.push(format!(
+                    "`{}`: the request has ~{count} tokens, over its context of {context}",
+                    model.name
+                ));
+            }
+        }
+    }
+    Err(skipped.join("; "))
+}
+
+/// The client's headers that only the router may set.
+fn untrusted(client: &HeaderMap) -> Vec<String> {
+    let mut names: Vec<String> = client
+        .keys()
+        .map(|name| name.as_str())
+        .filter(|name| name.starts_with(headers::SR_PREFIX) || ROUTER_SET.contains(name))
+        .map(str::to_owned)
+        .collect();
+    names.dedup();
+    names
+}
