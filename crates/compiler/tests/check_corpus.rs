@@ -437,8 +437,9 @@ fn main() {
     trials.push(Trial::test("docs::every_code_documented", docs));
     let root = workspace_root();
     for dir in ["policies", "examples"] {
-        for path in cases(&root.join(dir)) {
-            let name = format!("shipped::{}", stem(&path));
+        for path in policy_dirs(&root.join(dir)) {
+            let relative = path.strip_prefix(&root).unwrap_or(&path).display();
+            let name = format!("shipped::{relative}");
             trials.push(Trial::test(name, move || {
                 let source = load(&path).map_err(|e| e.to_string())?;
                 let outcome = check(source.clone(), &CheckOptions::default());
@@ -451,4 +452,25 @@ fn main() {
         }
     }
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// Every directory under `top` that holds `.sr` files: a shipped policy (examples nest some).
+fn policy_dirs(top: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![top.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        if entries
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "sr"))
+        {
+            found.push(dir.clone());
+        }
+        dirs.extend(entries.into_iter().filter(|p| p.is_dir()));
+    }
+    found.sort();
+    found
 }
