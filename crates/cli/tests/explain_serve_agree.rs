@@ -15,59 +15,21 @@
 )]
 
 mod agree_support;
+mod support;
 
 use agree_support::{corpus_suites, explain, generated_suites, Case, Outcome, Suite};
-use assert_cmd::cargo::CommandCargoExt;
-use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
+use support::Server;
 
-/// `src serve` on free ports, stopped when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
+/// What the differential test asks of a running `src serve`.
+trait Asks {
+    fn send(&self, case: &Case, extra: &[(&str, &str)]) -> (u16, Vec<(String, String)>);
+    fn outcome(&self, case: &Case) -> Outcome;
 }
 
-impl Server {
-    fn start(policy: &Path) -> Server {
-        let mut child = Command::cargo_bin("src")
-            .expect("the src binary is built")
-            .arg("serve")
-            .arg(policy)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--admin",
-                "127.0.0.1:0",
-                "--no-watch",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("src serve starts");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let mut seen = Vec::new();
-        let addr = loop {
-            let Some(Ok(line)) = lines.next() else {
-                let _ = child.kill();
-                panic!("src serve stopped before serving: {seen:?}");
-            };
-            if let Some(addr) = serde_json::from_str::<Value>(&line)
-                .ok()
-                .and_then(|v| v["fields"]["listen"].as_str().map(String::from))
-            {
-                break addr.parse().expect("a socket address");
-            }
-            seen.push(line);
-        };
-        // Keep reading the request log so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
-    }
-
+impl Asks for Server {
     /// Sends one chat completion; answers the status and the response headers.
     fn send(&self, case: &Case, extra: &[(&str, &str)]) -> (u16, Vec<(String, String)>) {
         let body = case.body.to_string();
@@ -162,13 +124,6 @@ impl Server {
             block,
             tried,
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

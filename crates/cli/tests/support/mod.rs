@@ -1,4 +1,4 @@
-//! Helpers the replay and eval tests share: a real `src serve` child process, and a tiny
+//! Helpers the replay, eval, what-if and differential tests share: a real `src serve` child
 //! upstream that answers every request with one canned response.
 
 #![allow(
