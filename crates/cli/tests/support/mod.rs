@@ -1,5 +1,5 @@
 //! Helpers the replay, eval, what-if and differential tests share: a real `src serve` child
-//! upstream that answers every request with one canned response.
+//! process, and a tiny upstream that answers every request with one canned response.
 
 #![allow(
     clippy::expect_used,
