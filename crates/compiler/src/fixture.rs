@@ -105,7 +105,7 @@ pub fn arith(op: ArithOp, a: TExpr, b: TExpr) -> TExpr {
 
 pub fn request(f: RequestField) -> TExpr {
     let ty = match f {
-        RequestField::Stream | RequestField::ToolLoop => Type::Bool,
+        RequestField::Stream | RequestField::ToolLoop | RequestField::ProviderState => Type::Bool,
         _ => Type::Int,
     };
     ex(TExprKind::Request(f), ty)

@@ -91,6 +91,7 @@ pub enum RequestField {
     ToolResults,
     Stream,
     ToolLoop,
+    ProviderState,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

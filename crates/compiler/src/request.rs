@@ -47,6 +47,10 @@ pub struct RequestView {
     pub tool_results: i64,
     pub stream: bool,
     pub tool_loop: bool,
+    /// The request continues a conversation kept by its backend: a `/v1/responses` body with
+    /// `previous_response_id` or `conversation`. A router that holds the named response itself
+    /// expands it and clears this (docs/responses.md).
+    pub provider_state: bool,
 }
 
 /// A request body that does not have the shape of its API. `path` is a JSON path into the body
@@ -112,6 +116,7 @@ impl RequestView {
             Some(Value::String(text)) => facts.message(Role::System, text),
             Some(other) => return Err(wrong("instructions".into(), "a string or null", other)),
         }
+        facts.view.provider_state = provider_state(obj)?;
         match obj.get("input") {
             None | Some(Value::Null) => {}
             Some(Value::String(text)) => facts.message(Role::User, text),
@@ -175,6 +180,7 @@ impl fmt::Debug for RequestView {
             .field("tool_results", &self.tool_results)
             .field("stream", &self.stream)
             .field("tool_loop", &self.tool_loop)
+            .field("provider_state", &self.provider_state)
             .finish()
     }
 }
@@ -381,6 +387,35 @@ fn read_input_item(item: &Value, path: &str, facts: &mut Facts) -> Result<(), Re
         _ => {}
     }
     Ok(())
+}
+
+/// Whether a responses body names state its backend keeps: a `previous_response_id`, or a
+/// `conversation` (an id, or an object with one).
+fn provider_state(obj: &Map<String, Value>) -> Result<bool, RequestError> {
+    let previous = match obj.get("previous_response_id") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(id)) => !id.trim().is_empty(),
+        Some(other) => {
+            return Err(wrong(
+                "previous_response_id".into(),
+                "a string or null",
+                other,
+            ))
+        }
+    };
+    let conversation = match obj.get("conversation") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(id)) => !id.trim().is_empty(),
+        Some(Value::Object(_)) => true,
+        Some(other) => {
+            return Err(wrong(
+                "conversation".into(),
+                "a string, an object or null",
+                other,
+            ))
+        }
+    };
+    Ok(previous || conversation)
 }
 
 /// `model`, `stream` and `tools`, shared by both APIs.

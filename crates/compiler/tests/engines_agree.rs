@@ -354,6 +354,7 @@ fn bool_atom(n: u8) -> TExpr {
             let key = ex(TExprKind::Coalesce(bx(key), bx(s("none"))), Type::Text);
             cmp(CmpOp::Ne, key, s("sk-test"))
         }
+        7 => request(RequestField::ProviderState),
         _ => request(RequestField::Stream),
     }
 }

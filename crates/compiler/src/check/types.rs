@@ -57,7 +57,7 @@ fn request_field_type(f: RequestField) -> Type {
         | RequestField::Messages
         | RequestField::ToolCalls
         | RequestField::ToolResults => Type::Int,
-        RequestField::Stream | RequestField::ToolLoop => Type::Bool,
+        RequestField::Stream | RequestField::ToolLoop | RequestField::ProviderState => Type::Bool,
     }
 }
 

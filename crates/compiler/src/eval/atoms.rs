@@ -66,6 +66,7 @@ impl<'a> Evaluation<'a> {
                 RequestField::ToolResults => int(req.tool_results),
                 RequestField::Stream => bool(req.stream),
                 RequestField::ToolLoop => bool(req.tool_loop),
+                RequestField::ProviderState => bool(req.provider_state),
             },
             Atom::TextCmp(op, a, b) => bool(compare_texts(*op, self.text(a), self.text(b))),
             Atom::Contains(t, _) => phrases(&|p| bool(p.contains(text(t)))),

@@ -265,5 +265,6 @@ fn field_name(f: RequestField) -> &'static str {
         RequestField::ToolResults => "tool_results",
         RequestField::Stream => "stream",
         RequestField::ToolLoop => "tool_loop",
+        RequestField::ProviderState => "provider_state",
     }
 }

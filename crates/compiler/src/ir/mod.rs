@@ -161,7 +161,9 @@ impl Atom {
     /// The kind of the atom's value slot, and of its confidence slot when it has one.
     pub fn slot_kinds(&self) -> (SlotKind, Option<SlotKind>) {
         match self {
-            Atom::Request(RequestField::Stream | RequestField::ToolLoop)
+            Atom::Request(
+                RequestField::Stream | RequestField::ToolLoop | RequestField::ProviderState,
+            )
             | Atom::TextCmp(..)
             | Atom::Contains(..)
             | Atom::Sequence(..)

@@ -424,3 +424,25 @@ fn responses_string_input_is_one_user_message() -> TestResult {
     assert_eq!((empty.messages, empty.prompt.as_str()), (0, ""));
     Ok(())
 }
+
+#[test]
+fn a_previous_response_or_a_conversation_is_provider_state() -> TestResult {
+    let read = |body: Value| RequestView::from_responses(&body, &no_headers());
+    assert!(!read(json!({"model": "m", "input": "hi"}))?.provider_state);
+    assert!(!read(json!({"input": "hi", "previous_response_id": null}))?.provider_state);
+    assert!(!read(json!({"input": "hi", "previous_response_id": " "}))?.provider_state);
+    assert!(read(json!({"input": "hi", "previous_response_id": "resp_1"}))?.provider_state);
+    assert!(read(json!({"input": "hi", "conversation": "conv_1"}))?.provider_state);
+    assert!(read(json!({"input": "hi", "conversation": {"id": "conv_1"}}))?.provider_state);
+    let wrong = read(json!({"input": "hi", "previous_response_id": 7}));
+    assert_eq!(
+        wrong.err().and_then(|e| e.path().map(str::to_owned)).as_deref(),
+        Some("previous_response_id")
+    );
+    let chat = RequestView::from_chat(
+        &json!({"messages": [{"role": "user", "content": "hi"}], "previous_response_id": "r"}),
+        &no_headers(),
+    )?;
+    assert!(!chat.provider_state, "chat completions keep no provider state");
+    Ok(())
+}
