@@ -13,6 +13,7 @@ use crate::pipeline::Pipeline;
 use crate::policy_store::PolicyStore;
 use crate::readiness::Readiness;
 use crate::record::Recorder;
+use crate::responses_state::ResponseStates;
 use crate::session::SessionLayer;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
@@ -90,4 +91,6 @@ pub struct App {
     pub cache: CacheLayer,
     /// `--record DIR`: where decided requests are appended.
     pub recorder: Option<Recorder>,
+    /// The `/v1/responses` answers the router keeps (docs/responses.md).
+    pub responses: ResponseStates,
 }

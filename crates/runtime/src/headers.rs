@@ -43,6 +43,21 @@ pub const REQUEST_ID: &str = "x-request-id";
 /// W3C trace context.
 pub const TRACEPARENT: &str = "traceparent";
 
+/// How a `/v1/responses` turn with `previous_response_id` was sent: one of [`previous`]'s values.
+pub const SR_PREVIOUS: &str = "x-sr-previous";
+
+/// Values of [`SR_PREVIOUS`] (docs/responses.md).
+pub mod previous {
+    /// The router stored the response and this model produced it: forwarded as is.
+    pub const CONTINUED: &str = "continued";
+    /// The router stored the response and another model answers: the chain was expanded.
+    pub const EXPANDED: &str = "expanded";
+    /// Not stored by the router: forwarded as is to the session's pinned model, its owner.
+    pub const PROVIDER: &str = "provider";
+    /// Not stored by the router and no pin names its owner: forwarded as is to the route's model.
+    pub const UNOWNED: &str = "unowned";
+}
+
 /// Values of [`SR_PATH`].
 pub mod path {
     pub const UPSTREAM: &str = "upstream";

@@ -52,6 +52,7 @@ pub mod policy_store;
 pub mod readiness;
 pub mod record;
 mod redis_link;
+pub mod responses_state;
 pub mod session;
 pub mod sim;
 

@@ -90,6 +90,8 @@ pub struct RequestRecord {
     pub cache: Option<&'static str>,
     /// The similarity of the nearest cached entry compared (a hit's, or a miss's best).
     pub cache_score: Option<f64>,
+    /// How a `/v1/responses` turn with `previous_response_id` was sent (`x-sr-previous`).
+    pub previous: Option<&'static str>,
 }
 
 /// Lines waiting for the writer thread.

@@ -436,13 +436,19 @@ fn a_previous_response_or_a_conversation_is_provider_state() -> TestResult {
     assert!(read(json!({"input": "hi", "conversation": {"id": "conv_1"}}))?.provider_state);
     let wrong = read(json!({"input": "hi", "previous_response_id": 7}));
     assert_eq!(
-        wrong.err().and_then(|e| e.path().map(str::to_owned)).as_deref(),
+        wrong
+            .err()
+            .and_then(|e| e.path().map(str::to_owned))
+            .as_deref(),
         Some("previous_response_id")
     );
     let chat = RequestView::from_chat(
         &json!({"messages": [{"role": "user", "content": "hi"}], "previous_response_id": "r"}),
         &no_headers(),
     )?;
-    assert!(!chat.provider_state, "chat completions keep no provider state");
+    assert!(
+        !chat.provider_state,
+        "chat completions keep no provider state"
+    );
     Ok(())
 }

@@ -110,6 +110,9 @@ pub fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, model: Op
     if let Some(cache) = record.cache {
         set(headers::SR_CACHE, cache);
     }
+    if let Some(previous) = record.previous {
+        set(headers::SR_PREVIOUS, previous);
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::shape::{over_context, set_model_headers, ShapeInput, Shaping};
 use crate::policy_store::Snapshot;
+use crate::responses_state::chain::Continuation;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
 
@@ -103,6 +104,9 @@ pub struct Outgoing<'a> {
     pub body: &'a Bytes,
     pub parsed: &'a Value,
     pub view: &'a RequestView,
+    /// A `/v1/responses` turn continuing a response the router stored: how it is sent to
+    /// that response's owner and to any other candidate.
+    pub previous: Option<&'a Continuation>,
 }
 
 /// How a candidate's request reaches its backend: the server's pooled clients, or a fake in
@@ -292,7 +296,17 @@ async fn try_candidates<'p, T: Transport>(
             );
             continue;
         }
-        let body = match shaping.body(wire) {
+        let moved = request
+            .previous
+            .filter(|p| !p.owned_by(&endpoint.name, &model.serves));
+        if request.previous.is_some() {
+            record.previous = Some(if moved.is_some() {
+                headers::previous::EXPANDED
+            } else {
+                headers::previous::CONTINUED
+            });
+        }
+        let body = match moved.map_or_else(|| shaping.body(wire), |p| p.body(wire)) {
             Ok(body) => body,
             Err(err) => {
                 return Attempts {

@@ -127,6 +127,7 @@ async fn decide_and_forward(
                 body: bytes,
                 parsed,
                 view,
+                previous: None,
             };
             forward::forward(
                 pipeline.upstream,

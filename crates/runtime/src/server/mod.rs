@@ -213,6 +213,10 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         sims,
         cache,
         recorder,
+        responses: crate::responses_state::ResponseStates::new(
+            Arc::new(crate::session::SystemClock),
+            crate::responses_state::ResponseOptions::from_env(),
+        ),
         cfg,
     });
     let (stop, stopped) = watch::channel(false);

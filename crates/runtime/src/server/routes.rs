@@ -16,6 +16,7 @@ use crate::exposition::Format;
 use crate::headers::APPLICATION_JSON;
 use crate::openai::{Api, ApiError};
 use crate::pipeline::{self, body::ProxyBody, intake};
+use crate::responses_state;
 use crate::server::{admin, models_answer};
 
 /// The OpenAI-compatible listener.
@@ -28,7 +29,7 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
             pipeline::handle(app.pipeline(), Api::Chat, request, started).await
         }
         ("/v1/responses", &Method::POST) => {
-            pipeline::handle(app.pipeline(), Api::Responses, request, started).await
+            responses_state::step::handle(app.pipeline(), &app.responses, request, started).await
         }
         ("/v1/chat/completions" | "/v1/responses", _) => {
             pipeline::refuse_method(app.pipeline(), &request, started, "POST")
@@ -64,6 +65,19 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
         }
         ("/v1/models" | "/healthz" | "/readyz" | "/metrics", _) => {
             not_allowed(&method, &path, "GET, HEAD")
+        }
+        (p, _) if p.starts_with(responses_state::endpoints::PREFIX) => {
+            let snapshot = app.store.current();
+            let query = request.uri().query();
+            responses_state::endpoints::answer(
+                &app.responses,
+                &snapshot,
+                &method,
+                &path,
+                query,
+                request.headers(),
+            )
+            .await
         }
         _ => ApiError::not_found(&path).into_response(),
     }

@@ -8,7 +8,8 @@
 //! - a pin idle past its ttl (or on a model the policy no longer declares) is replaced
 //!   (`expired`);
 //! - a live pin on the proposal: `pinned`; on another model: the `protect` holds run in order,
-//!   and the first that holds keeps the pinned model (`held`); in observe mode its verdict is
+//!   and the first that holds keeps the pinned model (`held`) — the built-in `provider state`
+//!   hold first, for a call whose conversation only its backend holds; in observe mode its verdict is
 //!   only reported (`observed`) and the switch goes ahead; no hold: `switched`. Moves are
 //!   compare-and-set on the version read, so a concurrent writer's pin wins and is followed.
 //!
@@ -31,7 +32,7 @@ use crate::session::metrics::{
     SwitchLabels,
 };
 use crate::session::pin::Pin;
-use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds};
+use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds, PROVIDER_STATE};
 use crate::session::store::{
     memory, redis, Cas, MemoryStore, OutcomeKey, OutcomeStats, Put, Recorded, RedisStore,
     SessionStore, StoreError, Verdict,
@@ -452,10 +453,13 @@ impl SessionLayer {
             if pinned == input.proposed {
                 return Ok((pinned, SessionState::Pinned, None));
             }
-            let held = self
-                .holds(input, id, store, &pin, pinned, holds)
-                .await
-                .map_err(Stop::Holds)?;
+            let held = if input.view.provider_state {
+                Some(PROVIDER_STATE.to_owned())
+            } else {
+                self.holds(input, id, store, &pin, pinned, holds)
+                    .await
+                    .map_err(Stop::Holds)?
+            };
             let observe = policy
                 .protect
                 .as_ref()

@@ -88,11 +88,18 @@ impl SimState {
         Fault::draw(faults, &mut rng)
     }
 
+    /// Deterministic under the seed, and distinct between simulators of different models (as
+    /// ids of different providers are): clients and routers key stored responses on them.
     fn next_id(&self) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let served = self.order.join("\n");
         format!(
             "{:016x}",
-            fnv1a_fields(&[&self.seed.to_le_bytes(), &n.to_le_bytes()])
+            fnv1a_fields(&[
+                &self.seed.to_le_bytes(),
+                &n.to_le_bytes(),
+                served.as_bytes()
+            ])
         )
     }
 }

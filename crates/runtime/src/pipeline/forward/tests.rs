@@ -143,6 +143,7 @@ async fn attempt(
         body: &bytes,
         parsed: &body,
         view: &view,
+        previous: None,
     };
     let telemetry = Telemetry::new();
     let mut record = RequestRecord {

@@ -1,0 +1,312 @@
+//! A relayed `/v1/responses` answer kept once it has ended whole.
+//!
+//! [`Capture`] wraps the relayed body: every frame goes to the client untouched and as it
+//! arrives, and a copy is kept (up to a bound). When the answer has ended whole, the copy is
+//! read off the request path — a JSON answer is the response itself, an event stream carries it
+//! in its `response.completed` (or `response.incomplete`) event — and stored with the
+//! conversation's input and its producer. An answer cut off, abandoned by the client, over the
+//! bound, or that is no response is not stored.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use hyper::body::{Body, Frame, SizeHint};
+use serde_json::Value;
+
+use crate::cache::fill::MAX_STREAM_BYTES;
+use crate::hooks::BoxFuture;
+use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::responses_state::record::StoredResponse;
+use crate::responses_state::Scope;
+use crate::session::clock::Clock;
+
+/// Statuses of a response worth continuing.
+const KEPT_STATUSES: [&str; 2] = ["completed", "incomplete"];
+
+/// Who answered, as the stored response records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Producer {
+    pub backend: String,
+    pub served: String,
+    pub model: String,
+}
+
+/// What storing an answer needs besides the answer.
+pub struct Keep {
+    pub scope: Scope,
+    pub producer: Producer,
+    /// The conversation's input up to this answer (earlier turns expanded).
+    pub input: Vec<Value>,
+    pub ttl_ms: u64,
+    pub max_bytes: usize,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// A relayed body whose whole answer is stored once it has ended.
+///
+/// The answer's last frame (a JSON answer's last bytes, an event stream's final event) is held
+/// back until the write is done, so a client that continues the conversation the moment it has
+/// the answer finds the response stored, on this replica or another. The write is bounded by
+/// the store's own timeout.
+pub struct Capture {
+    inner: ProxyBody,
+    sse: bool,
+    parts: Vec<Bytes>,
+    len: usize,
+    keep: Option<Keep>,
+    /// The write in flight, and the frame held back until it is done.
+    writing: Option<(BoxFuture<'static, ()>, Option<Frame<Bytes>>)>,
+    /// The inner body has ended.
+    ended: bool,
+}
+
+impl Capture {
+    pub fn new(inner: ProxyBody, sse: bool, keep: Keep) -> Capture {
+        Capture {
+            inner,
+            sse,
+            parts: Vec::new(),
+            len: 0,
+            keep: Some(keep),
+            writing: None,
+            ended: false,
+        }
+    }
+
+    fn limit(&self) -> usize {
+        match (&self.keep, self.sse) {
+            (_, true) => MAX_STREAM_BYTES,
+            (Some(keep), false) => keep.max_bytes,
+            (None, false) => 0,
+        }
+    }
+
+    fn observe(&mut self, data: &Bytes) {
+        if self.keep.is_none() {
+            return;
+        }
+        self.len += data.len();
+        if self.len > self.limit() {
+            tracing::debug!(bytes = self.len, "a response too large to keep");
+            self.keep = None;
+            self.parts = Vec::new();
+            return;
+        }
+        self.parts.push(data.clone());
+    }
+
+    /// Whether `data` ends the answer: the inner body says so, or it carries an event
+    /// stream's final event.
+    fn ends_answer(&self, data: &[u8]) -> bool {
+        self.inner.is_end_stream()
+            || (self.sse
+                && FINAL_EVENTS
+                    .iter()
+                    .any(|event| data.windows(event.len()).any(|w| w == *event)))
+    }
+
+    /// The write of the kept answer, once.
+    fn write(&mut self) -> Option<BoxFuture<'static, ()>> {
+        let keep = self.keep.take()?;
+        let parts = std::mem::take(&mut self.parts);
+        let (len, sse) = (self.len, self.sse);
+        Some(Box::pin(async move {
+            let mut whole = BytesMut::with_capacity(len);
+            for part in &parts {
+                whole.extend_from_slice(part);
+            }
+            let answer = if sse {
+                final_response(&whole)
+            } else {
+                serde_json::from_slice(&whole).ok()
+            };
+            match answer {
+                Some(response) => store(keep, response).await,
+                None => tracing::debug!(sse, "an answer that carries no response is not kept"),
+            }
+        }))
+    }
+}
+
+/// The event types that end a responses event stream with its response.
+const FINAL_EVENTS: [&[u8]; 2] = [b"response.completed", b"response.incomplete"];
+
+/// Stores `response` (a response object) as `keep` says, when it is one worth continuing.
+pub async fn store(keep: Keep, response: Value) {
+    let Some(id) = response_id(&response) else {
+        tracing::debug!("an answer that is no finished response is not kept");
+        return;
+    };
+    let now = keep.clock.now_ms();
+    let stored = StoredResponse {
+        id: id.to_owned(),
+        backend: keep.producer.backend,
+        served: keep.producer.served,
+        model: keep.producer.model,
+        input: keep.input,
+        response,
+        created_ms: now,
+    };
+    let bytes = match stored.encode() {
+        Ok(bytes) if bytes.len() <= keep.max_bytes => bytes,
+        Ok(bytes) => {
+            tracing::warn!(id = %stored.id, bytes = bytes.len(), limit = keep.max_bytes,
+                "a response is larger than SRC_RESPONSES_MAX_BYTES and is not kept");
+            return;
+        }
+        Err(err) => {
+            tracing::warn!(%err, "cannot encode a response");
+            return;
+        }
+    };
+    let scope = &keep.scope;
+    if let Err(err) = scope
+        .store
+        .put(&scope.tenant, &stored.id, bytes, now, keep.ttl_ms)
+        .await
+    {
+        tracing::warn!(%err, store = scope.store.kind(), id = %stored.id, "cannot keep a response");
+    }
+}
+
+/// The id of a response object whose status is worth continuing.
+fn response_id(response: &Value) -> Option<&str> {
+    let object = response.as_object()?;
+    let status = object.get("status").and_then(Value::as_str)?;
+    (object.get("object").and_then(Value::as_str) == Some("response")
+        && KEPT_STATUSES.contains(&status))
+    .then(|| object.get("id").and_then(Value::as_str))
+    .flatten()
+}
+
+/// The response an event stream ended with: the `response` of its last `response.completed`
+/// or `response.incomplete` event.
+pub fn final_response(stream: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(stream).replace("\r\n", "\n");
+    let mut found = None;
+    for event in text.split("\n\n") {
+        let data: Vec<&str> = event
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        if data.is_empty() {
+            continue;
+        }
+        let Ok(value) = serde_json::from_str::<Value>(&data.join("\n")) else {
+            continue;
+        };
+        if matches!(
+            value.get("type").and_then(Value::as_str),
+            Some("response.completed" | "response.incomplete")
+        ) {
+            found = value.get("response").cloned();
+        }
+    }
+    found
+}
+
+impl Body for Capture {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some((write, held)) = &mut this.writing {
+                if write.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let held = held.take();
+                this.writing = None;
+                match held {
+                    Some(frame) => return Poll::Ready(Some(Ok(frame))),
+                    None => continue,
+                }
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    this.ended = true;
+                    if let Some(write) = this.write() {
+                        this.writing = Some((write, None));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    let last = match frame.data_ref() {
+                        Some(data) => {
+                            this.observe(data);
+                            this.ends_answer(data)
+                        }
+                        None => this.inner.is_end_stream(),
+                    };
+                    if let Some(write) = last.then(|| this.write()).flatten() {
+                        this.writing = Some((write, Some(frame)));
+                        continue;
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    this.keep = None;
+                    return Poll::Ready(Some(Err(err)));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // While an answer is still to be kept, the end is this body's to report.
+        self.writing.is_none() && self.keep.is_none() && (self.ended || self.inner.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_stream_s_final_event_carries_the_response() {
+        let done =
+            json!({"id": "resp_1", "object": "response", "status": "completed", "output": []});
+        let stream = format!(
+            "event: response.created\ndata: {}\n\n\
+             event: response.output_text.delta\r\ndata: {}\r\n\r\n\
+             event: response.completed\ndata: {}\n\n",
+            json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}}),
+            json!({"type": "response.output_text.delta", "delta": "hi"}),
+            json!({"type": "response.completed", "response": done}),
+        );
+        assert_eq!(final_response(stream.as_bytes()), Some(done));
+        assert_eq!(
+            final_response(b"event: response.created\ndata: {}\n\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn only_finished_responses_have_an_id_to_keep() {
+        let response = |status: &str| json!({"id": "r", "object": "response", "status": status});
+        assert_eq!(response_id(&response("completed")), Some("r"));
+        assert_eq!(response_id(&response("incomplete")), Some("r"));
+        assert_eq!(response_id(&response("failed")), None);
+        assert_eq!(
+            response_id(&json!({"id": "r", "object": "chat.completion", "status": "completed"})),
+            None
+        );
+        assert_eq!(response_id(&json!({"error": {"message": "no"}})), None);
+    }
+}

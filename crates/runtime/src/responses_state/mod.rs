@@ -1,0 +1,187 @@
+//! Stateful `/v1/responses` (docs/responses.md): the responses the router answered, kept so a
+//! conversation that continues with `previous_response_id` can move to another model.
+//!
+//! A response id only means something to the backend that stored it. The router keeps its own
+//! copy of every response it relays (unless the client sent `store: false`): the whole input
+//! the conversation had reached (earlier turns expanded) and the response itself, with the
+//! backend and served model that produced it, in the policy's session store (memory or Redis),
+//! scoped by the session tenant exactly like pins. A later turn then goes one of three ways:
+//!
+//! - to the backend and served model that produced the response: forwarded as is, so the
+//!   backend's own state and its KV cache stay useful (`x-sr-previous: continued`);
+//! - elsewhere: the router expands the chain into a full `input` and drops
+//!   `previous_response_id` (`expanded`);
+//! - an id the router never stored is the provider's own state (`request.provider_state`): the
+//!   session layer's built-in `provider state` hold keeps it on its pinned owner (`provider`);
+//!   with no pin to name an owner it is forwarded as is (`unowned`).
+//!
+//! - [`record`]: what one stored response is; [`store`]: where it lives (memory, Redis);
+//! - [`chain`]: a stored conversation expanded into the next turn's input;
+//! - [`capture`]: a relayed answer (JSON or event stream) turned into a stored response;
+//! - [`step`]: the request path of `POST /v1/responses`; [`endpoints`]: `GET`/`DELETE
+//!   /v1/responses/{id}` and its `input_items`.
+
+pub mod capture;
+pub mod chain;
+pub mod endpoints;
+pub mod record;
+pub mod step;
+pub mod store;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use src_compiler::hir::{CheckedPolicy, StoreDef};
+use src_compiler::request::RequestView;
+
+use crate::session::clock::{Clock, SystemClock};
+use crate::session::identity;
+use crate::session::store::StoreError;
+use crate::session::SessionOptions;
+
+pub use record::StoredResponse;
+pub use store::{MemoryResponses, RedisResponses, ResponseStore};
+
+/// How long a stored response is kept by default.
+pub const DEFAULT_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// Responses a `memory` store keeps by default.
+pub const DEFAULT_MEMORY_ENTRIES: usize = 10_000;
+/// Bytes a `memory` store keeps by default (all stored responses together).
+pub const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
+/// The largest stored response by default (its expanded input included); larger ones are
+/// relayed but not kept.
+pub const DEFAULT_MAX_ENTRY_BYTES: usize = 8 << 20;
+
+/// The bounds of the response store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseOptions {
+    pub ttl_ms: u64,
+    pub memory_entries: usize,
+    pub memory_bytes: usize,
+    pub max_entry_bytes: usize,
+    /// Bound on each Redis call (the session store's).
+    pub redis_timeout: Duration,
+}
+
+impl Default for ResponseOptions {
+    fn default() -> Self {
+        ResponseOptions {
+            ttl_ms: DEFAULT_TTL_MS,
+            memory_entries: DEFAULT_MEMORY_ENTRIES,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            max_entry_bytes: DEFAULT_MAX_ENTRY_BYTES,
+            redis_timeout: SessionOptions::default().redis_timeout,
+        }
+    }
+}
+
+impl ResponseOptions {
+    /// The defaults, overridden by `SRC_RESPONSES_TTL_MS`, `SRC_RESPONSES_MEMORY_ENTRIES`,
+    /// `SRC_RESPONSES_MEMORY_BYTES`, `SRC_RESPONSES_MAX_BYTES` and the session store's
+    /// `SRC_SESSION_REDIS_TIMEOUT_MS`.
+    pub fn from_env() -> ResponseOptions {
+        let env = crate::config::env_number;
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).max(1);
+        let mut options = ResponseOptions {
+            redis_timeout: SessionOptions::from_env().redis_timeout,
+            ..ResponseOptions::default()
+        };
+        if let Some(ms) = env("SRC_RESPONSES_TTL_MS") {
+            options.ttl_ms = ms.max(1);
+        }
+        if let Some(n) = env("SRC_RESPONSES_MEMORY_ENTRIES") {
+            options.memory_entries = size(n);
+        }
+        if let Some(n) = env("SRC_RESPONSES_MEMORY_BYTES") {
+            options.memory_bytes = size(n);
+        }
+        if let Some(n) = env("SRC_RESPONSES_MAX_BYTES") {
+            options.max_entry_bytes = size(n);
+        }
+        options
+    }
+}
+
+/// The server's response stores, one per store the policies name, built on first use and kept
+/// across reloads that name it again (as the session layer keeps its pin stores).
+pub struct ResponseStates {
+    options: ResponseOptions,
+    clock: Arc<dyn Clock>,
+    stores: Mutex<Vec<(StoreDef, Arc<dyn ResponseStore>)>>,
+}
+
+impl Default for ResponseStates {
+    fn default() -> Self {
+        ResponseStates::new(Arc::new(SystemClock), ResponseOptions::default())
+    }
+}
+
+/// Where one tenant's responses are, under one policy.
+#[derive(Clone)]
+pub struct Scope {
+    pub tenant: String,
+    pub store: Arc<dyn ResponseStore>,
+}
+
+impl ResponseStates {
+    pub fn new(clock: Arc<dyn Clock>, options: ResponseOptions) -> ResponseStates {
+        ResponseStates {
+            options,
+            clock,
+            stores: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn options(&self) -> &ResponseOptions {
+        &self.options
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
+    /// The store and tenant of a request under `policy`: the store of its `session` (an
+    /// in-process one without a `session`), the tenant as pins have it.
+    pub fn scope(&self, policy: &CheckedPolicy, view: &RequestView) -> Result<Scope, StoreError> {
+        let (def, tenant) = match &policy.session {
+            Some(session) => (
+                session.store.clone(),
+                identity::tenant(policy, session, view),
+            ),
+            None => (
+                StoreDef::Memory,
+                identity::tenant_of_key(view.api_key.as_deref()),
+            ),
+        };
+        Ok(Scope {
+            tenant,
+            store: self.store(&def)?,
+        })
+    }
+
+    fn store(&self, def: &StoreDef) -> Result<Arc<dyn ResponseStore>, StoreError> {
+        let mut stores = self
+            .stores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, store)) = stores.iter().find(|(d, _)| d == def) {
+            return Ok(Arc::clone(store));
+        }
+        let store: Arc<dyn ResponseStore> = match def {
+            StoreDef::Memory => Arc::new(MemoryResponses::new(
+                self.options.memory_entries,
+                self.options.memory_bytes,
+            )),
+            StoreDef::Redis(url) => Arc::new(RedisResponses::connect(
+                url.as_str(),
+                self.options.redis_timeout,
+            )?),
+        };
+        stores.push((def.clone(), Arc::clone(&store)));
+        Ok(store)
+    }
+}

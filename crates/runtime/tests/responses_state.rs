@@ -1,0 +1,446 @@
+//! Stateful `/v1/responses` end to end: a real `src serve` over two simulated backends, real
+//! HTTP, and a real `redis-server` shared by two routers. A route on a header forces the switch,
+//! and the simulators' request logs show what each backend was really sent.
+
+mod proxy_support;
+mod support {
+    pub mod redis;
+}
+
+use hyper::Method;
+use proxy_support::{Answer, Router, TestResult};
+use serde_json::{json, Value};
+use support::redis::RedisServer;
+
+/// Two models on two backends; `x-move: yes` routes to the second.
+fn policy(extra: &str) -> String {
+    format!(
+        r#"
+backend a {{ url = "http://127.0.0.1:9/v1"  simulated = true }}
+backend b {{ url = "http://127.0.0.1:8/v1"  simulated = true }}
+model first  {{ backend = a  serves = "model-a" }}
+model second {{ backend = b  serves = "model-b" }}
+route moved priority 10 {{ when header("x-move") == "yes"  to second }}
+route default {{ to first }}
+{extra}
+"#
+    )
+}
+
+const KEY: (&str, &str) = ("authorization", "Bearer sk-tenant-one");
+const OTHER: (&str, &str) = ("authorization", "Bearer sk-tenant-two");
+const MOVE: (&str, &str) = ("x-move", "yes");
+
+async fn respond(router: &Router, body: &Value, headers: &[(&str, &str)]) -> TestResult<Answer> {
+    router
+        .client
+        .send(
+            Method::POST,
+            &router.url("/v1/responses"),
+            body.to_string(),
+            headers,
+        )
+        .await
+}
+
+async fn call(
+    router: &Router,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> TestResult<Answer> {
+    router
+        .client
+        .send(method, &router.url(path), String::new(), headers)
+        .await
+}
+
+/// The last request a backend received for `served`.
+fn last_sent(router: &Router, served: &str) -> TestResult<Value> {
+    router
+        .sims()
+        .iter()
+        .flat_map(|s| s.received())
+        .filter(|r| r.path == "/v1/responses")
+        .filter_map(|r| r.json())
+        .filter(|b| b["model"] == served)
+        .last()
+        .ok_or_else(|| format!("`{served}` received nothing").into())
+}
+
+/// Every text of an input list, in order (a string input is one).
+fn texts(input: &Value) -> Vec<String> {
+    let text = |content: &Value| match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    };
+    match input {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items.iter().map(|i| text(&i["content"])).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The answer's output text.
+fn said(answer: &Answer) -> TestResult<String> {
+    let v = answer.json()?;
+    Ok(v["output"][0]["content"][0]["text"]
+        .as_str()
+        .ok_or_else(|| format!("no output text in {v}"))?
+        .to_owned())
+}
+
+fn id(answer: &Answer) -> TestResult<String> {
+    let v = answer.json()?;
+    Ok(v["id"]
+        .as_str()
+        .ok_or_else(|| format!("no id in {v}"))?
+        .to_owned())
+}
+
+#[tokio::test]
+async fn a_forced_switch_sends_the_whole_history_and_the_owner_keeps_its_own_state() -> TestResult {
+    let router = Router::start(&policy("")).await?;
+    let one = respond(
+        &router,
+        &json!({"model": "auto", "input": "turn one"}),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    assert_eq!(one.header("x-sr-model"), Some("first"));
+    assert_eq!(one.header("x-sr-previous"), None);
+
+    // Same owner: forwarded as written, the backend's own state stays useful.
+    let body = json!({"model": "auto", "input": "turn two", "previous_response_id": id(&one)?});
+    let two = respond(&router, &body, &[KEY]).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(two.header("x-sr-model"), Some("first"));
+    assert_eq!(two.header("x-sr-previous"), Some("continued"));
+    let sent = last_sent(&router, "model-a")?;
+    assert_eq!(sent["previous_response_id"], id(&one)?);
+    assert_eq!(texts(&sent["input"]), ["turn two"]);
+
+    // Moved: the second backend never saw the conversation and gets all of it.
+    let body = json!({"model": "auto", "input": "turn three", "previous_response_id": id(&two)?,
+                      "instructions": "be brief"});
+    let three = respond(&router, &body, &[KEY, MOVE]).await?;
+    assert_eq!(three.status, 200, "{}", three.text());
+    assert_eq!(three.header("x-sr-model"), Some("second"));
+    assert_eq!(three.header("x-sr-previous"), Some("expanded"));
+    let sent = last_sent(&router, "model-b")?;
+    assert!(sent.get("previous_response_id").is_none(), "{sent}");
+    assert_eq!(sent["instructions"], "be brief");
+    assert_eq!(
+        texts(&sent["input"]),
+        [
+            "turn one",
+            &said(&one)?,
+            "turn two",
+            &said(&two)?,
+            "turn three"
+        ]
+    );
+
+    // And back: the first backend gets what the second added.
+    let body = json!({"model": "auto", "input": "turn four", "previous_response_id": id(&three)?});
+    let four = respond(&router, &body, &[KEY]).await?;
+    assert_eq!(four.header("x-sr-previous"), Some("expanded"));
+    let sent = last_sent(&router, "model-a")?;
+    assert_eq!(
+        texts(&sent["input"]),
+        [
+            "turn one",
+            &said(&one)?,
+            "turn two",
+            &said(&two)?,
+            "turn three",
+            &said(&three)?,
+            "turn four"
+        ]
+    );
+    let line = router
+        .log_line(four.header("x-sr-request-id").unwrap_or(""))
+        .await?;
+    assert_eq!(line["previous"], "expanded");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_kept_from_its_final_event() -> TestResult {
+    let router = Router::start(&policy("")).await?;
+    let body = json!({"model": "auto", "input": "stream me", "stream": true});
+    let streamed = respond(&router, &body, &[KEY]).await?;
+    assert_eq!(streamed.status, 200, "{}", streamed.text());
+    let completed = streamed
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|e| e["type"] == "response.completed")
+        .ok_or("no response.completed event")?;
+    let first_id = completed["response"]["id"]
+        .as_str()
+        .ok_or("no id")?
+        .to_owned();
+    let first_text = completed["response"]["output"][0]["content"][0]["text"].clone();
+
+    let kept = call(
+        &router,
+        Method::GET,
+        &format!("/v1/responses/{first_id}"),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(kept.status, 200, "{}", kept.text());
+    assert_eq!(kept.json()?, completed["response"]);
+
+    let body =
+        json!({"model": "auto", "input": "next", "previous_response_id": first_id, "stream": true});
+    let moved = respond(&router, &body, &[KEY, MOVE]).await?;
+    assert_eq!(moved.status, 200, "{}", moved.text());
+    assert_eq!(moved.header("x-sr-previous"), Some("expanded"));
+    let sent = last_sent(&router, "model-b")?;
+    let first_text = first_text.as_str().ok_or("no text")?;
+    assert_eq!(texts(&sent["input"]), ["stream me", first_text, "next"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn stored_responses_are_read_listed_and_deleted_by_their_tenant_only() -> TestResult {
+    let router = Router::start(&policy("")).await?;
+    let one = respond(&router, &json!({"model": "auto", "input": "hello"}), &[KEY]).await?;
+    let body = json!({"model": "auto", "input": [{"role": "user", "content": "again"}],
+                      "previous_response_id": id(&one)?});
+    let two = respond(&router, &body, &[KEY]).await?;
+    let (one_id, two_id) = (id(&one)?, id(&two)?);
+
+    let got = call(
+        &router,
+        Method::GET,
+        &format!("/v1/responses/{two_id}"),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.json()?, two.json()?);
+
+    let items = call(
+        &router,
+        Method::GET,
+        &format!("/v1/responses/{two_id}/input_items"),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(items.status, 200, "{}", items.text());
+    let list = items.json()?;
+    assert_eq!(list["object"], "list");
+    assert_eq!(
+        texts(&list["data"]),
+        ["again", &said(&one)?, "hello"],
+        "newest first"
+    );
+    assert_eq!(list["has_more"], false);
+    let asc = call(
+        &router,
+        Method::GET,
+        &format!("/v1/responses/{two_id}/input_items?order=asc&limit=2"),
+        &[KEY],
+    )
+    .await?;
+    let asc = asc.json()?;
+    assert_eq!(texts(&asc["data"]), ["hello", &said(&one)?]);
+    assert_eq!(asc["has_more"], true);
+
+    // Another tenant: 404 in OpenAI's shape, for reads, lists and deletes alike.
+    for (method, path) in [
+        (Method::GET, format!("/v1/responses/{one_id}")),
+        (Method::GET, format!("/v1/responses/{one_id}/input_items")),
+        (Method::DELETE, format!("/v1/responses/{one_id}")),
+        (Method::GET, "/v1/responses/resp_nobody".to_owned()),
+    ] {
+        let answer = call(&router, method.clone(), &path, &[OTHER]).await?;
+        assert_eq!(answer.status, 404, "{method} {path}: {}", answer.text());
+        let (message, _, kind) = answer.error()?;
+        assert_eq!(kind, "invalid_request_error");
+        assert!(message.contains("not found"), "{message}");
+    }
+    // Nor can another tenant continue it: for that tenant it is nobody's stored response.
+    let body = json!({"model": "auto", "input": "mine?", "previous_response_id": one_id});
+    let foreign = respond(&router, &body, &[OTHER, MOVE]).await?;
+    assert_eq!(foreign.header("x-sr-previous"), Some("unowned"));
+    assert_eq!(
+        last_sent(&router, "model-b")?["previous_response_id"],
+        one_id
+    );
+
+    let deleted = call(
+        &router,
+        Method::DELETE,
+        &format!("/v1/responses/{one_id}"),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    assert_eq!(
+        deleted.json()?,
+        json!({"id": one_id, "object": "response.deleted", "deleted": true})
+    );
+    let gone = call(
+        &router,
+        Method::GET,
+        &format!("/v1/responses/{one_id}"),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(gone.status, 404);
+    let again = call(
+        &router,
+        Method::DELETE,
+        &format!("/v1/responses/{one_id}"),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(again.status, 404);
+    let wrong = call(
+        &router,
+        Method::POST,
+        &format!("/v1/responses/{two_id}"),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(wrong.status, 405);
+    assert_eq!(wrong.header("allow"), Some("GET, DELETE"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn store_false_keeps_nothing_and_its_id_stays_the_provider_s() -> TestResult {
+    let router = Router::start(&policy("")).await?;
+    let body = json!({"model": "auto", "input": "forget me", "store": false});
+    let one = respond(&router, &body, &[KEY]).await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    let path = format!("/v1/responses/{}", id(&one)?);
+    assert_eq!(call(&router, Method::GET, &path, &[KEY]).await?.status, 404);
+    let body = json!({"model": "auto", "input": "and now?", "previous_response_id": id(&one)?});
+    let two = respond(&router, &body, &[KEY, MOVE]).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(two.header("x-sr-previous"), Some("unowned"));
+    let sent = last_sent(&router, "model-b")?;
+    assert_eq!(
+        sent["previous_response_id"],
+        id(&one)?,
+        "forwarded as written"
+    );
+    let line = router
+        .log_line(two.header("x-sr-request-id").unwrap_or(""))
+        .await?;
+    assert_eq!(line["previous"], "unowned");
+    // A turn on the provider's state is not kept: the router could not expand it later.
+    let kept = call(
+        &router,
+        Method::GET,
+        &format!("/v1/responses/{}", id(&two)?),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(kept.status, 404);
+    Ok(())
+}
+
+const SESSION: &str = "session { id = header(\"x-session\") }";
+
+#[tokio::test]
+async fn an_unknown_id_is_held_on_the_session_s_pinned_owner() -> TestResult {
+    let router = Router::start(&policy(SESSION)).await?;
+    let s = ("x-session", "s1");
+    let one = respond(&router, &json!({"model": "auto", "input": "hi"}), &[KEY, s]).await?;
+    assert_eq!(one.header("x-sr-session"), Some("new"));
+    let body = json!({"model": "auto", "input": "go on", "previous_response_id": "resp_elsewhere"});
+    let held = respond(&router, &body, &[KEY, s, MOVE]).await?;
+    assert_eq!(held.status, 200, "{}", held.text());
+    assert_eq!(held.header("x-sr-session"), Some("held"));
+    assert_eq!(held.header("x-sr-model"), Some("first"));
+    assert_eq!(held.header("x-sr-protection"), Some("provider state"));
+    assert_eq!(held.header("x-sr-previous"), Some("provider"));
+    assert_eq!(
+        last_sent(&router, "model-a")?["previous_response_id"],
+        "resp_elsewhere"
+    );
+    // A stored id is no provider state: the same switch goes ahead, expanded.
+    let body = json!({"model": "auto", "input": "go on", "previous_response_id": id(&one)?});
+    let moved = respond(&router, &body, &[KEY, s, MOVE]).await?;
+    assert_eq!(moved.header("x-sr-session"), Some("switched"));
+    assert_eq!(moved.header("x-sr-previous"), Some("expanded"));
+    assert_eq!(moved.header("x-sr-protection"), None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn observe_mode_only_reports_the_provider_state_hold() -> TestResult {
+    let router =
+        Router::start(&policy(&format!("{SESSION}\nprotect {{ mode = observe }}"))).await?;
+    let s = ("x-session", "s1");
+    respond(&router, &json!({"model": "auto", "input": "hi"}), &[KEY, s]).await?;
+    let body = json!({"model": "auto", "input": "go on", "previous_response_id": "resp_elsewhere"});
+    let moved = respond(&router, &body, &[KEY, s, MOVE]).await?;
+    assert_eq!(moved.header("x-sr-session"), Some("observed"));
+    assert_eq!(moved.header("x-sr-model"), Some("second"));
+    assert_eq!(moved.header("x-sr-protection"), Some("provider state"));
+    assert_eq!(moved.header("x-sr-previous"), Some("unowned"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn policies_read_request_provider_state() -> TestResult {
+    let extra = "route keep priority 20 { when request.provider_state  to first }";
+    let router = Router::start(&policy(extra)).await?;
+    let body = json!({"model": "auto", "input": "go on", "previous_response_id": "resp_elsewhere"});
+    let kept = respond(&router, &body, &[KEY, MOVE]).await?;
+    assert_eq!(kept.header("x-sr-route"), Some("keep"));
+    let one = respond(&router, &json!({"model": "auto", "input": "hi"}), &[KEY]).await?;
+    let body = json!({"model": "auto", "input": "go on", "previous_response_id": id(&one)?});
+    let moved = respond(&router, &body, &[KEY, MOVE]).await?;
+    assert_eq!(
+        moved.header("x-sr-route"),
+        Some("moved"),
+        "a stored id is the router's"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_stored_through_one_replica_is_expanded_by_another() -> TestResult {
+    let redis = RedisServer::start();
+    let text = policy(&format!("session {{ store = redis({:?}) }}", redis.url()));
+    let a = Router::start(&text).await?;
+    let b = Router::start(&text).await?;
+    let one = respond(
+        &a,
+        &json!({"model": "auto", "input": "on replica a"}),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    let body = json!({"model": "auto", "input": "on replica b", "previous_response_id": id(&one)?});
+    let two = respond(&b, &body, &[KEY, MOVE]).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(two.header("x-sr-previous"), Some("expanded"));
+    let sent = last_sent(&b, "model-b")?;
+    assert_eq!(
+        texts(&sent["input"]),
+        ["on replica a", &said(&one)?, "on replica b"]
+    );
+    // Both replicas read, and one deletes for both.
+    let path = format!("/v1/responses/{}", id(&two)?);
+    assert_eq!(call(&a, Method::GET, &path, &[KEY]).await?.status, 200);
+    assert_eq!(call(&a, Method::GET, &path, &[OTHER]).await?.status, 404);
+    assert_eq!(call(&b, Method::DELETE, &path, &[KEY]).await?.status, 200);
+    assert_eq!(call(&a, Method::GET, &path, &[KEY]).await?.status, 404);
+    Ok(())
+}
