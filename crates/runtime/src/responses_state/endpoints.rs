@@ -58,11 +58,10 @@ pub async fn answer(
         Asked::Response(_) => "GET, DELETE",
         Asked::InputItems(_) => "GET",
     };
-    let known = match (&asked, method) {
-        (Asked::Response(_), &Method::GET | &Method::DELETE)
-        | (Asked::InputItems(_), &Method::GET) => true,
-        _ => false,
-    };
+    let known = matches!(
+        (&asked, method),
+        (Asked::Response(_), &Method::GET | &Method::DELETE) | (Asked::InputItems(_), &Method::GET)
+    );
     if !known {
         let mut response: Response<ProxyBody> =
             ApiError::method_not_allowed(method.as_str(), path).into_response();

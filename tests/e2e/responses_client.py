@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The official `openai` Python client continuing a conversation across a forced model switch.
+
+Usage: python3 tests/e2e/responses_client.py BASE_URL SIM_A SIM_B
+       (BASE_URL like http://127.0.0.1:8801/v1; SIM_A and SIM_B the two `src sim` backends)
+
+The served policy (tests/e2e/responses_client.sh writes it) routes `auto` to `first` on SIM_A
+(served as `model-a`) and, with `x-move: yes`, to `second` on SIM_B (`model-b`). What each
+backend was really sent is read back from its `GET /sim/requests`. Exits non-zero on the first
+failed check; prints `N passed, 0 failed` at the end.
+"""
+
+import json
+import sys
+import urllib.request
+
+try:
+    import openai
+except ImportError:  # pragma: no cover - the CI step installs it
+    print("the `openai` package is missing: pip install openai", file=sys.stderr)
+    sys.exit(2)
+
+passed = 0
+MOVE = {"x-move": "yes"}
+
+
+def check(name, condition, detail=""):
+    global passed
+    if not condition:
+        print(f"FAIL {name}: {detail}", file=sys.stderr)
+        print(f"{passed} passed, 1 failed")
+        sys.exit(1)
+    passed += 1
+    print(f"ok   {name}")
+
+
+def last_sent(sim):
+    """The last `/v1/responses` body a simulated backend received."""
+    with urllib.request.urlopen(f"{sim}/sim/requests", timeout=10) as answer:
+        received = json.load(answer)
+    bodies = [r["body"] for r in received if r["path"] == "/v1/responses"]
+    return bodies[-1] if bodies else {}
+
+
+def texts(items):
+    """The text of each input item, in order."""
+    out = []
+    for item in items:
+        content = item.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        else:
+            out.append("".join(part.get("text", "") for part in content or []))
+    return out
+
+
+def main(base_url, sim_a, sim_b):
+    client = openai.OpenAI(base_url=base_url, api_key="sk-tenant-one", max_retries=0, timeout=30)
+    other = openai.OpenAI(base_url=base_url, api_key="sk-tenant-two", max_retries=0, timeout=30)
+
+    one = client.responses.create(model="auto", input="turn one")
+    check("the first turn is answered by the first model", one.output_text.startswith("[model-a]"),
+          repr(one.output_text))
+
+    raw = client.responses.with_raw_response.create(
+        model="auto", input="turn two", previous_response_id=one.id)
+    two = raw.parse()
+    check("the owner continues its own conversation",
+          raw.headers.get("x-sr-previous") == "continued", repr(dict(raw.headers)))
+    sent = last_sent(sim_a)
+    check("the owner is sent the turn as written",
+          sent.get("previous_response_id") == one.id and texts(sent["input"]) == ["turn two"],
+          repr(sent))
+
+    raw = client.responses.with_raw_response.create(
+        model="auto", input="turn three", previous_response_id=two.id, extra_headers=MOVE)
+    three = raw.parse()
+    check("the switch moves the conversation", raw.headers.get("x-sr-model") == "second"
+          and raw.headers.get("x-sr-previous") == "expanded", repr(dict(raw.headers)))
+    check("the second model answers", three.output_text.startswith("[model-b]"),
+          repr(three.output_text))
+    sent = last_sent(sim_b)
+    expected = ["turn one", one.output_text, "turn two", two.output_text, "turn three"]
+    check("the second backend is sent the whole history",
+          texts(sent.get("input", [])) == expected and "previous_response_id" not in sent,
+          f"{sent!r} != {expected!r}")
+
+    stream = client.responses.create(model="auto", input="turn four", previous_response_id=three.id,
+                                     stream=True)
+    completed = [e for e in stream if e.type == "response.completed"]
+    check("a streamed turn completes", len(completed) == 1, repr(completed))
+    four = completed[0].response
+    sent = last_sent(sim_a)
+    check("moving back sends what the second model added",
+          texts(sent.get("input", [])) == expected + [three.output_text, "turn four"], repr(sent))
+
+    kept = client.responses.retrieve(four.id)
+    check("a streamed response is kept", kept.id == four.id and kept.output_text == four.output_text,
+          repr(kept))
+    items = client.responses.input_items.list(three.id, order="asc")
+    check("input items list the conversation", texts(i.model_dump() for i in items.data) == expected,
+          repr(items))
+
+    try:
+        other.responses.retrieve(one.id)
+        check("another tenant cannot read it", False, "it could")
+    except openai.NotFoundError:
+        check("another tenant cannot read it", True)
+
+    client.responses.delete(one.id)
+    try:
+        client.responses.retrieve(one.id)
+        check("a deleted response is gone", False, "it is still there")
+    except openai.NotFoundError:
+        check("a deleted response is gone", True)
+
+    print(f"{passed} passed, 0 failed")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs the official `openai` Python client (tests/e2e/responses_client.py) against a fresh
+# `src serve` in front of two `src sim` backends on free loopback ports, with a policy that moves
+# a conversation to the second backend on `x-move: yes`; then stops all three.
+# Usage: tests/e2e/responses_client.sh [SRC_BINARY] [PYTHON]
+#        (defaults: target/debug/src, and the client environment scripts/setup.sh makes)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+src=${1:-target/debug/src}
+python=${2:-.cache/venv-e2e/bin/python}
+
+read -r api admin sim_a sim_b < <("$python" - <<'EOF_PY'
+import socket
+ports = []
+sockets = []
+for _ in range(4):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    sockets.append(s)
+    ports.append(s.getsockname()[1])
+print(*ports)
+EOF_PY
+)
+
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+"$src" sim --listen "127.0.0.1:$sim_a" --model model-a 2>"$dir/sim-a.log" &
+pids+=($!)
+"$src" sim --listen "127.0.0.1:$sim_b" --model model-b 2>"$dir/sim-b.log" &
+pids+=($!)
+mkdir "$dir/policy"
+cat >"$dir/policy/policy.sr" <<EOF_SR
+backend a { url = "http://127.0.0.1:$sim_a/v1" }
+backend b { url = "http://127.0.0.1:$sim_b/v1" }
+model first  { backend = a  serves = "model-a" }
+model second { backend = b  serves = "model-b" }
+route moved priority 10 { when header("x-move") == "yes"  to second }
+route default { to first }
+EOF_SR
+"$src" serve "$dir/policy" --listen "127.0.0.1:$api" --admin "127.0.0.1:$admin" \
+  --no-watch 2>"$dir/serve.log" &
+pids+=($!)
+
+"$python" - "$api" <<'EOF_PY'
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/readyz"
+for _ in range(300):
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except Exception:
+        pass
+    time.sleep(0.1)
+print("src serve never became ready", file=sys.stderr)
+sys.exit(1)
+EOF_PY
+
+if ! "$python" tests/e2e/responses_client.py "http://127.0.0.1:$api/v1" \
+  "http://127.0.0.1:$sim_a" "http://127.0.0.1:$sim_b"; then
+  echo "--- src serve log (last 40 lines)" >&2
+  tail -n 40 "$dir/serve.log" >&2
+  exit 1
+fi
