@@ -43,7 +43,9 @@ def last_sent(sim):
 
 
 def texts(items):
-    """The text of each input item, in order."""
+    """The text of each input item, in order (a string input is one)."""
+    if isinstance(items, str):
+        return [items]
     out = []
     for item in items:
         content = item.get("content")

@@ -139,6 +139,7 @@ fn input_items(stored: &StoredResponse, query: Option<&str>) -> Value {
                 if !object.contains_key("type") {
                     object.insert("type".into(), json!("message"));
                 }
+                listed_content(object);
             }
             item
         })
@@ -158,6 +159,20 @@ fn input_items(stored: &StoredResponse, query: Option<&str>) -> Value {
         "has_more": rest.len() > page.len(),
         "data": page,
     })
+}
+
+/// A message's string `content` as the one content part OpenAI lists it as (`input_text`, or
+/// `output_text` for the assistant's).
+fn listed_content(item: &mut serde_json::Map<String, Value>) {
+    let Some(Value::String(text)) = item.get("content") else {
+        return;
+    };
+    let kind = match item.get("role").and_then(Value::as_str) {
+        Some("assistant") => "output_text",
+        _ => "input_text",
+    };
+    let parts = json!([{"type": kind, "text": text}]);
+    item.insert("content".into(), parts);
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -224,11 +239,12 @@ mod tests {
                 .as_array()
                 .map(|d| {
                     d.iter()
-                        .map(|i| i["content"].as_str().unwrap_or("").to_owned())
+                        .map(|i| i["content"][0]["text"].as_str().unwrap_or("").to_owned())
                         .collect()
                 })
                 .unwrap_or_default()
         };
+        assert_eq!(page["data"][0]["content"][0]["type"], "input_text");
         assert_eq!(texts(&page), ["m4", "m3"]);
         assert_eq!(page["has_more"], true);
         assert_eq!(page["data"][0]["type"], "message");
