@@ -444,3 +444,22 @@ async fn a_response_stored_through_one_replica_is_expanded_by_another() -> TestR
     assert_eq!(call(&a, Method::GET, &path, &[KEY]).await?.status, 404);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_store_follows_failure_store() -> TestResult {
+    let mut redis = RedisServer::start();
+    let session = format!("session {{ store = redis({:?}) }}", redis.url());
+    let open = Router::start(&policy(&session)).await?;
+    let closed =
+        Router::start(&policy(&format!("{session}\nfailure {{ store = closed }}"))).await?;
+    redis.kill();
+    let body = json!({"model": "auto", "input": "go on", "previous_response_id": "resp_1"});
+    let forwarded = respond(&open, &body, &[KEY]).await?;
+    assert_eq!(forwarded.status, 200, "{}", forwarded.text());
+    assert_eq!(forwarded.header("x-sr-previous"), Some("unowned"));
+    let refused = respond(&closed, &body, &[KEY]).await?;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    let read = call(&open, Method::GET, "/v1/responses/resp_1", &[KEY]).await?;
+    assert_eq!(read.status, 503, "{}", read.text());
+    Ok(())
+}
