@@ -298,3 +298,47 @@ pub fn require_models(checked: &CheckedPolicy) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::calibrate::sites;
+
+    #[test]
+    fn the_probe_computes_every_score_and_keeps_the_policys_decision() {
+        let text = PolicyText {
+            root: PathBuf::from("."),
+            files: vec![(
+                PathBuf::from("p.sr"),
+                concat!(
+                    "backend b { url = \"http://127.0.0.1:1/v1\" }\n",
+                    "model m { backend = b serves = \"m\" }\n",
+                    "model n { backend = b serves = \"n\" }\n",
+                    "signal a = density(prompt, [\"x\"]) > 0.1\n",
+                    "signal c = density(prompt, [\"y\"]) > 0.1\n",
+                    "route r priority 1 { when a or c to n }\n",
+                    "route default { to m }\n",
+                    "test t { prompt = \"x\" expect r }\n",
+                )
+                .to_string(),
+            )],
+        };
+        let checked = text.check().unwrap();
+        let sites = sites::find(&checked, &[]);
+        let probe = Probe::build(&text, &sites, &["a".into(), "c".into()]).unwrap();
+        let mut evaluator = Evaluator::default();
+        // `a` alone settles the route; the probe still learns `c` and its score.
+        let request = RequestView::from_prompt("x x y z", None, &[]);
+        let seen = evaluator.observe(&probe, &request).unwrap();
+        assert_eq!(seen.scores, [Some(0.5), Some(0.25)]);
+        assert_eq!(seen.signals, [Some(true), Some(true)]);
+        assert_eq!(seen.route.as_deref(), Some("r"));
+        assert_eq!(seen.model.as_deref(), Some("n"));
+        assert_eq!(seen.block, None);
+        let quiet = evaluator
+            .observe(&probe, &RequestView::from_prompt("z", None, &[]))
+            .unwrap();
+        assert_eq!(quiet.scores, [Some(0.0), Some(0.0)]);
+        assert_eq!(quiet.route.as_deref(), Some("default"));
+    }
+}

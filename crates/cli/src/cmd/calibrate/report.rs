@@ -85,6 +85,25 @@ pub struct Baselines {
     pub random: f64,
 }
 
+/// A long score expression (a `similarity` with its examples) cut to fit a line.
+fn shortened(text: &str) -> String {
+    const WIDTH: usize = 60;
+    if text.chars().count() <= WIDTH {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(WIDTH - 6).collect();
+    format!(
+        "{head} … {}",
+        text.rsplit(' ')
+            .take(2)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
 fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
@@ -111,7 +130,11 @@ pub fn human(r: &Report) -> String {
         let _ = writeln!(
             out,
             "  {:<16} {}  {} -> {}{}",
-            t.site, t.comparison, t.before, t.after, moved
+            t.site,
+            shortened(&t.comparison),
+            t.before,
+            t.after,
+            moved
         );
         if let (Some(b), Some(a)) = (&t.train_before, &t.train_after) {
             let _ = writeln!(
