@@ -110,7 +110,7 @@ mod tests {
             value: 0.25,
             current: 0.8,
         };
-        let (after, changed) = apply(&policy, &[edit.clone()]).unwrap();
+        let (after, changed) = apply(&policy, std::slice::from_ref(&edit)).unwrap();
         assert_eq!(changed.len(), 1);
         assert!(after.files[1].1.contains("> 0.25"), "{}", after.files[1].1);
         assert!(after.files[1].1.contains("# copied"));
