@@ -279,3 +279,33 @@ fn a_bad_labelled_line_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 2") && err.contains("`nope`"), "{err}");
 }
+
+#[test]
+fn only_the_named_signals_are_calibrated() {
+    let (_dir, policy, data) = setup();
+    let r = report(&calibrate(
+        &policy,
+        &data,
+        &[
+            "--signal",
+            "injection",
+            "--objective",
+            "precision=1",
+            "--format",
+            "json",
+        ],
+    ));
+    let sites: Vec<&str> = r["thresholds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["site"].as_str().unwrap())
+        .collect();
+    assert_eq!(sites, ["injection"], "{r:#}");
+    assert_eq!(r["objective"], "precision=1");
+    let diff = r["diff"].as_str().unwrap();
+    assert!(!diff.contains("+signal coding"), "{diff}");
+    let unknown = calibrate(&policy, &data, &["--signal", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("`nope`"));
+}
