@@ -210,6 +210,13 @@ fn the_static_baselines_are_computed_and_reported() {
 #[test]
 fn write_output_checks_and_a_second_write_changes_nothing() {
     let (_dir, policy, data) = setup();
+    // A canonical file stays canonical, and the diff is the two thresholds alone.
+    let fmt = src().arg("fmt").arg(&policy).output().unwrap();
+    assert!(
+        fmt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fmt.stderr)
+    );
     let first = calibrate(&policy, &data, &["--write"]);
     assert!(
         first.status.success(),
@@ -219,6 +226,12 @@ fn write_output_checks_and_a_second_write_changes_nothing() {
     let shown = String::from_utf8_lossy(&first.stdout);
     assert!(shown.contains("-signal coding = "), "{shown}");
     assert!(shown.contains("+signal coding = "), "{shown}");
+    let removed: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with('-') && !l.starts_with("---"))
+        .collect();
+    assert_eq!(removed.len(), 2, "{shown}");
+    assert!(removed.iter().all(|l| l.starts_with("-signal ")), "{shown}");
     let written = std::fs::read_to_string(policy.join("policy.sr")).unwrap();
     assert!(!written.contains("> 0.85"), "{written}");
     assert!(written.contains("# copied from another encoder's tuning"));

@@ -1,5 +1,7 @@
 //! Writing fitted thresholds back: each literal replaced in its file, the file put through the
-//! formatter (comments kept), and a unified diff of what changed.
+//! formatter (comments kept), and a unified diff of what changed. A file not in canonical form
+//! keeps its layout (the edited text is still parsed and checked by the formatter), so the diff
+//! is the thresholds alone either way.
 
 use super::probe::PolicyText;
 use anyhow::{anyhow, Result};
@@ -28,8 +30,8 @@ pub struct Changed {
 }
 
 /// `text` with `edits` applied (spans index `text.files` by position, which is how the checked
-/// policy numbered them), each changed file formatted. Edits that keep a literal's value are
-/// skipped, so a second run changes nothing.
+/// policy numbered them), each changed file formatted when it was canonical. Edits that keep a
+/// literal's value are skipped, so a second run changes nothing.
 pub fn apply(text: &PolicyText, edits: &[Edit]) -> Result<(PolicyText, Vec<Changed>)> {
     let mut out = text.clone();
     let mut changed = Vec::new();
@@ -53,7 +55,8 @@ pub fn apply(text: &PolicyText, edits: &[Edit]) -> Result<(PolicyText, Vec<Chang
             }
             edited.replace_range(range, &literal_text(e.value));
         }
-        let formatted = format_source(&edited, FileId(index as u32)).map_err(|d| {
+        let id = FileId(index as u32);
+        let formatted = format_source(&edited, id).map_err(|d| {
             anyhow!(
                 "the rewritten `{}` does not format: {}",
                 path.display(),
@@ -63,12 +66,16 @@ pub fn apply(text: &PolicyText, edits: &[Edit]) -> Result<(PolicyText, Vec<Chang
                     .join("; ")
             )
         })?;
-        if formatted != *original {
-            out.files[index].1 = formatted.clone();
+        // A file in canonical form stays so; one that is not keeps its layout, so the diff
+        // shows the thresholds and nothing else (`src fmt` is the place to reformat it).
+        let canonical = format_source(original, id).is_ok_and(|f| f == *original);
+        let rewritten = if canonical { formatted } else { edited };
+        if rewritten != *original {
+            out.files[index].1 = rewritten.clone();
             changed.push(Changed {
                 path: path.clone(),
                 before: original.clone(),
-                after: formatted,
+                after: rewritten,
             });
         }
     }
@@ -98,6 +105,29 @@ mod tests {
                 .map(|(i, t)| (PathBuf::from(format!("f{i}.sr")), t.to_string()))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_file_not_in_canonical_form_keeps_its_layout() {
+        let source = "signal a = density(prompt, [\"x\"])   >   0.8\nsignal b   = true\n";
+        let at = source.find("0.8").unwrap();
+        let edit = Edit {
+            literal: Span::new(FileId(0), at, at + 3),
+            value: 0.25,
+            current: 0.8,
+        };
+        let (after, changed) = apply(&text(&[source]), &[edit]).unwrap();
+        assert_eq!(
+            after.files[0].1,
+            "signal a = density(prompt, [\"x\"])   >   0.25\nsignal b   = true\n"
+        );
+        assert_eq!(
+            diff(&changed[0])
+                .lines()
+                .filter(|l| l.starts_with('+'))
+                .count(),
+            2
+        );
     }
 
     #[test]
