@@ -323,6 +323,7 @@ fn signal_reports(
                 signal: name.clone(),
                 labelled: labelled.len(),
                 labels_from: match (explicit, labelled.len() - explicit) {
+                    (0, 0) => "none",
                     (_, 0) => "signals",
                     (0, _) => "routes",
                     _ => "signals and routes",

@@ -50,7 +50,8 @@ pub struct SignalReport {
     pub signal: String,
     /// Held-out requests with a label for it.
     pub labelled: usize,
-    /// Whether the labels came from `signals` in the file, from the labelled routes, or both.
+    /// Whether the labels came from `signals` in the file, from the labelled routes, both, or
+    /// `none` (no held-out request labels the signal).
     pub labels_from: &'static str,
     pub before: Summary,
     pub after: Summary,
