@@ -14,6 +14,8 @@
 //! - [`cmd::serve`]: `src serve` and `src sim`: the proxy and the simulated backend, until stopped.
 //! - [`cmd::replay`]: `src replay`: send session fixtures to an endpoint, judge every answer.
 //! - [`cmd::eval`]: `src eval`: the same sessions through several policies on the simulator.
+//! - [`cmd::calibrate`]: `src calibrate`: fit score thresholds on labelled requests, judged on a
+//!   held-out split against cost-matched static baselines.
 //! - [`cmd::whatif`]: `src whatif`: recorded traffic decided again under another policy.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share.
@@ -63,6 +65,9 @@ enum Command {
     Replay(cmd::replay::Args),
     /// Compare policies on the same sessions on the built-in simulator, paired and seeded.
     Eval(cmd::eval::Args),
+    /// Fit the policy's score thresholds on labelled requests and compare the result with
+    /// cost-matched static baselines on a held-out split.
+    Calibrate(cmd::calibrate::Args),
     /// Decide the requests `src serve --record` recorded again under another policy.
     Whatif(cmd::whatif::Args),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::serve(args),
         Command::Replay(args) => cmd::replay::run(args),
         Command::Eval(args) => cmd::eval::run(args),
+        Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Whatif(args) => cmd::whatif::run(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()

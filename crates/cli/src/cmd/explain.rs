@@ -290,7 +290,14 @@ pub(crate) struct ModelRunner {
 impl ModelRunner {
     /// Loads the policy's models; the error says why they cannot run.
     pub(crate) fn start(checked: &CheckedPolicy) -> Result<ModelRunner, String> {
-        let models = OnnxModels::default();
+        ModelRunner::start_with(checked, OnnxModels::default())
+    }
+
+    /// [`ModelRunner::start`] on models built with other options (`src calibrate` waits longer).
+    pub(crate) fn start_with(
+        checked: &CheckedPolicy,
+        models: OnnxModels,
+    ) -> Result<ModelRunner, String> {
         let problems: Vec<String> = models
             .prepare(checked)
             .into_iter()

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod calibrate;
 pub mod check;
 pub mod doctor;
 pub mod envoy;
