@@ -2,7 +2,7 @@
 //! independent implementation, the documented examples, and `MIN = 1` as exact word runs.
 
 use super::bm25::{AVGDL, B, K1};
-use super::fuzzy::{osa_distance, osa_within};
+use super::fuzzy::{osa_distance, osa_within, words_of};
 use super::*;
 use proptest::prelude::*;
 
@@ -117,10 +117,25 @@ fn bm25_follows_the_documented_formula() {
     assert!(set.bm25("code") > set.bm25(&format!("code {}", "word ".repeat(200))));
 }
 
-/// Exact word runs, computed independently of `FuzzySet`.
+#[test]
+fn words_are_runs_of_word_characters() {
+    assert_eq!(words_of("Can't stop: C++17, snake_case!"), ["can", "t", "stop", "c", "17", "snake_case"]);
+    assert_eq!(words_of("我的ok程序"), ["我", "的", "ok", "程", "序"]);
+    assert_eq!(words_of("café\u{301} ẞ"), ["café\u{301}", "ss"]);
+    assert!(words_of(" ... ").is_empty());
+}
+
+/// Exact word runs, computed independently of `FuzzySet` (for texts of the vocabulary below,
+/// where words are letters and nothing unspaced stands next to another word).
 fn exact_word_run(text: &str, phrase: &str) -> bool {
-    let text: Vec<String> = fold(text).unicode_words().map(str::to_owned).collect();
-    let phrase: Vec<String> = fold(phrase).unicode_words().map(str::to_owned).collect();
+    let split = |s: &str| -> Vec<String> {
+        fold(s)
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (text, phrase) = (split(text), split(phrase));
     !phrase.is_empty()
         && text
             .windows(phrase.len())
@@ -192,7 +207,7 @@ proptest! {
         let single = list
             .iter()
             .filter(|p| FuzzySet::new(std::slice::from_ref(*p), min).any(&text))
-            .map(|p| fold(p).unicode_words().collect::<Vec<_>>().join(" "))
+            .map(|p| words_of(p).join(" "))
             .collect::<std::collections::HashSet<_>>()
             .len();
         prop_assert_eq!(set.hits(&text) as usize, single);
