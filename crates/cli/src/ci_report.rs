@@ -246,11 +246,7 @@ pub fn sarif(findings: &[Finding]) -> SarifLog {
                 Severity::Warning => "warning",
             },
             message: Text { text: f.text() },
-            locations: f
-                .position
-                .iter()
-                .map(|p| location(p, None, None))
-                .collect(),
+            locations: f.position.iter().map(|p| location(p, None, None)).collect(),
             related_locations: f
                 .related
                 .iter()
@@ -288,7 +284,9 @@ fn location(p: &Position, id: Option<usize>, message: Option<&String>) -> Locati
                 end_column: p.end_column,
             },
         },
-        message: message.filter(|m| !m.is_empty()).map(|m| Text { text: m.clone() }),
+        message: message
+            .filter(|m| !m.is_empty())
+            .map(|m| Text { text: m.clone() }),
     }
 }
 

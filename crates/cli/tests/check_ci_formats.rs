@@ -85,7 +85,10 @@ fn github_commands_carry_the_json_positions() {
         let want = format!(
             "::{severity} file={escaped_file},line={l},col={c},endLine={el},endColumn={ec},title={code}::"
         );
-        assert!(line.starts_with(&want), "{line}\n  does not start with\n{want}");
+        assert!(
+            line.starts_with(&want),
+            "{line}\n  does not start with\n{want}"
+        );
         let message = &line[want.len()..];
         assert!(!message.contains('\n'), "one line per command");
         if *code == "E027" {

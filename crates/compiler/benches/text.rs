@@ -33,14 +33,16 @@ impl Lcg {
 
 fn prompt() -> String {
     let mut rng = Lcg(7);
-    let vocabulary: Vec<String> = (0..2000)
-        .map(|_| rng.word(b"etaoinshrdlucmfw"))
-        .collect();
+    let vocabulary: Vec<String> = (0..2000).map(|_| rng.word(b"etaoinshrdlucmfw")).collect();
     let mut text = String::new();
     while text.len() < 10_000 {
         let w = &vocabulary[(rng.next() % vocabulary.len() as u64) as usize];
         text.push_str(w);
-        text.push_str(if rng.next() % 12 == 0 { ". " } else { " " });
+        text.push_str(if rng.next().is_multiple_of(12) {
+            ". "
+        } else {
+            " "
+        });
     }
     text
 }
@@ -64,7 +66,10 @@ fn bench_text(c: &mut Criterion) {
     let list = phrases();
     let exact = PhraseSet::new(&list);
     let fuzzy = FuzzySet::new(&list, 0.8);
-    assert!(!exact.contains(&text) && !fuzzy.any(&text), "no phrase occurs");
+    assert!(
+        !exact.contains(&text) && !fuzzy.any(&text),
+        "no phrase occurs"
+    );
     let mut group = c.benchmark_group("text_10kB_200_phrases");
     group.bench_function("contains", |b| b.iter(|| exact.contains(black_box(&text))));
     group.bench_function("fuzzy_0.8", |b| b.iter(|| fuzzy.any(black_box(&text))));

@@ -119,7 +119,10 @@ fn bm25_follows_the_documented_formula() {
 
 #[test]
 fn words_are_runs_of_word_characters() {
-    assert_eq!(words_of("Can't stop: C++17, snake_case!"), ["can", "t", "stop", "c", "17", "snake_case"]);
+    assert_eq!(
+        words_of("Can't stop: C++17, snake_case!"),
+        ["can", "t", "stop", "c", "17", "snake_case"]
+    );
     assert_eq!(words_of("我的ok程序"), ["我", "的", "ok", "程", "序"]);
     assert_eq!(words_of("café\u{301} ẞ"), ["café\u{301}", "ss"]);
     assert!(words_of(" ... ").is_empty());
