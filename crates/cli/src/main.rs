@@ -22,6 +22,7 @@
 //!
 //! `src lsp` is [`src_lsp::run_stdio`] and needs no module of its own.
 
+mod ci_report;
 mod cmd;
 mod output;
 

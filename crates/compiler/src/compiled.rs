@@ -2,7 +2,8 @@
 //! swaps in on reload and `src test` runs.
 //!
 //! Besides the lowered program and its engine, compiling prepares everything a request would
-//! otherwise rebuild: one phrase automaton per phrase-list atom, one regex per regex atom, and
+//! otherwise rebuild: one phrase automaton per phrase-list atom (the split phrase words of a
+//! `fuzzy` list), one regex per regex atom, and
 //! which atoms a `block` depends on (a failing model behind a block fails closed by default).
 
 use crate::engine::{DecisionEngine, EngineKind, Interpreter};
@@ -10,7 +11,7 @@ use crate::hir::CheckedPolicy;
 use crate::ir::{lower, Atom, Inst, LowerError, NodeId, Program};
 use crate::jit::{JitError, JitPolicy};
 use crate::procedure::target::{self, Target};
-use crate::text::PhraseSet;
+use crate::text::{FuzzySet, PhraseSet};
 use regex::Regex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub type TokenCounter = Arc<dyn Fn(&str) -> i64 + Send + Sync>;
 pub(crate) enum Matcher {
     None,
     Phrases(PhraseSet),
+    Fuzzy(FuzzySet),
     Regex(Regex),
 }
 
@@ -119,8 +121,13 @@ fn prepare(atom: &Atom) -> Result<Matcher, CompileError> {
         })
     };
     Ok(match atom {
-        Atom::Contains(_, l) | Atom::Hits(_, l) | Atom::Density(_, l) | Atom::Sequence(_, l) => {
-            Matcher::Phrases(PhraseSet::new(l))
+        Atom::Contains(_, l)
+        | Atom::Hits(_, l)
+        | Atom::Density(_, l)
+        | Atom::Sequence(_, l)
+        | Atom::Bm25(_, l) => Matcher::Phrases(PhraseSet::new(l)),
+        Atom::Fuzzy(_, l, min) | Atom::FuzzyHits(_, l, min) => {
+            Matcher::Fuzzy(FuzzySet::new(l, f64::from_bits(*min)))
         }
         Atom::Count(_, r) | Atom::Matches(_, r) => Matcher::Regex(regex(r)?),
         _ => Matcher::None,

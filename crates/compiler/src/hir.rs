@@ -161,6 +161,21 @@ pub enum TExprKind {
         text: Box<TExpr>,
         phrases: Vec<String>,
     },
+    /// `fuzzy(text, [..], min)`: `min` stays the literal's value, in (0, 1].
+    Fuzzy {
+        text: Box<TExpr>,
+        phrases: Vec<String>,
+        min: f64,
+    },
+    FuzzyHits {
+        text: Box<TExpr>,
+        phrases: Vec<String>,
+        min: f64,
+    },
+    Bm25 {
+        text: Box<TExpr>,
+        phrases: Vec<String>,
+    },
     Words(Box<TExpr>),
     Language(Box<TExpr>),
     Matches {
@@ -473,6 +488,9 @@ impl TExpr {
             | K::Count { text, .. }
             | K::Density { text, .. }
             | K::Sequence { text, .. }
+            | K::Fuzzy { text, .. }
+            | K::FuzzyHits { text, .. }
+            | K::Bm25 { text, .. }
             | K::Matches { text, .. }
             | K::Similarity { text, .. } => vec![text],
             K::Words(x)

@@ -1,6 +1,6 @@
 //! The text builtins of docs/language.md, "Expressions and types": phrase matching (`contains`,
 //! `hits`, `density`, `sequence`), `words`, the `tokens` estimate and the regex helpers
-//! (`count`, `matches`).
+//! (`count`, `matches`); the typo-tolerant `fuzzy`/`fuzzy_hits` ([`FuzzySet`]) and `bm25`.
 //!
 //! Phrase lists are literals in the policy, so each becomes one [`PhraseSet`] at policy load:
 //! phrases are folded and deduplicated once and compiled into a single Aho-Corasick automaton.
@@ -16,7 +16,11 @@
 //!   character) match anywhere;
 //! - an empty phrase never occurs, and an empty list never holds.
 
+#[cfg(test)]
+mod approximate_tests;
+mod bm25;
 mod fold;
+mod fuzzy;
 #[cfg(test)]
 mod tests;
 
@@ -29,6 +33,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 pub use fold::fold;
 use fold::{is_han_or_kana, is_unspaced, is_word_char};
+pub use fuzzy::FuzzySet;
 
 /// A precompiled phrase list: build once per list literal, query per request.
 #[derive(Debug, Clone)]

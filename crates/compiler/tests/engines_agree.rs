@@ -2,8 +2,8 @@
 //!
 //! A type-directed generator builds small typed expression trees (bool, int, float, class and
 //! model valued: nested `and`/`or`/`not`, arithmetic including `/`, `min`, `max` and mixed
-//! int/float promotion, comparisons, `is`/`in`, label equality, `.confidence`, `.cost`), turns
-//! them into a checked policy with signals (that use earlier signals), blocks, prioritised
+//! int/float promotion, comparisons, exact, fuzzy and BM25 phrase atoms, `is`/`in`, label
+//! equality, `.confidence`, `.cost`), turns them into a checked policy with signals (that use earlier signals), blocks, prioritised
 //! routes and `protect` holds, lowers it and compiles it once; then many rows — slots known or
 //! unknown, with edge values (NaN, ±0, infinities, `i64::MIN`, -1, out-of-range labels, and
 //! garbage in unknown slots) — must give the same `decide` and `hold` on both engines. A fully
@@ -264,6 +264,11 @@ fn phrases(which: u8) -> Vec<String> {
         .collect()
 }
 
+/// A `fuzzy` threshold in (0, 1].
+fn fuzzy_min(n: u8) -> f64 {
+    [0.5, 0.8, 1.0][n as usize % 3]
+}
+
 fn domain() -> Type {
     Type::Class(ClassSet::Classifier(DOMAIN))
 }
@@ -324,8 +329,8 @@ impl B {
 }
 
 fn bool_atom(n: u8) -> TExpr {
-    let t = text(n / 8);
-    match n % 8 {
+    let t = text(n / 9);
+    match n % 9 {
         1 => request(RequestField::ToolLoop),
         2 => ex(
             TExprKind::Contains {
@@ -355,6 +360,14 @@ fn bool_atom(n: u8) -> TExpr {
             cmp(CmpOp::Ne, key, s("sk-test"))
         }
         7 => request(RequestField::ProviderState),
+        8 => ex(
+            TExprKind::Fuzzy {
+                text: bx(t),
+                phrases: phrases(n / 3),
+                min: fuzzy_min(n),
+            },
+            Type::Bool,
+        ),
         _ => request(RequestField::Stream),
     }
 }
@@ -376,7 +389,7 @@ impl I {
 
 fn int_atom(n: u8) -> TExpr {
     let t = bx(text(n / 8));
-    let k = match n % 8 {
+    let k = match n % 9 {
         0 => return request(RequestField::Tools),
         1 => return request(RequestField::Turns),
         2 => return request(RequestField::Messages),
@@ -389,6 +402,11 @@ fn int_atom(n: u8) -> TExpr {
         6 => TExprKind::Count {
             text: t,
             regex: "[0-9]+".into(),
+        },
+        7 => TExprKind::FuzzyHits {
+            text: t,
+            phrases: phrases(n / 3),
+            min: fuzzy_min(n),
         },
         _ => TExprKind::OutcomeCount,
     };
@@ -415,7 +433,7 @@ impl F {
 
 fn float_atom(n: u8) -> TExpr {
     let t = text(n / 8);
-    let k = match n % 5 {
+    let k = match n % 6 {
         0 => return guard(t),
         1 => {
             let examples = phrases(n / 5);
@@ -427,6 +445,13 @@ fn float_atom(n: u8) -> TExpr {
             phrases: phrases(n / 3),
         },
         3 => TExprKind::OutcomeFailRate,
+        4 => {
+            let bm25 = TExprKind::Bm25 {
+                text: bx(t),
+                phrases: phrases(n / 3),
+            };
+            return ex(bm25, Type::Float);
+        }
         _ => return guard(prompt()),
     };
     ex(k, Type::Score)

@@ -53,6 +53,7 @@ codes! {
     INVALID_REGEX = "E024": "regular expression does not compile";
     PROTECT_ONLY = "E025": "`pinned`, `proposed` or `outcomes` used outside `protect`";
     UNKNOWN_FUNCTION = "E026": "call of something that is not a builtin, classifier or guard";
+    FUZZY_THRESHOLD = "E027": "`fuzzy` threshold that is not a number literal in (0, 1]";
     // Routes.
     DUPLICATE_PRIORITY = "E030": "two routes share a priority";
     NO_DEFAULT_ROUTE = "E031": "no default route";

@@ -1,6 +1,8 @@
-//! `src check`: load each policy, check it, print every diagnostic.
+//! `src check`: load each policy, check it, print every diagnostic (for a person, as JSON, as
+//! GitHub workflow commands or as a SARIF log: [`CheckFormat`]).
 
-use crate::output::{Color, Format};
+use crate::ci_report::{self, Finding};
+use crate::output::Color;
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
 use src_compiler::check::LiveCatalog;
@@ -33,7 +35,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "live")]
     backend_ca: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
-    format: Format,
+    format: CheckFormat,
     /// An Envoy config that deploys the policy through `ext_proc`: warn when it fails open for a
     /// policy that enforces rules, or when its `message_timeout` can cut off model signals.
     #[arg(long, value_name = "FILE")]
@@ -43,6 +45,20 @@ pub struct Args {
     deny_warnings: bool,
     #[arg(long, value_enum, default_value_t)]
     color: Color,
+}
+
+/// How `src check` prints its diagnostics.
+#[derive(Clone, Copy, Debug, Default, clap::ValueEnum, PartialEq, Eq)]
+pub enum CheckFormat {
+    /// Rendered for a person, on standard error.
+    #[default]
+    Human,
+    /// `{"diagnostics": [...], "errors": N, "warnings": M}` on standard output.
+    Json,
+    /// GitHub Actions workflow commands (`::error file=..::..`), one per line on standard output.
+    Github,
+    /// A SARIF 2.1.0 log on standard output.
+    Sarif,
 }
 
 fn parse_overrides(pairs: &[String]) -> Result<HashMap<String, PathBuf>> {
@@ -82,6 +98,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     let color = args.color.enabled_for_stderr();
     let (mut errors, mut warnings) = (0, 0);
     let mut json_diagnostics = Vec::new();
+    let mut findings = Vec::new();
     for path in &paths {
         let source = load(path).with_context(|| format!("cannot load `{}`", path.display()))?;
         let options = CheckOptions {
@@ -110,16 +127,34 @@ pub fn run(args: Args) -> Result<Outcome> {
         let (e, w) = src_dsl::diagnostic::tally(&outcome.diagnostics);
         errors += e;
         warnings += w;
-        report(
-            &outcome.diagnostics,
-            &source.sources,
-            args.format,
-            color,
-            &mut json_diagnostics,
-        );
+        match args.format {
+            CheckFormat::Github | CheckFormat::Sarif => findings.extend(
+                outcome
+                    .diagnostics
+                    .iter()
+                    .map(|d| Finding::new(d, &source.sources)),
+            ),
+            CheckFormat::Human | CheckFormat::Json => report(
+                &outcome.diagnostics,
+                &source.sources,
+                args.format,
+                color,
+                &mut json_diagnostics,
+            ),
+        }
     }
     match args.format {
-        Format::Json => {
+        CheckFormat::Github => {
+            for f in &findings {
+                println!("{}", ci_report::github_command(f));
+            }
+        }
+        CheckFormat::Sarif => {
+            let log = serde_json::to_string_pretty(&ci_report::sarif(&findings))
+                .context("cannot write the SARIF log")?;
+            println!("{log}");
+        }
+        CheckFormat::Json => {
             let doc = serde_json::json!({
                 "diagnostics": json_diagnostics,
                 "errors": errors,
@@ -127,7 +162,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             });
             println!("{doc}");
         }
-        Format::Human => {
+        CheckFormat::Human => {
             if errors + warnings > 0 {
                 eprintln!("{errors} error(s), {warnings} warning(s)");
             } else {
@@ -253,17 +288,18 @@ fn plural(n: usize) -> &'static str {
 fn report(
     diagnostics: &[Diagnostic],
     sources: &SourceMap,
-    format: Format,
+    format: CheckFormat,
     color: bool,
     json: &mut Vec<serde_json::Value>,
 ) {
     match format {
-        Format::Human => {
+        CheckFormat::Github | CheckFormat::Sarif => {}
+        CheckFormat::Human => {
             if !diagnostics.is_empty() {
                 eprint!("{}", render::human(diagnostics, sources, color));
             }
         }
-        Format::Json => json.extend(
+        CheckFormat::Json => json.extend(
             diagnostics
                 .iter()
                 .map(|d| render::json_diagnostic(d, sources)),

@@ -195,6 +195,9 @@ impl Checker<'_> {
                     _ => texpr(TExprKind::Sequence { text, phrases }, Type::Bool, span),
                 })
             }
+            Function::Fuzzy | Function::FuzzyHits | Function::Bm25 => {
+                self.approximate(function, f, args, span)
+            }
             Function::Count | Function::Matches => {
                 let text = self.text_argument(f, &args[0]);
                 let regex = self.regex(f, &args[1]);
@@ -231,7 +234,7 @@ impl Checker<'_> {
     }
 
     /// An argument that must be text (`text` or `text?`).
-    fn text_argument(&mut self, f: &Ident, arg: &Expr) -> Option<TExpr> {
+    pub(super) fn text_argument(&mut self, f: &Ident, arg: &Expr) -> Option<TExpr> {
         let t = self.expr(arg, Hint::None)?;
         if t.ty.is_textual() {
             return Some(t);
@@ -252,7 +255,7 @@ impl Checker<'_> {
     }
 
     /// A list of string literals.
-    fn phrases(&mut self, f: &Ident, arg: &Expr) -> Option<Vec<String>> {
+    pub(super) fn phrases(&mut self, f: &Ident, arg: &Expr) -> Option<Vec<String>> {
         let items = match &arg.kind {
             ExprKind::List(items) => items,
             _ => {

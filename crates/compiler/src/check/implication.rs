@@ -493,6 +493,9 @@ impl Analysis {
             K::Hits { phrases, .. } => ("hits", phrases.join("\u{0}")),
             K::Density { phrases, .. } => ("density", phrases.join("\u{0}")),
             K::Sequence { phrases, .. } => ("sequence", phrases.join("\u{0}")),
+            K::Fuzzy { phrases, min, .. } => ("fuzzy", fuzzy_key(phrases, *min)),
+            K::FuzzyHits { phrases, min, .. } => ("fuzzy_hits", fuzzy_key(phrases, *min)),
+            K::Bm25 { phrases, .. } => ("bm25", phrases.join("\u{0}")),
             K::Count { regex, .. } => ("count", regex.clone()),
             K::Matches { regex, .. } => ("matches", regex.clone()),
             K::Words(_) => ("words", String::new()),
@@ -804,4 +807,9 @@ impl Checker<'_> {
         }
         self.report(d);
     }
+}
+
+/// The identity of a fuzzy phrase list: its phrases and its threshold.
+fn fuzzy_key(phrases: &[String], min: f64) -> String {
+    format!("{}\u{0}{}", phrases.join("\u{0}"), min.to_bits())
 }

@@ -17,6 +17,7 @@
 //! - `cases`: `test` declarations; `catalog`: files on disk; `unused`: unused warnings;
 //! - `name_table`: the names and types handed out with the outcome, for editors.
 
+mod approximate;
 mod builtins;
 mod cases;
 mod catalog;

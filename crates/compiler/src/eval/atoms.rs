@@ -1,5 +1,5 @@
-//! Computing atoms that need no model: request facts, text comparisons, phrase and regex
-//! scans, word and token counts, language detection — and evaluating the text expressions that
+//! Computing atoms that need no model: request facts, text comparisons, phrase, fuzzy phrase,
+//! BM25 and regex scans, word and token counts, language detection — and evaluating the text expressions that
 //! atoms (and model calls) read.
 
 use super::Evaluation;
@@ -52,6 +52,10 @@ impl<'a> Evaluation<'a> {
             Matcher::Phrases(p) => f(p),
             _ => Computed::Absent,
         };
+        let fuzzy = |f: &dyn Fn(&text::FuzzySet) -> Computed| match matcher {
+            Matcher::Fuzzy(p) => f(p),
+            _ => Computed::Absent,
+        };
         let regex = |f: &dyn Fn(&regex::Regex) -> Computed| match matcher {
             Matcher::Regex(r) => f(r),
             _ => Computed::Absent,
@@ -73,6 +77,9 @@ impl<'a> Evaluation<'a> {
             Atom::Hits(t, _) => phrases(&|p| int(p.hits(text(t)))),
             Atom::Density(t, _) => phrases(&|p| float(p.density(text(t)))),
             Atom::Sequence(t, _) => phrases(&|p| bool(p.sequence(text(t)))),
+            Atom::Fuzzy(t, ..) => fuzzy(&|p| bool(p.any(text(t)))),
+            Atom::FuzzyHits(t, ..) => fuzzy(&|p| int(p.hits(text(t)))),
+            Atom::Bm25(t, _) => phrases(&|p| float(p.bm25(text(t)))),
             Atom::Count(t, _) => regex(&|r| int(text::count(r, text(t)))),
             Atom::Matches(t, _) => regex(&|r| bool(text::matches(r, text(t)))),
             Atom::Words(t) => int(text::words(text(t))),

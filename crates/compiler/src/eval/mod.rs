@@ -3,7 +3,7 @@
 //! An [`Evaluation`] owns the request's row. Each `step` runs the engine; while the answer is
 //! "this condition needs slots", it computes the unknown slots that could settle that condition
 //! (and only that one): request facts all at once, then one phrase/regex/word atom at a time,
-//! then `tokens`/`language`, re-deciding after each — a later atom is never computed if an
+//! then one `fuzzy`/`fuzzy_hits`/`bm25` atom at a time, then `tokens`/`language`, re-deciding after each — a later atom is never computed if an
 //! earlier one settled the condition. Model-backed atoms are handed back to the caller as
 //! [`ModelCall`]s (the runtime batches them; `src explain` answers them from `--given`), all
 //! those of the current condition at once, so one round trip serves it.
@@ -550,7 +550,7 @@ impl<'a> Evaluation<'a> {
                 }
                 Advance::Progress
             }
-            CostClass::Scan | CostClass::Analyze => {
+            CostClass::Scan | CostClass::Approximate | CostClass::Analyze => {
                 let a = *first;
                 self.store(a);
                 Advance::Progress

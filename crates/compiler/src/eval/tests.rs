@@ -309,3 +309,41 @@ fn compiled_policy_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<CompiledPolicy>();
 }
+
+#[test]
+fn exact_phrases_are_scanned_before_fuzzy_ones() {
+    let fuzzy_atom = |p: &CompiledPolicy, ev: &Evaluation<'_>| {
+        ev.computed_atoms()
+            .iter()
+            .any(|a| matches!(p.program.atoms()[a.index()].atom, Atom::Fuzzy(..)))
+    };
+    for engine in ENGINES {
+        let mut pb = PolicyBuilder::new();
+        let fuzzy = ex(
+            TExprKind::Fuzzy {
+                text: Box::new(prompt()),
+                phrases: vec!["urgent".into()],
+                min: 0.8,
+            },
+            Type::Bool,
+        );
+        // Written first, computed second: the cost class orders it after `contains`.
+        let when = or(fuzzy, contains(prompt(), &["outage"]));
+        pb.route("r", Some(when), STRONG)
+            .route("default", None, SMALL);
+        let p = compiled(pb.build(), engine);
+
+        let req = RequestView::from_prompt("outage in eu-west", None, &[]);
+        let mut ev = p.evaluate(&req);
+        assert_eq!(ev.step(), route(0), "{engine}");
+        assert!(
+            !fuzzy_atom(&p, &ev),
+            "the exact phrase settled it ({engine})"
+        );
+
+        let req = RequestView::from_prompt("this is urgnet", None, &[]);
+        let mut ev = p.evaluate(&req);
+        assert_eq!(ev.step(), route(0), "{engine}");
+        assert!(fuzzy_atom(&p, &ev), "{engine}");
+    }
+}

@@ -157,6 +157,13 @@ impl Program {
             Atom::Hits(x, l) => format!("hits({}, {})", t(x), list(l)),
             Atom::Density(x, l) => format!("density({}, {})", t(x), list(l)),
             Atom::Sequence(x, l) => format!("sequence({}, {})", t(x), list(l)),
+            Atom::Fuzzy(x, l, m) => {
+                format!("fuzzy({}, {}, {})", t(x), list(l), f64::from_bits(*m))
+            }
+            Atom::FuzzyHits(x, l, m) => {
+                format!("fuzzy_hits({}, {}, {})", t(x), list(l), f64::from_bits(*m))
+            }
+            Atom::Bm25(x, l) => format!("bm25({}, {})", t(x), list(l)),
             Atom::Count(x, r) => format!("count({}, {r:?})", t(x)),
             Atom::Matches(x, r) => format!("matches({}, {r:?})", t(x)),
             Atom::Words(x) => format!("words({})", t(x)),
@@ -201,6 +208,7 @@ fn cost_name(c: CostClass) -> &'static str {
     match c {
         CostClass::Fact => "fact",
         CostClass::Scan => "scan",
+        CostClass::Approximate => "approximate",
         CostClass::Analyze => "analyze",
         CostClass::Model => "model",
     }

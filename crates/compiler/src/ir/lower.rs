@@ -313,6 +313,18 @@ impl<'p> Lowerer<'p> {
                 let t = self.text(text)?;
                 self.atom(Atom::Sequence(t, phrases.clone()))
             }
+            K::Fuzzy { text, phrases, min } => {
+                let t = self.text(text)?;
+                self.atom(Atom::Fuzzy(t, phrases.clone(), min.to_bits()))
+            }
+            K::FuzzyHits { text, phrases, min } => {
+                let t = self.text(text)?;
+                self.atom(Atom::FuzzyHits(t, phrases.clone(), min.to_bits()))
+            }
+            K::Bm25 { text, phrases } => {
+                let t = self.text(text)?;
+                self.atom(Atom::Bm25(t, phrases.clone()))
+            }
             K::Count { text, regex } => {
                 let t = self.text(text)?;
                 self.atom(Atom::Count(t, regex.clone()))

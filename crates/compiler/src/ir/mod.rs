@@ -76,10 +76,13 @@ pub enum CostClass {
     Fact = 0,
     /// Phrase lists, regexes, word counts.
     Scan = 1,
+    /// `fuzzy`, `fuzzy_hits` and `bm25`: word-by-word edit distances and term counts, after the
+    /// exact phrase scans.
+    Approximate = 2,
     /// `tokens` and `language`.
-    Analyze = 2,
+    Analyze = 3,
     /// Classifier, guard and similarity: a model runs.
-    Model = 3,
+    Model = 4,
 }
 
 /// A text-valued expression, evaluated by the runtime inside an atom.
@@ -120,6 +123,11 @@ pub enum Atom {
     Hits(TextExpr, Vec<String>),
     Density(TextExpr, Vec<String>),
     Sequence(TextExpr, Vec<String>),
+    /// `fuzzy`; the threshold as the bits of its `f64` (atoms are hashed).
+    Fuzzy(TextExpr, Vec<String>, u64),
+    /// `fuzzy_hits`; the threshold as for [`Atom::Fuzzy`].
+    FuzzyHits(TextExpr, Vec<String>, u64),
+    Bm25(TextExpr, Vec<String>),
     Count(TextExpr, String),
     Matches(TextExpr, String),
     Words(TextExpr),
@@ -153,6 +161,7 @@ impl Atom {
             | Atom::Count(..)
             | Atom::Matches(..)
             | Atom::Words(_) => CostClass::Scan,
+            Atom::Fuzzy(..) | Atom::FuzzyHits(..) | Atom::Bm25(..) => CostClass::Approximate,
             Atom::Tokens(_) | Atom::Language(_) => CostClass::Analyze,
             Atom::Classify(..) | Atom::Guard(..) | Atom::Similarity(..) => CostClass::Model,
         }
@@ -167,16 +176,20 @@ impl Atom {
             | Atom::TextCmp(..)
             | Atom::Contains(..)
             | Atom::Sequence(..)
+            | Atom::Fuzzy(..)
             | Atom::Matches(..) => (SlotKind::Bool, None),
             Atom::Request(_)
             | Atom::Hits(..)
+            | Atom::FuzzyHits(..)
             | Atom::Count(..)
             | Atom::Words(_)
             | Atom::Tokens(_)
             | Atom::OutcomeCount => (SlotKind::Int, None),
-            Atom::Density(..) | Atom::Guard(..) | Atom::Similarity(..) | Atom::OutcomeFailRate => {
-                (SlotKind::Float, None)
-            }
+            Atom::Density(..)
+            | Atom::Bm25(..)
+            | Atom::Guard(..)
+            | Atom::Similarity(..)
+            | Atom::OutcomeFailRate => (SlotKind::Float, None),
             Atom::Language(_) => (SlotKind::Label(ClassSet::Language), Some(SlotKind::Float)),
             Atom::Classify(c, _) => (
                 SlotKind::Label(ClassSet::Classifier(*c)),
@@ -193,6 +206,9 @@ impl Atom {
             | Atom::Hits(t, _)
             | Atom::Density(t, _)
             | Atom::Sequence(t, _)
+            | Atom::Fuzzy(t, ..)
+            | Atom::FuzzyHits(t, ..)
+            | Atom::Bm25(t, _)
             | Atom::Count(t, _)
             | Atom::Matches(t, _)
             | Atom::Words(t)

@@ -1,0 +1,90 @@
+//! The phrase builtins on a 10 kB prompt against 200 phrases: exact `contains` (the baseline),
+//! `fuzzy` at MIN 0.8, `fuzzy_hits` and `bm25`.
+//!
+//! The prompt is 10 kB of words drawn from a 2,000-word pseudo-vocabulary (lengths 2 to 11, so
+//! roughly the spread of English); the phrases are drawn from another pseudo-vocabulary, a fifth
+//! of them two words long, and none occurs, so every call scans the whole prompt (the worst case
+//! for `contains` and `fuzzy`, which stop at the first match).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use src_compiler::text::{FuzzySet, PhraseSet};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// A deterministic pseudo-random sequence (a 64-bit LCG), so every run sees the same text.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+
+    fn word(&mut self, alphabet: &[u8]) -> String {
+        let len = 2 + (self.next() % 10) as usize;
+        (0..len)
+            .map(|_| char::from(alphabet[(self.next() % alphabet.len() as u64) as usize]))
+            .collect()
+    }
+}
+
+fn prompt() -> String {
+    let mut rng = Lcg(7);
+    let vocabulary: Vec<String> = (0..2000).map(|_| rng.word(b"etaoinshrdlucmfw")).collect();
+    let mut text = String::new();
+    while text.len() < 10_000 {
+        let w = &vocabulary[(rng.next() % vocabulary.len() as u64) as usize];
+        text.push_str(w);
+        text.push_str(if rng.next().is_multiple_of(12) {
+            ". "
+        } else {
+            " "
+        });
+    }
+    text
+}
+
+fn phrases() -> Vec<String> {
+    let mut rng = Lcg(11);
+    (0..200)
+        .map(|i| {
+            let w = rng.word(b"gypbvkjxqz");
+            if i % 5 == 0 {
+                format!("{w} {}", rng.word(b"gypbvkjxqz"))
+            } else {
+                w
+            }
+        })
+        .collect()
+}
+
+fn bench_text(c: &mut Criterion) {
+    let text = prompt();
+    let list = phrases();
+    let exact = PhraseSet::new(&list);
+    let fuzzy = FuzzySet::new(&list, 0.8);
+    assert!(
+        !exact.contains(&text) && !fuzzy.any(&text),
+        "no phrase occurs"
+    );
+    let mut group = c.benchmark_group("text_10kB_200_phrases");
+    group.bench_function("contains", |b| b.iter(|| exact.contains(black_box(&text))));
+    group.bench_function("fuzzy_0.8", |b| b.iter(|| fuzzy.any(black_box(&text))));
+    group.bench_function("fuzzy_hits_0.8", |b| {
+        b.iter(|| fuzzy.hits(black_box(&text)))
+    });
+    group.bench_function("bm25", |b| b.iter(|| exact.bm25(black_box(&text))));
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    targets = bench_text
+}
+criterion_main!(benches);
