@@ -91,11 +91,11 @@ enum Outcome {
 #[derive(Clone, Copy)]
 enum Whole {
     /// Headers with `end_of_stream`: no body follows.
-    AtHeaders,
+    Headers,
     /// A body message with `end_of_stream`, or a full duplex body over the size limit.
-    AtBody,
+    Body,
     /// Trailers after a full duplex body.
-    AtTrailers,
+    Trailers,
 }
 
 /// A forwarded request, until its response's status is known.
@@ -187,7 +187,7 @@ impl Exchange {
         }));
         if message.end_of_stream {
             // No body will follow: decide on an empty one, as the proxy does (a 400).
-            return self.decided(pipeline, Whole::AtHeaders, now).await;
+            return self.decided(pipeline, Whole::Headers, now).await;
         }
         if self.duplex {
             return Vec::new();
@@ -213,19 +213,19 @@ impl Exchange {
         };
         if !self.duplex {
             arrived.body = message.body;
-            return self.decided(pipeline, Whole::AtBody, Vec::new()).await;
+            return self.decided(pipeline, Whole::Body, Vec::new()).await;
         }
         arrived.body.extend_from_slice(&message.body);
         // Over the limit there is no need to wait for the rest: the answer is a 413.
         if message.end_of_stream || arrived.body.len() > pipeline.max_body_bytes {
-            return self.decided(pipeline, Whole::AtBody, Vec::new()).await;
+            return self.decided(pipeline, Whole::Body, Vec::new()).await;
         }
         Vec::new()
     }
 
     async fn request_trailers(&mut self, pipeline: Pipeline<'_>) -> Vec<ProcessingResponse> {
         if self.duplex && matches!(self.stage, Stage::Asked(_)) {
-            return self.decided(pipeline, Whole::AtTrailers, Vec::new()).await;
+            return self.decided(pipeline, Whole::Trailers, Vec::new()).await;
         }
         vec![wire::unchanged(Phase::RequestTrailers)]
     }
@@ -250,15 +250,15 @@ impl Exchange {
         };
         match (self.duplex, whole) {
             // The body is replaced only where one was sent.
-            (_, Whole::AtHeaders) => {
+            (_, Whole::Headers) => {
                 vec![wire::request_headers_rerouted(wire::mutation(&set, remove))]
             }
             (false, _) => vec![wire::request_body(body, wire::mutation(&set, remove))],
-            (true, Whole::AtBody) => vec![
+            (true, Whole::Body) => vec![
                 wire::request_headers_rerouted(wire::mutation(&set, remove)),
                 wire::streamed_body(body, true),
             ],
-            (true, Whole::AtTrailers) => vec![
+            (true, Whole::Trailers) => vec![
                 wire::request_headers_rerouted(wire::mutation(&set, remove)),
                 wire::streamed_body(body, false),
                 wire::unchanged(Phase::RequestTrailers),
