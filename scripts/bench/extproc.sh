@@ -9,7 +9,10 @@
 # Knobs (environment): BENCH_CONNECTIONS (16), BENCH_DURATION seconds (10), BENCH_THREADS (2),
 # BENCH_WARMUP seconds (2), BENCH_SINGLE_DURATION seconds of the one-connection load (10),
 # BENCH_ENVOY_CONCURRENCY Envoy worker threads (1), BENCH_ROUNDS alternating rounds (2),
-# BENCH_KEEP=1 to keep the run folder. CARGO_TARGET_DIR is honoured.
+# BENCH_KEEP=1 to keep the run folder, BENCH_SRC a built `src` binary to measure instead of
+# building this checkout's, BENCH_ENVOY_CONFIG another ext_proc config in the shipped one's
+# form (ports 10000, 9901, 8803, 8000), BENCH_GRPC_CLIENT=google for Envoy's `google_grpc`
+# client instead of `envoy_grpc`. CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -23,6 +26,8 @@ single_duration=${BENCH_SINGLE_DURATION:-10}
 envoy_concurrency=${BENCH_ENVOY_CONCURRENCY:-1}
 rounds=${BENCH_ROUNDS:-2}
 envoy_bin=${ENVOY:-$root/.cache/venv-envoy/bin/envoy}
+envoy_source=${BENCH_ENVOY_CONFIG:-$root/deploy/envoy/fail-closed.yaml}
+grpc_client=${BENCH_GRPC_CLIENT:-envoy}
 
 say() { printf '== %s\n' "$*" >&2; }
 die() {
@@ -45,9 +50,13 @@ fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 # ---- build ---------------------------------------------------------------------------------
-say "cargo build --release --bin src"
-cargo build --release --quiet --bin src
-src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
+if [[ -n ${BENCH_SRC:-} ]]; then
+  src_bin=$BENCH_SRC
+else
+  say "cargo build --release --bin src"
+  cargo build --release --quiet --bin src
+  src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
+fi
 [[ -x $src_bin ]] || die "no binary at $src_bin"
 
 # ---- processes -----------------------------------------------------------------------------
@@ -114,14 +123,19 @@ src_pid=$!
 pids+=("$src_pid")
 wait_http "src serve" "$src_pid" "http://127.0.0.1:$src_port/readyz" 30
 
-# envoy_config FILE LISTEN ADMIN [plain]: the shipped fail-closed config on these ports; `plain`
-# drops the ext_proc filter (Envoy alone, same listener, routes and cluster).
+# envoy_config FILE LISTEN ADMIN [plain]: the shipped fail-closed config (or
+# BENCH_ENVOY_CONFIG) on these ports; `plain` drops the ext_proc filter (Envoy alone, same
+# listener, routes and cluster).
 envoy_config() {
   local out=$1 listen=$2 admin=$3 plain=${4:-}
   sed -e "s|port_value: 10000|port_value: $listen|" -e "s|port_value: 9901|port_value: $admin|" \
     -e "s|port_value: 8803|port_value: $extproc_port|" -e "s|port_value: 8000|port_value: $nginx_port|" \
     -e "s|address: 0.0.0.0|address: 127.0.0.1|" \
-    "$root/deploy/envoy/fail-closed.yaml" >"$out"
+    "$envoy_source" >"$out"
+  if [[ $grpc_client == google ]]; then
+    sed -i -e "s|envoy_grpc: { cluster_name: src_extproc }|google_grpc: { target_uri: \"127.0.0.1:$extproc_port\", stat_prefix: src_extproc }|" "$out"
+    grep -q google_grpc "$out" || die "no envoy_grpc client to replace in $out"
+  fi
   if [[ $plain == plain ]]; then
     awk '/- name: envoy.filters.http.ext_proc/ { skip = 1 }
          /- name: envoy.filters.http.router/ { skip = 0 }
@@ -202,6 +216,7 @@ done
 # ---- report --------------------------------------------------------------------------------
 echo
 echo "ext_proc benchmark: Envoy 1.40 --concurrency $envoy_concurrency, nginx upstream, $(nproc) cores, loopback"
+echo "router: $src_bin; config: ${envoy_source#"$root/"}, ${grpc_client}_grpc client"
 echo "one connection ${single_duration}s; wrk -t$threads -c$connections -d${duration}s after ${warmup}s warm-up"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo

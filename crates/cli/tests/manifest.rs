@@ -146,7 +146,11 @@ fn envoy_configs_of_the_shipped_policies_validate() {
         assert_eq!(filter["failure_mode_allow"], false, "{policy}");
         assert_eq!(filter["route_cache_action"], "CLEAR");
         assert_eq!(filter["processing_mode"]["request_header_mode"], "SEND");
-        assert_eq!(filter["processing_mode"]["request_body_mode"], "BUFFERED");
+        assert_eq!(
+            filter["processing_mode"]["request_body_mode"],
+            "FULL_DUPLEX_STREAMED"
+        );
+        assert_eq!(filter["processing_mode"]["request_trailer_mode"], "SEND");
         assert_eq!(filter["processing_mode"]["response_header_mode"], "SEND");
         assert_eq!(filter["processing_mode"]["response_body_mode"], "NONE");
         assert_eq!(
@@ -254,6 +258,11 @@ fn fail_open_is_refused_for_policies_with_blocks_and_kept_otherwise() {
     )[0];
     validate(config);
     assert_eq!(ext_proc(config)["failure_mode_allow"], true);
+    // Passing a request on without the router needs the body kept by Envoy.
+    assert_eq!(
+        ext_proc(config)["processing_mode"]["request_body_mode"],
+        "BUFFERED"
+    );
     assert_eq!(cluster(config, "src_extproc")["type"], "STRICT_DNS");
     // With the ExtProc down, requests go to the default route's backend as written.
     assert_eq!(route_for(config, &[])["route"]["cluster"], "backend_west");

@@ -9,10 +9,12 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
+use envoy_types::pb::envoy::extensions::filters::http::ext_proc::v3::processing_mode::BodySendMode;
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_client::ExternalProcessorClient;
 use envoy_types::pb::envoy::service::ext_proc::v3::{
     body_mutation, processing_request, processing_response, CommonResponse, HeaderMutation,
-    HttpBody, HttpHeaders, ImmediateResponse, ProcessingRequest, ProcessingResponse,
+    HttpBody, HttpHeaders, HttpTrailers, ImmediateResponse, ProcessingRequest, ProcessingResponse,
+    ProtocolConfiguration, StreamedBodyResponse,
 };
 use proxy_support::{user, Router, TestResult, POLICY};
 use serde_json::{json, Value};
@@ -38,18 +40,48 @@ impl Stream {
     }
 
     async fn ask(&mut self, request: processing_request::Request) -> TestResult<Reply> {
-        self.send
-            .send(ProcessingRequest {
-                request: Some(request),
-                ..ProcessingRequest::default()
-            })
-            .await?;
+        self.tell(ProcessingRequest {
+            request: Some(request),
+            ..ProcessingRequest::default()
+        })
+        .await?;
+        self.answer().await
+    }
+
+    /// Sends without waiting for an answer, as Envoy does in full duplex.
+    async fn tell(&mut self, message: ProcessingRequest) -> TestResult {
+        self.send.send(message).await?;
+        Ok(())
+    }
+
+    async fn answer(&mut self) -> TestResult<Reply> {
         let answer = self.answers.message().await?.ok_or("the stream ended")?;
         answer
             .response
             .map(Reply)
             .ok_or_else(|| "an empty answer".into())
     }
+}
+
+/// A message as Envoy sends it with the body `FULL_DUPLEX_STREAMED`; `first` carries the
+/// mode, as the stream's first message does.
+fn duplex(request: processing_request::Request, first: bool) -> ProcessingRequest {
+    ProcessingRequest {
+        request: Some(request),
+        protocol_config: first.then(|| ProtocolConfiguration {
+            request_body_mode: BodySendMode::FullDuplexStreamed as i32,
+            ..ProtocolConfiguration::default()
+        }),
+        ..ProcessingRequest::default()
+    }
+}
+
+fn chunk(bytes: &[u8], end_of_stream: bool) -> processing_request::Request {
+    processing_request::Request::RequestBody(HttpBody {
+        body: bytes.to_vec(),
+        end_of_stream,
+        ..HttpBody::default()
+    })
 }
 
 struct Reply(processing_response::Response);
@@ -69,6 +101,18 @@ impl Reply {
         match &self.0 {
             processing_response::Response::ImmediateResponse(i) => Ok(i),
             other => Err(format!("not an immediate response: {other:?}").into()),
+        }
+    }
+
+    fn streamed(&self) -> TestResult<&StreamedBodyResponse> {
+        match self
+            .common()?
+            .body_mutation
+            .as_ref()
+            .and_then(|b| b.mutation.as_ref())
+        {
+            Some(body_mutation::Mutation::StreamedResponse(streamed)) => Ok(streamed),
+            other => Err(format!("no streamed body: {other:?}").into()),
         }
     }
 
@@ -366,5 +410,102 @@ async fn a_reload_is_seen_by_the_next_stream() -> TestResult {
         .await?;
     let sent = stream.ask(body(&user("hello"))).await?;
     assert_eq!(sent.body()?["model"], "safe-model");
+    Ok(())
+}
+
+#[tokio::test]
+async fn in_full_duplex_the_request_is_answered_once_its_body_is_whole() -> TestResult {
+    let (_router, addr) = router().await?;
+    let mut stream = Stream::open(addr).await?;
+    let mut asked = post("/v1/chat/completions");
+    asked.extend([("x-sr-route", "forged"), ("x-request-id", "duplex-1")]);
+    let text = user("a segfault in main").to_string().into_bytes();
+    let (start, end) = text.split_at(text.len() / 2);
+    stream.tell(duplex(headers(&asked, false), true)).await?;
+    stream.tell(duplex(chunk(start, false), false)).await?;
+    stream.tell(duplex(chunk(end, true), false)).await?;
+
+    // The headers' answer is the first one and already carries the decision: it was made
+    // from the whole body.
+    let first = stream.answer().await?;
+    let set = first.set_headers()?;
+    assert_eq!(set["x-selected-model"], "Qwen/Qwen3-8B");
+    assert_eq!(set["x-sr-backend"], "sim");
+    assert_eq!(first.removed()?, ["x-sr-route"]);
+    assert!(first.common()?.clear_route_cache);
+    let body = stream.answer().await?;
+    let streamed = body.streamed()?;
+    assert!(streamed.end_of_stream);
+    let upstream: Value = serde_json::from_slice(&streamed.body)?;
+    assert_eq!(upstream["model"], "Qwen/Qwen3-8B");
+    let length: usize = set["content-length"].parse()?;
+    assert_eq!(length, streamed.body.len());
+
+    let answered = stream.ask(response_headers("200")).await?;
+    assert_eq!(answered.set_headers()?["x-sr-route"], "coding");
+
+    // A body that ends with trailers is answered at the trailers, the trailers last.
+    let mut stream = Stream::open(addr).await?;
+    stream
+        .tell(duplex(headers(&post("/v1/chat/completions"), false), true))
+        .await?;
+    stream.tell(duplex(chunk(&text, false), false)).await?;
+    stream
+        .tell(duplex(
+            processing_request::Request::RequestTrailers(HttpTrailers::default()),
+            false,
+        ))
+        .await?;
+    let first = stream.answer().await?;
+    assert_eq!(first.set_headers()?["x-selected-model"], "Qwen/Qwen3-8B");
+    assert!(!stream.answer().await?.streamed()?.end_of_stream);
+    let trailers = stream.answer().await?;
+    assert!(
+        matches!(
+            trailers.0,
+            processing_response::Response::RequestTrailers(_)
+        ),
+        "{:?}",
+        trailers.0
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn in_full_duplex_a_refusal_and_a_passing_body_answer_at_once() -> TestResult {
+    let (_router, addr) = router().await?;
+    let mut stream = Stream::open(addr).await?;
+    stream
+        .tell(duplex(headers(&post("/v1/chat/completions"), false), true))
+        .await?;
+    let secret = user("my password = hunter2").to_string().into_bytes();
+    stream.tell(duplex(chunk(&secret, true), false)).await?;
+    let local = stream.answer().await?;
+    assert_eq!(
+        local.immediate()?.status.as_ref().map(|s| s.code),
+        Some(422)
+    );
+
+    // A path the router does not decide: its headers are answered at once and its body goes
+    // back as it came, chunk by chunk.
+    let mut stream = Stream::open(addr).await?;
+    stream
+        .tell(duplex(
+            headers(&[(":method", "POST"), (":path", "/v1/embeddings")], false),
+            true,
+        ))
+        .await?;
+    let reply = stream.answer().await?;
+    assert!(reply.set_headers()?.is_empty());
+    stream
+        .tell(duplex(chunk(b"{\"input\":", false), false))
+        .await?;
+    let echoed = stream.answer().await?;
+    assert_eq!(echoed.streamed()?.body, b"{\"input\":");
+    assert!(!echoed.streamed()?.end_of_stream);
+    stream.tell(duplex(chunk(b"\"x\"}", true), false)).await?;
+    let last = stream.answer().await?;
+    assert_eq!(last.streamed()?.body, b"\"x\"}");
+    assert!(last.streamed()?.end_of_stream);
     Ok(())
 }

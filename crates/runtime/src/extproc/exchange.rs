@@ -6,8 +6,14 @@
 //! - request headers: a proxied path (`POST /v1/chat/completions`, `POST /v1/responses`) is
 //!   remembered; headers only the router may set are removed from what goes upstream; other
 //!   paths pass through untouched.
-//! - request body (buffered whole by Envoy): the decision. A forward becomes a body mutation and
-//!   header mutations; an error, a refusal or a cache hit becomes an immediate response.
+//! - request body: the decision. A forward becomes a body mutation and header mutations; an
+//!   error, a refusal or a cache hit becomes an immediate response.
+//!   - `BUFFERED`: Envoy sends the body whole after the headers' answer; the headers are
+//!     answered at once and the decision rides on the body's answer.
+//!   - `FULL_DUPLEX_STREAMED` (told in the stream's first message): Envoy sends the headers and
+//!     the body's chunks without waiting, so nothing is answered until the body is whole; then
+//!     the headers' answer carries the decision's header mutations and the body's answer the
+//!     new body. One round trip instead of two.
 //! - response headers: the `x-sr-*` decision headers are added; the status is reported, and a
 //!   5xx is told to the session layer, as the proxy does.
 //!
@@ -18,6 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use envoy_types::pb::envoy::extensions::filters::http::ext_proc::v3::processing_mode::BodySendMode;
 use envoy_types::pb::envoy::service::ext_proc::v3::{
     processing_request::Request as Message, HttpBody, HttpHeaders, ProcessingRequest,
     ProcessingResponse,
@@ -66,6 +73,29 @@ struct Arrived {
     api: Api,
     headers: HeaderMap,
     done: Completion,
+    /// Full duplex: the client's router-only headers, removed with the decision's answer.
+    remove: Vec<String>,
+    /// Full duplex: the body's chunks so far.
+    body: Vec<u8>,
+}
+
+/// What the decision made of a request.
+enum Outcome {
+    /// The router's own answer (an error, a refusal, a cache hit).
+    Answer(ProcessingResponse),
+    /// Go on upstream with this body and these headers set.
+    Forward { body: Vec<u8>, set: HeaderMap },
+}
+
+/// Which message completed the request, and so which answers the decision owes.
+#[derive(Clone, Copy)]
+enum Whole {
+    /// Headers with `end_of_stream`: no body follows.
+    Headers,
+    /// A body message with `end_of_stream`, or a full duplex body over the size limit.
+    Body,
+    /// Trailers after a full duplex body.
+    Trailers,
 }
 
 /// A forwarded request, until its response's status is known.
@@ -79,6 +109,8 @@ struct Sent {
 /// One request's processing stream.
 pub struct Exchange {
     stage: Stage,
+    /// Envoy sends the request body `FULL_DUPLEX_STREAMED`.
+    duplex: bool,
 }
 
 impl Default for Exchange {
@@ -91,25 +123,32 @@ impl Exchange {
     pub fn new() -> Exchange {
         Exchange {
             stage: Stage::Fresh,
+            duplex: false,
         }
     }
 
-    /// Answers one message of the stream (every message gets exactly one answer).
+    /// Answers one message of the stream. Every message gets exactly one answer, in order; in
+    /// full duplex the request's messages are answered together once its body is whole, so a
+    /// message may get none now and a later one several.
     pub async fn step(
         &mut self,
         pipeline: Pipeline<'_>,
         message: ProcessingRequest,
-    ) -> ProcessingResponse {
+    ) -> Vec<ProcessingResponse> {
+        // Envoy states its body mode on the stream's first message.
+        if let Some(config) = &message.protocol_config {
+            self.duplex = config.request_body_mode == BodySendMode::FullDuplexStreamed as i32;
+        }
         match message.request {
             Some(Message::RequestHeaders(headers)) => self.request_headers(pipeline, headers).await,
             Some(Message::RequestBody(body)) => self.request_body(pipeline, body).await,
-            Some(Message::ResponseHeaders(headers)) => self.response_headers(&headers),
-            Some(Message::ResponseBody(_)) => wire::unchanged(Phase::ResponseBody),
-            Some(Message::RequestTrailers(_)) => wire::unchanged(Phase::RequestTrailers),
-            Some(Message::ResponseTrailers(_)) => wire::unchanged(Phase::ResponseTrailers),
+            Some(Message::RequestTrailers(_)) => self.request_trailers(pipeline).await,
+            Some(Message::ResponseHeaders(headers)) => vec![self.response_headers(&headers)],
+            Some(Message::ResponseBody(_)) => vec![wire::unchanged(Phase::ResponseBody)],
+            Some(Message::ResponseTrailers(_)) => vec![wire::unchanged(Phase::ResponseTrailers)],
             // A message with no phase asks nothing; answering it as headers keeps the stream
             // one answer per message.
-            None => wire::unchanged(Phase::RequestHeaders),
+            None => vec![wire::unchanged(Phase::RequestHeaders)],
         }
     }
 
@@ -117,7 +156,7 @@ impl Exchange {
         &mut self,
         pipeline: Pipeline<'_>,
         message: HttpHeaders,
-    ) -> ProcessingResponse {
+    ) -> Vec<ProcessingResponse> {
         let started = Instant::now();
         let read = wire::read_headers(message.headers.as_ref());
         let remove = untrusted(&read.map);
@@ -126,42 +165,124 @@ impl Exchange {
             ("/v1/responses", m) if m == Method::POST => Api::Responses,
             _ => {
                 self.stage = Stage::Passing;
-                return wire::request_headers(wire::mutation(&HeaderMap::new(), remove));
+                return vec![wire::request_headers(wire::mutation(
+                    &HeaderMap::new(),
+                    remove,
+                ))];
             }
         };
         let done = new_completion(pipeline, &read.map, api.endpoint(), started);
+        // Buffered, the removal goes with this answer; in full duplex, with the decision's.
+        let (now, later) = if self.duplex {
+            (Vec::new(), remove)
+        } else {
+            (remove, Vec::new())
+        };
         self.stage = Stage::Asked(Box::new(Arrived {
             api,
             headers: read.map,
             done,
+            remove: later,
+            body: Vec::new(),
         }));
         if message.end_of_stream {
             // No body will follow: decide on an empty one, as the proxy does (a 400).
-            return self.decide(pipeline, Bytes::new()).await;
+            return self.decided(pipeline, Whole::Headers, now).await;
         }
-        wire::request_headers(wire::mutation(&HeaderMap::new(), remove))
+        if self.duplex {
+            return Vec::new();
+        }
+        vec![wire::request_headers(wire::mutation(
+            &HeaderMap::new(),
+            now,
+        ))]
     }
 
-    async fn request_body(&mut self, pipeline: Pipeline<'_>, body: HttpBody) -> ProcessingResponse {
-        if !matches!(self.stage, Stage::Asked(_)) {
-            return wire::unchanged(Phase::RequestBody);
+    async fn request_body(
+        &mut self,
+        pipeline: Pipeline<'_>,
+        message: HttpBody,
+    ) -> Vec<ProcessingResponse> {
+        let Stage::Asked(arrived) = &mut self.stage else {
+            // In full duplex Envoy sends on only what it is answered: a body the router does
+            // not decide goes back as it came.
+            if self.duplex {
+                return vec![wire::streamed_body(message.body, message.end_of_stream)];
+            }
+            return vec![wire::unchanged(Phase::RequestBody)];
+        };
+        if !self.duplex {
+            arrived.body = message.body;
+            return self.decided(pipeline, Whole::Body, Vec::new()).await;
         }
-        self.decide(pipeline, Bytes::from(body.body)).await
+        arrived.body.extend_from_slice(&message.body);
+        // Over the limit there is no need to wait for the rest: the answer is a 413.
+        if message.end_of_stream || arrived.body.len() > pipeline.max_body_bytes {
+            return self.decided(pipeline, Whole::Body, Vec::new()).await;
+        }
+        Vec::new()
+    }
+
+    async fn request_trailers(&mut self, pipeline: Pipeline<'_>) -> Vec<ProcessingResponse> {
+        if self.duplex && matches!(self.stage, Stage::Asked(_)) {
+            return self.decided(pipeline, Whole::Trailers, Vec::new()).await;
+        }
+        vec![wire::unchanged(Phase::RequestTrailers)]
+    }
+
+    /// The decision on the whole request, as the answers its messages are owed. `remove` is
+    /// a headers-phase removal not yet sent.
+    async fn decided(
+        &mut self,
+        pipeline: Pipeline<'_>,
+        whole: Whole,
+        remove: Vec<String>,
+    ) -> Vec<ProcessingResponse> {
+        let Stage::Asked(arrived) = std::mem::replace(&mut self.stage, Stage::Over) else {
+            return vec![wire::unchanged(Phase::RequestBody)];
+        };
+        let mut arrived = *arrived;
+        let mut remove = remove;
+        remove.append(&mut arrived.remove);
+        let (body, set) = match self.decide(pipeline, arrived).await {
+            Outcome::Answer(answer) => return vec![answer],
+            Outcome::Forward { body, set } => (body, set),
+        };
+        match (self.duplex, whole) {
+            // The body is replaced only where one was sent.
+            (_, Whole::Headers) => {
+                vec![wire::request_headers_rerouted(wire::mutation(&set, remove))]
+            }
+            (false, _) => vec![wire::request_body(body, wire::mutation(&set, remove))],
+            (true, Whole::Body) => vec![
+                wire::request_headers_rerouted(wire::mutation(&set, remove)),
+                wire::streamed_body(body, true),
+            ],
+            (true, Whole::Trailers) => vec![
+                wire::request_headers_rerouted(wire::mutation(&set, remove)),
+                wire::streamed_body(body, false),
+                wire::unchanged(Phase::RequestTrailers),
+            ],
+        }
     }
 
     /// The decision on the whole body, and what Envoy is to do with the request.
-    async fn decide(&mut self, pipeline: Pipeline<'_>, bytes: Bytes) -> ProcessingResponse {
-        let Stage::Asked(arrived) = std::mem::replace(&mut self.stage, Stage::Over) else {
-            return wire::unchanged(Phase::RequestBody);
-        };
-        let Arrived { api, headers, done } = *arrived;
+    async fn decide(&mut self, pipeline: Pipeline<'_>, arrived: Arrived) -> Outcome {
+        let Arrived {
+            api,
+            headers,
+            done,
+            body,
+            ..
+        } = arrived;
+        let bytes = Bytes::from(body);
         if bytes.len() > pipeline.max_body_bytes {
             let error = ApiError::payload_too_large(pipeline.max_body_bytes);
-            return wire::immediate(answer_error(done, error)).await;
+            return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
         }
         let (parsed, view) = match intake::parse(api, &bytes, &headers, &done.trace) {
             Ok(parsed) => parsed,
-            Err(error) => return wire::immediate(answer_error(done, error)).await,
+            Err(error) => return Outcome::Answer(wire::immediate(answer_error(done, error)).await),
         };
         let snapshot = pipeline.store.current();
         let request = Parsed {
@@ -171,13 +292,16 @@ impl Exchange {
             headers: &headers,
         };
         let (plan, mut done) = match decide_step(pipeline, &snapshot, request, done).await {
-            Decided::Answer(answer) => return wire::immediate(answer).await,
+            Decided::Answer(answer) => return Outcome::Answer(wire::immediate(answer).await),
             Decided::Forward { plan, done } => (plan, *done),
         };
         note_plan(&mut done.record, snapshot.policy(), &plan);
         let model_id = match first_fitting(pipeline, &snapshot, &plan, &view) {
             Ok(id) => id,
-            Err(detail) => return wire::immediate(answer_error(done, too_long(&detail))).await,
+            Err(detail) => {
+                let answer = answer_error(done, too_long(&detail));
+                return Outcome::Answer(wire::immediate(answer).await);
+            }
         };
         let route = plan
             .route
@@ -197,17 +321,17 @@ impl Exchange {
             snapshot.wire.get(model_id.index()),
         ) else {
             let error = ApiError::internal("the plan names a model the policy lacks");
-            return wire::immediate(answer_error(done, error)).await;
+            return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
         };
         let Some(endpoint) = snapshot.endpoints.get(model.backend.index()) else {
             let error = ApiError::internal("the model's backend is missing");
-            return wire::immediate(answer_error(done, error)).await;
+            return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
         };
         let body = match shaping.body(wire_model) {
             Ok(body) => body,
             Err(err) => {
                 let error = ApiError::bad_request(err.to_string());
-                return wire::immediate(answer_error(done, error)).await;
+                return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
             }
         };
         let mut set = shaping.router_headers().clone();
@@ -229,8 +353,8 @@ impl Exchange {
             sent_at: Instant::now(),
             outcomes: plan.session.as_ref().and_then(|s| s.outcomes.clone()),
         }));
-        // The client's router-only headers went in the headers phase; these overwrite.
-        wire::request_body(body, wire::mutation(&set, Vec::new()))
+        // The client's router-only headers are removed beside these, which overwrite.
+        Outcome::Forward { body, set }
     }
 
     fn response_headers(&mut self, message: &HttpHeaders) -> ProcessingResponse {

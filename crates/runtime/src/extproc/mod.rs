@@ -3,14 +3,18 @@
 //! response cache and metrics).
 //!
 //! Each gRPC stream is one HTTP request passing through the gateway; an [`Exchange`] answers its
-//! messages with the shared pipeline steps. Envoy must send the request body `BUFFERED` and the
-//! response headers; the response body is never asked for, so streamed answers flow untouched
-//! (see `deploy/envoy/`).
+//! messages with the shared pipeline steps. Envoy must send the request body (`BUFFERED`, or
+//! `FULL_DUPLEX_STREAMED` to save a round trip) and the response headers; the response body is
+//! never asked for, so streamed answers flow untouched (see `deploy/envoy/`).
 
 pub mod exchange;
 pub mod wire;
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
@@ -18,8 +22,8 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
 };
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
-use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::watch;
+use tonic::codegen::tokio_stream::Stream;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -38,28 +42,74 @@ struct Processor {
 
 #[tonic::async_trait]
 impl ExternalProcessor for Processor {
-    type ProcessStream = ReceiverStream<Result<ProcessingResponse, Status>>;
+    type ProcessStream = Answers;
 
     async fn process(
         &self,
         request: Request<Streaming<ProcessingRequest>>,
     ) -> Result<Response<Self::ProcessStream>, Status> {
-        let mut inbound = request.into_inner();
-        // One answer per message, and Envoy waits for each: a small buffer is enough.
-        let (replies, stream) = mpsc::channel(4);
-        let app = Arc::clone(&self.app);
-        tokio::spawn(async move {
-            let mut exchange = Exchange::new();
-            // A stream error is Envoy going away (the request ended or was reset); the
-            // exchange's report covers the request either way.
-            while let Ok(Some(message)) = inbound.message().await {
-                let reply = exchange.step(app.pipeline(), message).await;
-                if replies.send(Ok(reply)).await.is_err() {
-                    break;
+        let turn = Turn {
+            inbound: request.into_inner(),
+            exchange: Exchange::new(),
+            app: Arc::clone(&self.app),
+        };
+        Ok(Response::new(Answers {
+            ready: VecDeque::new(),
+            next: Some(Box::pin(turn.next())),
+        }))
+    }
+}
+
+/// What one stream carries from message to message.
+struct Turn {
+    inbound: Streaming<ProcessingRequest>,
+    exchange: Exchange,
+    app: Arc<App>,
+}
+
+impl Turn {
+    /// Reads the next message and answers it (with none, one or several answers); `None` once
+    /// Envoy ends the stream. A stream error is Envoy going away (the request ended or was
+    /// reset); the exchange's report covers the request either way.
+    async fn next(mut self) -> Option<(Vec<ProcessingResponse>, Turn)> {
+        let message = self.inbound.message().await.ok()??;
+        let replies = self.exchange.step(self.app.pipeline(), message).await;
+        Some((replies, self))
+    }
+}
+
+type Answering = Pin<Box<dyn Future<Output = Option<(Vec<ProcessingResponse>, Turn)>> + Send>>;
+
+/// The answers of one stream, each made while the server's stream task polls for it: the
+/// exchange runs in the task that writes its answers, so a message is read, decided and
+/// answered without waking another task on the way.
+pub struct Answers {
+    ready: VecDeque<ProcessingResponse>,
+    next: Option<Answering>,
+}
+
+impl Stream for Answers {
+    type Item = Result<ProcessingResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if let Some(reply) = self.ready.pop_front() {
+                return Poll::Ready(Some(Ok(reply)));
+            }
+            let Some(next) = self.next.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match next.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some((replies, turn))) => {
+                    self.ready.extend(replies);
+                    self.next = Some(Box::pin(turn.next()));
+                }
+                Poll::Ready(None) => {
+                    self.next = None;
                 }
             }
-        });
-        Ok(Response::new(ReceiverStream::new(stream)))
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::r#type::v3::HttpStatus;
 use envoy_types::pb::envoy::service::ext_proc::v3::{
     body_mutation, processing_response, BodyMutation, BodyResponse, CommonResponse, HeaderMutation,
-    HeadersResponse, ImmediateResponse, ProcessingResponse,
+    HeadersResponse, ImmediateResponse, ProcessingResponse, StreamedBodyResponse,
 };
 use http_body_util::BodyExt;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -90,6 +90,38 @@ pub fn request_headers(header_mutation: HeaderMutation) -> ProcessingResponse {
             }),
         },
     ))
+}
+
+/// Go on with the request's headers, mutated, and match the route again on them (full duplex:
+/// the decision's headers ride on the headers' answer).
+pub fn request_headers_rerouted(header_mutation: HeaderMutation) -> ProcessingResponse {
+    reply(processing_response::Response::RequestHeaders(
+        HeadersResponse {
+            response: Some(CommonResponse {
+                header_mutation: Some(header_mutation),
+                clear_route_cache: true,
+                ..CommonResponse::default()
+            }),
+        },
+    ))
+}
+
+/// A full duplex body's answer: `body` is what goes on, `end_of_stream` when it is the last.
+pub fn streamed_body(body: Vec<u8>, end_of_stream: bool) -> ProcessingResponse {
+    reply(processing_response::Response::RequestBody(BodyResponse {
+        response: Some(CommonResponse {
+            body_mutation: Some(BodyMutation {
+                mutation: Some(body_mutation::Mutation::StreamedResponse(
+                    StreamedBodyResponse {
+                        body,
+                        end_of_stream,
+                        ..StreamedBodyResponse::default()
+                    },
+                )),
+            }),
+            ..CommonResponse::default()
+        }),
+    }))
 }
 
 /// Go on with the response's headers, mutated.

@@ -53,6 +53,26 @@ pub fn message_timeout(checked: &CheckedPolicy, model_timeout: Duration) -> Dura
     BASE_MESSAGE_TIMEOUT + model_timeout * models as u32 + REDIS_CALL_TIMEOUT * redis as u32
 }
 
+/// What the filter sends the router. Failing closed, the body goes `FULL_DUPLEX_STREAMED`:
+/// headers and body are answered together once the body is whole, one round trip for the
+/// decision (the mode needs the trailers, which can end a body). Failing open it goes
+/// `BUFFERED`: Envoy can only pass a request on without the router if it kept the body itself.
+fn processing_mode(fail_open: bool) -> Value {
+    let (body, trailers) = if fail_open {
+        ("BUFFERED", "SKIP")
+    } else {
+        ("FULL_DUPLEX_STREAMED", "SEND")
+    };
+    json!({
+        "request_header_mode": "SEND",
+        "request_body_mode": body,
+        "request_trailer_mode": trailers,
+        "response_header_mode": "SEND",
+        "response_body_mode": "NONE",
+        "response_trailer_mode": "SKIP",
+    })
+}
+
 /// Envoy's duration form: `2.450s`.
 fn seconds(d: Duration) -> String {
     format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
@@ -169,14 +189,7 @@ pub fn config(checked: &CheckedPolicy, opts: &Options) -> Result<Value> {
             },
             "failure_mode_allow": opts.fail_open,
             "message_timeout": seconds(timeout),
-            "processing_mode": {
-                "request_header_mode": "SEND",
-                "request_body_mode": "BUFFERED",
-                "request_trailer_mode": "SKIP",
-                "response_header_mode": "SEND",
-                "response_body_mode": "NONE",
-                "response_trailer_mode": "SKIP",
-            },
+            "processing_mode": processing_mode(opts.fail_open),
             "route_cache_action": "CLEAR",
         }
     });
