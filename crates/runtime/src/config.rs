@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use src_compiler::EngineKind;
 
+use crate::limits::ConnectionLimits;
 use crate::otel::OtlpOptions;
 use crate::sim::SimConfig;
 
@@ -62,6 +63,8 @@ pub struct ServeConfig {
     pub record_max_bytes: u64,
     /// Where the request phases' spans are exported (OTLP/HTTP); `None`: no spans.
     pub otlp: Option<OtlpOptions>,
+    /// Bounds on each client connection (slow or hostile clients).
+    pub limits: ConnectionLimits,
 }
 
 /// The admin listener's bearer token. `Debug` never shows it.
@@ -128,6 +131,7 @@ impl ServeConfig {
             record: None,
             record_max_bytes: crate::record::DEFAULT_MAX_BYTES,
             otlp: None,
+            limits: ConnectionLimits::from_env(),
         }
     }
 

@@ -38,15 +38,6 @@ use crate::pipeline::shape::{over_context, set_model_headers, ShapeInput, Shapin
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
 use crate::policy_store::Snapshot;
 
-/// Request headers that only the router sets: a client's are removed on the way upstream (with
-/// every `x-sr-*` header), never trusted.
-const ROUTER_SET: [&str; 4] = [
-    headers::SELECTED_MODEL,
-    headers::GATEWAY_MODEL_NAME,
-    headers::DYNAMO_SESSION_ID,
-    headers::SR_BACKEND,
-];
-
 /// Where one request stands.
 enum Stage {
     /// Nothing seen yet.
@@ -303,7 +294,7 @@ fn untrusted(client: &HeaderMap) -> Vec<String> {
     let mut names: Vec<String> = client
         .keys()
         .map(|name| name.as_str())
-        .filter(|name| name.starts_with(headers::SR_PREFIX) || ROUTER_SET.contains(name))
+        .filter(|name| headers::router_owned(name))
         .map(str::to_owned)
         .collect();
     names.dedup();

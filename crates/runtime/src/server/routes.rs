@@ -105,7 +105,8 @@ const MAX_OUTCOME_BYTES: usize = 16 << 10;
 /// `POST /v1/router/outcomes`, answered by the session layer under the current policy.
 async fn outcomes(app: &App, request: Request<Incoming>) -> Response<ProxyBody> {
     let (parts, body) = request.into_parts();
-    let bytes = match intake::read_body(body, &parts.headers, MAX_OUTCOME_BYTES).await {
+    let limit = (MAX_OUTCOME_BYTES, app.cfg.limits.body_read_timeout);
+    let bytes = match intake::read_body_within(body, &parts.headers, limit).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
