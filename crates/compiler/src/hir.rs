@@ -213,6 +213,10 @@ pub struct BackendDef {
     pub api_key_env: Option<String>,
     pub timeout_ms: Option<u64>,
     pub simulated: bool,
+    /// Whether the client's credentials (`authorization`, `api-key`, `x-api-key`) are sent on
+    /// when no `api_key` replaces them: `client_auth`, by default `drop` with an `api_key` and
+    /// `forward` without.
+    pub forward_client_auth: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -52,6 +52,10 @@ pub fn router_owned(name: &str) -> bool {
     name.starts_with(SR_PREFIX) || ROUTER_SET.contains(&name)
 }
 
+/// Request headers that carry a client's credentials. They reach a backend only when it says
+/// `client_auth = forward` (the default without an `api_key`); `cookie` never does.
+pub const CLIENT_CREDENTIALS: [&str; 3] = ["authorization", "api-key", "x-api-key"];
+
 /// Request id forwarded upstream and read from clients.
 pub const REQUEST_ID: &str = "x-request-id";
 /// W3C trace context.

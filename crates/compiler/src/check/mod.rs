@@ -20,6 +20,7 @@
 mod builtins;
 mod cases;
 mod catalog;
+mod credentials;
 mod decls;
 mod implication;
 mod labels;
@@ -261,6 +262,7 @@ impl<'a> Checker<'a> {
             self.check_shadowed_routes();
         }
         self.check_unused();
+        self.check_client_credentials();
     }
 
     /// A path written in the policy, resolved against the policy root.

@@ -34,7 +34,9 @@ use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::{count_fallback, note_plan, too_long};
-use crate::pipeline::shape::{over_context, set_model_headers, ShapeInput, Shaping};
+use crate::pipeline::shape::{
+    dropped_credentials, over_context, set_model_headers, ShapeInput, Shaping,
+};
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
 use crate::policy_store::Snapshot;
 
@@ -220,8 +222,13 @@ impl Exchange {
             sent_at: Instant::now(),
             outcomes: plan.session.as_ref().and_then(|s| s.outcomes.clone()),
         }));
-        // The client's router-only headers went in the headers phase; these overwrite.
-        wire::request_body(body, wire::mutation(&set, Vec::new()))
+        // The client's router-only headers went in the headers phase; these overwrite, and the
+        // client's credentials go where the chosen backend drops them.
+        let remove = dropped_credentials(endpoint)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        wire::request_body(body, wire::mutation(&set, remove))
     }
 
     fn response_headers(&mut self, message: &HttpHeaders) -> ProcessingResponse {
@@ -289,12 +296,12 @@ fn first_fitting(
     Err(skipped.join("; "))
 }
 
-/// The client's headers that only the router may set.
+/// The client's headers that only the router may set, and its cookies (never a backend's).
 fn untrusted(client: &HeaderMap) -> Vec<String> {
     let mut names: Vec<String> = client
         .keys()
         .map(|name| name.as_str())
-        .filter(|name| headers::router_owned(name))
+        .filter(|name| headers::router_owned(name) || *name == "cookie")
         .map(str::to_owned)
         .collect();
     names.dedup();
