@@ -5,7 +5,7 @@
 //! cannot disagree with the checker about what a name meant. Spans point back into the source
 //! for traces and diagnostics.
 
-use src_dsl::ast::{Device, FailMode, Missing, ProtectMode, Reasoning};
+use src_dsl::ast::{Device, FailMode, Missing, Outcomes, ProtectMode, Reasoning};
 use src_dsl::{SourceMap, Span};
 use std::path::PathBuf;
 
@@ -345,6 +345,8 @@ pub struct SessionDef {
     pub ttl_ms: u64,
     pub store: StoreDef,
     pub missing: Missing,
+    /// Who may report outcomes for a session; `any` when not declared.
+    pub outcomes: Outcomes,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -65,6 +65,9 @@ pub struct ServeConfig {
     pub otlp: Option<OtlpOptions>,
     /// Bounds on each client connection (slow or hostile clients).
     pub limits: ConnectionLimits,
+    /// The bearer tokens that may report outcomes under `session { outcomes = keys }`
+    /// (`SRC_OUTCOME_KEYS`, comma-separated).
+    pub outcome_keys: Vec<AdminToken>,
 }
 
 /// The admin listener's bearer token. `Debug` never shows it.
@@ -79,6 +82,20 @@ impl AdminToken {
     pub fn new(token: impl Into<String>) -> Option<AdminToken> {
         let token = token.into();
         (!token.is_empty()).then_some(AdminToken(token))
+    }
+
+    /// The variable of the tokens that may report outcomes (`session { outcomes = keys }`).
+    pub const OUTCOME_KEYS_ENV: &'static str = "SRC_OUTCOME_KEYS";
+
+    /// The comma-separated tokens of the variable `name` (empty ones skipped).
+    pub fn list_from_env(name: &str) -> Vec<AdminToken> {
+        std::env::var(name)
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|t| AdminToken::new(t.trim()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The token of `SRC_ADMIN_TOKEN`, if set and not empty.
@@ -98,6 +115,12 @@ impl AdminToken {
             return false;
         };
         given.ct_eq(self.0.as_bytes()).into()
+    }
+
+    /// Whether a header value is this token itself (no scheme), compared in constant time.
+    pub fn admits_bare(&self, given: Option<&[u8]>) -> bool {
+        use subtle::ConstantTimeEq;
+        given.is_some_and(|g| bool::from(g.ct_eq(self.0.as_bytes())))
     }
 }
 
@@ -132,6 +155,7 @@ impl ServeConfig {
             record_max_bytes: crate::record::DEFAULT_MAX_BYTES,
             otlp: None,
             limits: ConnectionLimits::from_env(),
+            outcome_keys: AdminToken::list_from_env(AdminToken::OUTCOME_KEYS_ENV),
         }
     }
 

@@ -8,6 +8,7 @@
 mod accept;
 pub mod admin;
 pub mod health;
+pub mod outcome_access;
 pub mod routes;
 
 use std::convert::Infallible;
