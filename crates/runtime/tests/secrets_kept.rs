@@ -112,7 +112,10 @@ async fn no_secret_is_logged_recorded_exported_or_counted() -> TestResult {
         (user("hello"), 200),
         (user("segfault in the parser"), 200),
         (user("my password = hunter2"), 422),
-        (json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}), 404),
+        (
+            json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}),
+            404,
+        ),
         (json!({"model": "auto", "messages": []}), 400),
     ];
     let mut ids = Vec::new();
@@ -137,9 +140,8 @@ async fn no_secret_is_logged_recorded_exported_or_counted() -> TestResult {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let metrics = router.get("/metrics").await?.body;
-    let log: Vec<u8> = serde_json::to_vec(
-        &*router.log.lock().unwrap_or_else(PoisonError::into_inner),
-    )?;
+    let log: Vec<u8> =
+        serde_json::to_vec(&*router.log.lock().unwrap_or_else(PoisonError::into_inner))?;
     router.server.shutdown().await?;
     let mut recorded = Vec::new();
     for entry in std::fs::read_dir(record.path())? {
@@ -147,7 +149,10 @@ async fn no_secret_is_logged_recorded_exported_or_counted() -> TestResult {
     }
 
     // The outputs hold the requests (so the search below searched something)...
-    assert!(contains(&recorded, "segfault in the parser"), "nothing recorded");
+    assert!(
+        contains(&recorded, "segfault in the parser"),
+        "nothing recorded"
+    );
     assert!(contains(&log, "secret-case-4"), "nothing logged");
     assert!(contains(&metrics, "src_requests_total"), "no metrics");
     // ...and none of the secrets.
@@ -158,7 +163,12 @@ async fn no_secret_is_logged_recorded_exported_or_counted() -> TestResult {
         ("OTLP exports", exports.all().concat()),
     ];
     for (what, bytes) in &outputs {
-        for secret in [BEARER_SECRET, X_API_KEY_SECRET, API_KEY_SECRET, PROXY_SECRET] {
+        for secret in [
+            BEARER_SECRET,
+            X_API_KEY_SECRET,
+            API_KEY_SECRET,
+            PROXY_SECRET,
+        ] {
             assert!(!contains(bytes, secret), "`{secret}` is in the {what}");
         }
     }
