@@ -2,8 +2,8 @@
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
 # for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
 # for the metrics tests, the `openai` Python client for the client test, Envoy for the gateway
-# tests, `jsonschema` for the SARIF test, NVIDIA Dynamo for the Dynamo test, and the model
-# directories (scripts/models.sh).
+# tests, `jsonschema` for the SARIF test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
+# OpenAPI test, and the model directories (scripts/models.sh).
 # Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +66,14 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "$dynamo_ok" 2>/dev/
     'kubernetes>=32.0.1,<33' 'msgspec>=0.19' 'prometheus-client>=0.23.1,<1' 'pyzmq>=26' \
     'redis>=6.2,<9' tqdm 'transformers>=4.56' 'typing-extensions>=4.10' 'zstandard>=0.23,<1' \
     'openai==3.57.0' tokenizers
+fi
+
+# schemathesis, for the OpenAPI run against `src serve` (tests/e2e/schemathesis.sh).
+venv=.cache/venv-schemathesis
+if [[ ! -x "$venv/bin/schemathesis" ]] || ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q ' 4\.32\.5$'; then
+  echo "== schemathesis ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'schemathesis==4.32.5'
 fi
 
 scripts/models.sh

@@ -33,6 +33,9 @@ tests/e2e/openai_client.sh "$src" .cache/venv-e2e/bin/python
 echo "== the official openai client continuing a conversation across a model switch"
 tests/e2e/responses_client.sh "$src" .cache/venv-e2e/bin/python
 
+echo "== schemathesis against src serve, from docs/openapi.yaml"
+tests/e2e/schemathesis.sh "$src" .cache/venv-schemathesis/bin/schemathesis
+
 echo "== src serve in front of a real NVIDIA Dynamo frontend"
 tests/e2e/dynamo/run.sh "$src"
 

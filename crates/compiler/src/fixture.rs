@@ -219,6 +219,7 @@ impl PolicyBuilder {
                 api_key_env: None,
                 timeout_ms: None,
                 simulated: true,
+                forward_client_auth: true,
             }],
             models: vec![model_def("small", 0.1), model_def("strong", 1.0)],
             classifiers: vec![ClassifierDef {

@@ -5,7 +5,7 @@
 //! cannot disagree with the checker about what a name meant. Spans point back into the source
 //! for traces and diagnostics.
 
-use src_dsl::ast::{Device, FailMode, Missing, ProtectMode, Reasoning};
+use src_dsl::ast::{Device, FailMode, Missing, Outcomes, ProtectMode, Reasoning};
 use src_dsl::{SourceMap, Span};
 use std::path::PathBuf;
 
@@ -229,6 +229,10 @@ pub struct BackendDef {
     pub api_key_env: Option<String>,
     pub timeout_ms: Option<u64>,
     pub simulated: bool,
+    /// Whether the client's credentials (`authorization`, `api-key`, `x-api-key`) are sent on
+    /// when no `api_key` replaces them: `client_auth`, by default `drop` with an `api_key` and
+    /// `forward` without.
+    pub forward_client_auth: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -357,6 +361,8 @@ pub struct SessionDef {
     pub ttl_ms: u64,
     pub store: StoreDef,
     pub missing: Missing,
+    /// Who may report outcomes for a session; `any` when not declared.
+    pub outcomes: Outcomes,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -61,6 +61,8 @@ pub enum RequestError {
     Body { found: &'static str },
     #[error("`{path}` is missing")]
     Missing { path: String },
+    #[error("`{path}` must not be empty")]
+    Empty { path: String },
     #[error("`{path}` must be {expected}, found {found}")]
     WrongType {
         path: String,
@@ -74,7 +76,9 @@ impl RequestError {
     pub fn path(&self) -> Option<&str> {
         match self {
             RequestError::Body { .. } => None,
-            RequestError::Missing { path } | RequestError::WrongType { path, .. } => Some(path),
+            RequestError::Missing { path }
+            | RequestError::Empty { path }
+            | RequestError::WrongType { path, .. } => Some(path),
         }
     }
 }
@@ -98,6 +102,13 @@ impl RequestView {
         };
         for (i, message) in messages.iter().enumerate() {
             read_chat_message(message, &format!("messages[{i}]"), &mut facts)?;
+        }
+        // A conversation of no messages is nothing a model can answer: refused here rather than
+        // routed on an empty prompt and refused by the backend.
+        if messages.is_empty() {
+            return Err(RequestError::Empty {
+                path: "messages".into(),
+            });
         }
         Ok(facts.finish())
     }
@@ -286,6 +297,9 @@ fn read_chat_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(
         return Err(wrong(path.into(), "an object", message));
     };
     let role = role_of(message, path)?;
+    if matches!(role, "system" | "developer" | "user") {
+        require_content(message, path)?;
+    }
     let text = content_text(message.get("content"), path, &["text"])?;
     match role {
         "system" | "developer" => facts.message(Role::System, &text),
@@ -456,6 +470,20 @@ fn array_len(obj: &Map<String, Value>, key: &str) -> Result<i64, RequestError> {
         None | Some(Value::Null) => Ok(0),
         Some(Value::Array(items)) => Ok(i64::try_from(items.len()).unwrap_or(i64::MAX)),
         Some(other) => Err(wrong(key.into(), "an array or null", other)),
+    }
+}
+
+/// A system, developer or user message is its content (OpenAI refuses one without): only
+/// assistant turns that call tools, and results, may have none.
+fn require_content(message: &Map<String, Value>, path: &str) -> Result<(), RequestError> {
+    match message.get("content") {
+        None => Err(missing(&format!("{path}.content"))),
+        Some(Value::Null) => Err(RequestError::WrongType {
+            path: format!("{path}.content"),
+            expected: "a string or an array of content parts",
+            found: "null",
+        }),
+        Some(_) => Ok(()),
     }
 }
 

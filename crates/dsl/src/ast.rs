@@ -114,7 +114,8 @@ pub struct EnvRef {
     pub span: Span,
 }
 
-/// `backend NAME { url = ... catalog = ... api_key = env(...) timeout = ... simulated = true }`
+/// `backend NAME { url = ... catalog = ... api_key = env(...) timeout = ... simulated = true
+/// client_auth = forward|drop }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Backend {
     pub name: Ident,
@@ -123,6 +124,14 @@ pub struct Backend {
     pub api_key: Option<EnvRef>,
     pub timeout: Option<Spanned<Duration>>,
     pub simulated: Option<Spanned<bool>>,
+    pub client_auth: Option<Spanned<ClientAuth>>,
+}
+
+/// Whether a client's credentials (`authorization`, `api-key`, `x-api-key`) reach a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    Forward,
+    Drop,
 }
 
 /// `model NAME { backend = B serves = "id" aliases = [..] cost = N context = N tokenizer = ".." }`
@@ -268,7 +277,8 @@ pub enum Missing {
     Reject,
 }
 
-/// `session { id = EXPR tenant = EXPR ttl = D store = S missing = route|reject }`
+/// `session { id = EXPR tenant = EXPR ttl = D store = S missing = route|reject
+/// outcomes = any|admin|keys }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Session {
     pub id: Option<Expr>,
@@ -276,6 +286,18 @@ pub struct Session {
     pub ttl: Option<Spanned<Duration>>,
     pub store: Option<Spanned<Store>>,
     pub missing: Option<Spanned<Missing>>,
+    pub outcomes: Option<Spanned<Outcomes>>,
+}
+
+/// Who may report outcomes (`POST /v1/router/outcomes`) for a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcomes {
+    /// Any client that knows the session id.
+    Any,
+    /// Only a caller with the admin token (`SRC_ADMIN_TOKEN`).
+    Admin,
+    /// Only a caller with one of the keys in `SRC_OUTCOME_KEYS`.
+    Keys,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -44,7 +44,14 @@ pub const DECLARATION_KEYWORDS: &[&str] = KEYWORDS.split_at(14).0;
 
 /// The fields (and statements) each declaration body accepts, by declaration keyword.
 pub mod fields {
-    pub const BACKEND: &[&str] = &["url", "catalog", "api_key", "timeout", "simulated"];
+    pub const BACKEND: &[&str] = &[
+        "url",
+        "catalog",
+        "api_key",
+        "timeout",
+        "simulated",
+        "client_auth",
+    ];
     pub const MODEL: &[&str] = &[
         "backend",
         "serves",
@@ -67,7 +74,7 @@ pub mod fields {
         "cache",
     ];
     pub const CACHE: &[&str] = &["encoder", "threshold", "ttl", "store", "skip"];
-    pub const SESSION: &[&str] = &["id", "tenant", "ttl", "store", "missing"];
+    pub const SESSION: &[&str] = &["id", "tenant", "ttl", "store", "missing", "outcomes"];
     pub const PROTECT: &[&str] = &["mode", "hold"];
     pub const FAILURE: &[&str] = &["classifier", "store", "backend"];
     pub const ROUTER: &[&str] = &["names", "tokenizer"];
@@ -121,6 +128,8 @@ pub fn choices(keyword: &str, field: &str) -> &'static [&'static str] {
         ("route", "cache") => &["on", "off"],
         ("protect", "mode") => &["observe", "enforce"],
         ("session", "missing") => &["route", "reject"],
+        ("session", "outcomes") => &["any", "admin", "keys"],
+        ("backend", "client_auth") => &["forward", "drop"],
         ("failure", "classifier" | "store" | "backend") => &["open", "closed"],
         ("cache" | "session", "store") => &["memory", "redis(\"redis://127.0.0.1:6379\")"],
         ("backend", "simulated") => &["true", "false"],

@@ -240,20 +240,26 @@ fn backend() -> impl Strategy<Value = ItemKind> {
         prop::option::of(text()),
         prop::option::of(duration().prop_map(sp)),
         prop::option::of(any::<bool>().prop_map(sp)),
+        prop::option::of(
+            prop::sample::select(vec![ClientAuth::Forward, ClientAuth::Drop]).prop_map(sp),
+        ),
     )
-        .prop_map(|(name, url, catalog, key, timeout, simulated)| {
-            ItemKind::Backend(Backend {
-                name,
-                url: Some(sp(url)),
-                catalog,
-                api_key: key.map(|k| EnvRef {
-                    var: sp(k),
-                    span: s(),
-                }),
-                timeout,
-                simulated,
-            })
-        })
+        .prop_map(
+            |(name, url, catalog, key, timeout, simulated, client_auth)| {
+                ItemKind::Backend(Backend {
+                    name,
+                    url: Some(sp(url)),
+                    catalog,
+                    api_key: key.map(|k| EnvRef {
+                        var: sp(k),
+                        span: s(),
+                    }),
+                    timeout,
+                    simulated,
+                    client_auth,
+                })
+            },
+        )
 }
 
 fn model() -> impl Strategy<Value = ItemKind> {
@@ -414,20 +420,23 @@ fn cache() -> impl Strategy<Value = ItemKind> {
 
 fn session() -> impl Strategy<Value = ItemKind> {
     let missing = prop::sample::select(vec![Missing::Route, Missing::Reject]);
+    let outcomes = prop::sample::select(vec![Outcomes::Any, Outcomes::Admin, Outcomes::Keys]);
     (
         prop::option::of(expr()),
         prop::option::of(expr()),
         prop::option::of(duration().prop_map(sp)),
         store(),
         prop::option::of(missing.prop_map(sp)),
+        prop::option::of(outcomes.prop_map(sp)),
     )
-        .prop_map(|(id, tenant, ttl, store, missing)| {
+        .prop_map(|(id, tenant, ttl, store, missing, outcomes)| {
             ItemKind::Session(Session {
                 id,
                 tenant,
                 ttl,
                 store,
                 missing,
+                outcomes,
             })
         })
 }

@@ -269,7 +269,14 @@ fn completion_fits_the_context_even_in_half_typed_text() {
     let fields = complete(&mut c, &format!("{base}backend b {{\n  |caret|\n}}"));
     assert_eq!(
         fields,
-        ["api_key", "catalog", "simulated", "timeout", "url"]
+        [
+            "api_key",
+            "catalog",
+            "client_auth",
+            "simulated",
+            "timeout",
+            "url"
+        ]
     );
     // Signals and builtins in an expression.
     let expr = complete(&mut c, &format!("{base}signal s = co|caret|"));

@@ -31,6 +31,7 @@ impl App {
             log: &self.components.log,
             recorder: self.recorder.as_ref(),
             max_body_bytes: self.cfg.max_body_bytes,
+            body_read_timeout: self.cfg.limits.body_read_timeout,
         }
     }
 }

@@ -31,6 +31,9 @@ pub struct Endpoint {
     /// The URL up to and including the API version (`http://host:port/v1`), no trailing slash.
     pub base: String,
     pub authorization: Option<HeaderValue>,
+    /// Whether the client's credentials go on to this backend when no `authorization` of its
+    /// own replaces them (`client_auth`).
+    pub forward_client_auth: bool,
     /// How long the response head may take.
     pub timeout: Duration,
     pub simulated: bool,
@@ -57,6 +60,7 @@ impl Endpoint {
                 name: backend.name.clone(),
                 base: String::new(),
                 authorization: None,
+                forward_client_auth: backend.forward_client_auth,
                 timeout,
                 simulated: true,
                 sim: None,
@@ -70,6 +74,7 @@ impl Endpoint {
                 name: backend.name.clone(),
                 base: format!("{}/v1", sim.base_url()),
                 authorization: None,
+                forward_client_auth: backend.forward_client_auth,
                 timeout,
                 simulated: true,
                 sim: Some(sim),
@@ -98,6 +103,7 @@ impl Endpoint {
             name: backend.name.clone(),
             base,
             authorization,
+            forward_client_auth: backend.forward_client_auth,
             timeout,
             simulated: false,
             sim: None,

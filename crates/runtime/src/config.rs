@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use src_compiler::EngineKind;
 
+use crate::limits::ConnectionLimits;
 use crate::otel::OtlpOptions;
 use crate::sim::SimConfig;
 
@@ -62,6 +63,11 @@ pub struct ServeConfig {
     pub record_max_bytes: u64,
     /// Where the request phases' spans are exported (OTLP/HTTP); `None`: no spans.
     pub otlp: Option<OtlpOptions>,
+    /// Bounds on each client connection (slow or hostile clients).
+    pub limits: ConnectionLimits,
+    /// The bearer tokens that may report outcomes under `session { outcomes = keys }`
+    /// (`SRC_OUTCOME_KEYS`, comma-separated).
+    pub outcome_keys: Vec<AdminToken>,
 }
 
 /// The admin listener's bearer token. `Debug` never shows it.
@@ -76,6 +82,20 @@ impl AdminToken {
     pub fn new(token: impl Into<String>) -> Option<AdminToken> {
         let token = token.into();
         (!token.is_empty()).then_some(AdminToken(token))
+    }
+
+    /// The variable of the tokens that may report outcomes (`session { outcomes = keys }`).
+    pub const OUTCOME_KEYS_ENV: &'static str = "SRC_OUTCOME_KEYS";
+
+    /// The comma-separated tokens of the variable `name` (empty ones skipped).
+    pub fn list_from_env(name: &str) -> Vec<AdminToken> {
+        std::env::var(name)
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|t| AdminToken::new(t.trim()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The token of `SRC_ADMIN_TOKEN`, if set and not empty.
@@ -95,6 +115,12 @@ impl AdminToken {
             return false;
         };
         given.ct_eq(self.0.as_bytes()).into()
+    }
+
+    /// Whether a header value is this token itself (no scheme), compared in constant time.
+    pub fn admits_bare(&self, given: Option<&[u8]>) -> bool {
+        use subtle::ConstantTimeEq;
+        given.is_some_and(|g| bool::from(g.ct_eq(self.0.as_bytes())))
     }
 }
 
@@ -128,6 +154,8 @@ impl ServeConfig {
             record: None,
             record_max_bytes: crate::record::DEFAULT_MAX_BYTES,
             otlp: None,
+            limits: ConnectionLimits::from_env(),
+            outcome_keys: AdminToken::list_from_env(AdminToken::OUTCOME_KEYS_ENV),
         }
     }
 

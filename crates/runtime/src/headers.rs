@@ -38,6 +38,24 @@ pub const GATEWAY_MODEL_NAME: &str = "x-gateway-model-name";
 pub const SR_BACKEND: &str = "x-sr-backend";
 /// Prefix of the router's own headers; a client's are never trusted on the way upstream.
 pub const SR_PREFIX: &str = "x-sr-";
+/// Request headers that only the router sets, besides every `x-sr-*` one: a client's are removed
+/// on the way upstream, never trusted (they steer gateways and session affinity).
+pub const ROUTER_SET: [&str; 4] = [
+    SELECTED_MODEL,
+    GATEWAY_MODEL_NAME,
+    DYNAMO_SESSION_ID,
+    SR_BACKEND,
+];
+
+/// Whether a request header (named in lower case, as `http` stores names) is the router's to set.
+pub fn router_owned(name: &str) -> bool {
+    name.starts_with(SR_PREFIX) || ROUTER_SET.contains(&name)
+}
+
+/// Request headers that carry a client's credentials. They reach a backend only when it says
+/// `client_auth = forward` (the default without an `api_key`); `cookie` never does.
+pub const CLIENT_CREDENTIALS: [&str; 3] = ["authorization", "api-key", "x-api-key"];
+
 /// Request id forwarded upstream and read from clients.
 pub const REQUEST_ID: &str = "x-request-id";
 /// W3C trace context.

@@ -33,6 +33,7 @@
 //! - [`metrics`]: every metric name.
 //! - [`exposition`]: the metrics text formats and their negotiation on `Accept`.
 //! - [`headers`]: every header name and fixed value.
+//! - [`limits`]: the bounds on one client connection (timeouts, head size, connection count).
 //! - [`log`]: the tracing subscriber and the one line written per request.
 //! - [`trace`]: request ids and W3C trace context.
 //! - [`otel`]: OpenTelemetry spans of a request's phases and their OTLP export.
@@ -60,6 +61,7 @@ pub mod config;
 pub mod exposition;
 pub mod headers;
 pub mod hooks;
+pub mod limits;
 pub mod log;
 pub mod metrics;
 pub mod openai;

@@ -8,7 +8,7 @@
 use super::names::Kind;
 use super::Checker;
 use crate::hir::{BackendDef, BackendId, ClassifierDef, EncoderDef, GuardDef, ModelDef};
-use src_dsl::ast::{Device, Ident, Number};
+use src_dsl::ast::{ClientAuth, Device, Ident, Number};
 use src_dsl::{codes, Diagnostic, Span, Spanned};
 use std::collections::HashMap;
 
@@ -33,6 +33,11 @@ impl Checker<'_> {
                 api_key_env: b.api_key.as_ref().map(|k| k.var.value.clone()),
                 timeout_ms: b.timeout.as_ref().map(|t| t.value.millis),
                 simulated: b.simulated.as_ref().is_some_and(|s| s.value),
+                forward_client_auth: match b.client_auth.as_ref().map(|c| c.value) {
+                    Some(ClientAuth::Forward) => true,
+                    Some(ClientAuth::Drop) => false,
+                    None => b.api_key.is_none(),
+                },
             });
         }
     }

@@ -21,6 +21,7 @@ mod approximate;
 mod builtins;
 mod cases;
 mod catalog;
+mod credentials;
 mod decls;
 mod implication;
 mod labels;
@@ -262,6 +263,7 @@ impl<'a> Checker<'a> {
             self.check_shadowed_routes();
         }
         self.check_unused();
+        self.check_client_credentials();
     }
 
     /// A path written in the policy, resolved against the policy root.

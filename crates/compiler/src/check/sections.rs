@@ -13,7 +13,7 @@ use crate::hir::{
     BlockActionDef, BlockDef, CacheDef, EncoderId, FailureDef, HoldDef, ModelId, ProtectDef,
     RouterDef, SessionDef, TExpr, TExprKind, Type,
 };
-use src_dsl::ast::{self, BlockAction, FailMode, Missing, ProtectMode};
+use src_dsl::ast::{self, BlockAction, FailMode, Missing, Outcomes, ProtectMode};
 use src_dsl::{codes, Diagnostic, Span};
 
 /// Session pins last ten minutes unless `ttl` says otherwise.
@@ -193,6 +193,7 @@ impl Checker<'_> {
                     .map_or(DEFAULT_SESSION_TTL_MS, |t| t.value.millis),
                 store,
                 missing: session.missing.as_ref().map_or(Missing::Route, |m| m.value),
+                outcomes: session.outcomes.as_ref().map_or(Outcomes::Any, |o| o.value),
             }),
             _ => None,
         };

@@ -353,6 +353,10 @@ fn malformed_chat_bodies_name_the_field() {
             "`messages[0].tool_calls[0].id` is missing"),
         (json!({ "messages": [{ "role": "assistant", "tool_calls": {} }] }),
             "`messages[0].tool_calls` must be an array or null, found an object"),
+        (json!({ "messages": [] }), "`messages` must not be empty"),
+        (json!({ "messages": [{ "role": "user" }] }), "`messages[0].content` is missing"),
+        (json!({ "messages": [{ "role": "system", "content": null }] }),
+            "`messages[0].content` must be a string or an array of content parts, found null"),
     ];
     for (body, message) in cases {
         assert_eq!(chat_error(body).to_string(), message);

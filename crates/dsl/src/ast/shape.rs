@@ -77,6 +77,8 @@ by_eq!(
     Device,
     Reasoning,
     Missing,
+    ClientAuth,
+    Outcomes,
     ProtectMode,
     FailMode,
     UnaryOp,
@@ -101,7 +103,7 @@ by_fields! {
     Comment { text; skip span }
     Item { kind; skip span }
     EnvRef { var; skip span }
-    Backend { name, url, catalog, api_key, timeout, simulated }
+    Backend { name, url, catalog, api_key, timeout, simulated, client_auth }
     Model { name, backend, serves, aliases, cost, context, tokenizer }
     Classifier { name, path, labels, device }
     Guard { name, path, positive, device }
@@ -112,7 +114,7 @@ by_fields! {
     HeaderSet { name, value }
     Route { name, priority, when, to, fallbacks, system_prompt, headers, reasoning, tools, cache }
     Cache { encoder, threshold, ttl, store, skip_when }
-    Session { id, tenant, ttl, store, missing }
+    Session { id, tenant, ttl, store, missing, outcomes }
     Hold { name, when; skip span }
     Protect { mode, holds }
     Failure { classifier, store, backend }

@@ -42,6 +42,8 @@ macro_rules! visitor {
             Device(&'a $($m)? Spanned<Device>),
             Reasoning(&'a $($m)? Spanned<Reasoning>),
             Missing(&'a $($m)? Spanned<Missing>),
+            ClientAuth(&'a $($m)? Spanned<ClientAuth>),
+            Outcomes(&'a $($m)? Spanned<Outcomes>),
             Mode(&'a $($m)? Spanned<ProtectMode>),
             FailMode(&'a $($m)? Spanned<FailMode>),
             Store(&'a $($m)? Spanned<Store>),
@@ -70,6 +72,8 @@ macro_rules! visitor {
                     FieldValue::Device(x) => x.span,
                     FieldValue::Reasoning(x) => x.span,
                     FieldValue::Missing(x) => x.span,
+                    FieldValue::ClientAuth(x) => x.span,
+                    FieldValue::Outcomes(x) => x.span,
                     FieldValue::Mode(x) => x.span,
                     FieldValue::FailMode(x) => x.span,
                     FieldValue::Store(x) => x.span,
@@ -247,6 +251,9 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.simulated {
                 field(v, "simulated", FieldValue::Bool(x));
             }
+            if let Some(x) = &$($m)? d.client_auth {
+                field(v, "client_auth", FieldValue::ClientAuth(x));
+            }
         }
 
         pub fn walk_model<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Model) {
@@ -401,6 +408,9 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.missing {
                 field(v, "missing", FieldValue::Missing(x));
             }
+            if let Some(x) = &$($m)? d.outcomes {
+                field(v, "outcomes", FieldValue::Outcomes(x));
+            }
         }
 
         /// `mode`, then every `hold` in order.
@@ -487,6 +497,8 @@ macro_rules! visitor {
                 FieldValue::Device(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Reasoning(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Missing(x) => v.visit_span(&$($m)? x.span),
+                FieldValue::ClientAuth(x) => v.visit_span(&$($m)? x.span),
+                FieldValue::Outcomes(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Mode(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::FailMode(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Env(x) => v.visit_env_ref(x),

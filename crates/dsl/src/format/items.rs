@@ -165,6 +165,13 @@ fn backend(b: &mut Builder, d: &Backend) {
     }
     b.field_duration("timeout", &d.timeout);
     b.field_bool("simulated", &d.simulated, "true", "false");
+    if let Some(c) = &d.client_auth {
+        let v = match c.value {
+            ClientAuth::Forward => "forward",
+            ClientAuth::Drop => "drop",
+        };
+        b.stmt(INDENT, format!("client_auth = {v}"), cover(&[c.span]));
+    }
 }
 
 fn model(b: &mut Builder, d: &Model) {
@@ -289,6 +296,14 @@ fn session(b: &mut Builder, d: &Session) {
             Missing::Reject => "reject",
         };
         b.stmt(INDENT, format!("missing = {v}"), cover(&[m.span]));
+    }
+    if let Some(o) = &d.outcomes {
+        let v = match o.value {
+            Outcomes::Any => "any",
+            Outcomes::Admin => "admin",
+            Outcomes::Keys => "keys",
+        };
+        b.stmt(INDENT, format!("outcomes = {v}"), cover(&[o.span]));
     }
 }
 

@@ -224,6 +224,11 @@ fn backend(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> 
         api_key: fields.read(cx, "api_key", f::EXPECT_ENV, f::as_env),
         timeout: fields.read(cx, "timeout", f::EXPECT_DURATION, f::as_duration),
         simulated: fields.read(cx, "simulated", f::EXPECT_BOOL, f::as_bool),
+        client_auth: fields.choice(
+            cx,
+            "client_auth",
+            &[("forward", ClientAuth::Forward), ("drop", ClientAuth::Drop)],
+        ),
     }
 }
 

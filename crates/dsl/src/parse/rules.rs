@@ -243,6 +243,15 @@ pub(super) fn session(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Session {
             "missing",
             &[("route", Missing::Route), ("reject", Missing::Reject)],
         ),
+        outcomes: fields.choice(
+            cx,
+            "outcomes",
+            &[
+                ("any", Outcomes::Any),
+                ("admin", Outcomes::Admin),
+                ("keys", Outcomes::Keys),
+            ],
+        ),
     }
 }
 

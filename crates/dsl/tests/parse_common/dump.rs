@@ -139,6 +139,8 @@ fn value(v: &FieldValue<'_>) -> String {
         FieldValue::Device(d) => format!("{:?}", d.value),
         FieldValue::Reasoning(x) => format!("{:?}", x.value),
         FieldValue::Missing(m) => format!("{:?}", m.value),
+        FieldValue::ClientAuth(m) => format!("{:?}", m.value),
+        FieldValue::Outcomes(m) => format!("{:?}", m.value),
         FieldValue::Mode(m) => format!("{:?}", m.value),
         FieldValue::FailMode(m) => format!("{:?}", m.value),
         FieldValue::Store(s) => store(&s.value),

@@ -20,9 +20,11 @@
 //! - [`fill`]: storing a complete answer once it has been relayed; [`assemble`]: a streamed
 //!   chat answer turned back into its completion, so streamed answers are stored too;
 //! - [`replay`]: a stored completion replayed as an event stream for a streaming chat request;
+//! - [`directive`]: the client's `x-sr-cache: no-cache | no-store` request header;
 //! - [`layer`]: the server's cache component (stores, clock, options); [`metrics`]: counters.
 
 pub mod assemble;
+pub mod directive;
 pub mod fill;
 pub mod layer;
 pub mod metrics;
@@ -30,6 +32,7 @@ pub mod replay;
 pub mod scope;
 pub mod store;
 
+pub use directive::Directive;
 pub use fill::Fill;
 pub use layer::{CacheLayer, CacheOptions, DEFAULT_TTL_MS};
 pub use metrics::CacheMetrics;

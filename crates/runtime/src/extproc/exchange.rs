@@ -41,18 +41,11 @@ use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::{count_fallback, note_plan, too_long};
-use crate::pipeline::shape::{over_context, set_model_headers, ShapeInput, Shaping};
+use crate::pipeline::shape::{
+    dropped_credentials, over_context, set_model_headers, ShapeInput, Shaping,
+};
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
 use crate::policy_store::Snapshot;
-
-/// Request headers that only the router sets: a client's are removed on the way upstream (with
-/// every `x-sr-*` header), never trusted.
-const ROUTER_SET: [&str; 4] = [
-    headers::SELECTED_MODEL,
-    headers::GATEWAY_MODEL_NAME,
-    headers::DYNAMO_SESSION_ID,
-    headers::SR_BACKEND,
-];
 
 /// Where one request stands.
 enum Stage {
@@ -83,8 +76,12 @@ struct Arrived {
 enum Outcome {
     /// The router's own answer (an error, a refusal, a cache hit).
     Answer(ProcessingResponse),
-    /// Go on upstream with this body and these headers set.
-    Forward { body: Vec<u8>, set: HeaderMap },
+    /// Go on upstream with this body, these headers set and these removed.
+    Forward {
+        body: Vec<u8>,
+        set: HeaderMap,
+        remove: Vec<String>,
+    },
 }
 
 /// Which message completed the request, and so which answers the decision owes.
@@ -246,7 +243,14 @@ impl Exchange {
         remove.append(&mut arrived.remove);
         let (body, set) = match self.decide(pipeline, arrived).await {
             Outcome::Answer(answer) => return vec![answer],
-            Outcome::Forward { body, set } => (body, set),
+            Outcome::Forward {
+                body,
+                set,
+                remove: mut dropped,
+            } => {
+                remove.append(&mut dropped);
+                (body, set)
+            }
         };
         match (self.duplex, whole) {
             // The body is replaced only where one was sent.
@@ -353,8 +357,13 @@ impl Exchange {
             sent_at: Instant::now(),
             outcomes: plan.session.as_ref().and_then(|s| s.outcomes.clone()),
         }));
-        // The client's router-only headers are removed beside these, which overwrite.
-        Outcome::Forward { body, set }
+        // The client's router-only headers are removed beside these, which overwrite, and the
+        // client's credentials go where the chosen backend drops them.
+        let remove = dropped_credentials(endpoint)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        Outcome::Forward { body, set, remove }
     }
 
     fn response_headers(&mut self, message: &HttpHeaders) -> ProcessingResponse {
@@ -422,12 +431,12 @@ fn first_fitting(
     Err(skipped.join("; "))
 }
 
-/// The client's headers that only the router may set.
+/// The client's headers that only the router may set, and its cookies (never a backend's).
 fn untrusted(client: &HeaderMap) -> Vec<String> {
     let mut names: Vec<String> = client
         .keys()
         .map(|name| name.as_str())
-        .filter(|name| name.starts_with(headers::SR_PREFIX) || ROUTER_SET.contains(name))
+        .filter(|name| headers::router_owned(name) || *name == "cookie")
         .map(str::to_owned)
         .collect();
     names.dedup();

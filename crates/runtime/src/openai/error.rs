@@ -128,6 +128,19 @@ impl ApiError {
         )
     }
 
+    /// 408: the body did not arrive within the read timeout.
+    pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            INVALID_REQUEST,
+            Some("request_timeout"),
+            format!(
+                "the request body did not arrive within {} ms",
+                timeout.as_millis()
+            ),
+        )
+    }
+
     /// 413: the body exceeds the configured limit.
     pub fn payload_too_large(limit_bytes: usize) -> ApiError {
         ApiError::new(
@@ -209,6 +222,10 @@ mod tests {
             (ApiError::model_not_found("m"), 404),
             (ApiError::not_found("/p"), 404),
             (ApiError::method_not_allowed("GET", "/p"), 405),
+            (
+                ApiError::request_timeout(std::time::Duration::from_secs(1)),
+                408,
+            ),
             (ApiError::payload_too_large(10), 413),
             (ApiError::internal("x"), 500),
             (ApiError::bad_gateway("x"), 502),

@@ -22,11 +22,12 @@ use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
+use crate::cache::directive::Directive;
 use crate::cache::fill::Fill;
 use crate::cache::layer::{CacheLayer, DEFAULT_TTL_MS};
 use crate::cache::replay;
 use crate::cache::scope::{self, ScopeParts};
-use crate::cache::store::CacheError;
+use crate::cache::store::{CacheError, Nearest};
 use crate::headers::cache as word;
 use crate::openai::{Api, ApiError};
 use crate::policy_store::Snapshot;
@@ -112,6 +113,12 @@ pub async fn lookup(
     };
     let view = query.view;
     let route = query.route.and_then(|r| policy.routes.get(r.index()));
+    // The intake refused unknown values already; what is left is the client's directive.
+    let directive = Directive::read(view.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+        .unwrap_or_default();
+    if directive.bypasses() {
+        return Ok(report(layer, CacheResult::Bypass));
+    }
     let Some(body) = scope::body_digest(query.api, query.parsed, &view.prompt) else {
         return Ok(report(layer, CacheResult::Bypass));
     };
@@ -146,12 +153,16 @@ pub async fn lookup(
     let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
     let vector: Arc<[f32]> = embedding.vector.into();
     let now = layer.clock.now_ms();
-    let nearest = match store
-        .nearest(&scope, &vector, def.threshold, now, ttl_ms)
-        .await
-    {
-        Ok(nearest) => nearest,
-        Err(err) => return store_failed(layer, policy, "lookup", &err),
+    let nearest = if directive.no_cache {
+        Nearest::default()
+    } else {
+        match store
+            .nearest(&scope, &vector, def.threshold, now, ttl_ms)
+            .await
+        {
+            Ok(nearest) => nearest,
+            Err(err) => return store_failed(layer, policy, "lookup", &err),
+        }
     };
     layer.metrics.observe(store.as_ref());
     if let (Some(body), Some(score)) = (nearest.body, nearest.score) {
@@ -174,7 +185,7 @@ pub async fn lookup(
     }
     layer.metrics.lookup(word::MISS);
     // Streaming `/v1/responses` requests bypassed above; a streamed chat answer is assembled.
-    let fill = Some(Fill {
+    let fill = (!directive.no_store).then(|| Fill {
         model: query.proposal,
         api: query.api,
         store,

@@ -487,11 +487,19 @@ fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
         .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
 }
 
-/// Client headers minus hop-by-hop ones (the router's own are added over them).
+/// Client headers minus hop-by-hop ones (`proxy-*` included), those only the router sets, and
+/// `cookie` (a browser session for the router's host means nothing to a backend). The router's
+/// own are added over them.
 fn client_headers(client: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len() + 6);
     for (name, value) in client {
-        if !NOT_FORWARDED.contains(&name.as_str()) && !named_by_connection(client, name) {
+        let lower = name.as_str();
+        if !NOT_FORWARDED.contains(&lower)
+            && !lower.starts_with("proxy-")
+            && lower != "cookie"
+            && !headers::router_owned(lower)
+            && !named_by_connection(client, name)
+        {
             out.append(name.clone(), value.clone());
         }
     }

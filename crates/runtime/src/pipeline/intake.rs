@@ -1,6 +1,8 @@
 //! The first step of a proxied request: its body, read within a limit, and the facts a policy
 //! reads from it (the compiler's [`RequestView`]), or the client error that says why not.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Body;
@@ -8,6 +10,8 @@ use hyper::header::{HeaderMap, CONTENT_LENGTH};
 use serde_json::Value;
 use src_compiler::request::{RequestError, RequestView};
 
+use crate::cache::Directive;
+use crate::headers;
 use crate::openai::{Api, ApiError};
 use crate::otel::{name, RequestTrace};
 
@@ -38,6 +42,23 @@ where
     }
 }
 
+/// [`read_body`] within a time bound too: `(bytes, time)`. A client that has not sent the whole
+/// body in time (a slow-loris upload) gets 408 and its connection back.
+pub async fn read_body_within<B>(
+    body: B,
+    headers: &HeaderMap,
+    (limit, timeout): (usize, Duration),
+) -> Result<Bytes, ApiError>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match tokio::time::timeout(timeout, read_body(body, headers, limit)).await {
+        Ok(read) => read,
+        Err(_) => Err(ApiError::request_timeout(timeout)),
+    }
+}
+
 /// The body parsed as JSON and the request's facts as `api` defines them, in the trace's parse
 /// phase.
 pub fn parse(
@@ -62,6 +83,9 @@ fn parse_view(
 ) -> Result<(Value, RequestView), ApiError> {
     let parsed: Value = serde_json::from_slice(bytes).map_err(ApiError::invalid_json)?;
     let header_pairs = header_pairs(headers);
+    // Refused whether or not the policy caches: a typo must not pass unnoticed until it does.
+    Directive::read(header_pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+        .map_err(|e| ApiError::bad_request(e.to_string()).with_param(headers::SR_CACHE))?;
     let view = match api {
         Api::Chat => RequestView::from_chat(&parsed, &header_pairs),
         Api::Responses => RequestView::from_responses(&parsed, &header_pairs),

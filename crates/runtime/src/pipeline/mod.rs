@@ -66,6 +66,8 @@ pub struct Pipeline<'a> {
     pub recorder: Option<&'a Recorder>,
     /// Bodies larger than this are refused with 413.
     pub max_body_bytes: usize,
+    /// Bodies slower to arrive than this are refused with 408.
+    pub body_read_timeout: std::time::Duration,
 }
 
 impl<'a> Pipeline<'a> {
@@ -91,7 +93,8 @@ pub async fn handle(
 ) -> Response<ProxyBody> {
     let done = new_completion(pipeline, request.headers(), api.endpoint(), started);
     let (parts, body) = request.into_parts();
-    let bytes = match intake::read_body(body, &parts.headers, pipeline.max_body_bytes).await {
+    let limit = (pipeline.max_body_bytes, pipeline.body_read_timeout);
+    let bytes = match intake::read_body_within(body, &parts.headers, limit).await {
         Ok(bytes) => bytes,
         Err(error) => return answer_error(done, error),
     };

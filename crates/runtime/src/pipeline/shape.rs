@@ -69,15 +69,30 @@ impl<'a> Shaping<'a> {
 }
 
 /// Sets what is particular to one candidate: `x-selected-model` (its served id) and the
-/// backend's `authorization`.
+/// backend's `authorization`; removes the client's credentials where the backend drops them.
 pub fn set_model_headers(headers: &mut HeaderMap, wire: &ModelWire, endpoint: &Endpoint) {
     headers.insert(
         HeaderName::from_static(headers::SELECTED_MODEL),
         wire.served_header.clone(),
     );
+    for name in dropped_credentials(endpoint) {
+        headers.remove(name);
+    }
     if let Some(auth) = &endpoint.authorization {
         headers.insert(AUTHORIZATION, auth.clone());
     }
+}
+
+/// The client's credential headers that must not reach `endpoint` and that nothing of the
+/// router's replaces (a gateway is told to remove these).
+pub fn dropped_credentials(endpoint: &Endpoint) -> Vec<&'static str> {
+    if endpoint.forward_client_auth {
+        return Vec::new();
+    }
+    headers::CLIENT_CREDENTIALS
+        .into_iter()
+        .filter(|name| endpoint.authorization.is_none() || *name != AUTHORIZATION.as_str())
+        .collect()
 }
 
 /// Whether `model` is skipped because the request is longer than its `context`; `tokens` keeps

@@ -5,8 +5,10 @@
 //! [`serve`] runs until its shutdown future completes; [`spawn`] starts the same server in the
 //! background and returns the bound addresses (tests bind `127.0.0.1:0`).
 
+mod accept;
 pub mod admin;
 pub mod health;
+pub mod outcome_access;
 pub mod routes;
 
 use std::convert::Infallible;
@@ -17,8 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -287,9 +288,20 @@ async fn accept_loop(
     kind: Listener,
     mut stop: watch::Receiver<bool>,
 ) {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let limits = app.cfg.limits;
+    let builder = accept::builder(&limits);
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     loop {
+        // At the connection bound, stop accepting: new clients wait in the kernel's backlog
+        // instead of each costing a task and buffers.
+        let permit = tokio::select! {
+            permit = Arc::clone(&open).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = stop.changed() => break,
+        };
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
@@ -304,13 +316,20 @@ async fn accept_loop(
                             })
                         }
                     });
-                    let connection = builder
-                        .serve_connection(TokioIo::new(stream), service)
-                        .into_owned();
-                    let connection = graceful.watch(connection);
+                    let builder = builder.clone();
+                    let watcher = graceful.watcher();
                     tokio::spawn(async move {
+                        let _permit = permit;
+                        // A client that connects and sends nothing (or stalls inside the
+                        // HTTP/2 preface) is dropped before hyper's own head timeout applies.
+                        if !accept::first_bytes(&stream, limits.header_read_timeout).await {
+                            return;
+                        }
+                        let connection = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .into_owned();
                         // Connection errors (a client that vanished) are the client's business.
-                        let _ = connection.await;
+                        let _ = watcher.watch(connection).await;
                     });
                 }
                 Err(err) => {

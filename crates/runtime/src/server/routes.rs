@@ -17,7 +17,7 @@ use crate::headers::APPLICATION_JSON;
 use crate::openai::{Api, ApiError};
 use crate::pipeline::{self, body::ProxyBody, intake};
 use crate::responses_state;
-use crate::server::{admin, models_answer};
+use crate::server::{admin, models_answer, outcome_access};
 
 /// The OpenAI-compatible listener.
 pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
@@ -119,7 +119,13 @@ const MAX_OUTCOME_BYTES: usize = 16 << 10;
 /// `POST /v1/router/outcomes`, answered by the session layer under the current policy.
 async fn outcomes(app: &App, request: Request<Incoming>) -> Response<ProxyBody> {
     let (parts, body) = request.into_parts();
-    let bytes = match intake::read_body(body, &parts.headers, MAX_OUTCOME_BYTES).await {
+    if let Err(error) =
+        outcome_access::admit(app.store.current().policy(), &app.cfg, &parts.headers)
+    {
+        return error.into_response();
+    }
+    let limit = (MAX_OUTCOME_BYTES, app.cfg.limits.body_read_timeout);
+    let bytes = match intake::read_body_within(body, &parts.headers, limit).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };

@@ -151,8 +151,22 @@ impl Served {
     }
 
     pub async fn post(&self, path: &str, body: &Value, key: &str) -> TestResult<Answer> {
+        self.post_with(path, body, key, &[]).await
+    }
+
+    /// [`Served::post`] with extra request headers.
+    pub async fn post_with(
+        &self,
+        path: &str,
+        body: &Value,
+        key: &str,
+        headers: &[(&str, &str)],
+    ) -> TestResult<Answer> {
         let mut request = Request::post(format!("http://{}{path}", self.server.addr))
             .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if !key.is_empty() {
             request = request.header("authorization", format!("Bearer {key}"));
         }

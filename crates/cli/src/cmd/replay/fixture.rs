@@ -398,7 +398,7 @@ mod tests {
         );
         assert_eq!(
             refused(&format!(
-                r#"{{"version": 1, "sessions": [{{"id": "a", "turns": [{TURN}]}}, {{"id": "b", "turns": [{{"request": {{"model": "auto", "messages": []}}, "expect": {{"modle": "x"}}}}]}}]}}"#
+                r#"{{"version": 1, "sessions": [{{"id": "a", "turns": [{TURN}]}}, {{"id": "b", "turns": [{{"request": {{"model": "auto", "messages": [{{"role": "user", "content": "hi"}}]}}, "expect": {{"modle": "x"}}}}]}}]}}"#
             )),
             "sessions[1].turns[0].expect.modle"
         );
@@ -410,7 +410,7 @@ mod tests {
         );
         assert_eq!(
             refused(
-                r#"{"version": 1, "sessions": [{"id": "a", "turns": [{"request": {"messages": []}, "difficulty": "medium"}]}]}"#
+                r#"{"version": 1, "sessions": [{"id": "a", "turns": [{"request": {"messages": [{"role": "user", "content": "hi"}]}, "difficulty": "medium"}]}]}"#
             ),
             "sessions[0].turns[0].difficulty"
         );
