@@ -78,6 +78,7 @@ by_eq!(
     Reasoning,
     Missing,
     ProtectMode,
+    OwnerLost,
     FailMode,
     UnaryOp,
     BinOp
@@ -114,7 +115,7 @@ by_fields! {
     Cache { encoder, threshold, ttl, store, skip_when }
     Session { id, tenant, ttl, store, missing }
     Hold { name, when; skip span }
-    Protect { mode, holds }
+    Protect { mode, holds, owner_lost }
     Failure { classifier, store, backend }
     Router { names, tokenizer }
     Given { signal, value }

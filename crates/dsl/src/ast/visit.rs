@@ -43,6 +43,7 @@ macro_rules! visitor {
             Reasoning(&'a $($m)? Spanned<Reasoning>),
             Missing(&'a $($m)? Spanned<Missing>),
             Mode(&'a $($m)? Spanned<ProtectMode>),
+            OwnerLost(&'a $($m)? Spanned<OwnerLost>),
             FailMode(&'a $($m)? Spanned<FailMode>),
             Store(&'a $($m)? Spanned<Store>),
             Tools(&'a $($m)? Spanned<Tools>),
@@ -71,6 +72,7 @@ macro_rules! visitor {
                     FieldValue::Reasoning(x) => x.span,
                     FieldValue::Missing(x) => x.span,
                     FieldValue::Mode(x) => x.span,
+                    FieldValue::OwnerLost(x) => x.span,
                     FieldValue::FailMode(x) => x.span,
                     FieldValue::Store(x) => x.span,
                     FieldValue::Tools(x) => x.span,
@@ -403,10 +405,13 @@ macro_rules! visitor {
             }
         }
 
-        /// `mode`, then every `hold` in order.
+        /// `mode`, `owner_lost`, then every `hold` in order.
         pub fn walk_protect<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Protect) {
             if let Some(x) = &$($m)? d.mode {
                 field(v, "mode", FieldValue::Mode(x));
+            }
+            if let Some(x) = &$($m)? d.owner_lost {
+                field(v, "owner_lost", FieldValue::OwnerLost(x));
             }
             for hold in &$($m)? d.holds {
                 v.visit_hold(hold);
@@ -488,6 +493,7 @@ macro_rules! visitor {
                 FieldValue::Reasoning(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Missing(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Mode(x) => v.visit_span(&$($m)? x.span),
+                FieldValue::OwnerLost(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::FailMode(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Env(x) => v.visit_env_ref(x),
                 FieldValue::Store(x) => {
