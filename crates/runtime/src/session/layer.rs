@@ -27,8 +27,8 @@ use crate::hooks::ModelSignals;
 use crate::session::clock::{Clock, SystemClock};
 use crate::session::identity::{identify, Identity};
 use crate::session::metrics::{
-    OutcomeLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels, StoreLabels,
-    SwitchLabels,
+    OutcomeLabels, OwnerLostLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels,
+    StoreLabels, SwitchLabels,
 };
 use crate::session::pin::Pin;
 use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds};
@@ -171,6 +171,50 @@ impl Ticket {
             }
         }
         recorded
+    }
+}
+
+impl Ticket {
+    /// Counts a call whose pinned model `model` failed it, under what `owner_lost` did.
+    pub fn count_owner_lost(&self, model: &str, action: &'static str) {
+        self.metrics
+            .owner_lost
+            .get_or_create(&OwnerLostLabels {
+                model: model.to_owned(),
+                action,
+            })
+            .inc();
+    }
+
+    /// Moves the session's pin from `from` to `to` (`owner_lost = move`): a compare-and-set on
+    /// the pin as read, so a pin some other call moved meanwhile is left as that call left it.
+    /// Answers whether the pin moved.
+    pub async fn move_pin(&self, from: &str, to: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        let Some(pin) = self.store.get(&self.identity, now).await? else {
+            return Ok(false);
+        };
+        if pin.model != from {
+            return Ok(false);
+        }
+        let moved = pin.switched(to, pin.route.as_deref(), now, None);
+        match self
+            .store
+            .compare_and_set(&self.identity, &pin, &moved, self.ttl_ms)
+            .await?
+        {
+            Cas::Stored => {
+                self.metrics
+                    .switches
+                    .get_or_create(&SwitchLabels {
+                        from: from.to_owned(),
+                        to: to.to_owned(),
+                    })
+                    .inc();
+                Ok(true)
+            }
+            Cas::Conflict(_) => Ok(false),
+        }
     }
 }
 
