@@ -354,6 +354,10 @@ fn bool_atom(n: u8) -> TExpr {
             let key = ex(TExprKind::Coalesce(bx(key), bx(s("none"))), Type::Text);
             cmp(CmpOp::Ne, key, s("sk-test"))
         }
+        7 => {
+            let field = ex(TExprKind::Body("metadata.tier".into()), Type::OptText);
+            cmp(CmpOp::Eq, field, s("gold"))
+        }
         _ => request(RequestField::Stream),
     }
 }
