@@ -211,5 +211,10 @@ protect {{ hold "keep the task on its model" when true }}
     // Neither a header nor the field: no identity, and this policy rejects it.
     let none = router.chat(&plain("a segfault"), &[]).await?;
     assert_eq!(none.status, 400, "{}", none.text());
+    let (message, _, _) = none.error()?;
+    assert!(
+        message.ends_with("send `x-session-id` or the body field `user`"),
+        "{message}"
+    );
     Ok(())
 }

@@ -378,7 +378,13 @@ impl SessionLayer {
                 let hint = if headers.is_empty() {
                     String::new()
                 } else {
-                    let names: Vec<String> = headers.iter().map(|h| format!("`{h}`")).collect();
+                    let names: Vec<String> = headers
+                        .iter()
+                        .map(|h| match h {
+                            IdSource::Header(h) => format!("`{h}`"),
+                            IdSource::Body(p) => format!("the body field `{p}`"),
+                        })
+                        .collect();
                     format!(": send {}", names.join(" or "))
                 };
                 Continuity::Reject {
@@ -665,10 +671,18 @@ fn model_name(policy: &CheckedPolicy, id: ModelId) -> &str {
         .map_or("", |m| m.name.as_str())
 }
 
-/// The headers an identity expression reads, in order, for the "send one of" hint.
-fn id_headers(e: &TExpr) -> Vec<&str> {
+/// Where an identity expression reads the identity from, for the "send one of" hint.
+enum IdSource<'a> {
+    Header(&'a str),
+    Body(&'a str),
+}
+
+/// The headers and body fields an identity expression reads, in order, for the "send one of"
+/// hint.
+fn id_headers(e: &TExpr) -> Vec<IdSource<'_>> {
     match &e.kind {
-        TExprKind::Header(h) => vec![h.as_str()],
+        TExprKind::Header(h) => vec![IdSource::Header(h.as_str())],
+        TExprKind::Body(p) => vec![IdSource::Body(p.as_str())],
         TExprKind::Coalesce(a, b) => {
             let mut v = id_headers(a);
             v.extend(id_headers(b));
