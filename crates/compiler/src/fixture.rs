@@ -317,6 +317,7 @@ impl PolicyBuilder {
         let protect = self.policy.protect.get_or_insert(ProtectDef {
             mode: src_dsl::ast::ProtectMode::Enforce,
             holds: vec![],
+            owner_lost: None,
         });
         protect.holds.push(HoldDef {
             name: name.into(),

@@ -5,7 +5,7 @@
 //! cannot disagree with the checker about what a name meant. Spans point back into the source
 //! for traces and diagnostics.
 
-use src_dsl::ast::{Device, FailMode, Missing, Outcomes, ProtectMode, Reasoning};
+use src_dsl::ast::{Device, FailMode, Missing, Outcomes, OwnerLost, ProtectMode, Reasoning};
 use src_dsl::{SourceMap, Span};
 use std::path::PathBuf;
 
@@ -140,6 +140,8 @@ pub enum TExprKind {
     ApiKey,
     /// `header("name")`, the name lowercased.
     Header(String),
+    /// `body("a.b")`, a dotted path into the request body.
+    Body(String),
     Request(RequestField),
     Contains {
         text: Box<TExpr>,
@@ -376,6 +378,22 @@ pub struct HoldDef {
 pub struct ProtectDef {
     pub mode: ProtectMode,
     pub holds: Vec<HoldDef>,
+    /// `owner_lost`; `None` when not declared (the default then depends on the call: see
+    /// [`ProtectDef::owner_lost_for`]).
+    pub owner_lost: Option<OwnerLost>,
+}
+
+impl ProtectDef {
+    /// What a call does when its pinned model fails it: the declared rule, else `fail` for a
+    /// turn inside a tool loop (the agent must not change models mid-loop) and `fallback`
+    /// elsewhere.
+    pub fn owner_lost_for(&self, tool_loop: bool) -> OwnerLost {
+        self.owner_lost.unwrap_or(if tool_loop {
+            OwnerLost::Fail
+        } else {
+            OwnerLost::Fallback
+        })
+    }
 }
 
 /// `failure { }` with defaults applied. `classifier` is `None` when not declared: the default
@@ -526,6 +544,7 @@ impl TExpr {
             | K::System
             | K::ApiKey
             | K::Header(_)
+            | K::Body(_)
             | K::Request(_)
             | K::Pinned
             | K::Proposed

@@ -51,6 +51,9 @@ pub struct RequestView {
     /// `previous_response_id` or `conversation`. A router that holds the named response itself
     /// expands it and clears this (docs/responses.md).
     pub provider_state: bool,
+    /// The body's scalar fields outside the conversation, for `body("a.b")`: dotted path and
+    /// value (strings as they are, numbers in JSON form); see [`body_fields`].
+    pub body_fields: Vec<(String, String)>,
 }
 
 /// A request body that does not have the shape of its API. `path` is a JSON path into the body
@@ -164,6 +167,55 @@ impl RequestView {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// The body field at the dotted `path` (`metadata.user_id`), when it is a string or a
+    /// number outside the conversation.
+    pub fn body_field(&self, path: &str) -> Option<&str> {
+        self.body_fields
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Body fields that carry the conversation (or tool schemas), never read by `body(..)`: they are
+/// large, and what a policy reads of them is `prompt`, `history` and `request.*`.
+const CONVERSATION_FIELDS: [&str; 5] = ["messages", "input", "instructions", "tools", "functions"];
+
+/// How deep `body(..)` paths may reach, and how many fields are kept: identity fields sit near
+/// the top (`user`, `metadata.user_id`), and a hostile body must not cost more than a bounded walk.
+const MAX_BODY_DEPTH: usize = 4;
+const MAX_BODY_FIELDS: usize = 256;
+
+/// The scalar fields `body(..)` reads: every string or number reached through objects from the
+/// top of the body (arrays are not entered), outside [`CONVERSATION_FIELDS`].
+pub fn body_fields(obj: &Map<String, Value>) -> Vec<(String, String)> {
+    fn walk(obj: &Map<String, Value>, prefix: &str, depth: usize, out: &mut Vec<(String, String)>) {
+        for (key, value) in obj {
+            if out.len() >= MAX_BODY_FIELDS {
+                return;
+            }
+            if depth == 0 && CONVERSATION_FIELDS.contains(&key.as_str()) {
+                continue;
+            }
+            let path = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            match value {
+                Value::String(s) => out.push((path, s.clone())),
+                Value::Number(n) => out.push((path, n.to_string())),
+                Value::Object(inner) if depth + 1 < MAX_BODY_DEPTH => {
+                    walk(inner, &path, depth + 1, out)
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(obj, "", 0, &mut out);
+    out
 }
 
 /// The API key never reaches logs, neither as `api_key` nor inside `authorization`.
@@ -192,6 +244,10 @@ impl fmt::Debug for RequestView {
             .field("stream", &self.stream)
             .field("tool_loop", &self.tool_loop)
             .field("provider_state", &self.provider_state)
+            .field(
+                "body_fields",
+                &self.body_fields.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -445,6 +501,7 @@ fn read_common(obj: &Map<String, Value>, view: &mut RequestView) -> Result<(), R
         Some(other) => return Err(wrong("stream".into(), "a boolean", other)),
     };
     view.tools = array_len(obj, "tools")?;
+    view.body_fields = body_fields(obj);
     Ok(())
 }
 

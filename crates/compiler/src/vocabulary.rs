@@ -13,6 +13,7 @@ use crate::hir::RequestField;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Function {
     Header,
+    Body,
     Contains,
     Hits,
     Count,
@@ -232,6 +233,7 @@ use RequestField as R;
 #[rustfmt::skip]
 pub const BUILTINS: &[Builtin] = &[
     function("header", F::Header, "header(name: STRING) -> text?", "text?", "request header (case-insensitive name)", "header(\"${1:x-name}\")", "header(\"x-name\")", 1),
+    function("body", F::Body, "body(path: STRING) -> text?", "text?", "request body field at a dotted path (a string or number)", "body(\"${1:user}\")", "body(\"metadata.user_id\")", 1),
     function("contains", F::Contains, "contains(text, [STRING...]) -> bool", "bool", "any phrase occurs (Unicode case-insensitive, on word boundaries)", "contains(${1:prompt}, [\"${2}\"])", "contains(prompt, [\"a\", \"b\"])", 2),
     function("hits", F::Hits, "hits(text, [STRING...]) -> int", "int", "how many of the phrases occur", "hits(${1:prompt}, [\"${2}\"])", "hits(prompt, [\"a\", \"b\"])", 2),
     function("count", F::Count, "count(text, regex: STRING) -> int", "int", "number of regex matches", "count(${1:prompt}, \"${2}\")", "count(prompt, \"regex\")", 2),

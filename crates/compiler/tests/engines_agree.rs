@@ -329,8 +329,8 @@ impl B {
 }
 
 fn bool_atom(n: u8) -> TExpr {
-    let t = text(n / 9);
-    match n % 9 {
+    let t = text(n / 10);
+    match n % 10 {
         1 => request(RequestField::ToolLoop),
         2 => ex(
             TExprKind::Contains {
@@ -368,6 +368,10 @@ fn bool_atom(n: u8) -> TExpr {
             },
             Type::Bool,
         ),
+        9 => {
+            let field = ex(TExprKind::Body("metadata.tier".into()), Type::OptText);
+            cmp(CmpOp::Eq, field, s("gold"))
+        }
         _ => request(RequestField::Stream),
     }
 }

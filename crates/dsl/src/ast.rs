@@ -314,11 +314,23 @@ pub struct Hold {
     pub span: Span,
 }
 
-/// `protect { mode = observe|enforce  hold ".." when EXPR ... }`
+/// What a call does when the model its session is pinned to fails it (`owner_lost = ..`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerLost {
+    /// Answer 503 with `Retry-After`: the client retries on the same owner.
+    Fail,
+    /// Let the fallbacks answer, reported as a switch; the pin stays.
+    Fallback,
+    /// Let the fallbacks answer, reported as a switch, and move the pin to the one that did.
+    Move,
+}
+
+/// `protect { mode = observe|enforce  owner_lost = fail|fallback|move  hold ".." when EXPR ... }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Protect {
     pub mode: Option<Spanned<ProtectMode>>,
     pub holds: Vec<Hold>,
+    pub owner_lost: Option<Spanned<OwnerLost>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

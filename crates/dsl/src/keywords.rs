@@ -75,7 +75,7 @@ pub mod fields {
     ];
     pub const CACHE: &[&str] = &["encoder", "threshold", "ttl", "store", "skip"];
     pub const SESSION: &[&str] = &["id", "tenant", "ttl", "store", "missing", "outcomes"];
-    pub const PROTECT: &[&str] = &["mode", "hold"];
+    pub const PROTECT: &[&str] = &["mode", "hold", "owner_lost"];
     pub const FAILURE: &[&str] = &["classifier", "store", "backend"];
     pub const ROUTER: &[&str] = &["names", "tokenizer"];
     pub const TEST: &[&str] = &["prompt", "messages", "system", "header", "given", "expect"];
@@ -127,6 +127,7 @@ pub fn choices(keyword: &str, field: &str) -> &'static [&'static str] {
         ("route", "tools") => &["keep", "none", "only [\"tool\"]"],
         ("route", "cache") => &["on", "off"],
         ("protect", "mode") => &["observe", "enforce"],
+        ("protect", "owner_lost") => &["fail", "fallback", "move"],
         ("session", "missing") => &["route", "reject"],
         ("session", "outcomes") => &["any", "admin", "keys"],
         ("backend", "client_auth") => &["forward", "drop"],

@@ -448,11 +448,20 @@ fn protect() -> impl Strategy<Value = ItemKind> {
         when,
         span: s(),
     });
+    let owner_lost =
+        prop::sample::select(vec![OwnerLost::Fail, OwnerLost::Fallback, OwnerLost::Move]);
     (
         prop::option::of(mode.prop_map(sp)),
         prop::collection::vec(hold, 0..3),
+        prop::option::of(owner_lost.prop_map(sp)),
     )
-        .prop_map(|(mode, holds)| ItemKind::Protect(Protect { mode, holds }))
+        .prop_map(|(mode, holds, owner_lost)| {
+            ItemKind::Protect(Protect {
+                mode,
+                holds,
+                owner_lost,
+            })
+        })
 }
 
 fn failure() -> impl Strategy<Value = ItemKind> {

@@ -27,6 +27,13 @@ pub const SR_PATH: &str = "x-sr-path";
 pub const SR_BLOCK: &str = "x-sr-block";
 /// Set when the session layer held (or, in observe mode, would have held) a pinned model.
 pub const SR_PROTECTION: &str = "x-sr-protection";
+/// Why a session call changed models other than by routing: one of [`switch_reason`]'s values.
+pub const SR_SWITCH_REASON: &str = "x-sr-switch-reason";
+/// Values of [`SR_SWITCH_REASON`] (and of `x-sr-protection` for an observed owner loss).
+pub mod switch_reason {
+    /// The pinned model failed the call before its first byte and a fallback answered it.
+    pub const OWNER_LOST: &str = "owner-lost";
+}
 /// Models tried before the one that answered, comma-separated (only when a fallback happened).
 pub const SR_FALLBACKS: &str = "x-sr-fallbacks";
 /// The served id the request was forwarded as (gateways and Inference Extension routes read it).

@@ -16,6 +16,7 @@ use src_compiler::eval::{ModelCall, ModelResult};
 use src_compiler::hir::{CheckedPolicy, EncoderId, ModelId, RouteId};
 use src_compiler::request::RequestView;
 use src_compiler::CompiledPolicy;
+use src_dsl::ast::OwnerLost;
 use src_dsl::{codes, Diagnostic};
 
 use crate::openai::ApiError;
@@ -162,6 +163,19 @@ pub struct SessionReport {
     pub identity: Option<String>,
     /// Told when a model fails the call upstream (an error, or an answer that is not one).
     pub outcomes: Option<Arc<dyn UpstreamOutcomes>>,
+    /// Set when the call follows a live pin: what to do should that model fail it.
+    pub owner: Option<OwnerRule>,
+}
+
+/// What the forwarder does when the model a call's live pin names fails it before its first
+/// byte (`owner_lost` of docs/language.md, "`session` and `protect`").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerRule {
+    /// The pinned model (the call's first candidate).
+    pub model: ModelId,
+    pub on_loss: OwnerLost,
+    /// `protect` observes: report what `fail` would do, and fall back anyway.
+    pub observe: bool,
 }
 
 impl std::fmt::Debug for SessionReport {
@@ -170,6 +184,7 @@ impl std::fmt::Debug for SessionReport {
             .field("state", &self.state)
             .field("identity", &self.identity)
             .field("outcomes", &self.outcomes.is_some())
+            .field("owner", &self.owner)
             .finish()
     }
 }
@@ -181,7 +196,10 @@ impl PartialEq for SessionReport {
             (None, None) => true,
             _ => false,
         };
-        self.state == other.state && self.identity == other.identity && same_sink
+        self.state == other.state
+            && self.identity == other.identity
+            && self.owner == other.owner
+            && same_sink
     }
 }
 
@@ -190,6 +208,19 @@ impl PartialEq for SessionReport {
 pub trait UpstreamOutcomes: Send + Sync {
     /// `model` (a logical model name) failed the call; `reason` is a short fixed word.
     fn failed(&self, model: &str, reason: &'static str);
+
+    /// The pinned model `from` failed the call: `action` is what `owner_lost` did (`fail`,
+    /// `fallback`, `move` or `observed`), and `to` the model that answered instead. A `move`
+    /// moves the pin to `to` before the answer is relayed, so the next call follows it.
+    fn owner_lost<'a>(
+        &'a self,
+        from: &'a str,
+        to: Option<&'a str>,
+        action: &'static str,
+    ) -> BoxFuture<'a, ()> {
+        let _ = (from, to, action);
+        Box::pin(async {})
+    }
 }
 
 /// Session pinning and `protect`, called after the route decision and before forwarding.

@@ -85,6 +85,9 @@ pub struct RequestRecord {
     pub session: Option<&'static str>,
     /// The `protect` hold that kept the pin, or would have in observe mode.
     pub protection: Option<String>,
+    /// Why a session call changed models other than by routing (`owner-lost`: the pinned model
+    /// failed it and a fallback answered).
+    pub switch_reason: Option<&'static str>,
     /// What the response cache did (`x-sr-cache`: `hit`, `miss`, `skip`, `bypass`, `error`);
     /// `None` when the policy has no `cache` or the request never reached it.
     pub cache: Option<&'static str>,

@@ -55,6 +55,8 @@ pub const SESSION_SWITCHES: &str = "src_session_switches";
 pub const SESSION_HOLDS: &str = "src_session_holds";
 /// Switches a hold would have kept but observe mode let through, labelled by `rule`.
 pub const SESSION_OBSERVED: &str = "src_session_observed";
+/// Calls whose pinned model failed them, by what the `owner_lost` rule did.
+pub const SESSION_OWNER_LOST: &str = "src_session_owner_lost";
 /// Session store failures, labelled by `store`, `op` and `kind` (`timeout`, `unavailable`, ...).
 pub const SESSION_STORE_ERRORS: &str = "src_session_store_errors";
 /// Outcomes recorded, labelled by `verdict` (`pass`, `fail`) and `source` (`client`, `upstream`).

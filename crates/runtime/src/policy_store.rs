@@ -6,6 +6,7 @@
 //! the request path never clones a policy, compiles a regex or parses a URL: all of that happens
 //! here, off the request path, on the reload's blocking thread.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -222,23 +223,38 @@ impl Snapshot {
     }
 }
 
-/// The OpenAI list: router names (routed), then logical models and their aliases.
+/// The OpenAI list: router names (routed), then logical models and their aliases, then the
+/// served ids a client may send instead (those bound to exactly one model and not already
+/// listed under another meaning), marked `owned_by: "src-served"`.
 fn models_list(policy: &CheckedPolicy, created: u64) -> Bytes {
     let mut data = Vec::new();
+    let mut listed: HashSet<&str> = HashSet::new();
     for name in &policy.router.names {
+        listed.insert(name);
         data.push(
             json!({"id": name, "object": "model", "created": created, "owned_by": "src-router"}),
         );
     }
     for model in &policy.models {
+        listed.insert(&model.name);
         data.push(json!({
             "id": model.name, "object": "model", "created": created, "owned_by": "src",
             "served_as": model.serves,
         }));
         for alias in &model.aliases {
+            listed.insert(alias);
             data.push(json!({
                 "id": alias, "object": "model", "created": created, "owned_by": "src",
                 "served_as": model.serves, "alias_of": model.name,
+            }));
+        }
+    }
+    for model in &policy.models {
+        let serving = src_compiler::procedure::target::models_serving(policy, &model.serves);
+        if serving.len() == 1 && listed.insert(&model.serves) {
+            data.push(json!({
+                "id": model.serves, "object": "model", "created": created,
+                "owned_by": "src-served", "served_id_of": model.name,
             }));
         }
     }

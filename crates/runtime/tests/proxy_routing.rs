@@ -212,7 +212,7 @@ async fn without_trace_context_a_new_trace_starts() -> TestResult {
 }
 
 #[tokio::test]
-async fn models_lists_router_names_models_and_aliases() -> TestResult {
+async fn models_lists_router_names_models_aliases_and_served_ids() -> TestResult {
     let router = Router::start(POLICY).await?;
     let answer = router.get("/v1/models").await?;
     assert_eq!(answer.status, 200);
@@ -224,7 +224,19 @@ async fn models_lists_router_names_models_and_aliases() -> TestResult {
         .iter()
         .filter_map(|m| m["id"].as_str())
         .collect();
-    assert_eq!(ids, ["auto", "small", "qwen-small", "strong", "safe"]);
+    assert_eq!(
+        ids,
+        [
+            "auto",
+            "small",
+            "qwen-small",
+            "strong",
+            "safe",
+            "Qwen/Qwen3-0.6B",
+            "Qwen/Qwen3-8B",
+            "safe-model"
+        ]
+    );
     assert!(list["data"]
         .as_array()
         .ok_or("no data")?

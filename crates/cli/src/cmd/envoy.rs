@@ -251,7 +251,7 @@ fn atom_reads_caller(atom: &Atom) -> bool {
 
 fn caller_text(t: &TextExpr) -> bool {
     match t {
-        TextExpr::Header(_) | TextExpr::ApiKey => true,
+        TextExpr::Header(_) | TextExpr::Body(_) | TextExpr::ApiKey => true,
         TextExpr::Coalesce(a, b) => caller_text(a) || caller_text(b),
         TextExpr::Signal(_, e) => caller_text(e),
         _ => false,

@@ -168,6 +168,22 @@ impl Checker<'_> {
                     span,
                 ))
             }
+            Function::Body => {
+                let path = self.string_literal(f, &args[0], "a body path")?;
+                if path.split('.').any(str::is_empty) {
+                    self.report(
+                        Diagnostic::error(
+                            codes::WRONG_ARGUMENTS,
+                            format!("`{path}` is not a path into the request body"),
+                            args[0].span,
+                        )
+                        .with_label_message("an empty field name")
+                        .with_help("name object fields separated by dots, e.g. `body(\"metadata.user_id\")`"),
+                    );
+                    return None;
+                }
+                Some(texpr(TExprKind::Body(path), Type::OptText, span))
+            }
             Function::Words | Function::Tokens | Function::Language => {
                 let text = Box::new(self.text_argument(f, &args[0])?);
                 Some(match function {

@@ -154,6 +154,64 @@ impl Checker<'_> {
         for d in found {
             self.report(d);
         }
+        self.check_shadowed_served_ids();
+    }
+
+    /// A served id bound to one model names that model in `model`
+    /// (docs/language.md, "What happens to a request"), unless a name, alias or router name
+    /// takes it first: warn of that (W010), since a client moved from the backend means the
+    /// served model.
+    fn check_shadowed_served_ids(&mut self) {
+        let mut served: HashMap<&str, Vec<&str>> = HashMap::new();
+        for m in &self.decls.models {
+            if let Some(serves) = &m.serves {
+                served.entry(&serves.value).or_default().push(&m.name.name);
+            }
+        }
+        let mut written: Vec<(&str, Span, String, Option<&str>)> = Vec::new();
+        for m in &self.decls.models {
+            let what = format!("model `{}`", m.name.name);
+            written.push((&m.name.name, m.name.span, what.clone(), Some(&m.name.name)));
+            for a in m.aliases.iter().flat_map(|a| a.value.iter()) {
+                written.push((
+                    &a.value,
+                    a.span,
+                    format!("an alias of {what}"),
+                    Some(&m.name.name),
+                ));
+            }
+        }
+        if let Some((router, _)) = self.decls.router {
+            for n in router.names.iter().flat_map(|n| n.value.iter()) {
+                written.push((&n.value, n.span, "a router name".into(), None));
+            }
+        }
+        let mut found = Vec::new();
+        for (name, span, what, owner) in written {
+            let Some(models) = served.get(name) else {
+                continue;
+            };
+            let others: Vec<String> = models
+                .iter()
+                .filter(|m| Some(**m) != owner)
+                .map(|m| format!("`{m}`"))
+                .collect();
+            if others.is_empty() {
+                continue;
+            }
+            found.push(
+                Diagnostic::warning(
+                    codes::SHADOWED_SERVED_ID,
+                    format!("`{name}` is the served id of {}", others.join(", ")),
+                    span,
+                )
+                .with_label_message(format!("but a client sending it gets {what}"))
+                .with_help("clients moved from the backend send its served ids; rename this name so the served id names its model"),
+            );
+        }
+        for d in found {
+            self.report(d);
+        }
     }
 
     pub(super) fn check_model_sources(&mut self) {

@@ -488,6 +488,7 @@ impl Analysis {
             K::System => ("system", String::new()),
             K::ApiKey => ("api_key", String::new()),
             K::Header(h) => ("header", h.clone()),
+            K::Body(p) => ("body", p.clone()),
             K::Request(f) => ("request", format!("{f:?}")),
             K::Contains { phrases, .. } => ("contains", phrases.join("\u{0}")),
             K::Hits { phrases, .. } => ("hits", phrases.join("\u{0}")),

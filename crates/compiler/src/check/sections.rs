@@ -236,6 +236,7 @@ impl Checker<'_> {
                     .as_ref()
                     .map_or(ProtectMode::Enforce, |m| m.value),
                 holds,
+                owner_lost: protect.owner_lost.as_ref().map(|o| o.value),
             }
         }));
     }

@@ -25,6 +25,7 @@ impl<'a> Evaluation<'a> {
             TextExpr::System => Some(&self.req.system),
             TextExpr::ApiKey => self.req.api_key.as_deref(),
             TextExpr::Header(name) => self.req.header(name),
+            TextExpr::Body(path) => self.req.body_field(path),
             TextExpr::Coalesce(a, b) => self.text(a).or_else(|| self.text(b)),
             TextExpr::Signal(s, inner) => match self.text_givens.get(s.index()) {
                 Some(Some(given)) => given.as_deref(),

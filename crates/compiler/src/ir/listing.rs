@@ -198,6 +198,7 @@ impl Program {
             TextExpr::System => "system".into(),
             TextExpr::ApiKey => "api_key".into(),
             TextExpr::Header(h) => format!("header({h:?})"),
+            TextExpr::Body(p) => format!("body({p:?})"),
             TextExpr::Coalesce(a, b) => format!("{} ?? {}", self.text_expr(a), self.text_expr(b)),
             TextExpr::Signal(s, _) => self.signal_name(s.index()).to_string(),
         }

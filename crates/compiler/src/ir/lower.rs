@@ -292,6 +292,7 @@ impl<'p> Lowerer<'p> {
             K::System => Ok(Val::Text(TextExpr::System)),
             K::ApiKey => Ok(Val::Text(TextExpr::ApiKey)),
             K::Header(h) => Ok(Val::Text(TextExpr::Header(h.to_lowercase()))),
+            K::Body(p) => Ok(Val::Text(TextExpr::Body(p.clone()))),
             K::Coalesce(a, b) => Ok(Val::Text(TextExpr::Coalesce(
                 Box::new(self.text(a)?),
                 Box::new(self.text(b)?),

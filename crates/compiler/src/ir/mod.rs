@@ -95,6 +95,8 @@ pub enum TextExpr {
     ApiKey,
     /// The header name, lowercased.
     Header(String),
+    /// A dotted path into the request body.
+    Body(String),
     Coalesce(Box<TextExpr>, Box<TextExpr>),
     /// A text signal, inlined; kept so a given value can replace it.
     Signal(SignalId, Box<TextExpr>),

@@ -12,9 +12,9 @@
 //!   answer with [`Procedure::session_answered`].
 //!
 //! The rules live here once: blocks in order (refuse, or `to MODEL`); a `model` that names a
-//! router name asks for routing, a model name or alias is the proposal (only blocks are then
-//! evaluated: models that only routes read are never run), anything else is a 404 once no block
-//! holds; routes by priority; the cache unless bypassed (`cache = off`, or a request the caller
+//! router name asks for routing, a model name, alias or served id bound to one model is the
+//! proposal (only blocks are then evaluated: models that only routes read are never run), a
+//! served id bound to several is a 400 and anything else a 404 once no block holds; routes by priority; the cache unless bypassed (`cache = off`, or a request the caller
 //! cannot cache) or skipped (`skip when`); the session unless a block redirected; then the order
 //! in which models are tried.
 
@@ -123,6 +123,12 @@ pub enum ProcedureError {
     /// No block holds, and the request's `model` is neither a router name nor a declared model.
     #[error("the model `{0}` does not exist")]
     UnknownModel(String),
+    /// No block holds, and the request's `model` is a served id several models are bound to.
+    #[error(
+        "the served id `{id}` is bound to several models ({}); name one of them",
+        .models.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+    )]
+    AmbiguousModel { id: String, models: Vec<String> },
     /// The program named a block or route the policy does not have (a compiler bug).
     #[error("the decision named an unknown {0}")]
     Internal(&'static str),
@@ -143,6 +149,8 @@ enum Asked<'a> {
     Route,
     Model(ModelId),
     Unknown(&'a str),
+    /// A served id several models are bound to.
+    Ambiguous(&'a str),
     Missing,
 }
 
@@ -183,6 +191,7 @@ impl<'a> Procedure<'a> {
             Some(name) => match policy.target(name) {
                 Some(Target::Route) => Asked::Route,
                 Some(Target::Model(m)) => Asked::Model(m),
+                Some(Target::Ambiguous) => Asked::Ambiguous(name),
                 None => Asked::Unknown(name),
             },
         };
@@ -320,6 +329,15 @@ impl<'a> Procedure<'a> {
                 (Asked::Unknown(name), _, _) => {
                     return Err(ProcedureError::UnknownModel(name.to_string()))
                 }
+                (Asked::Ambiguous(id), _, _) => {
+                    return Err(ProcedureError::AmbiguousModel {
+                        id: id.to_string(),
+                        models: target::models_serving(checked, id)
+                            .into_iter()
+                            .map(str::to_owned)
+                            .collect(),
+                    })
+                }
                 (Asked::Missing, Unnamed::Refuse, _) => return Err(ProcedureError::MissingModel),
                 (Asked::Route | Asked::Missing, _, Found::Route(route)) => {
                     let def = checked
@@ -346,7 +364,7 @@ impl<'a> Procedure<'a> {
         match self.asked {
             Asked::Route => false,
             Asked::Missing => self.unnamed == Unnamed::Refuse,
-            Asked::Model(_) | Asked::Unknown(_) => true,
+            Asked::Model(_) | Asked::Unknown(_) | Asked::Ambiguous(_) => true,
         }
     }
 

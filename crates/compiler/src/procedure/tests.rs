@@ -192,6 +192,46 @@ fn a_named_model_or_alias_needs_the_blocks_only() {
 }
 
 #[test]
+fn a_served_id_bound_to_one_model_names_that_model() {
+    each_engine(&policy(), |p| {
+        let v = view("what is an integral", Some("org/strong"));
+        let (asked, decision) = drive(Procedure::new(p, &v), CALM);
+        let decision = decision.expect("decided");
+        assert_eq!(asked, ["guard", "session"]);
+        assert_eq!((decision.route, decision.proposal), (None, Some(STRONG)));
+        assert_eq!(decision.candidates, [STRONG]);
+        // Blocks still apply to it.
+        let blocked = Fakes {
+            attack: 0.9,
+            ..CALM
+        };
+        let (_, decision) = drive(Procedure::new(p, &v), blocked);
+        assert!(decision.expect("decided").refusal.is_some());
+    });
+}
+
+#[test]
+fn a_served_id_bound_to_several_models_is_refused_naming_them() {
+    let mut shared = policy();
+    shared.models[CODER.index()].serves = "org/strong".into();
+    each_engine(&shared, |p| {
+        let v = view("what is an integral", Some("org/strong"));
+        let (_, decision) = drive(Procedure::new(p, &v), CALM);
+        assert_eq!(
+            decision,
+            Err(ProcedureError::AmbiguousModel {
+                id: "org/strong".into(),
+                models: vec!["strong".into(), "coder".into()],
+            })
+        );
+        // A name still wins over a served id.
+        let v = view("what is an integral", Some("coder"));
+        let (_, decision) = drive(Procedure::new(p, &v), CALM);
+        assert_eq!(decision.expect("decided").proposal, Some(CODER));
+    });
+}
+
+#[test]
 fn an_unknown_model_is_refused_once_no_block_holds() {
     each_engine(&policy(), |p| {
         let v = view("what is an integral", Some("gpt-9"));

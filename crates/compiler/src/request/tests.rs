@@ -456,3 +456,31 @@ fn a_previous_response_or_a_conversation_is_provider_state() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn body_fields_are_scalars_outside_the_conversation() {
+    let body = json!({
+        "model": "auto",
+        "user": "u-1",
+        "prompt_cache_key": "k",
+        "metadata": {"user_id": "abc", "n": 7, "flag": true, "deep": {"a": {"b": {"c": "too deep"}}}},
+        "stop": ["x"],
+        "messages": [{"role": "user", "content": "hi", "user": "not this"}],
+        "tools": [],
+    });
+    let view = RequestView::from_chat(&body, &[]).unwrap();
+    assert_eq!(view.body_field("user"), Some("u-1"));
+    assert_eq!(view.body_field("prompt_cache_key"), Some("k"));
+    assert_eq!(view.body_field("metadata.user_id"), Some("abc"));
+    assert_eq!(view.body_field("metadata.n"), Some("7"));
+    assert_eq!(view.body_field("metadata.deep.a.b"), None);
+    assert_eq!(view.body_field("metadata.deep.a.b.c"), None);
+    assert_eq!(view.body_field("metadata.flag"), None);
+    assert_eq!(view.body_field("metadata"), None);
+    assert_eq!(view.body_field("stop"), None);
+    assert_eq!(view.body_field("messages.0.user"), None);
+    let responses = json!({"input": "hi", "user": "r-1", "instructions": "be brief"});
+    let view = RequestView::from_responses(&responses, &[]).unwrap();
+    assert_eq!(view.body_field("user"), Some("r-1"));
+    assert_eq!(view.body_field("instructions"), None);
+}

@@ -80,6 +80,7 @@ by_eq!(
     ClientAuth,
     Outcomes,
     ProtectMode,
+    OwnerLost,
     FailMode,
     UnaryOp,
     BinOp
@@ -116,7 +117,7 @@ by_fields! {
     Cache { encoder, threshold, ttl, store, skip_when }
     Session { id, tenant, ttl, store, missing, outcomes }
     Hold { name, when; skip span }
-    Protect { mode, holds }
+    Protect { mode, holds, owner_lost }
     Failure { classifier, store, backend }
     Router { names, tokenizer }
     Given { signal, value }

@@ -45,6 +45,7 @@ macro_rules! visitor {
             ClientAuth(&'a $($m)? Spanned<ClientAuth>),
             Outcomes(&'a $($m)? Spanned<Outcomes>),
             Mode(&'a $($m)? Spanned<ProtectMode>),
+            OwnerLost(&'a $($m)? Spanned<OwnerLost>),
             FailMode(&'a $($m)? Spanned<FailMode>),
             Store(&'a $($m)? Spanned<Store>),
             Tools(&'a $($m)? Spanned<Tools>),
@@ -75,6 +76,7 @@ macro_rules! visitor {
                     FieldValue::ClientAuth(x) => x.span,
                     FieldValue::Outcomes(x) => x.span,
                     FieldValue::Mode(x) => x.span,
+                    FieldValue::OwnerLost(x) => x.span,
                     FieldValue::FailMode(x) => x.span,
                     FieldValue::Store(x) => x.span,
                     FieldValue::Tools(x) => x.span,
@@ -413,10 +415,13 @@ macro_rules! visitor {
             }
         }
 
-        /// `mode`, then every `hold` in order.
+        /// `mode`, `owner_lost`, then every `hold` in order.
         pub fn walk_protect<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Protect) {
             if let Some(x) = &$($m)? d.mode {
                 field(v, "mode", FieldValue::Mode(x));
+            }
+            if let Some(x) = &$($m)? d.owner_lost {
+                field(v, "owner_lost", FieldValue::OwnerLost(x));
             }
             for hold in &$($m)? d.holds {
                 v.visit_hold(hold);
@@ -500,6 +505,7 @@ macro_rules! visitor {
                 FieldValue::ClientAuth(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Outcomes(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Mode(x) => v.visit_span(&$($m)? x.span),
+                FieldValue::OwnerLost(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::FailMode(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Env(x) => v.visit_env_ref(x),
                 FieldValue::Store(x) => {

@@ -115,6 +115,14 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                 };
                 b.stmt(INDENT, format!("mode = {v}"), cover(&[m.span]));
             }
+            if let Some(o) = &d.owner_lost {
+                let v = match o.value {
+                    OwnerLost::Fail => "fail",
+                    OwnerLost::Fallback => "fallback",
+                    OwnerLost::Move => "move",
+                };
+                b.stmt(INDENT, format!("owner_lost = {v}"), cover(&[o.span]));
+            }
             for h in &d.holds {
                 let text = format!("hold {} when {}", string(&h.name.value), expr(&h.when));
                 b.stmt(INDENT, text, cover(&[h.span, h.name.span, h.when.span]));

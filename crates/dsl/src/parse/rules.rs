@@ -287,6 +287,15 @@ pub(super) fn protect(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Protect {
             ],
         ),
         holds,
+        owner_lost: fields.choice(
+            cx,
+            "owner_lost",
+            &[
+                ("fail", OwnerLost::Fail),
+                ("fallback", OwnerLost::Fallback),
+                ("move", OwnerLost::Move),
+            ],
+        ),
     }
 }
 

@@ -142,6 +142,7 @@ fn value(v: &FieldValue<'_>) -> String {
         FieldValue::ClientAuth(m) => format!("{:?}", m.value),
         FieldValue::Outcomes(m) => format!("{:?}", m.value),
         FieldValue::Mode(m) => format!("{:?}", m.value),
+        FieldValue::OwnerLost(m) => format!("{:?}", m.value),
         FieldValue::FailMode(m) => format!("{:?}", m.value),
         FieldValue::Store(s) => store(&s.value),
         FieldValue::Tools(t) => match &t.value {

@@ -107,6 +107,9 @@ pub fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, model: Op
     if let Some(session) = record.session {
         set(headers::SR_SESSION, session);
     }
+    if let Some(reason) = record.switch_reason {
+        set(headers::SR_SWITCH_REASON, reason);
+    }
     if let Some(cache) = record.cache {
         set(headers::SR_CACHE, cache);
     }

@@ -359,6 +359,13 @@ fn procedure_error(error: ProcedureError) -> ApiError {
             ApiError::bad_request(error.to_string()).with_param("model")
         }
         ProcedureError::UnknownModel(model) => ApiError::model_not_found(&model),
+        ProcedureError::AmbiguousModel { .. } => ApiError::new(
+            hyper::StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("model_ambiguous"),
+            error.to_string(),
+        )
+        .with_param("model"),
         ProcedureError::Internal(_) => ApiError::internal(error.to_string()),
     }
 }

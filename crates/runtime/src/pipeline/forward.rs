@@ -4,6 +4,9 @@
 //! A model whose `context` is smaller than the request's token count is skipped; a connect
 //! error, a timeout, a 5xx before the first response byte, or a 404 (the model is not served)
 //! while another candidate remains moves on to the next candidate.
+//! When the failed model is the one a session's live pin names, `owner_lost` decides first: stop
+//! with a 503 and `Retry-After` (`fail`), or let the fallbacks answer and report the switch
+//! (`x-sr-session: switched`, `x-sr-switch-reason: owner-lost`).
 //! Once an answer's head has arrived it is relayed as is, whatever follows; when the proposed
 //! model answers a cache miss, the relay also hands the whole answer to the cache.
 
@@ -21,10 +24,11 @@ use opentelemetry::trace::SpanKind;
 use serde_json::Value;
 use src_compiler::hir::{CheckedPolicy, ModelDef, ModelId};
 use src_compiler::request::RequestView;
+use src_dsl::ast::OwnerLost;
 
 use crate::cache::Fill;
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
-use crate::hooks::UpstreamOutcomes;
+use crate::hooks::{OwnerRule, UpstreamOutcomes};
 use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
 use crate::otel::{key, name, text, Phase, RequestTrace};
@@ -157,8 +161,20 @@ pub async fn forward(
         (&mut done.record, &done.trace),
     )
     .await;
+    let owner = plan.session.as_ref().and_then(|s| s.owner);
+    let owner_name = owner
+        .and_then(|o| policy.models.get(o.model.index()))
+        .map_or("", |m| m.name.as_str());
     let failures = match tried.outcome {
         Tried::Unbuildable(error) => return answer_error(done, error),
+        Tried::OwnerKept => {
+            done.record.fallbacks = fallback_list(policy, &tried.failures);
+            report_failures(session_outcomes.as_deref(), policy, &tried.failures);
+            if let Some(outcomes) = session_outcomes.as_deref() {
+                outcomes.owner_lost(owner_name, None, "fail").await;
+            }
+            return owner_kept(done, owner_name);
+        }
         Tried::Answered {
             response,
             model_id,
@@ -170,9 +186,26 @@ pub async fn forward(
             done.upstream = Some(span);
             done.record.fallbacks = fallback_list(policy, &tried.failures);
             report_failures(session_outcomes.as_deref(), policy, &tried.failures);
+            let mut protection = plan.protection.as_deref();
+            if let Some(rule) = owner.filter(|o| tried.owner_lost && o.model != model_id) {
+                let action = owner_lost_action(rule);
+                if let Some(outcomes) = session_outcomes.as_deref() {
+                    outcomes
+                        .owner_lost(owner_name, Some(&model.name), action)
+                        .await;
+                }
+                done.record.switch_reason = Some(headers::switch_reason::OWNER_LOST);
+                if action == OBSERVED {
+                    done.record.session = Some(headers::session::OBSERVED);
+                    protection = Some(headers::switch_reason::OWNER_LOST);
+                } else {
+                    done.record.session = Some(headers::session::SWITCHED);
+                }
+                done.record.protection = protection.map(str::to_owned);
+            }
             let answer = Answer {
                 sent_at,
-                protection: plan.protection.as_deref(),
+                protection,
                 model: &model.name,
                 outcomes: session_outcomes,
                 fill: fill.filter(|f| f.model == model_id),
@@ -186,6 +219,41 @@ pub async fn forward(
     let error = exhausted(policy, &failures);
     answer_error(done, error)
 }
+
+/// The `owner_lost` action an answering fallback was reached under.
+const OBSERVED: &str = "observed";
+
+fn owner_lost_action(rule: OwnerRule) -> &'static str {
+    match rule.on_loss {
+        OwnerLost::Fail => OBSERVED,
+        OwnerLost::Fallback => "fallback",
+        OwnerLost::Move => "move",
+    }
+}
+
+/// The answer when the pinned model failed a call that `owner_lost = fail` keeps on it: 503 with
+/// `Retry-After`, so the agent retries on the same owner rather than hand its task to another.
+fn owner_kept(done: Completion, owner: &str) -> Response<ProxyBody> {
+    let error = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "server_error",
+        Some("owner_lost"),
+        format!(
+            "the session's model `{owner}` is unavailable, and this call may not move to another \
+             model; retry"
+        ),
+    );
+    let mut response = answer_error(done, error);
+    response.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        HeaderValue::from_static(OWNER_RETRY_AFTER_S),
+    );
+    response
+}
+
+/// Seconds an agent waits before retrying a call its lost owner must answer: a backend restarts
+/// or a Dynamo frontend finds another worker of the same model within seconds.
+const OWNER_RETRY_AFTER_S: &str = "1";
 
 /// Notes in `record` what decided the plan: its route, block, session state, `protect` hold
 /// and cache score (the model is noted per attempt).
@@ -237,6 +305,8 @@ enum Tried<'p, B> {
     },
     /// The request could not be rewritten for a candidate: the client's to fix.
     Unbuildable(ApiError),
+    /// The session's pinned model failed the call, and `owner_lost = fail` keeps it there.
+    OwnerKept,
     /// Every candidate failed.
     Exhausted,
 }
@@ -245,6 +315,8 @@ enum Tried<'p, B> {
 struct Attempts<'p, B> {
     outcome: Tried<'p, B>,
     failures: Vec<(ModelId, Failure)>,
+    /// The session's pinned model failed the call upstream, and the fallbacks were let on.
+    owner_lost: bool,
 }
 
 /// Tries the plan's candidates in order, noting in `record` the model each attempt went to. Each
@@ -274,6 +346,8 @@ async fn try_candidates<'p, T: Transport>(
     }
     let mut tokens: Option<i64> = None;
     let mut failures: Vec<(ModelId, Failure)> = Vec::new();
+    let owner = plan.session.as_ref().and_then(|s| s.owner);
+    let mut owner_lost = false;
 
     for (tried, &model_id) in plan.candidates.iter().enumerate() {
         let more = tried + 1 < plan.candidates.len();
@@ -312,6 +386,7 @@ async fn try_candidates<'p, T: Transport>(
                 return Attempts {
                     outcome: Tried::Unbuildable(ApiError::bad_request(err.to_string())),
                     failures,
+                    owner_lost,
                 }
             }
         };
@@ -357,6 +432,13 @@ async fn try_candidates<'p, T: Transport>(
                     model_id,
                     &mut failures,
                 );
+                if let Some(kept) = lose_owner(owner, model_id, more, &mut owner_lost) {
+                    return Attempts {
+                        outcome: kept,
+                        failures,
+                        owner_lost,
+                    };
+                }
             }
             Ok(response) => {
                 return Attempts {
@@ -368,6 +450,7 @@ async fn try_candidates<'p, T: Transport>(
                         span,
                     },
                     failures,
+                    owner_lost,
                 }
             }
             Err(err) => {
@@ -380,14 +463,38 @@ async fn try_candidates<'p, T: Transport>(
                     Failure::Upstream(err),
                     model_id,
                     &mut failures,
-                )
+                );
+                if let Some(kept) = lose_owner(owner, model_id, more, &mut owner_lost) {
+                    return Attempts {
+                        outcome: kept,
+                        failures,
+                        owner_lost,
+                    };
+                }
             }
         }
     }
     Attempts {
         outcome: Tried::Exhausted,
         failures,
+        owner_lost,
     }
+}
+
+/// The pinned model `failed` the call upstream with `more` candidates left: under `owner_lost =
+/// fail` (enforced) the call stops there; otherwise the fallbacks go on, and `lost` says so.
+fn lose_owner<'p, B>(
+    owner: Option<OwnerRule>,
+    failed: ModelId,
+    more: bool,
+    lost: &mut bool,
+) -> Option<Tried<'p, B>> {
+    let rule = owner.filter(|o| o.model == failed && more)?;
+    if rule.on_loss == OwnerLost::Fail && !rule.observe {
+        return Some(Tried::OwnerKept);
+    }
+    *lost = true;
+    None
 }
 
 /// Whether an upstream answer with `status` sends the request on to the next model: any 5xx,

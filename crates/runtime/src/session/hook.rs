@@ -7,13 +7,15 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 use serde_json::Value;
-use src_compiler::hir::CheckedPolicy;
+use src_compiler::hir::{CheckedPolicy, ModelId};
+use src_compiler::request::RequestView;
+use src_dsl::ast::{OwnerLost, ProtectMode};
 
 use crate::hooks::{
-    BoxFuture, SessionInput, SessionOutcome, SessionReport, Sessions, UpstreamOutcomes,
+    BoxFuture, OwnerRule, SessionInput, SessionOutcome, SessionReport, Sessions, UpstreamOutcomes,
 };
 use crate::openai::ApiError;
-use crate::session::layer::{Continuity, ContinuityInput, SessionLayer, Ticket};
+use crate::session::layer::{Continuity, ContinuityInput, SessionLayer, SessionState, Ticket};
 use crate::session::outcomes;
 use crate::session::protect::PolicyHolds;
 use crate::session::store::Verdict;
@@ -47,6 +49,7 @@ impl Sessions for SessionLayer {
                     protection,
                     report: SessionReport {
                         state: state.as_str(),
+                        owner: owner_rule(input.policy, input.request, model, state),
                         identity: ticket.as_ref().map(|t| t.identity.id.clone()),
                         outcomes: ticket.map(|ticket| {
                             Arc::new(UpstreamSink { ticket }) as Arc<dyn UpstreamOutcomes>
@@ -71,6 +74,35 @@ impl Sessions for SessionLayer {
     }
 }
 
+/// What an owner loss does for a call that follows a live pin (`pinned`, or `held` by a hold);
+/// `None` for a call whose model has no history in the session yet. Without `protect` the
+/// fallbacks answer; with it, `owner_lost` decides, by default `fail` inside a tool loop.
+fn owner_rule(
+    policy: &CheckedPolicy,
+    view: &RequestView,
+    model: ModelId,
+    state: SessionState,
+) -> Option<OwnerRule> {
+    if !matches!(state, SessionState::Pinned | SessionState::Held) {
+        return None;
+    }
+    let (on_loss, observe) = match &policy.protect {
+        Some(protect) => (
+            protect.owner_lost_for(view.tool_loop),
+            protect.mode == ProtectMode::Observe,
+        ),
+        None => (OwnerLost::Fallback, false),
+    };
+    Some(OwnerRule {
+        model,
+        on_loss,
+        observe,
+    })
+}
+
+/// The `owner_lost` action that moves the pin.
+pub const MOVE: &str = "move";
+
 /// Records upstream failures as `fail` outcomes of the session, off the request path.
 struct UpstreamSink {
     ticket: Ticket,
@@ -88,5 +120,21 @@ impl UpstreamOutcomes for UpstreamSink {
                 tracing::debug!(%err, reason, "cannot record an upstream failure");
             }
         });
+    }
+
+    fn owner_lost<'a>(
+        &'a self,
+        from: &'a str,
+        to: Option<&'a str>,
+        action: &'static str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.ticket.count_owner_lost(from, action);
+            if let (MOVE, Some(to)) = (action, to) {
+                if let Err(err) = self.ticket.move_pin(from, to).await {
+                    tracing::warn!(%err, from, to, "cannot move the pin of a lost owner");
+                }
+            }
+        })
     }
 }

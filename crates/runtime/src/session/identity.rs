@@ -2,7 +2,7 @@
 //!
 //! `session.id` and `session.tenant` are `text?` expressions (declared as in
 //! docs/language.md, "`session` and `protect`", read at step 5 of
-//! docs/language.md, "What happens to a request"). They are tiny — headers, the API key,
+//! docs/language.md, "What happens to a request"). They are tiny — headers, body fields, the API key,
 //! literals, `??` chains, text signals — so they are evaluated here directly over the
 //! [`RequestView`] instead of through the staged evaluator, which only carries text inside atoms.
 //!
@@ -115,6 +115,7 @@ fn eval_text(
     match &expr.kind {
         TExprKind::Str(s) => Some(s.clone()),
         TExprKind::Header(name) => view.header(name).map(str::to_owned),
+        TExprKind::Body(path) => view.body_field(path).map(str::to_owned),
         TExprKind::ApiKey => view.api_key.clone(),
         TExprKind::Prompt => Some(view.prompt.clone()),
         TExprKind::History => Some(view.history.clone()),

@@ -28,8 +28,8 @@ use crate::hooks::ModelSignals;
 use crate::session::clock::{Clock, SystemClock};
 use crate::session::identity::{identify, Identity};
 use crate::session::metrics::{
-    OutcomeLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels, StoreLabels,
-    SwitchLabels,
+    OutcomeLabels, OwnerLostLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels,
+    StoreLabels, SwitchLabels,
 };
 use crate::session::pin::Pin;
 use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds, PROVIDER_STATE};
@@ -172,6 +172,50 @@ impl Ticket {
             }
         }
         recorded
+    }
+}
+
+impl Ticket {
+    /// Counts a call whose pinned model `model` failed it, under what `owner_lost` did.
+    pub fn count_owner_lost(&self, model: &str, action: &'static str) {
+        self.metrics
+            .owner_lost
+            .get_or_create(&OwnerLostLabels {
+                model: model.to_owned(),
+                action,
+            })
+            .inc();
+    }
+
+    /// Moves the session's pin from `from` to `to` (`owner_lost = move`): a compare-and-set on
+    /// the pin as read, so a pin some other call moved meanwhile is left as that call left it.
+    /// Answers whether the pin moved.
+    pub async fn move_pin(&self, from: &str, to: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        let Some(pin) = self.store.get(&self.identity, now).await? else {
+            return Ok(false);
+        };
+        if pin.model != from {
+            return Ok(false);
+        }
+        let moved = pin.switched(to, pin.route.as_deref(), now, None);
+        match self
+            .store
+            .compare_and_set(&self.identity, &pin, &moved, self.ttl_ms)
+            .await?
+        {
+            Cas::Stored => {
+                self.metrics
+                    .switches
+                    .get_or_create(&SwitchLabels {
+                        from: from.to_owned(),
+                        to: to.to_owned(),
+                    })
+                    .inc();
+                Ok(true)
+            }
+            Cas::Conflict(_) => Ok(false),
+        }
     }
 }
 
@@ -335,7 +379,13 @@ impl SessionLayer {
                 let hint = if headers.is_empty() {
                     String::new()
                 } else {
-                    let names: Vec<String> = headers.iter().map(|h| format!("`{h}`")).collect();
+                    let names: Vec<String> = headers
+                        .iter()
+                        .map(|h| match h {
+                            IdSource::Header(h) => format!("`{h}`"),
+                            IdSource::Body(p) => format!("the body field `{p}`"),
+                        })
+                        .collect();
                     format!(": send {}", names.join(" or "))
                 };
                 Continuity::Reject {
@@ -625,10 +675,18 @@ fn model_name(policy: &CheckedPolicy, id: ModelId) -> &str {
         .map_or("", |m| m.name.as_str())
 }
 
-/// The headers an identity expression reads, in order, for the "send one of" hint.
-fn id_headers(e: &TExpr) -> Vec<&str> {
+/// Where an identity expression reads the identity from, for the "send one of" hint.
+enum IdSource<'a> {
+    Header(&'a str),
+    Body(&'a str),
+}
+
+/// The headers and body fields an identity expression reads, in order, for the "send one of"
+/// hint.
+fn id_headers(e: &TExpr) -> Vec<IdSource<'_>> {
     match &e.kind {
-        TExprKind::Header(h) => vec![h.as_str()],
+        TExprKind::Header(h) => vec![IdSource::Header(h.as_str())],
+        TExprKind::Body(p) => vec![IdSource::Body(p.as_str())],
         TExprKind::Coalesce(a, b) => {
             let mut v = id_headers(a);
             v.extend(id_headers(b));

@@ -30,6 +30,14 @@ pub struct RuleLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OwnerLostLabels {
+    /// The pinned model that failed the call.
+    pub model: String,
+    /// `fail`, `fallback`, `move` or `observed`.
+    pub action: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreErrorLabels {
     pub store: &'static str,
     pub op: &'static str,
@@ -50,6 +58,7 @@ pub struct SessionMetrics {
     pub switches: Family<SwitchLabels, Counter>,
     pub holds: Family<RuleLabels, Counter>,
     pub observed: Family<RuleLabels, Counter>,
+    pub owner_lost: Family<OwnerLostLabels, Counter>,
     pub store_errors: Family<StoreErrorLabels, Counter>,
     pub outcomes: Family<OutcomeLabels, Counter>,
 }
@@ -81,6 +90,11 @@ impl SessionMetrics {
             names::SESSION_OBSERVED,
             "Switches a hold would have kept, let through in observe mode",
             self.observed.clone(),
+        );
+        registry.register(
+            names::SESSION_OWNER_LOST,
+            "Calls whose pinned model failed them, by what owner_lost did",
+            self.owner_lost.clone(),
         );
         registry.register(
             names::SESSION_STORE_ERRORS,

@@ -188,6 +188,7 @@ async fn send_turn(
         route: None,
         session_state: None,
         protection: None,
+        switch_reason: None,
         tool_loop: turn.tool_loop(),
         stream: turn.stream(),
         latency_ms: None,
@@ -219,6 +220,7 @@ async fn send_turn(
     record.route = named(src_runtime::headers::SR_ROUTE);
     record.session_state = named(src_runtime::headers::SR_SESSION);
     record.protection = named(src_runtime::headers::SR_PROTECTION);
+    record.switch_reason = named(src_runtime::headers::SR_SWITCH_REASON);
     record.latency_ms = Some(round3(answer.latency_ms));
     record.ttft_ms = if turn.stream() {
         answer.first_byte_ms.map(round3)

@@ -3,7 +3,9 @@
 //! - A **failure** is an answer that is not a completed step ([`super::judge`]).
 //! - A **switch** is a turn answered by another model than the session's previous answered
 //!   turn; a switch on a turn whose request is inside a tool loop (`request.tool_loop`) is a
-//!   **violation**, and so is an `expect` key that does not hold.
+//!   **violation**, and so is an `expect` key that does not hold. A turn the router reports as
+//!   answered by a fallback because the session's model was lost (`x-sr-switch-reason:
+//!   owner-lost`) is a switch too, whatever the previous turn.
 //!
 //! The model a turn is answered by is the router's logical model (`x-sr-model`) when the answer
 //! carries one, else the served model the body names, so a replay against a bare backend still
@@ -31,6 +33,9 @@ pub struct TurnRecord {
     pub session_state: Option<String>,
     #[serde(rename = "x-sr-protection")]
     pub protection: Option<String>,
+    /// Why the router changed models other than by routing (`owner-lost`).
+    #[serde(rename = "x-sr-switch-reason")]
+    pub switch_reason: Option<String>,
     pub tool_loop: bool,
     pub stream: bool,
     pub latency_ms: Option<f64>,
@@ -49,6 +54,15 @@ impl TurnRecord {
             return None;
         }
         self.x_sr_model.as_deref().or(self.model.as_deref())
+    }
+
+    /// Whether the router says it handed this turn to another model than the session's owner
+    /// (its pinned model failed it), which is a switch even where the previous answered turn is
+    /// not in this run to compare with.
+    pub fn owner_lost(&self) -> bool {
+        self.ok
+            && self.switch_reason.as_deref()
+                == Some(src_runtime::headers::switch_reason::OWNER_LOST)
     }
 }
 
@@ -88,6 +102,10 @@ pub fn check_session(records: &mut [TurnRecord], expects: &[&Expect]) {
             record.violations.push(format!(
                 "the model changed inside a tool loop: `{}` -> `{model}`",
                 previous.as_deref().unwrap_or_default()
+            ));
+        } else if record.owner_lost() && record.tool_loop {
+            record.violations.push(format!(
+                "the session's model was lost inside a tool loop and `{model}` answered"
             ));
         }
         if let Some(route) = &expect.route {
@@ -136,7 +154,8 @@ pub fn switches(records: &[TurnRecord]) -> Vec<bool> {
             let Some(model) = r.answered_by() else {
                 return false;
             };
-            let switched = previous.is_some_and(|(s, p)| s == r.session && p != model);
+            let switched =
+                r.owner_lost() || previous.is_some_and(|(s, p)| s == r.session && p != model);
             previous = Some((r.session.as_str(), model));
             switched
         })
@@ -181,6 +200,7 @@ mod tests {
             route: Some("default".into()),
             session_state: None,
             protection: None,
+            switch_reason: None,
             tool_loop,
             stream: false,
             latency_ms: Some(1.0),
@@ -225,6 +245,23 @@ mod tests {
         check_session(&mut records, &[&first, &second]);
         assert_eq!(records[0].violations.len(), 1);
         assert!(records[1].violations.is_empty());
+    }
+
+    #[test]
+    fn an_owner_lost_turn_is_a_switch_by_its_reason() {
+        // The first turn of the run: no previous model to compare with, but the router says.
+        let mut lost = record(0, "strong", true);
+        lost.switch_reason = Some("owner-lost".into());
+        let mut records = vec![lost, record(1, "strong", false)];
+        check_session(&mut records, &[&Expect::default(), &Expect::default()]);
+        assert_eq!(records[0].violations.len(), 1);
+        let summary = summarize(&records, 1);
+        assert_eq!((summary.switches, summary.tool_loop_switches), (1, 1));
+        // Without the reason the same turns are no switch.
+        let mut records = vec![record(0, "strong", true), record(1, "strong", false)];
+        check_session(&mut records, &[&Expect::default(), &Expect::default()]);
+        let summary = summarize(&records, 1);
+        assert_eq!((summary.switches, summary.tool_loop_switches), (0, 0));
     }
 
     #[test]

@@ -210,12 +210,17 @@ pub fn redecide(
                 };
                 procedure.session_answered(answer);
             }
-            Err(error @ (ProcedureError::UnknownModel(_) | ProcedureError::MissingModel)) => {
-                // Serve answers these itself: 404 for a model it does not know, 400 without one.
-                refused_status = Some(if matches!(error, ProcedureError::MissingModel) {
-                    400
-                } else {
+            Err(
+                error @ (ProcedureError::UnknownModel(_)
+                | ProcedureError::MissingModel
+                | ProcedureError::AmbiguousModel { .. }),
+            ) => {
+                // Serve answers these itself: 404 for a model it does not know, 400 without one
+                // or for a served id several models are bound to.
+                refused_status = Some(if matches!(error, ProcedureError::UnknownModel(_)) {
                     404
+                } else {
+                    400
                 });
                 break src_compiler::procedure::Decision {
                     block: None,

@@ -167,6 +167,7 @@ async fn attempt(
         } => Ok((model.name.clone(), response.status().as_u16())),
         Tried::Unbuildable(error) => Err(error),
         Tried::Exhausted => Err(exhausted(policy, &tried.failures)),
+        Tried::OwnerKept => Err(ApiError::service_unavailable("the owner was kept")),
     };
     (outcome, failures, record)
 }
