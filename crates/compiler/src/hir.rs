@@ -385,10 +385,10 @@ pub struct ProtectDef {
 
 impl ProtectDef {
     /// What a call does when its pinned model fails it: the declared rule, else `fail` for a
-    /// turn inside a tool loop (the agent must not change models mid-loop) and `fallback`
-    /// elsewhere.
-    pub fn owner_lost_for(&self, tool_loop: bool) -> OwnerLost {
-        self.owner_lost.unwrap_or(if tool_loop {
+    /// turn inside a tool loop (the agent must not change models mid-loop) or one that continues
+    /// provider-owned state (no other backend has the conversation), and `fallback` elsewhere.
+    pub fn owner_lost_for(&self, tool_loop: bool, provider_state: bool) -> OwnerLost {
+        self.owner_lost.unwrap_or(if tool_loop || provider_state {
             OwnerLost::Fail
         } else {
             OwnerLost::Fallback

@@ -88,7 +88,7 @@ fn owner_rule(
     }
     let (on_loss, observe) = match &policy.protect {
         Some(protect) => (
-            protect.owner_lost_for(view.tool_loop),
+            protect.owner_lost_for(view.tool_loop, view.provider_state),
             protect.mode == ProtectMode::Observe,
         ),
         None => (OwnerLost::Fallback, false),
