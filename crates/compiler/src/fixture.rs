@@ -219,6 +219,7 @@ impl PolicyBuilder {
                 api_key_env: None,
                 timeout_ms: None,
                 simulated: true,
+                api: src_dsl::ast::BackendApi::OpenAi,
             }],
             models: vec![model_def("small", 0.1), model_def("strong", 1.0)],
             classifiers: vec![ClassifierDef {

@@ -213,6 +213,8 @@ pub struct BackendDef {
     pub api_key_env: Option<String>,
     pub timeout_ms: Option<u64>,
     pub simulated: bool,
+    /// The protocol it speaks (`api = openai|anthropic`).
+    pub api: src_dsl::ast::BackendApi,
 }
 
 #[derive(Debug, Clone, PartialEq)]

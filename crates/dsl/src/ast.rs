@@ -114,7 +114,8 @@ pub struct EnvRef {
     pub span: Span,
 }
 
-/// `backend NAME { url = ... catalog = ... api_key = env(...) timeout = ... simulated = true }`
+/// `backend NAME { url = ... catalog = ... api_key = env(...) timeout = ... simulated = true
+/// api = openai|anthropic }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Backend {
     pub name: Ident,
@@ -123,6 +124,17 @@ pub struct Backend {
     pub api_key: Option<EnvRef>,
     pub timeout: Option<Spanned<Duration>>,
     pub simulated: Option<Spanned<bool>>,
+    pub api: Option<Spanned<BackendApi>>,
+}
+
+/// `api = openai|anthropic`: the wire protocol a backend speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendApi {
+    /// OpenAI chat completions and Responses.
+    #[default]
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
 }
 
 /// `model NAME { backend = B serves = "id" aliases = [..] cost = N context = N tokenizer = ".." }`

@@ -44,7 +44,7 @@ pub const DECLARATION_KEYWORDS: &[&str] = KEYWORDS.split_at(14).0;
 
 /// The fields (and statements) each declaration body accepts, by declaration keyword.
 pub mod fields {
-    pub const BACKEND: &[&str] = &["url", "catalog", "api_key", "timeout", "simulated"];
+    pub const BACKEND: &[&str] = &["url", "catalog", "api_key", "timeout", "simulated", "api"];
     pub const MODEL: &[&str] = &[
         "backend",
         "serves",
@@ -124,6 +124,7 @@ pub fn choices(keyword: &str, field: &str) -> &'static [&'static str] {
         ("failure", "classifier" | "store" | "backend") => &["open", "closed"],
         ("cache" | "session", "store") => &["memory", "redis(\"redis://127.0.0.1:6379\")"],
         ("backend", "simulated") => &["true", "false"],
+        ("backend", "api") => &["openai", "anthropic"],
         _ => &[],
     }
 }

@@ -240,8 +240,11 @@ fn backend() -> impl Strategy<Value = ItemKind> {
         prop::option::of(text()),
         prop::option::of(duration().prop_map(sp)),
         prop::option::of(any::<bool>().prop_map(sp)),
+        prop::option::of(
+            prop_oneof![Just(BackendApi::OpenAi), Just(BackendApi::Anthropic)].prop_map(sp),
+        ),
     )
-        .prop_map(|(name, url, catalog, key, timeout, simulated)| {
+        .prop_map(|(name, url, catalog, key, timeout, simulated, api)| {
             ItemKind::Backend(Backend {
                 name,
                 url: Some(sp(url)),
@@ -252,6 +255,7 @@ fn backend() -> impl Strategy<Value = ItemKind> {
                 }),
                 timeout,
                 simulated,
+                api,
             })
         })
 }

@@ -33,6 +33,7 @@ impl Checker<'_> {
                 api_key_env: b.api_key.as_ref().map(|k| k.var.value.clone()),
                 timeout_ms: b.timeout.as_ref().map(|t| t.value.millis),
                 simulated: b.simulated.as_ref().is_some_and(|s| s.value),
+                api: b.api.as_ref().map(|a| a.value).unwrap_or_default(),
             });
         }
     }

@@ -75,6 +75,7 @@ by_eq!(
     String,
     str,
     Device,
+    BackendApi,
     Reasoning,
     Missing,
     ProtectMode,
@@ -101,7 +102,7 @@ by_fields! {
     Comment { text; skip span }
     Item { kind; skip span }
     EnvRef { var; skip span }
-    Backend { name, url, catalog, api_key, timeout, simulated }
+    Backend { name, url, catalog, api_key, timeout, simulated, api }
     Model { name, backend, serves, aliases, cost, context, tokenizer }
     Classifier { name, path, labels, device }
     Guard { name, path, positive, device }

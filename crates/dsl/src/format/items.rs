@@ -165,6 +165,13 @@ fn backend(b: &mut Builder, d: &Backend) {
     }
     b.field_duration("timeout", &d.timeout);
     b.field_bool("simulated", &d.simulated, "true", "false");
+    if let Some(v) = &d.api {
+        let word = match v.value {
+            BackendApi::OpenAi => "openai",
+            BackendApi::Anthropic => "anthropic",
+        };
+        b.stmt(INDENT, format!("api = {word}"), cover(&[v.span]));
+    }
 }
 
 fn model(b: &mut Builder, d: &Model) {

@@ -22,6 +22,11 @@ use pest::iterators::Pair;
 
 use crate::keywords::KEYWORDS;
 
+const BACKEND_APIS: &[(&str, BackendApi)] = &[
+    ("openai", BackendApi::OpenAi),
+    ("anthropic", BackendApi::Anthropic),
+];
+
 const DEVICES: &[(&str, Device)] = &[
     ("auto", Device::Auto),
     ("cpu", Device::Cpu),
@@ -224,6 +229,7 @@ fn backend(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> 
         api_key: fields.read(cx, "api_key", f::EXPECT_ENV, f::as_env),
         timeout: fields.read(cx, "timeout", f::EXPECT_DURATION, f::as_duration),
         simulated: fields.read(cx, "simulated", f::EXPECT_BOOL, f::as_bool),
+        api: fields.choice(cx, "api", BACKEND_APIS),
     }
 }
 
