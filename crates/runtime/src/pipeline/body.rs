@@ -14,6 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
@@ -33,6 +34,8 @@ const MAX_JSON_EVIDENCE: usize = 16 << 20;
 pub enum ProxyBody {
     Full(Full<Bytes>),
     Relay(Box<Relay>),
+    /// A relayed answer rewritten on its way (a translated Messages stream).
+    Boxed(UnsyncBoxBody<Bytes, BoxError>),
 }
 
 impl From<Bytes> for ProxyBody {
@@ -60,6 +63,7 @@ impl Body for ProxyBody {
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
             ProxyBody::Relay(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
+            ProxyBody::Boxed(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
@@ -67,6 +71,7 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Full(full) => full.is_end_stream(),
             ProxyBody::Relay(relay) => relay.inner.is_end_stream(),
+            ProxyBody::Boxed(body) => body.is_end_stream(),
         }
     }
 
@@ -74,6 +79,7 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Full(full) => full.size_hint(),
             ProxyBody::Relay(relay) => relay.inner.size_hint(),
+            ProxyBody::Boxed(body) => body.size_hint(),
         }
     }
 }
