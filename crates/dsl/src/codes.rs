@@ -87,6 +87,7 @@ codes! {
     MISSING_MODEL_DIR = "W006": "model directory missing";
     UNUSED_BACKEND = "W007": "backend no model uses";
     PRIORITY_ON_DEFAULT = "W008": "priority on the default route is ignored";
+    MESSAGES_ONLY_ROUTE = "W009": "route only Messages requests can use";
     // Deployment (`src check --envoy`): the policy against the gateway config that runs it.
     FAIL_OPEN_ENFORCEMENT = "W020": "an enforcing policy behind a fail-open gateway";
     EXTPROC_TIMEOUT = "W021": "model signals can outlast the gateway's message timeout";

@@ -15,8 +15,10 @@
 //! - `sections`: `block`, `cache`, `session`, `protect`, `failure`, `router`;
 //! - `wire`: what the server sends over the network (URLs, served ids, headers);
 //! - `cases`: `test` declarations; `catalog`: files on disk; `unused`: unused warnings;
+//! - `apis`: routes whose every model is on an Anthropic backend (Messages requests only);
 //! - `name_table`: the names and types handed out with the outcome, for editors.
 
+mod apis;
 mod builtins;
 mod cases;
 mod catalog;
@@ -260,6 +262,7 @@ impl<'a> Checker<'a> {
         if self.error_count() == 0 {
             self.check_shadowed_routes();
         }
+        self.check_apis();
         self.check_unused();
     }
 
