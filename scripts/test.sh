@@ -28,6 +28,9 @@ done < <(find policies examples -name '*.sr' -printf '%h\n' | sort -u)
 echo "== the official openai client against src serve"
 tests/e2e/openai_client.sh "$src" .cache/venv-e2e/bin/python
 
+echo "== the official anthropic client against src serve (/v1/messages)"
+tests/e2e/anthropic_client.sh "$src" .cache/venv-anthropic/bin/python
+
 echo "== src serve in front of a real NVIDIA Dynamo frontend"
 tests/e2e/dynamo/run.sh "$src"
 
