@@ -92,14 +92,25 @@ async fn a_message_is_routed_and_answered_through_translation() -> TestResult {
     assert_eq!(answer["type"], "message");
     assert_eq!(answer["role"], "assistant");
     assert_eq!(answer["model"], "Qwen/Qwen3-0.6B");
-    assert!(answer["id"].as_str().is_some_and(|id| id.starts_with("msg_")));
-    assert!(text_of(&answer).starts_with("[Qwen/Qwen3-0.6B]"), "{answer}");
+    assert!(answer["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("msg_")));
+    assert!(
+        text_of(&answer).starts_with("[Qwen/Qwen3-0.6B]"),
+        "{answer}"
+    );
     assert!(
         ["end_turn", "max_tokens"].contains(&answer["stop_reason"].as_str().unwrap_or("")),
         "{answer}"
     );
-    assert!(answer["usage"]["input_tokens"].as_u64() > Some(0), "{answer}");
-    assert!(answer["usage"]["output_tokens"].as_u64() > Some(0), "{answer}");
+    assert!(
+        answer["usage"]["input_tokens"].as_u64() > Some(0),
+        "{answer}"
+    );
+    assert!(
+        answer["usage"]["output_tokens"].as_u64() > Some(0),
+        "{answer}"
+    );
     let line = router.log_line("m-1").await?;
     assert_eq!(line["endpoint"], "messages");
     assert_eq!(line["status"], 200);
@@ -145,7 +156,10 @@ async fn a_streamed_message_sends_anthropic_events_in_order() -> TestResult {
     assert!(text.starts_with("[Qwen/Qwen3-0.6B]"), "{text}");
     let delta = &events[events.len() - 2].1;
     assert!(delta["delta"]["stop_reason"].is_string(), "{delta}");
-    assert!(delta["usage"]["output_tokens"].as_u64() > Some(0), "{delta}");
+    assert!(
+        delta["usage"]["output_tokens"].as_u64() > Some(0),
+        "{delta}"
+    );
     assert!(delta["usage"]["input_tokens"].as_u64() > Some(0), "{delta}");
     Ok(())
 }
@@ -180,7 +194,10 @@ async fn errors_and_refusals_come_in_anthropic_shape() -> TestResult {
     let blocked = send(message("my password = hunter2hunter2").to_string()).await?;
     assert_eq!(blocked.status, 422, "{}", blocked.text());
     let (kind, text) = anthropic_error(&blocked)?;
-    assert_eq!((kind.as_str(), text.as_str()), ("invalid_request_error", "remove the credential"));
+    assert_eq!(
+        (kind.as_str(), text.as_str()),
+        ("invalid_request_error", "remove the credential")
+    );
     assert_eq!(blocked.header("x-sr-block"), Some("leaked_secret"));
     assert_eq!(blocked.header("x-sr-path"), Some("blocked"));
 
@@ -226,14 +243,14 @@ async fn a_session_pins_its_model_and_an_open_tool_loop_holds_it() -> TestResult
     // The model asked for a tool; its result comes back in a user turn of results only. The
     // prompt (`go ahead`) would route to `small` on its own, but the loop is open: the pin holds.
     let looping = json!({"model": "auto", "max_tokens": 32,
-        "tools": [{"name": "run", "input_schema": {"type": "object"}}],
-        "messages": [
-            {"role": "user", "content": "a segfault in my build"},
-            {"role": "assistant", "content": "I can run the build"},
-            {"role": "user", "content": [{"type": "text", "text": "go ahead"}]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "run", "input": {"cmd": "make"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
-        ]});
+    "tools": [{"name": "run", "input_schema": {"type": "object"}}],
+    "messages": [
+        {"role": "user", "content": "a segfault in my build"},
+        {"role": "assistant", "content": "I can run the build"},
+        {"role": "user", "content": [{"type": "text", "text": "go ahead"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "run", "input": {"cmd": "make"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
+    ]});
     let held = messages(&router, &looping, &task).await?;
     assert_eq!(held.status, 200, "{}", held.text());
     assert_eq!(
@@ -249,7 +266,10 @@ async fn a_session_pins_its_model_and_an_open_tool_loop_holds_it() -> TestResult
     }
     let switched = messages(&router, &closed, &task).await?;
     assert_eq!(
-        (switched.header("x-sr-session"), switched.header("x-sr-model")),
+        (
+            switched.header("x-sr-session"),
+            switched.header("x-sr-model")
+        ),
         (Some("switched"), Some("small"))
     );
     Ok(())
@@ -331,20 +351,34 @@ async fn scripted_answer(
         });
     let stream = body["stream"] == true;
     let (content_type, text) = match path.as_str() {
-        "/v1/messages" => ("application/json", json!({
-            "id": "msg_native", "type": "message", "role": "assistant", "model": body["model"],
-            "content": [{"type": "text", "text": "native answer"}],
-            "stop_reason": "end_turn", "stop_sequence": null,
-            "usage": {"input_tokens": 5, "output_tokens": 2}
-        }).to_string()),
+        "/v1/messages" => (
+            "application/json",
+            json!({
+                "id": "msg_native", "type": "message", "role": "assistant", "model": body["model"],
+                "content": [{"type": "text", "text": "native answer"}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 5, "output_tokens": 2}
+            })
+            .to_string(),
+        ),
         "/v1/chat/completions" => {
-            let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .cloned()
+                .unwrap_or_default();
             if last["role"] == "tool" {
                 let text = format!("the tool said {}", last["content"].as_str().unwrap_or(""));
                 if stream {
-                    ("text/event-stream", chat_stream(&[json!({"content": text})], "stop"))
+                    (
+                        "text/event-stream",
+                        chat_stream(&[json!({"content": text})], "stop"),
+                    )
                 } else {
-                    ("application/json", chat_answer(json!({"role": "assistant", "content": text}), "stop"))
+                    (
+                        "application/json",
+                        chat_answer(json!({"role": "assistant", "content": text}), "stop"),
+                    )
                 }
             } else if stream {
                 let deltas = [
@@ -361,7 +395,10 @@ async fn scripted_answer(
                 ("application/json", chat_answer(reply, "tool_calls"))
             }
         }
-        _ => ("application/json", json!({"object": "list", "data": []}).to_string()),
+        _ => (
+            "application/json",
+            json!({"object": "list", "data": []}).to_string(),
+        ),
     };
     let mut response = Response::new(Full::new(Bytes::from(text)));
     response.headers_mut().insert(
@@ -440,7 +477,9 @@ async fn a_tool_use_round_trip_through_translation() -> TestResult {
     assert_eq!(sent.body["max_tokens"], 64);
     // The client's key travels as a bearer token; Anthropic's headers stay behind.
     assert_eq!(
-        sent.headers.get("authorization").and_then(|v| v.to_str().ok()),
+        sent.headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok()),
         Some("Bearer sk-client")
     );
     assert!(sent.headers.get("x-api-key").is_none());
@@ -493,9 +532,17 @@ async fn a_tool_use_round_trip_through_translation() -> TestResult {
     assert_eq!(events[4].1["content_block"]["id"], "call_9");
     let json: String = events[5..7]
         .iter()
-        .map(|(_, d)| d["delta"]["partial_json"].as_str().unwrap_or_default().to_owned())
+        .map(|(_, d)| {
+            d["delta"]["partial_json"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
-    assert_eq!(serde_json::from_str::<Value>(&json)?, json!({"city": "Paris"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&json)?,
+        json!({"city": "Paris"})
+    );
     assert_eq!(events[8].1["delta"]["stop_reason"], "tool_use");
     assert_eq!(
         events[8].1["usage"],
@@ -535,7 +582,9 @@ async fn an_anthropic_backend_gets_the_request_natively_and_chat_skips_it() -> T
     let sent = backend.requests("/v1/messages");
     let sent = sent.last().ok_or("no second Messages request")?;
     assert_eq!(
-        sent.headers.get("anthropic-version").and_then(|v| v.to_str().ok()),
+        sent.headers
+            .get("anthropic-version")
+            .and_then(|v| v.to_str().ok()),
         Some("2024-01-01")
     );
 

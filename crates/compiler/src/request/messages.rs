@@ -183,7 +183,8 @@ mod tests {
                 {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {"city": "Rome"}}
             ]}
         ]);
-        let view = read(json!({"max_tokens": 8, "messages": calling, "tools": [{"name": "weather"}]}))?;
+        let view =
+            read(json!({"max_tokens": 8, "messages": calling, "tools": [{"name": "weather"}]}))?;
         assert_eq!((view.tools, view.tool_calls, view.tool_results), (1, 2, 0));
         assert!(view.tool_loop);
 
@@ -200,7 +201,10 @@ mod tests {
 
         answered.push(json!({"role": "assistant", "content": "Paris is sunny, Rome rainy"}));
         let view = read(json!({"max_tokens": 8, "messages": answered}))?;
-        assert!(!view.tool_loop, "every call is answered and the model replied");
+        assert!(
+            !view.tool_loop,
+            "every call is answered and the model replied"
+        );
         Ok(())
     }
 

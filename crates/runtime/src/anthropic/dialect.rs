@@ -89,14 +89,23 @@ mod tests {
 
     #[test]
     fn each_pair_of_apis_has_its_dialect() {
-        assert_eq!(Dialect::of(Api::Messages, BackendApi::Anthropic), Dialect::Native);
+        assert_eq!(
+            Dialect::of(Api::Messages, BackendApi::Anthropic),
+            Dialect::Native
+        );
         assert_eq!(
             Dialect::of(Api::Messages, BackendApi::OpenAi),
             Dialect::ChatForMessages
         );
         assert_eq!(Dialect::of(Api::Chat, BackendApi::OpenAi), Dialect::Native);
-        assert_eq!(Dialect::of(Api::Responses, BackendApi::Anthropic), Dialect::Unspoken);
-        assert_eq!(Dialect::ChatForMessages.suffix(Api::Messages), "/chat/completions");
+        assert_eq!(
+            Dialect::of(Api::Responses, BackendApi::Anthropic),
+            Dialect::Unspoken
+        );
+        assert_eq!(
+            Dialect::ChatForMessages.suffix(Api::Messages),
+            "/chat/completions"
+        );
         assert_eq!(Dialect::Native.suffix(Api::Messages), "/messages");
     }
 }

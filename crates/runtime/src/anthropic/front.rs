@@ -51,7 +51,11 @@ async fn in_anthropic_shape(response: Response<ProxyBody>) -> Response<ProxyBody
     }
     let (mut parts, body) = response.into_parts();
     // The router's own answers are small bodies already in memory.
-    let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let bytes = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
     parts.headers.remove(CONTENT_LENGTH);
     parts.headers.insert(
         CONTENT_TYPE,

@@ -127,7 +127,8 @@ impl StreamTranslator {
         {
             let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
             let function = call.get("function");
-            if self.open != Some(Open::Call(index)) || call.get("id").is_some_and(|i| !i.is_null()) {
+            if self.open != Some(Open::Call(index)) || call.get("id").is_some_and(|i| !i.is_null())
+            {
                 let block = json!({
                     "type": "tool_use",
                     "id": call.get("id").cloned().unwrap_or(Value::Null),
@@ -141,7 +142,10 @@ impl StreamTranslator {
                 .and_then(Value::as_str)
                 .filter(|a| !a.is_empty())
             {
-                self.delta(json!({"type": "input_json_delta", "partial_json": arguments}), out);
+                self.delta(
+                    json!({"type": "input_json_delta", "partial_json": arguments}),
+                    out,
+                );
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -281,7 +285,10 @@ mod tests {
             ]
         );
         assert_eq!(events[0].1["message"]["id"], "msg_9");
-        assert_eq!(events[2].1["delta"], json!({"type": "text_delta", "text": "Hel"}));
+        assert_eq!(
+            events[2].1["delta"],
+            json!({"type": "text_delta", "text": "Hel"})
+        );
         assert_eq!(events[5].1["index"], 1);
         assert_eq!(
             events[5].1["content_block"],
@@ -319,9 +326,20 @@ mod tests {
             .to_vec();
         out.extend_from_slice(&translator.finish());
         let events = events(&out);
-        let last: Vec<&str> = events.iter().rev().take(2).map(|(n, _)| n.as_str()).collect();
+        let last: Vec<&str> = events
+            .iter()
+            .rev()
+            .take(2)
+            .map(|(n, _)| n.as_str())
+            .collect();
         assert_eq!(last, ["message_stop", "message_delta"]);
-        assert_eq!(events[events.len() - 2].1["delta"]["stop_reason"], "max_tokens");
-        assert_eq!(events[events.len() - 2].1["usage"], json!({"output_tokens": 0}));
+        assert_eq!(
+            events[events.len() - 2].1["delta"]["stop_reason"],
+            "max_tokens"
+        );
+        assert_eq!(
+            events[events.len() - 2].1["usage"],
+            json!({"output_tokens": 0})
+        );
     }
 }

@@ -21,7 +21,9 @@ pub struct Untranslatable(pub String);
 /// The chat form of a Messages body (already checked by the request view's extraction).
 pub fn chat_request(body: &Value) -> Result<Value, Untranslatable> {
     let Some(obj) = body.as_object() else {
-        return Err(Untranslatable("the request body must be a JSON object".into()));
+        return Err(Untranslatable(
+            "the request body must be a JSON object".into(),
+        ));
     };
     let mut out = Map::new();
     if let Some(model) = obj.get("model") {
@@ -36,7 +38,12 @@ pub fn chat_request(body: &Value) -> Result<Value, Untranslatable> {
         }
         _ => {}
     }
-    for message in obj.get("messages").and_then(Value::as_array).into_iter().flatten() {
+    for message in obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         translate_message(message, &mut messages);
     }
     out.insert("messages".into(), Value::Array(messages));
@@ -73,7 +80,10 @@ pub fn chat_request(body: &Value) -> Result<Value, Untranslatable> {
 }
 
 fn translate_message(message: &Value, out: &mut Vec<Value>) {
-    let role = message.get("role").and_then(Value::as_str).unwrap_or("user");
+    let role = message
+        .get("role")
+        .and_then(Value::as_str)
+        .unwrap_or("user");
     let blocks = match message.get("content") {
         Some(Value::String(text)) => {
             out.push(json!({"role": role, "content": text}));
@@ -192,7 +202,9 @@ fn tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), Untra
         Some("auto") => json!("auto"),
         Some("any") => json!("required"),
         Some("none") => json!("none"),
-        Some("tool") => json!({"type": "function", "function": {"name": choice.get("name").cloned().unwrap_or(Value::Null)}}),
+        Some("tool") => {
+            json!({"type": "function", "function": {"name": choice.get("name").cloned().unwrap_or(Value::Null)}})
+        }
         _ => {
             return Err(Untranslatable(
                 "`tool_choice.type` must be `auto`, `any`, `tool` or `none`".into(),
@@ -200,7 +212,11 @@ fn tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), Untra
         }
     };
     out.insert("tool_choice".into(), translated);
-    if choice.get("disable_parallel_tool_use").and_then(Value::as_bool) == Some(true) {
+    if choice
+        .get("disable_parallel_tool_use")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         out.insert("parallel_tool_calls".into(), false.into());
     }
     Ok(())

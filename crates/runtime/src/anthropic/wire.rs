@@ -119,9 +119,11 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(body["error"]["type"], "not_found_error");
         assert_eq!(body["error"]["message"], "the model `x` does not exist");
-        let plain: Value =
-            serde_json::from_slice(&error_from_openai(StatusCode::BAD_GATEWAY, b"upstream died"))
-                .unwrap_or_default();
+        let plain: Value = serde_json::from_slice(&error_from_openai(
+            StatusCode::BAD_GATEWAY,
+            b"upstream died",
+        ))
+        .unwrap_or_default();
         assert_eq!(plain["error"]["message"], "upstream died");
     }
 

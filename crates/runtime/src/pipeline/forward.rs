@@ -73,9 +73,14 @@ const NOT_RETURNED: [&str; 7] = [
 
 /// Why a candidate produced no answer.
 enum Failure {
-    Context { tokens: i64, context: u64 },
+    Context {
+        tokens: i64,
+        context: u64,
+    },
     /// The backend does not speak the request's API.
-    Unspoken { api: &'static str },
+    Unspoken {
+        api: &'static str,
+    },
     Upstream(UpstreamError),
     Status(StatusCode),
     Body(String),

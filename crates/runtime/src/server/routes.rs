@@ -34,7 +34,9 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
         ("/v1/messages", &Method::POST) => {
             anthropic::front::handle(app.pipeline(), request, started).await
         }
-        ("/v1/messages", _) => anthropic::front::refuse_method(app.pipeline(), &request, started).await,
+        ("/v1/messages", _) => {
+            anthropic::front::refuse_method(app.pipeline(), &request, started).await
+        }
         ("/v1/chat/completions" | "/v1/responses", _) => {
             pipeline::refuse_method(app.pipeline(), &request, started, "POST")
         }
