@@ -313,11 +313,15 @@ async fn the_messages_api_caches_its_translated_answers_apart_and_bypasses_when_
         json!({"model": "auto", "max_tokens": 32, "system": "Answer briefly.", "stream": stream,
             "messages": [{"role": "user", "content": text}]})
     };
-    let first = served.post("/v1/messages", &ask(PASSWORD, false), "key-a").await?;
+    let first = served
+        .post("/v1/messages", &ask(PASSWORD, false), "key-a")
+        .await?;
     assert_eq!(first.status, 200, "{:?}", first.body);
     assert_eq!(first.cache(), "miss");
     served.stored(1.0).await?;
-    let hit = served.post("/v1/messages", &ask(PARAPHRASE, false), "key-a").await?;
+    let hit = served
+        .post("/v1/messages", &ask(PARAPHRASE, false), "key-a")
+        .await?;
     assert_eq!(hit.cache(), "hit");
     // The stored answer is the Messages one the client got, not the backend's chat completion.
     assert_eq!(hit.body, first.body);
@@ -325,7 +329,9 @@ async fn the_messages_api_caches_its_translated_answers_apart_and_bypasses_when_
     assert_eq!(stored["type"], "message", "{stored}");
     // The same words as a chat request are another API: their own scope.
     assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
-    let streaming = served.post("/v1/messages", &ask(PARAPHRASE, true), "key-a").await?;
+    let streaming = served
+        .post("/v1/messages", &ask(PARAPHRASE, true), "key-a")
+        .await?;
     assert_eq!(streaming.status, 200);
     assert_eq!(streaming.cache(), "bypass");
     assert_eq!(served.backend_requests(), 3);
