@@ -269,8 +269,11 @@ fn completion_fits_the_context_even_in_half_typed_text() {
     let fields = complete(&mut c, &format!("{base}backend b {{\n  |caret|\n}}"));
     assert_eq!(
         fields,
-        ["api_key", "catalog", "simulated", "timeout", "url"]
+        ["api", "api_key", "catalog", "simulated", "timeout", "url"]
     );
+    // The fixed values of a field.
+    let apis = complete(&mut c, &format!("{base}backend b {{\n  api = |caret|\n}}"));
+    assert_eq!(apis, ["anthropic", "openai"]);
     // Signals and builtins in an expression.
     let expr = complete(&mut c, &format!("{base}signal s = co|caret|"));
     assert!(
