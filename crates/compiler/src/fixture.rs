@@ -220,6 +220,7 @@ impl PolicyBuilder {
                 timeout_ms: None,
                 simulated: true,
                 forward_client_auth: true,
+                api: src_dsl::ast::BackendApi::OpenAi,
             }],
             models: vec![model_def("small", 0.1), model_def("strong", 1.0)],
             classifiers: vec![ClassifierDef {

@@ -235,6 +235,8 @@ pub struct BackendDef {
     /// when no `api_key` replaces them: `client_auth`, by default `drop` with an `api_key` and
     /// `forward` without.
     pub forward_client_auth: bool,
+    /// The protocol it speaks (`api = openai|anthropic`).
+    pub api: src_dsl::ast::BackendApi,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -7,8 +7,8 @@
 //! the shapes policies depend on (a malformed body gets a [`RequestError`] naming the JSON path)
 //! and ignores what they do not read (images, audio, unknown item types).
 //!
-//! Both `/v1/chat/completions` and `/v1/responses` bodies are read as one sequence of
-//! chat-style messages, so a conversation gives the same facts whichever API carries it:
+//! `/v1/chat/completions`, `/v1/responses` and Anthropic's `/v1/messages` ([`messages`]) bodies
+//! are read as one sequence of chat-style messages, so a conversation gives the same facts whichever API carries it:
 //! - `/v1/responses` `instructions` count as a leading system message; a run of `function_call`
 //!   items joins the assistant message before it (or forms one), as chat's `tool_calls` do;
 //!   each `function_call_output` is one `tool` message. Items other than messages and
@@ -20,6 +20,7 @@
 //! - `history` joins the texts of messages that have text, in order, with `\n`; content parts
 //!   of one message are joined with `\n` too. Tool call arguments are not message text.
 
+mod messages;
 #[cfg(test)]
 mod tests;
 

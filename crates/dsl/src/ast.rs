@@ -115,7 +115,7 @@ pub struct EnvRef {
 }
 
 /// `backend NAME { url = ... catalog = ... api_key = env(...) timeout = ... simulated = true
-/// client_auth = forward|drop }`
+/// client_auth = forward|drop api = openai|anthropic }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Backend {
     pub name: Ident,
@@ -125,6 +125,7 @@ pub struct Backend {
     pub timeout: Option<Spanned<Duration>>,
     pub simulated: Option<Spanned<bool>>,
     pub client_auth: Option<Spanned<ClientAuth>>,
+    pub api: Option<Spanned<BackendApi>>,
 }
 
 /// Whether a client's credentials (`authorization`, `api-key`, `x-api-key`) reach a backend.
@@ -132,6 +133,16 @@ pub struct Backend {
 pub enum ClientAuth {
     Forward,
     Drop,
+}
+
+/// `api = openai|anthropic`: the wire protocol a backend speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendApi {
+    /// OpenAI chat completions and Responses.
+    #[default]
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
 }
 
 /// `model NAME { backend = B serves = "id" aliases = [..] cost = N context = N tokenizer = ".." }`

@@ -90,6 +90,7 @@ codes! {
     PRIORITY_ON_DEFAULT = "W008": "priority on the default route is ignored";
     CREDENTIALS_CROSS_HOSTS = "W009": "client credentials forwarded to backends on different hosts";
     SHADOWED_SERVED_ID = "W010": "name or alias shadows another model's served id";
+    MESSAGES_ONLY_ROUTE = "W011": "route only Messages requests can use";
     // Deployment (`src check --envoy`): the policy against the gateway config that runs it.
     FAIL_OPEN_ENFORCEMENT = "W020": "an enforcing policy behind a fail-open gateway";
     EXTPROC_TIMEOUT = "W021": "model signals can outlast the gateway's message timeout";

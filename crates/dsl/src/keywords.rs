@@ -51,6 +51,7 @@ pub mod fields {
         "timeout",
         "simulated",
         "client_auth",
+        "api",
     ];
     pub const MODEL: &[&str] = &[
         "backend",
@@ -134,6 +135,7 @@ pub fn choices(keyword: &str, field: &str) -> &'static [&'static str] {
         ("failure", "classifier" | "store" | "backend") => &["open", "closed"],
         ("cache" | "session", "store") => &["memory", "redis(\"redis://127.0.0.1:6379\")"],
         ("backend", "simulated") => &["true", "false"],
+        ("backend", "api") => &["openai", "anthropic"],
         _ => &[],
     }
 }

@@ -243,9 +243,12 @@ fn backend() -> impl Strategy<Value = ItemKind> {
         prop::option::of(
             prop::sample::select(vec![ClientAuth::Forward, ClientAuth::Drop]).prop_map(sp),
         ),
+        prop::option::of(
+            prop_oneof![Just(BackendApi::OpenAi), Just(BackendApi::Anthropic)].prop_map(sp),
+        ),
     )
         .prop_map(
-            |(name, url, catalog, key, timeout, simulated, client_auth)| {
+            |(name, url, catalog, key, timeout, simulated, client_auth, api)| {
                 ItemKind::Backend(Backend {
                     name,
                     url: Some(sp(url)),
@@ -257,6 +260,7 @@ fn backend() -> impl Strategy<Value = ItemKind> {
                     timeout,
                     simulated,
                     client_auth,
+                    api,
                 })
             },
         )

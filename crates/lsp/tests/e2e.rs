@@ -270,6 +270,7 @@ fn completion_fits_the_context_even_in_half_typed_text() {
     assert_eq!(
         fields,
         [
+            "api",
             "api_key",
             "catalog",
             "client_auth",
@@ -278,6 +279,9 @@ fn completion_fits_the_context_even_in_half_typed_text() {
             "url"
         ]
     );
+    // The fixed values of a field.
+    let apis = complete(&mut c, &format!("{base}backend b {{\n  api = |caret|\n}}"));
+    assert_eq!(apis, ["anthropic", "openai"]);
     // Signals and builtins in an expression.
     let expr = complete(&mut c, &format!("{base}signal s = co|caret|"));
     assert!(

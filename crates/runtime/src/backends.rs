@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use hyper::header::HeaderValue;
 use src_compiler::hir::BackendDef;
+use src_dsl::ast::BackendApi;
 
 use crate::sim::{SimConfig, SimHandle, SimModel};
 
@@ -34,6 +35,11 @@ pub struct Endpoint {
     /// Whether the client's credentials go on to this backend when no `authorization` of its
     /// own replaces them (`client_auth`).
     pub forward_client_auth: bool,
+    /// The protocol it speaks; a simulated backend speaks OpenAI's.
+    pub api: BackendApi,
+    /// The API key as an Anthropic backend takes it (`x-api-key`); `authorization` is then
+    /// unset.
+    pub api_key: Option<HeaderValue>,
     /// How long the response head may take.
     pub timeout: Duration,
     pub simulated: bool,
@@ -61,6 +67,8 @@ impl Endpoint {
                 base: String::new(),
                 authorization: None,
                 forward_client_auth: backend.forward_client_auth,
+                api: BackendApi::OpenAi,
+                api_key: None,
                 timeout,
                 simulated: true,
                 sim: None,
@@ -75,6 +83,8 @@ impl Endpoint {
                 base: format!("{}/v1", sim.base_url()),
                 authorization: None,
                 forward_client_auth: backend.forward_client_auth,
+                api: BackendApi::OpenAi,
+                api_key: None,
                 timeout,
                 simulated: true,
                 sim: Some(sim),
@@ -82,28 +92,37 @@ impl Endpoint {
         }
         // The checker made sure this is an absolute http or https URL (E047).
         let base = backend.url.trim_end_matches('/').to_owned();
-        let authorization = match &backend.api_key_env {
+        let key = match &backend.api_key_env {
             None => None,
             Some(var) => {
                 let key = std::env::var(var).map_err(|_| BackendError::MissingKey {
                     backend: backend.name.clone(),
                     var: var.clone(),
                 })?;
-                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    BackendError::BadKey {
+                let value = match backend.api {
+                    BackendApi::OpenAi => format!("Bearer {key}"),
+                    BackendApi::Anthropic => key,
+                };
+                let mut value =
+                    HeaderValue::from_str(&value).map_err(|_| BackendError::BadKey {
                         backend: backend.name.clone(),
                         var: var.clone(),
-                    }
-                })?;
+                    })?;
                 value.set_sensitive(true);
                 Some(value)
             }
+        };
+        let (authorization, api_key) = match backend.api {
+            BackendApi::OpenAi => (key, None),
+            BackendApi::Anthropic => (None, key),
         };
         Ok(Endpoint {
             name: backend.name.clone(),
             base,
             authorization,
             forward_client_auth: backend.forward_client_auth,
+            api: backend.api,
+            api_key,
             timeout,
             simulated: false,
             sim: None,

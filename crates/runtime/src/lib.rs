@@ -10,6 +10,7 @@
 //!
 //! **Request pipeline**: one module per step of a proxied request.
 //! - [`pipeline`]: intake, decide, cache step, signals, forward, answer, relayed body, completion.
+//! - [`anthropic`]: the Messages front door, and its translation for OpenAI-only backends.
 //!
 //! **Libraries**: know nothing of the server or of HTTP answers.
 //! - [`policy_store`]: the compiled policy and its lookup tables, swapped whole per reload.
@@ -43,6 +44,7 @@ pub mod extproc;
 pub mod reload;
 pub mod server;
 
+pub mod anthropic;
 pub mod pipeline;
 
 pub mod backends;

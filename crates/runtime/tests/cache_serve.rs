@@ -3,7 +3,8 @@
 //! unrelated prompt, another API key, another system prompt or other sampling parameters miss;
 //! a route with `cache = off` never caches; `skip when` skips (computing its model-backed
 //! signal); a streaming chat request replays a stored answer as events, and a streamed answer is
-//! stored too; `/v1/responses` caches too and bypasses when it streams; a reload keeps the store and applies the new threshold; and
+//! stored too; `/v1/responses` and `/v1/messages` cache too (apart) and bypass when they
+//! stream; a reload keeps the store and applies the new threshold; and
 //! a cache the server cannot serve refuses the policy, while a TLS Redis store the checker
 //! accepts loads.
 
@@ -297,6 +298,39 @@ async fn the_responses_api_caches_and_bypasses_when_it_streams() -> TestResult {
     assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
     let streaming = served
         .post("/v1/responses", &ask(PARAPHRASE, true), "key-a")
+        .await?;
+    assert_eq!(streaming.status, 200);
+    assert_eq!(streaming.cache(), "bypass");
+    assert_eq!(served.backend_requests(), 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_messages_api_caches_its_translated_answers_apart_and_bypasses_when_it_streams(
+) -> TestResult {
+    let served = basic().await?;
+    let ask = |text: &str, stream: bool| {
+        json!({"model": "auto", "max_tokens": 32, "system": "Answer briefly.", "stream": stream,
+            "messages": [{"role": "user", "content": text}]})
+    };
+    let first = served
+        .post("/v1/messages", &ask(PASSWORD, false), "key-a")
+        .await?;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    assert_eq!(first.cache(), "miss");
+    served.stored(1.0).await?;
+    let hit = served
+        .post("/v1/messages", &ask(PARAPHRASE, false), "key-a")
+        .await?;
+    assert_eq!(hit.cache(), "hit");
+    // The stored answer is the Messages one the client got, not the backend's chat completion.
+    assert_eq!(hit.body, first.body);
+    let stored: Value = serde_json::from_slice(&hit.body)?;
+    assert_eq!(stored["type"], "message", "{stored}");
+    // The same words as a chat request are another API: their own scope.
+    assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
+    let streaming = served
+        .post("/v1/messages", &ask(PARAPHRASE, true), "key-a")
         .await?;
     assert_eq!(streaming.status, 200);
     assert_eq!(streaming.cache(), "bypass");

@@ -7,7 +7,9 @@
 # `GET /v1/models` answer, runs `src doctor` on it (and on a policy naming a model the
 # frontend lacks), starts `src serve` on it, and runs tests/e2e/dynamo/client.py (the
 # official `openai` client: routing, streaming, session affinity down to the Dynamo worker,
-# fallback when tiny-b's worker dies, request lines), and the same frontend behind Envoy asking
+# fallback when tiny-b's worker dies, request lines) with, before it, the official `anthropic`
+# client's Messages requests translated for Dynamo (tests/e2e/dynamo/anthropic_client.py), and
+# the same frontend behind Envoy asking
 # `src serve --extproc` (tests/e2e/dynamo/envoy_client.py: routing, session affinity down to the
 # worker). Stops every process it started on exit and
 # prints the logs' tails when something failed. About 15 s once the environment exists.
@@ -207,6 +209,9 @@ sed -e "s|port_value: 10000|port_value: $gateway|" -e "s|port_value: 9901|port_v
 pids+=($!)
 wait_for "http://127.0.0.1:$gateway_admin/ready" 30
 "$python" tests/e2e/dynamo/envoy_client.py "http://127.0.0.1:$gateway/v1"
+
+# Anthropic's Messages API through the same router, translated to chat completions for Dynamo.
+.cache/venv-anthropic/bin/python tests/e2e/dynamo/anthropic_client.py "http://127.0.0.1:$api"
 
 "$python" tests/e2e/dynamo/client.py "http://127.0.0.1:$api/v1" "$dynamo" "$work/src.log" "$tiny_b"
 echo "== done in $((SECONDS - started)) s"

@@ -38,6 +38,7 @@ impl Checker<'_> {
                     Some(ClientAuth::Drop) => false,
                     None => b.api_key.is_none(),
                 },
+                api: b.api.as_ref().map(|a| a.value).unwrap_or_default(),
             });
         }
     }

@@ -15,9 +15,11 @@
 //! - `sections`: `block`, `cache`, `session`, `protect`, `failure`, `router`;
 //! - `wire`: what the server sends over the network (URLs, served ids, headers);
 //! - `cases`: `test` declarations; `catalog`: files on disk; `unused`: unused warnings;
+//! - `apis`: routes whose every model is on an Anthropic backend (Messages requests only);
 //! - `name_table`: the names and types handed out with the outcome, for editors.
 
 mod approximate;
+mod apis;
 mod builtins;
 mod cases;
 mod catalog;
@@ -262,6 +264,7 @@ impl<'a> Checker<'a> {
         if self.error_count() == 0 {
             self.check_shadowed_routes();
         }
+        self.check_apis();
         self.check_unused();
         self.check_client_credentials();
     }

@@ -75,6 +75,7 @@ by_eq!(
     String,
     str,
     Device,
+    BackendApi,
     Reasoning,
     Missing,
     ClientAuth,
@@ -104,7 +105,7 @@ by_fields! {
     Comment { text; skip span }
     Item { kind; skip span }
     EnvRef { var; skip span }
-    Backend { name, url, catalog, api_key, timeout, simulated, client_auth }
+    Backend { name, url, catalog, api_key, timeout, simulated, client_auth, api }
     Model { name, backend, serves, aliases, cost, context, tokenizer }
     Classifier { name, path, labels, device }
     Guard { name, path, positive, device }

@@ -40,6 +40,8 @@ macro_rules! visitor {
             Bool(&'a $($m)? Spanned<bool>),
             Env(&'a $($m)? EnvRef),
             Device(&'a $($m)? Spanned<Device>),
+            /// `api = openai|anthropic`.
+            BackendApi(&'a $($m)? Spanned<BackendApi>),
             Reasoning(&'a $($m)? Spanned<Reasoning>),
             Missing(&'a $($m)? Spanned<Missing>),
             ClientAuth(&'a $($m)? Spanned<ClientAuth>),
@@ -71,6 +73,7 @@ macro_rules! visitor {
                     FieldValue::Bool(x) => x.span,
                     FieldValue::Env(x) => x.span,
                     FieldValue::Device(x) => x.span,
+                    FieldValue::BackendApi(x) => x.span,
                     FieldValue::Reasoning(x) => x.span,
                     FieldValue::Missing(x) => x.span,
                     FieldValue::ClientAuth(x) => x.span,
@@ -255,6 +258,9 @@ macro_rules! visitor {
             }
             if let Some(x) = &$($m)? d.client_auth {
                 field(v, "client_auth", FieldValue::ClientAuth(x));
+            }
+            if let Some(x) = &$($m)? d.api {
+                field(v, "api", FieldValue::BackendApi(x));
             }
         }
 
@@ -500,6 +506,7 @@ macro_rules! visitor {
                 FieldValue::Duration(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Bool(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Device(x) => v.visit_span(&$($m)? x.span),
+                FieldValue::BackendApi(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Reasoning(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Missing(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::ClientAuth(x) => v.visit_span(&$($m)? x.span),

@@ -34,7 +34,7 @@ mod tests {
 
     /// One of every kind of node, with a comment.
     const ALL_KINDS: &str = "# every kind\n\
-        backend b { url = \"u\" catalog = \"c\" api_key = env(\"K\") timeout = 5s simulated = true }\n\
+        backend b { url = \"u\" catalog = \"c\" api_key = env(\"K\") timeout = 5s simulated = true api = anthropic }\n\
         model m { backend = b serves = \"s\" aliases = [\"a\"] cost = 1 context = 8k tokenizer = \"t\" }\n\
         classifier c { path = \"p\" labels = [x, y] device = cpu }\n\
         guard g { path = \"p\" positive = x device = auto }\n\

@@ -180,6 +180,13 @@ fn backend(b: &mut Builder, d: &Backend) {
         };
         b.stmt(INDENT, format!("client_auth = {v}"), cover(&[c.span]));
     }
+    if let Some(v) = &d.api {
+        let word = match v.value {
+            BackendApi::OpenAi => "openai",
+            BackendApi::Anthropic => "anthropic",
+        };
+        b.stmt(INDENT, format!("api = {word}"), cover(&[v.span]));
+    }
 }
 
 fn model(b: &mut Builder, d: &Model) {

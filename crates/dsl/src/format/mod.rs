@@ -4,7 +4,7 @@
 //!
 //! - two-space indentation; every brace declaration is written over several lines, one field or
 //!   statement per line, fields in the order of the language's grammar (`backend`: `url`,
-//!   `catalog`, `api_key`, `timeout`, `simulated`; `route`: `when`, `to ... else ...`,
+//!   `catalog`, `api_key`, `timeout`, `simulated`, `api`; `route`: `when`, `to ... else ...`,
 //!   `system_prompt`, `headers`, `reasoning`, `tools`, `cache`; and so on), whatever order the
 //!   author used;
 //! - `signal name = expr` on one line; every expression on one line, single spaces around binary

@@ -22,6 +22,11 @@ use pest::iterators::Pair;
 
 use crate::keywords::KEYWORDS;
 
+const BACKEND_APIS: &[(&str, BackendApi)] = &[
+    ("openai", BackendApi::OpenAi),
+    ("anthropic", BackendApi::Anthropic),
+];
+
 const DEVICES: &[(&str, Device)] = &[
     ("auto", Device::Auto),
     ("cpu", Device::Cpu),
@@ -229,6 +234,7 @@ fn backend(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> 
             "client_auth",
             &[("forward", ClientAuth::Forward), ("drop", ClientAuth::Drop)],
         ),
+        api: fields.choice(cx, "api", BACKEND_APIS),
     }
 }
 

@@ -137,6 +137,7 @@ fn value(v: &FieldValue<'_>) -> String {
         FieldValue::Bool(b) => b.value.to_string(),
         FieldValue::Env(k) => format!("env({:?})", k.var.value),
         FieldValue::Device(d) => format!("{:?}", d.value),
+        FieldValue::BackendApi(a) => format!("{:?}", a.value),
         FieldValue::Reasoning(x) => format!("{:?}", x.value),
         FieldValue::Missing(m) => format!("{:?}", m.value),
         FieldValue::ClientAuth(m) => format!("{:?}", m.value),

@@ -139,8 +139,8 @@ impl Fill {
     }
 }
 
-/// Whether `body` is a whole answer of `api`: a `chat.completion` with choices, or a
-/// `response` whose status is `completed`.
+/// Whether `body` is a whole answer of `api`: a `chat.completion` with choices, a `response`
+/// whose status is `completed`, or a Messages `message` that has stopped.
 pub fn complete_answer(api: Api, body: &[u8]) -> bool {
     let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(body) else {
         return false;
@@ -157,6 +157,11 @@ pub fn complete_answer(api: Api, body: &[u8]) -> bool {
         Api::Responses => {
             object == Some("response")
                 && answer.get("status").and_then(Value::as_str) == Some("completed")
+        }
+        Api::Messages => {
+            answer.get("type").and_then(Value::as_str) == Some("message")
+                && answer.get("content").is_some_and(Value::is_array)
+                && answer.get("stop_reason").is_some_and(|r| !r.is_null())
         }
     }
 }
@@ -178,6 +183,10 @@ mod tests {
         assert!(!complete_answer(Api::Chat, b"not json"));
         let response = br#"{"object":"response","status":"completed","error":null,"output":[]}"#;
         assert!(complete_answer(Api::Responses, response));
+        let message = br#"{"type":"message","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn"}"#;
+        assert!(complete_answer(Api::Messages, message));
+        assert!(!complete_answer(Api::Chat, message));
+        assert!(!complete_answer(Api::Messages, chat));
         let partial = br#"{"object":"response","status":"incomplete","output":[]}"#;
         assert!(!complete_answer(Api::Responses, partial));
     }

@@ -102,7 +102,8 @@ pub fn body_digest(api: Api, body: &Value, prompt: &str) -> Option<BodyDigest> {
         return None;
     }
     let (field, replacement) = match api {
-        Api::Chat => {
+        // A Messages conversation is read like chat's: its user turns hold text blocks.
+        Api::Chat | Api::Messages => {
             let messages = obj.get("messages")?.as_array()?;
             let index = messages.iter().rposition(|m| is_user_message(m, false))?;
             let message = replace_text(messages.get(index)?, prompt)?;

@@ -1,13 +1,16 @@
-//! The two OpenAI APIs the router proxies, and what each is called on the wire and in the log.
+//! The APIs the router proxies (OpenAI's two and Anthropic's Messages), and what each is called
+//! on the wire and in the log.
 //!
 //! It lives with the wire format rather than with the request path because the response cache
 //! (its scopes and its stored answers) tells the two apart too.
 
-/// The two proxied APIs.
+/// The proxied APIs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
     Chat,
     Responses,
+    /// Anthropic's `/v1/messages` (see [`crate::anthropic`]).
+    Messages,
 }
 
 impl Api {
@@ -16,6 +19,7 @@ impl Api {
         match self {
             Api::Chat => "chat",
             Api::Responses => "responses",
+            Api::Messages => "messages",
         }
     }
 
@@ -24,6 +28,7 @@ impl Api {
         match self {
             Api::Chat => "/chat/completions",
             Api::Responses => "/responses",
+            Api::Messages => "/messages",
         }
     }
 }

@@ -22,13 +22,15 @@ pub struct Usage {
 
 impl Usage {
     /// Reads a `usage` object of either the chat (`prompt_tokens`) or the responses
-    /// (`input_tokens`) dialect; `None` when `value` is not an object.
+    /// (`input_tokens`) dialect, or Anthropic's (`cache_read_input_tokens`); `None` when `value`
+    /// is not an object.
     pub fn from_value(value: &Value) -> Option<Usage> {
         let object = value.as_object()?;
         let count = |names: &[&str]| names.iter().find_map(|n| object.get(*n)?.as_u64());
         let cached = ["prompt_tokens_details", "input_tokens_details"]
             .iter()
-            .find_map(|n| object.get(*n)?.get("cached_tokens")?.as_u64());
+            .find_map(|n| object.get(*n)?.get("cached_tokens")?.as_u64())
+            .or_else(|| count(&["cache_read_input_tokens"]));
         Some(Usage {
             prompt_tokens: count(&["prompt_tokens", "input_tokens"]),
             completion_tokens: count(&["completion_tokens", "output_tokens"]),
@@ -261,6 +263,21 @@ mod tests {
         let scanner = scan(&[stream.as_bytes()]);
         assert_eq!(scanner.usage(), None);
         assert!(scanner.saw_done());
+    }
+
+    #[test]
+    fn an_anthropic_message_s_usage_is_read_too() {
+        let body = br#"{"type":"message","usage":{"input_tokens":40,"output_tokens":7,"cache_read_input_tokens":32}}"#;
+        let usage = Usage::from_body(body);
+        assert_eq!(
+            usage,
+            Some(Usage {
+                prompt_tokens: Some(40),
+                completion_tokens: Some(7),
+                total_tokens: None,
+                cached_tokens: Some(32),
+            })
+        );
     }
 
     #[test]

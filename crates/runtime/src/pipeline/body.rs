@@ -34,7 +34,8 @@ const MAX_JSON_EVIDENCE: usize = 16 << 20;
 pub enum ProxyBody {
     Full(Full<Bytes>),
     Relay(Box<Relay>),
-    /// A body a later step wraps around one of these (a kept `/v1/responses` answer).
+    /// A body a later step wraps around one of these (a kept `/v1/responses` answer, a
+    /// translated Messages stream).
     Boxed(UnsyncBoxBody<Bytes, BoxError>),
 }
 

@@ -293,6 +293,7 @@ mod tests {
             let view = match api {
                 Api::Chat => fakes::chat(body),
                 Api::Responses => RequestView::from_responses(body, &[]).expect("a valid request"),
+                Api::Messages => RequestView::from_messages(body, &[]).expect("a valid request"),
             };
             let query = CacheQuery {
                 api,
@@ -370,6 +371,18 @@ mod tests {
         // Another model's scope holds nothing.
         let report = forwarded(cache.consult(Api::Chat, &body, None, ModelId(1)).await);
         assert_eq!(report.result, CacheResult::Miss);
+    }
+
+    #[tokio::test]
+    async fn a_messages_request_is_keyed_apart_from_the_same_chat_request() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        let body = json!({"model": "auto", "max_tokens": 16,
+            "messages": [{"role": "user", "content": "capital of France?"}]});
+        let chat = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        let messages = forwarded(cache.consult(Api::Messages, &body, DEFAULT, SMALL).await);
+        let (chat, messages) = (chat.fill.expect("a fill"), messages.fill.expect("a fill"));
+        assert_ne!(chat.scope, messages.scope);
+        assert_eq!(messages.api, Api::Messages);
     }
 
     #[tokio::test]

@@ -102,8 +102,8 @@ pub async fn decide(
 ) -> Result<Decision, ApiError> {
     let view = asked.view;
     let mut procedure = Procedure::new(&snapshot.compiled, view);
-    // A streamed `/v1/responses` answer cannot be stored or replayed.
-    if asked.api == Api::Responses && view.stream {
+    // A streamed `/v1/responses` or `/v1/messages` answer cannot be stored or replayed.
+    if matches!(asked.api, Api::Responses | Api::Messages) && view.stream {
         procedure = procedure.without_cache();
     }
     let mut answers = Answers {
@@ -433,6 +433,7 @@ failure { backend = open }
         let view = match api {
             Api::Chat => fakes::chat(body),
             Api::Responses => RequestView::from_responses(body, &[]).expect("a valid request"),
+            Api::Messages => RequestView::from_messages(body, &[]).expect("a valid request"),
         };
         let telemetry = Telemetry::new();
         let cache = CacheLayer::new(Arc::new(Scripted::default()), CacheOptions::default());
@@ -647,6 +648,13 @@ failure { backend = open }
         assert_eq!(facts.cache, Some("bypass"));
         let body = json!({"model": "auto", "input": "capital of France?", "stream": true});
         let (decision, _) = decide_in(CACHED, Api::Responses, &models, &NoSessions, &body).await;
+        assert_eq!(
+            plan(decision).cache.map(|c| c.result),
+            Some(CacheResult::Bypass)
+        );
+        let body = json!({"model": "auto", "max_tokens": 8, "stream": true,
+            "messages": [{"role": "user", "content": "capital of France?"}]});
+        let (decision, _) = decide_in(CACHED, Api::Messages, &models, &NoSessions, &body).await;
         assert_eq!(
             plan(decision).cache.map(|c| c.result),
             Some(CacheResult::Bypass)

@@ -1,7 +1,10 @@
 //! Forwarding (docs/language.md, "What happens to a request", step 6): send the request to the
 //! first candidate model that can take it.
 //!
-//! A model whose `context` is smaller than the request's token count is skipped; a connect
+//! A model whose `context` is smaller than the request's token count is skipped, as is one whose
+//! backend cannot take the request's API (a chat request to an `api = anthropic` backend); a
+//! Messages request to an OpenAI backend is sent as a chat completion and its answer translated
+//! back ([`crate::anthropic`]); a connect
 //! error, a timeout, a 5xx before the first response byte, or a 404 (the model is not served)
 //! while another candidate remains moves on to the next candidate.
 //! When the failed model is the one a session's live pin names, `owner_lost` decides first: stop
@@ -26,6 +29,8 @@ use src_compiler::hir::{CheckedPolicy, ModelDef, ModelId};
 use src_compiler::request::RequestView;
 use src_dsl::ast::OwnerLost;
 
+use crate::anthropic::dialect::Dialect;
+use crate::anthropic::to_chat::{self, Untranslatable};
 use crate::cache::Fill;
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
 use crate::hooks::{OwnerRule, UpstreamOutcomes};
@@ -73,7 +78,14 @@ const NOT_RETURNED: [&str; 7] = [
 
 /// Why a candidate produced no answer.
 enum Failure {
-    Context { tokens: i64, context: u64 },
+    Context {
+        tokens: i64,
+        context: u64,
+    },
+    /// The backend does not speak the request's API.
+    Unspoken {
+        api: &'static str,
+    },
     Upstream(UpstreamError),
     Status(StatusCode),
     Body(String),
@@ -83,6 +95,7 @@ impl Failure {
     fn reason(&self) -> &'static str {
         match self {
             Failure::Context { .. } => "context",
+            Failure::Unspoken { .. } => "api",
             Failure::Upstream(e) => e.reason(),
             Failure::Status(_) => "status",
             Failure::Body(_) => "body",
@@ -93,6 +106,9 @@ impl Failure {
         match self {
             Failure::Context { tokens, context } => {
                 format!("the request has ~{tokens} tokens, over its context of {context}")
+            }
+            Failure::Unspoken { api } => {
+                format!("its backend speaks Anthropic's Messages API, not the {api} API")
             }
             Failure::Upstream(e) => e.to_string(),
             Failure::Status(s) => format!("the backend answered {}", s.as_u16()),
@@ -181,6 +197,7 @@ pub async fn forward(
             model,
             sent_at,
             mut span,
+            dialect,
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
@@ -203,14 +220,20 @@ pub async fn forward(
                 }
                 done.record.protection = protection.map(str::to_owned);
             }
+            let fill = fill.filter(|f| f.model == model_id);
+            let translated = dialect == Dialect::ChatForMessages;
             let answer = Answer {
                 sent_at,
                 protection,
                 model: &model.name,
                 outcomes: session_outcomes,
-                fill: fill.filter(|f| f.model == model_id),
+                fill: if translated { None } else { fill.clone() },
             };
-            return relay(response, answer, done);
+            let response = relay(response, answer, done);
+            if translated {
+                return crate::anthropic::translate::answer(response, fill).await;
+            }
+            return response;
         }
         Tried::Exhausted => tried.failures,
     };
@@ -302,6 +325,8 @@ enum Tried<'p, B> {
         sent_at: Instant,
         /// The attempt's span, ended when the relay ends.
         span: Phase,
+        /// How the request reached the backend (whether the answer is to be translated).
+        dialect: Dialect,
     },
     /// The request could not be rewritten for a candidate: the client's to fix.
     Unbuildable(ApiError),
@@ -340,6 +365,19 @@ async fn try_candidates<'p, T: Transport>(
         route,
         session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
     });
+    let chat_form = chat_form(request, plan, snapshot);
+    let chat_shaping = match &chat_form {
+        Some(Ok((parsed, original))) => Some(Shaping::new(ShapeInput {
+            api: Api::Chat,
+            original,
+            parsed,
+            trace,
+            request_id: &record.request_id,
+            route,
+            session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
+        })),
+        _ => None,
+    };
     let mut base_headers = client_headers(&request.parts.headers);
     for (name, value) in shaping.router_headers() {
         base_headers.insert(name.clone(), value.clone());
@@ -370,9 +408,24 @@ async fn try_candidates<'p, T: Transport>(
             );
             continue;
         }
+        let dialect = Dialect::of(request.api, endpoint.api);
         let moved = request
             .previous
             .filter(|p| !p.owned_by(&endpoint.name, &model.serves));
+        let shaped = match (dialect, &chat_form, &chat_shaping) {
+            (Dialect::Unspoken, _, _) => {
+                let failure = Failure::Unspoken {
+                    api: request.api.endpoint(),
+                };
+                note_fallback(telemetry, &model.name, failure, model_id, &mut failures);
+                continue;
+            }
+            (Dialect::ChatForMessages, Some(Err(err)), _) => Err(err.to_string()),
+            (Dialect::ChatForMessages, _, Some(chat)) => chat.body(wire).map_err(|e| e.to_string()),
+            _ => moved
+                .map_or_else(|| shaping.body(wire), |p| p.body(wire))
+                .map_err(|e| e.to_string()),
+        };
         if request.previous.is_some() {
             record.previous = Some(if moved.is_some() {
                 headers::previous::EXPANDED
@@ -380,17 +433,17 @@ async fn try_candidates<'p, T: Transport>(
                 headers::previous::CONTINUED
             });
         }
-        let body = match moved.map_or_else(|| shaping.body(wire), |p| p.body(wire)) {
+        let body = match shaped {
             Ok(body) => body,
             Err(err) => {
                 return Attempts {
-                    outcome: Tried::Unbuildable(ApiError::bad_request(err.to_string())),
+                    outcome: Tried::Unbuildable(ApiError::bad_request(err)),
                     failures,
                     owner_lost,
                 }
             }
         };
-        let mut upstream = match Request::post(endpoint.url(request.api.suffix()))
+        let mut upstream = match Request::post(endpoint.url(dialect.suffix(request.api)))
             .body(Full::new(Bytes::from(body)))
         {
             Ok(r) => r,
@@ -403,6 +456,7 @@ async fn try_candidates<'p, T: Transport>(
         let headers = upstream.headers_mut();
         headers.clone_from(&base_headers);
         set_model_headers(headers, wire, endpoint);
+        crate::anthropic::dialect::set_headers(headers, dialect, endpoint);
         record.model = Some(model.name.clone());
         record.served = Some(model.serves.clone());
         record.backend = Some(endpoint.name.clone());
@@ -448,6 +502,7 @@ async fn try_candidates<'p, T: Transport>(
                         model,
                         sent_at,
                         span,
+                        dialect,
                     },
                     failures,
                     owner_lost,
@@ -495,6 +550,31 @@ fn lose_owner<'p, B>(
     }
     *lost = true;
     None
+}
+
+/// The chat completions form of a Messages request (parsed and serialised), when one of the
+/// plan's candidates is on an OpenAI backend; the error says why the request has none.
+fn chat_form(
+    request: &Outgoing<'_>,
+    plan: &Plan,
+    snapshot: &Snapshot,
+) -> Option<Result<(Value, Vec<u8>), Untranslatable>> {
+    let policy = snapshot.policy();
+    let translated = plan.candidates.iter().any(|id| {
+        policy
+            .models
+            .get(id.index())
+            .and_then(|m| snapshot.endpoints.get(m.backend.index()))
+            .is_some_and(|e| Dialect::of(request.api, e.api) == Dialect::ChatForMessages)
+    });
+    if !translated {
+        return None;
+    }
+    Some(to_chat::chat_request(request.parsed).map(|chat| {
+        // Serialising a `Value` cannot fail.
+        let bytes = serde_json::to_vec(&chat).unwrap_or_default();
+        (chat, bytes)
+    }))
 }
 
 /// Whether an upstream answer with `status` sends the request on to the next model: any 5xx,
@@ -549,7 +629,8 @@ fn fallback_list(policy: &CheckedPolicy, failures: &[(ModelId, Failure)]) -> Vec
         .collect()
 }
 
-/// The answer when every candidate failed: 400 when the request fits no model's context, else
+/// The answer when every candidate failed: 400 when the request fits no model's context or no
+/// model's backend speaks its API, else
 /// the kind of the last failure (504 timeout, 502 unreachable or broken, 503 backend errors).
 fn exhausted(policy: &CheckedPolicy, failures: &[(ModelId, Failure)]) -> ApiError {
     let detail = failures
@@ -569,6 +650,17 @@ fn exhausted(policy: &CheckedPolicy, failures: &[(ModelId, Failure)]) -> ApiErro
             .all(|(_, f)| matches!(f, Failure::Context { .. }))
     {
         return too_long(&detail);
+    }
+    if failures
+        .iter()
+        .any(|(_, f)| matches!(f, Failure::Unspoken { .. }))
+        && failures
+            .iter()
+            .all(|(_, f)| matches!(f, Failure::Context { .. } | Failure::Unspoken { .. }))
+    {
+        return ApiError::bad_request(format!(
+            "no eligible model's backend speaks this API ({detail})"
+        ));
     }
     let message = format!("no backend could answer ({detail})");
     match failures

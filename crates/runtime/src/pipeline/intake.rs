@@ -89,6 +89,7 @@ fn parse_view(
     let view = match api {
         Api::Chat => RequestView::from_chat(&parsed, &header_pairs),
         Api::Responses => RequestView::from_responses(&parsed, &header_pairs),
+        Api::Messages => RequestView::from_messages(&parsed, &header_pairs),
     };
     let view = view.map_err(|err| request_error(&err))?;
     Ok((parsed, view))

@@ -304,7 +304,7 @@ fn record_line(
     };
     serde_json::json!({
         "v": crate::record::VERSION,
-        "api": match api { Api::Chat => "chat", Api::Responses => "responses" },
+        "api": api.endpoint(),
         "headers": crate::record::recorded_headers(&headers),
         "body": parsed,
         "decision": decided,

@@ -51,6 +51,7 @@ async fn probe_one(app: &App, endpoint: &Endpoint) -> (String, bool, String) {
     if let Some(auth) = &endpoint.authorization {
         request.headers_mut().insert(AUTHORIZATION, auth.clone());
     }
+    crate::anthropic::dialect::set_probe_headers(request.headers_mut(), endpoint);
     request.headers_mut().insert(
         hyper::header::USER_AGENT,
         HeaderValue::from_static("src-router-probe"),

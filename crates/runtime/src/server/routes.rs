@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
+use crate::anthropic;
 use crate::app::App;
 use crate::exposition::Format;
 use crate::headers::APPLICATION_JSON;
@@ -30,6 +31,12 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
         }
         ("/v1/responses", &Method::POST) => {
             responses_state::step::handle(app.pipeline(), &app.responses, request, started).await
+        }
+        ("/v1/messages", &Method::POST) => {
+            anthropic::front::handle(app.pipeline(), request, started).await
+        }
+        ("/v1/messages", _) => {
+            anthropic::front::refuse_method(app.pipeline(), &request, started).await
         }
         ("/v1/chat/completions" | "/v1/responses", _) => {
             pipeline::refuse_method(app.pipeline(), &request, started, "POST")

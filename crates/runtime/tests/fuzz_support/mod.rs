@@ -2,14 +2,16 @@
 //! tests (`fuzz_readers.rs`, on every `cargo test`) and the coverage-guided fuzz targets
 //! (`fuzz/fuzz_targets/{request,sse}.rs`), so both search for the same failures.
 //!
-//! - [`check_intake`]: any bytes as a chat or responses body are a request or a 4xx answer,
-//!   and the server's reading agrees with the compiler's;
+//! - [`check_intake`]: any bytes as a chat, responses or Messages body are a request or a 4xx
+//!   answer, and the server's reading agrees with the compiler's;
 //! - [`check_stream`]: any bytes as an upstream event stream, cut into any pieces, give the
-//!   same usage, `[DONE]` and event counts as the same bytes in one piece, and the cache's
-//!   assembler of streamed answers reads them without panicking.
+//!   same usage, `[DONE]` and event counts as the same bytes in one piece, the same Messages
+//!   events when translated (each a named event with JSON data), and the cache's assembler of
+//!   streamed answers reads them without panicking.
 
 use hyper::header::HeaderMap;
 use src_compiler::request::RequestView;
+use src_runtime::anthropic::stream::StreamTranslator;
 use src_runtime::cache::assemble::chat_completion;
 use src_runtime::openai::{Api, UsageScanner};
 use src_runtime::pipeline::intake;
@@ -18,10 +20,11 @@ use src_runtime::pipeline::intake;
 pub fn check_intake(bytes: &[u8]) -> Result<(), String> {
     let headers = HeaderMap::new();
     let value = serde_json::from_slice::<serde_json::Value>(bytes).ok();
-    for api in [Api::Chat, Api::Responses] {
+    for api in [Api::Chat, Api::Responses, Api::Messages] {
         let direct = value.as_ref().map(|v| match api {
             Api::Chat => RequestView::from_chat(v, &[]),
             Api::Responses => RequestView::from_responses(v, &[]),
+            Api::Messages => RequestView::from_messages(v, &[]),
         });
         let trace = src_runtime::otel::RequestTrace::untraced(None);
         match (intake::parse(api, bytes, &headers, &trace), direct) {
@@ -73,6 +76,35 @@ pub fn scan<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Reading {
     }
 }
 
+/// The Messages events `pieces` of a chat stream translate to, the stream then ended.
+pub fn translate<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut translator = StreamTranslator::new();
+    let mut out = Vec::new();
+    for piece in pieces {
+        out.extend_from_slice(&translator.feed(piece));
+    }
+    out.extend_from_slice(&translator.finish());
+    out
+}
+
+/// Every event of a translated stream: `event: NAME`, then `data:` a JSON object whose `type`
+/// is NAME.
+fn well_formed_events(out: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(out).map_err(|e| format!("translated to non-UTF-8: {e}"))?;
+    for event in text.split_terminator("\n\n") {
+        let (name, data) = event
+            .strip_prefix("event: ")
+            .and_then(|e| e.split_once("\ndata: "))
+            .ok_or_else(|| format!("a malformed event: {event:?}"))?;
+        let data: serde_json::Value =
+            serde_json::from_str(data).map_err(|e| format!("event data is not JSON: {e}"))?;
+        if data["type"] != name {
+            return Err(format!("event `{name}` carries {data}"));
+        }
+    }
+    Ok(())
+}
+
 /// `stream` cut after every `sizes[i]` bytes in turn (sizes cycle; a zero counts as one).
 pub fn pieces<'a>(stream: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
     let mut out = Vec::new();
@@ -101,6 +133,13 @@ pub fn check_stream(stream: &[u8], sizes: &[u8]) -> Result<(), String> {
             return Err(format!("byte by byte: {bytes:?}, whole: {whole:?}"));
         }
     }
+    let translated = translate([stream]);
+    if translate(pieces(stream, sizes)) != translated {
+        return Err(format!(
+            "translated cut by {sizes:?}: other events than whole"
+        ));
+    }
+    well_formed_events(&translated)?;
     if let Some(answer) = chat_completion(stream) {
         if serde_json::from_slice::<serde_json::Value>(&answer).is_err() {
             return Err("an assembled answer that is not JSON".into());

@@ -163,6 +163,7 @@ pub fn redecide(
     let body = &record["body"];
     let view = match record["api"].as_str() {
         Some("responses") => RequestView::from_responses(body, &headers),
+        Some("messages") => RequestView::from_messages(body, &headers),
         _ => RequestView::from_chat(body, &headers),
     };
     let view = match view {

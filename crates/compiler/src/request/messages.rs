@@ -1,0 +1,273 @@
+//! The facts of an Anthropic Messages request (`POST /v1/messages`), read into the same
+//! [`RequestView`] as a chat completion so a policy sees one conversation whichever API carries
+//! it.
+//!
+//! The Messages API has no `system` or `tool` roles: `system` is a top-level string or list of
+//! text blocks (one leading system message here), an assistant's `tool_use` blocks are its tool
+//! calls, and a user message's `tool_result` blocks are results, each counted as chat's `tool`
+//! message would be. A user message made only of results is no user turn (chat sends those as
+//! `tool` messages alone), so a conversation ending in results is in a tool loop, as is one
+//! whose last `tool_use` id has no `tool_result` yet. `metadata.user_id` and `max_tokens` are
+//! checked for shape; the API key is the bearer token or, as Anthropic's clients send it,
+//! `x-api-key`.
+
+use super::{
+    body_object, missing, parts_text, read_common, required_str, wrong, Facts, RequestError,
+    RequestView, Role,
+};
+use serde_json::{Map, Value};
+
+const BLOCKS: &str = "a string or an array of content blocks";
+
+impl RequestView {
+    /// Reads a `/v1/messages` body.
+    pub fn from_messages(body: &Value, headers: &[(String, String)]) -> Result<Self, RequestError> {
+        let obj = body_object(body)?;
+        let mut facts = Facts::new(headers);
+        if facts.view.api_key.is_none() {
+            facts.view.api_key = facts
+                .view
+                .header("x-api-key")
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned);
+        }
+        read_common(obj, &mut facts.view)?;
+        match obj.get("max_tokens") {
+            None => return Err(missing("max_tokens")),
+            Some(Value::Number(n)) if n.as_u64().is_some() => {}
+            Some(other) => return Err(wrong("max_tokens".into(), "a whole number", other)),
+        }
+        match obj.get("metadata") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(metadata)) => match metadata.get("user_id") {
+                None | Some(Value::Null | Value::String(_)) => {}
+                Some(other) => {
+                    return Err(wrong("metadata.user_id".into(), "a string or null", other))
+                }
+            },
+            Some(other) => return Err(wrong("metadata".into(), "an object or null", other)),
+        }
+        match obj.get("system") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => facts.message(Role::System, text),
+            Some(Value::Array(blocks)) => {
+                let text = parts_text(blocks, "system", &["text"])?;
+                facts.message(Role::System, &text);
+            }
+            Some(other) => return Err(wrong("system".into(), "a string or an array", other)),
+        }
+        let messages = match obj.get("messages") {
+            None => return Err(missing("messages")),
+            Some(Value::Array(messages)) => messages,
+            Some(other) => return Err(wrong("messages".into(), "an array", other)),
+        };
+        for (i, message) in messages.iter().enumerate() {
+            read_message(message, &format!("messages[{i}]"), &mut facts)?;
+        }
+        Ok(facts.finish())
+    }
+}
+
+fn read_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(), RequestError> {
+    let Value::Object(message) = message else {
+        return Err(wrong(path.into(), "an object", message));
+    };
+    let role = required_str(message, "role", path)?;
+    let content_path = format!("{path}.content");
+    let blocks: &[Value] = match message.get("content") {
+        None => return Err(missing(&content_path)),
+        Some(Value::String(text)) => {
+            facts.message(role_of(role), text);
+            return Ok(());
+        }
+        Some(Value::Array(blocks)) => blocks,
+        Some(other) => return Err(wrong(content_path, BLOCKS, other)),
+    };
+    let mut text = String::new();
+    let mut results = 0usize;
+    let mut calls = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
+        let block_path = format!("{content_path}[{i}]");
+        let Value::Object(block) = block else {
+            return Err(wrong(block_path, "an object", block));
+        };
+        match required_str(block, "type", &block_path)? {
+            "text" => super::push_line(&mut text, required_str(block, "text", &block_path)?),
+            "tool_use" => calls.push(required_str(block, "id", &block_path)?),
+            "tool_result" => {
+                let id = required_str(block, "tool_use_id", &block_path)?;
+                let output = result_text(block, &block_path)?;
+                facts.answer(id);
+                facts.message(Role::Tool, &output);
+                results += 1;
+            }
+            _ => {}
+        }
+    }
+    // Results come first in a user message; what text follows them is the user's turn.
+    if results == 0 || !text.is_empty() || role != "user" {
+        facts.message(role_of(role), &text);
+    }
+    for id in calls {
+        facts.call(id);
+    }
+    Ok(())
+}
+
+fn role_of(role: &str) -> Role {
+    match role {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        _ => Role::Other,
+    }
+}
+
+/// A `tool_result`'s `content`: absent, a string, or text (and image) blocks.
+fn result_text(block: &Map<String, Value>, path: &str) -> Result<String, RequestError> {
+    match block.get("content") {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(parts)) => parts_text(parts, &format!("{path}.content"), &["text"]),
+        Some(other) => Err(wrong(format!("{path}.content"), BLOCKS, other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(body: Value) -> Result<RequestView, RequestError> {
+        RequestView::from_messages(&body, &[])
+    }
+
+    #[test]
+    fn system_blocks_and_text_messages_read_like_chat() -> Result<(), RequestError> {
+        let view = read(json!({
+            "model": "auto", "max_tokens": 64, "stream": true,
+            "system": [{"type": "text", "text": "be brief"}, {"type": "text", "text": "be kind"}],
+            "messages": [
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "user", "content": [{"type": "text", "text": "what is 2+2?"}, {"type": "image", "source": {}}]}
+            ]
+        }))?;
+        assert_eq!(view.model.as_deref(), Some("auto"));
+        assert!(view.stream);
+        assert_eq!(view.system, "be brief\nbe kind");
+        assert_eq!(view.prompt, "what is 2+2?");
+        assert_eq!(view.history, "be brief\nbe kind\nhello\nhi\nwhat is 2+2?");
+        assert_eq!((view.turns, view.messages), (2, 4));
+        assert!(!view.tool_loop);
+        let chat = RequestView::from_chat(
+            &json!({"model": "auto", "stream": true, "messages": [
+                {"role": "system", "content": "be brief\nbe kind"},
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": "hi"},
+                {"role": "user", "content": "what is 2+2?"}
+            ]}),
+            &[],
+        )?;
+        assert_eq!(view, chat);
+        Ok(())
+    }
+
+    #[test]
+    fn an_unanswered_tool_use_is_an_open_loop() -> Result<(), RequestError> {
+        let calling = json!([
+            {"role": "user", "content": "weather in Paris and Rome?"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "checking"},
+                {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {"city": "Rome"}}
+            ]}
+        ]);
+        let view =
+            read(json!({"max_tokens": 8, "messages": calling, "tools": [{"name": "weather"}]}))?;
+        assert_eq!((view.tools, view.tool_calls, view.tool_results), (1, 2, 0));
+        assert!(view.tool_loop);
+
+        let mut answered = calling.as_array().cloned().unwrap_or_default();
+        answered.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "rain"}]}
+        ]}));
+        let view = read(json!({"max_tokens": 8, "messages": answered.clone()}))?;
+        assert_eq!((view.tool_calls, view.tool_results), (2, 2));
+        assert!(view.tool_loop, "the last messages are results");
+        assert_eq!(view.prompt, "weather in Paris and Rome?");
+        assert_eq!(view.turns, 1);
+
+        answered.push(json!({"role": "assistant", "content": "Paris is sunny, Rome rainy"}));
+        let view = read(json!({"max_tokens": 8, "messages": answered}))?;
+        assert!(
+            !view.tool_loop,
+            "every call is answered and the model replied"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn results_followed_by_text_are_a_user_turn() -> Result<(), RequestError> {
+        let view = read(json!({"max_tokens": 8, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t", "content": "42"},
+                {"type": "text", "text": "thanks, now summarise"}
+            ]}
+        ]}))?;
+        assert_eq!(view.prompt, "thanks, now summarise");
+        assert_eq!((view.turns, view.tool_results), (1, 1));
+        assert!(!view.tool_loop);
+        Ok(())
+    }
+
+    #[test]
+    fn the_api_key_is_the_bearer_token_or_x_api_key() -> Result<(), RequestError> {
+        let body = json!({"max_tokens": 8, "messages": []});
+        let keyed = [("X-Api-Key".to_owned(), "sk-ant-1".to_owned())];
+        let view = RequestView::from_messages(&body, &keyed)?;
+        assert_eq!(view.api_key.as_deref(), Some("sk-ant-1"));
+        let both = [
+            ("authorization".to_owned(), "Bearer sk-2".to_owned()),
+            ("x-api-key".to_owned(), "sk-ant-1".to_owned()),
+        ];
+        let view = RequestView::from_messages(&body, &both)?;
+        assert_eq!(view.api_key.as_deref(), Some("sk-2"));
+        Ok(())
+    }
+
+    #[test]
+    fn malformed_bodies_name_the_field() {
+        let path = |body: Value| read(body).err().and_then(|e| e.path().map(str::to_owned));
+        assert_eq!(path(json!({"messages": []})).as_deref(), Some("max_tokens"));
+        assert_eq!(
+            path(json!({"max_tokens": "8", "messages": []})).as_deref(),
+            Some("max_tokens")
+        );
+        assert_eq!(path(json!({"max_tokens": 8})).as_deref(), Some("messages"));
+        assert_eq!(
+            path(json!({"max_tokens": 8, "system": 3, "messages": []})).as_deref(),
+            Some("system")
+        );
+        assert_eq!(
+            path(json!({"max_tokens": 8, "metadata": {"user_id": 7}, "messages": []})).as_deref(),
+            Some("metadata.user_id")
+        );
+        assert_eq!(
+            path(json!({"max_tokens": 8, "messages": [{"role": "user"}]})).as_deref(),
+            Some("messages[0].content")
+        );
+        assert_eq!(
+            path(json!({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}))
+                .as_deref(),
+            Some("messages[0].content[0].tool_use_id")
+        );
+        assert_eq!(
+            path(json!({"max_tokens": 8, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "name": "f"}]}]}))
+                .as_deref(),
+            Some("messages[0].content[0].id")
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! A translated candidate's answer turned from chat completions into Messages on its way to
+//! the client, after the relay has read its usage and timed it.
+//!
+//! An event stream is rewritten frame by frame ([`StreamTranslator`]), never buffered. A JSON
+//! answer must be whole to be rewritten, so it is read to its end first (the relay still logs
+//! it when it ends); an error answer keeps its status and gets Anthropic's error envelope. Only
+//! the rewritten answer goes to the response cache, so a Messages hit always replays a
+//! Messages answer.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame};
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+
+use crate::anthropic::from_chat;
+use crate::anthropic::stream::StreamTranslator;
+use crate::anthropic::wire;
+use crate::cache::Fill;
+use crate::headers::{APPLICATION_JSON, TEXT_EVENT_STREAM};
+use crate::pipeline::body::{BoxError, ProxyBody};
+
+/// The Messages form of a relayed chat answer; `fill`, when set, receives a whole 200 answer.
+pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Response<ProxyBody> {
+    let (mut parts, body) = response.into_parts();
+    parts.headers.remove(CONTENT_LENGTH);
+    let sse = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
+    if sse && parts.status.is_success() {
+        let translated = Translating {
+            inner: body,
+            translator: StreamTranslator::new(),
+            done: false,
+        };
+        return Response::from_parts(parts, ProxyBody::Boxed(translated.boxed_unsync()));
+    }
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) => {
+            parts.status = StatusCode::BAD_GATEWAY;
+            let message = format!("the backend's answer broke off: {err}");
+            return json(parts, wire::error_body(StatusCode::BAD_GATEWAY, &message));
+        }
+    };
+    if !parts.status.is_success() {
+        let status = parts.status;
+        return json(parts, wire::error_from_openai(status, &bytes));
+    }
+    let message = serde_json::from_slice(&bytes)
+        .ok()
+        .and_then(|chat| from_chat::message(&chat));
+    let Some(message) = message else {
+        parts.status = StatusCode::BAD_GATEWAY;
+        let body = wire::error_body(
+            StatusCode::BAD_GATEWAY,
+            "the backend's answer is not a chat completion",
+        );
+        return json(parts, body);
+    };
+    let body = Bytes::from(message.to_string());
+    if let (Some(fill), StatusCode::OK) = (fill, parts.status) {
+        fill.offer(vec![body.clone()], body.len(), false);
+    }
+    json(parts, body)
+}
+
+fn json(mut parts: hyper::http::response::Parts, body: Bytes) -> Response<ProxyBody> {
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
+    Response::from_parts(parts, ProxyBody::from(body))
+}
+
+/// A chat event stream read as a Messages one.
+struct Translating {
+    inner: ProxyBody,
+    translator: StreamTranslator,
+    done: bool,
+}
+
+impl Body for Translating {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let tail = this.translator.finish();
+                    if !tail.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(tail))));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Some(data) = frame.data_ref() else {
+                        return Poll::Ready(Some(Ok(frame)));
+                    };
+                    let out = this.translator.feed(data);
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(out))));
+                    }
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(err)));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}

@@ -1,0 +1,8 @@
+-- wrk request of the Messages benchmark: the conversation of chat.lua as an Anthropic Messages
+-- request (`POST /v1/messages`), which `src serve` translates for the OpenAI upstream.
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["anthropic-version"] = "2023-06-01"
+wrk.body = '{"model":"auto","system":"You are helpful.","messages":['
+  .. '{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],'
+  .. '"temperature":0.2,"max_tokens":16}'

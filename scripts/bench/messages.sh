@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The Messages translation benchmark: one fast OpenAI upstream (nginx answering a fixed chat
+# completion, as in proxy.sh) behind one `src serve`, and the same conversation sent to it as a
+# chat completion and as an Anthropic Messages request (translated to chat and back), one
+# connection at a time, in one run on loopback. Prints p50 and p99 of each, of the upstream
+# direct, and the ratios of Messages to chat. Every process it starts is stopped on exit.
+# Figures and targets: docs/benchmarks.md.
+#
+# Knobs (environment): BENCH_SINGLE_DURATION seconds per load (10), BENCH_WARMUP seconds (2),
+# BENCH_ROUNDS alternating chat/Messages rounds (3; the medians are reported),
+# BENCH_PROFILE (release; `debug` measures the debug build, for a machine without time for a
+# release build), BENCH_KEEP=1 to keep the run folder. CARGO_TARGET_DIR is honoured.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+here=$root/scripts/bench
+
+duration=${BENCH_SINGLE_DURATION:-10}
+warmup=${BENCH_WARMUP:-2}
+rounds=${BENCH_ROUNDS:-3}
+
+say() { printf '== %s\n' "$*" >&2; }
+die() {
+  printf 'messages.sh: %s\n' "$*" >&2
+  exit 1
+}
+
+command -v wrk >/dev/null || die "wrk is missing (scripts/bench/proxy.sh installs it)"
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+[[ -x $nginx_bin ]] || die "nginx is missing (scripts/bench/proxy.sh installs it)"
+
+profile=${BENCH_PROFILE:-release}
+if [[ $profile == release ]]; then
+  say "cargo build --release --bin src"
+  cargo build --release --quiet --bin src
+else
+  say "cargo build --bin src"
+  cargo build --quiet --bin src
+fi
+src_bin=${CARGO_TARGET_DIR:-$root/target}/$profile/src
+[[ -x $src_bin ]] || die "no binary at $src_bin"
+
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/src-bench-messages.XXXXXX")
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [[ ${BENCH_KEEP:-0} == 1 ]]; then say "run folder kept: $run_dir"; else rm -rf "$run_dir"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_http() {
+  local name=$1 pid=$2 url=$3 limit=$4 waited=0
+  until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || die "$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
+    ((waited++ < limit * 5)) || die "$name not ready after ${limit}s ($url)"
+    sleep 0.2
+  done
+}
+
+# check NAME URL SCRIPT EXPECT: the benchmark request is answered 200 with EXPECT in the body,
+# or the figures would measure an error path.
+check() {
+  local name=$1 url=$2 script=$3 expect=$4 body out
+  body=$(sed -n "s/^wrk.body = '\(.*\)'$/\1/p; s/^  \.\. '\(.*\)'$/\1/p" "$here/$script" | tr -d '\n')
+  out=$(curl -sS --max-time 30 -w '\n%{http_code}' -H 'Content-Type: application/json' -d "$body" "$url") ||
+    die "$name: request failed"
+  [[ ${out##*$'\n'} == 200 && $out == *"$expect"* ]] || die "$name answered: $out"
+}
+
+to_ms() {
+  awk -v v="$1" 'BEGIN {
+    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+    printf "%.3f", n }'
+}
+
+# single NAME URL SCRIPT: one connection, one request at a time; prints "p50 p99" (ms).
+single() {
+  local name=$1 url=$2 script=$3 out
+  wrk -t1 -c1 -d"${warmup}s" -s "$here/$script" "$url" >/dev/null
+  out=$(wrk -t1 -c1 -d"${duration}s" --latency -s "$here/$script" "$url")
+  printf '%s\n' "$out" >>"$run_dir/wrk-$name.txt"
+  grep -q 'Non-2xx' <<<"$out" && die "$name: some requests failed: $out"
+  echo "$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")") $(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")"
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+say "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+nginx_port=$(free_port)
+sed -e "s|@RUN_DIR@|$run_dir|g" -e "s|@PORT@|$nginx_port|g" "$here/nginx.conf.in" >"$run_dir/nginx.conf"
+"$nginx_bin" -c "$run_dir/nginx.conf" -e "$run_dir/nginx-error.log" >"$run_dir/nginx.out" 2>&1 &
+pids+=($!)
+wait_http nginx "${pids[-1]}" "http://127.0.0.1:$nginx_port/v1/models" 10
+direct_url=http://127.0.0.1:$nginx_port/v1/chat/completions
+
+mkdir "$run_dir/policy"
+sed -E "s|http://127\.0\.0\.1:[0-9]+/v1|http://127.0.0.1:$nginx_port/v1|" "$here/policy/policy.sr" >"$run_dir/policy/policy.sr"
+src_port=$(free_port)
+admin_port=$(free_port)
+"$src_bin" serve "$run_dir/policy" --listen "127.0.0.1:$src_port" --admin "127.0.0.1:$admin_port" \
+  --no-watch >"$run_dir/src.out" 2>"$run_dir/src.log" &
+pids+=($!)
+wait_http "src serve" "${pids[-1]}" "http://127.0.0.1:$src_port/readyz" 30
+chat_url=http://127.0.0.1:$src_port/v1/chat/completions
+messages_url=http://127.0.0.1:$src_port/v1/messages
+check "nginx" "$direct_url" chat.lua chat.completion
+check "src chat" "$chat_url" chat.lua chat.completion
+check "src messages" "$messages_url" messages.lua '"type":"message"'
+
+: >"$run_dir/rounds"
+for ((r = 1; r <= rounds; r++)); do
+  say "round $r of $rounds: direct, chat, Messages (${duration}s each, one connection)"
+  read -r d50 d99 < <(single direct "$direct_url" chat.lua)
+  read -r c50 c99 < <(single chat "$chat_url" chat.lua)
+  read -r m50 m99 < <(single messages "$messages_url" messages.lua)
+  echo "$d50 $d99 $c50 $c99 $m50 $m99" >>"$run_dir/rounds"
+done
+col() { awk -v c="$1" '{ print $c }' "$run_dir/rounds" | median; }
+d50=$(col 1) d99=$(col 2) c50=$(col 3) c99=$(col 4) m50=$(col 5) m99=$(col 6)
+
+echo
+echo "Messages benchmark ($profile build): one connection, ${duration}s per load, median of $rounds rounds, $(nproc) cores, loopback"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+printf '%-26s %10s %10s\n' target p50_ms p99_ms
+printf '%-26s %10s %10s\n' "nginx direct" "$d50" "$d99"
+printf '%-26s %10s %10s\n' "src serve, chat" "$c50" "$c99"
+printf '%-26s %10s %10s\n' "src serve, Messages" "$m50" "$m99"
+echo
+awk -v d50="$d50" -v c50="$c50" -v m50="$m50" -v c99="$c99" -v m99="$m99" 'BEGIN {
+  printf "Messages/chat p50          %.3f   (target <= 1.10)\n", m50 / c50
+  printf "Messages/chat p99          %.3f\n", m99 / c99
+  printf "added over direct p50      chat %.3f ms, Messages %.3f ms\n", c50 - d50, m50 - d50 }'
