@@ -69,7 +69,13 @@ pub mod fields {
     pub const CACHE: &[&str] = &["encoder", "threshold", "ttl", "store", "skip"];
     pub const SESSION: &[&str] = &["id", "tenant", "ttl", "store", "missing"];
     pub const PROTECT: &[&str] = &["mode", "hold"];
-    pub const FAILURE: &[&str] = &["classifier", "store", "backend"];
+    pub const FAILURE: &[&str] = &[
+        "classifier",
+        "store",
+        "backend",
+        "cooldown_after",
+        "cooldown",
+    ];
     pub const ROUTER: &[&str] = &["names", "tokenizer"];
     pub const TEST: &[&str] = &["prompt", "messages", "system", "header", "given", "expect"];
 }

@@ -115,7 +115,7 @@ by_fields! {
     Session { id, tenant, ttl, store, missing }
     Hold { name, when; skip span }
     Protect { mode, holds }
-    Failure { classifier, store, backend }
+    Failure { classifier, store, backend, cooldown_after, cooldown }
     Router { names, tokenizer }
     Given { signal, value }
     Test { name, input, system, headers, givens, expect }
