@@ -36,7 +36,7 @@ pub const RELOADS: &str = "src_reloads";
 /// Requests a `block` decided, labelled by `block` and `action` (`refuse`, `redirect`).
 pub const BLOCKS: &str = "src_blocks";
 /// Moves to the next model after a backend failure, labelled by `from` model and `reason`
-/// (`connect`, `timeout`, `status`, `context`).
+/// (`connect`, `timeout`, `exchange`, `status`, `context`, `cooldown`).
 pub const FALLBACKS: &str = "src_fallbacks";
 /// Cooldowns models entered (`failure.cooldown_after` failures in a row), labelled by `model`.
 pub const MODEL_COOLDOWNS: &str = "src_model_cooldowns";

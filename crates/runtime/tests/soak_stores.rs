@@ -355,7 +355,7 @@ async fn soak(failure: &str) -> TestResult {
     println!(
         "soak stores (failure.store = {failure}): {} requests from {CLIENTS} clients on 2 replicas; \
          {} while Redis was down ({} answered 503, {} routed without the pin), slowest then {:.0} ms \
-         (slowest while up {:.0} ms; store timeout 250 ms); {} per replica [{}, {}]; 0 hung; \
+         (slowest while up {:.0} ms; store timeout 250 ms); requests per replica [{}, {}]; 0 hung; \
          {failed_while_up} calls while up met a store timeout",
         calls.len(),
         down.len(),
@@ -363,7 +363,6 @@ async fn soak(failure: &str) -> TestResult {
         count(&|c| c.phases == (DOWN, DOWN) && c.session == "store-unavailable"),
         slowest_down.as_secs_f64() * 1000.0,
         slowest_up.as_secs_f64() * 1000.0,
-        "requests",
         count(&|c| c.replica == 0),
         count(&|c| c.replica == 1),
     );

@@ -294,16 +294,19 @@ async fn a_model_failing_cooldown_after_times_in_a_row_is_skipped_unsent() {
     // A failure, then a success: the count starts again.
     let (_, failures, _) = run(vec![Ok(503), Ok(200)]).await;
     assert_eq!(failures, ["strong:status"]);
-    run(vec![Ok(200)]).await;
+    let (outcome, _, _) = run(vec![Ok(200)]).await;
+    assert_eq!(outcome.ok().as_deref(), Some("strong"));
     assert_eq!(cooldowns.cooling("strong"), None);
     // Two in a row (a 5xx, a timeout) start the cooldown.
-    run(vec![Ok(500), Ok(200)]).await;
+    let (outcome, _, _) = run(vec![Ok(500), Ok(200)]).await;
+    assert_eq!(outcome.ok().as_deref(), Some("safe"));
     assert_eq!(
         cooldowns.cooling("strong"),
         None,
         "one failure is not enough"
     );
-    run(vec![Err(timeout()), Ok(200)]).await;
+    let (_, failures, _) = run(vec![Err(timeout()), Ok(200)]).await;
+    assert_eq!(failures, ["strong:timeout"]);
     assert!(cooldowns.cooling("strong").is_some());
     // Now `strong` is skipped without a request: only `safe` is sent one.
     let (outcome, failures, sent) = run(vec![Ok(200)]).await;
@@ -321,7 +324,8 @@ async fn when_every_candidate_cools_down_the_answer_is_503_naming_the_cooldown()
     let cooldowns = Arc::new(Cooldowns::new());
     let plan = plan(None, vec![STRONG, SAFE]);
     let transport = Scripted::new(vec![Ok(502), Err(connect())]);
-    attempt_under(&policy, &cooldowns, &transport, "hello", &plan).await;
+    let (_, failures, _) = attempt_under(&policy, &cooldowns, &transport, "hello", &plan).await;
+    assert_eq!(failures, ["strong:status", "safe:connect"]);
     let transport = Scripted::new(vec![]);
     let (outcome, failures, _) =
         attempt_under(&policy, &cooldowns, &transport, "hello", &plan).await;
@@ -342,7 +346,8 @@ async fn without_a_cooldown_failures_never_skip_a_model() {
     let plan = plan(None, vec![STRONG, SAFE]);
     for _ in 0..5 {
         let transport = Scripted::new(vec![Ok(503), Ok(200)]);
-        attempt_under(POLICY, &cooldowns, &transport, "hello", &plan).await;
+        let (outcome, _, _) = attempt_under(POLICY, &cooldowns, &transport, "hello", &plan).await;
+        assert_eq!(outcome, Ok(("safe".into(), 200)));
         assert_eq!(transport.sent().len(), 2);
     }
     assert_eq!(cooldowns.cooling("strong"), None);
