@@ -254,6 +254,7 @@ impl PolicyBuilder {
                 classifier: None,
                 store: FailMode::Open,
                 backend: FailMode::Closed,
+                cooldown: None,
             },
             router: RouterDef {
                 names: vec!["auto".into()],

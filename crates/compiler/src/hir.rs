@@ -405,6 +405,24 @@ pub struct FailureDef {
     pub classifier: Option<FailMode>,
     pub store: FailMode,
     pub backend: FailMode,
+    /// Set when the policy declares `cooldown_after` or `cooldown` (the other then takes its
+    /// default): a model that failed that many times in a row is skipped for a while.
+    pub cooldown: Option<CooldownDef>,
+}
+
+/// `failure { cooldown_after = N  cooldown = D }`: after `after` consecutive failures a model is
+/// skipped for `millis`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CooldownDef {
+    pub after: u32,
+    pub millis: u64,
+}
+
+impl CooldownDef {
+    /// `cooldown_after` when only `cooldown` is declared.
+    pub const DEFAULT_AFTER: u32 = 3;
+    /// `cooldown` when only `cooldown_after` is declared: 30 s.
+    pub const DEFAULT_MILLIS: u64 = 30_000;
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -202,7 +202,15 @@ fn outline(policy: &CheckedPolicy) -> String {
         let holds: Vec<&str> = p.holds.iter().map(|h| h.name.as_str()).collect();
         let _ = writeln!(out, "protect: {:?} {holds:?}", p.mode);
     }
-    let _ = writeln!(out, "failure: {:?}", policy.failure);
+    let f = &policy.failure;
+    let _ = writeln!(
+        out,
+        "failure: FailureDef {{ classifier: {:?}, store: {:?}, backend: {:?} }}",
+        f.classifier, f.store, f.backend
+    );
+    if let Some(c) = f.cooldown {
+        let _ = writeln!(out, "cooldown: after {} for {}ms", c.after, c.millis);
+    }
     let _ = writeln!(out, "router: {:?}", policy.router.names);
     for t in &policy.tests {
         let _ = writeln!(out, "test {}: {} given", t.name, t.givens.len());

@@ -210,7 +210,7 @@ fn typed_value(keyword: &'static str, field: &'static str) -> BoxedStrategy<Stri
         .prop_map(str::to_string)
         .boxed(),
         (_, "api_key") => string().prop_map(|s| format!("env({s})")).boxed(),
-        (_, "timeout" | "ttl") => duration().boxed(),
+        (_, "timeout" | "ttl" | "cooldown") => duration().boxed(),
         (_, "aliases" | "names") => strings().boxed(),
         ("route", "tools") => prop_oneof![
             prop::sample::select(vec!["keep", "none"]).prop_map(str::to_string),
@@ -220,7 +220,9 @@ fn typed_value(keyword: &'static str, field: &'static str) -> BoxedStrategy<Stri
         (_, "labels") => prop::collection::vec(name(), 0..4)
             .prop_map(|v| format!("[{}]", v.join(", ")))
             .boxed(),
-        (_, "cost" | "context" | "threshold" | "status") => plain_number().boxed(),
+        (_, "cost" | "context" | "threshold" | "status" | "cooldown_after") => {
+            plain_number().boxed()
+        }
         (_, "backend" | "positive" | "encoder") if keyword != "failure" => name().boxed(),
         ("route", "system_prompt") => {
             prop_oneof![string(), string().prop_map(|s| format!("replace {s}")),].boxed()

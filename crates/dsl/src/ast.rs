@@ -350,12 +350,16 @@ pub enum FailMode {
     Closed,
 }
 
-/// `failure { classifier = open|closed store = .. backend = .. }`
+/// `failure { classifier = open|closed store = .. backend = .. cooldown_after = N cooldown = D }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
     pub classifier: Option<Spanned<FailMode>>,
     pub store: Option<Spanned<FailMode>>,
     pub backend: Option<Spanned<FailMode>>,
+    /// Consecutive failures of a model that start its cooldown.
+    pub cooldown_after: Option<Spanned<Number>>,
+    /// How long a model that failed `cooldown_after` times in a row is skipped.
+    pub cooldown: Option<Spanned<Duration>>,
 }
 
 /// `router { names = ["auto"] tokenizer = "tokenizer.json" }`

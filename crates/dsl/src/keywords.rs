@@ -77,7 +77,13 @@ pub mod fields {
     pub const CACHE: &[&str] = &["encoder", "threshold", "ttl", "store", "skip"];
     pub const SESSION: &[&str] = &["id", "tenant", "ttl", "store", "missing", "outcomes"];
     pub const PROTECT: &[&str] = &["mode", "hold", "owner_lost"];
-    pub const FAILURE: &[&str] = &["classifier", "store", "backend"];
+    pub const FAILURE: &[&str] = &[
+        "classifier",
+        "store",
+        "backend",
+        "cooldown_after",
+        "cooldown",
+    ];
     pub const ROUTER: &[&str] = &["names", "tokenizer"];
     pub const TEST: &[&str] = &["prompt", "messages", "system", "header", "given", "expect"];
 }

@@ -469,13 +469,22 @@ fn protect() -> impl Strategy<Value = ItemKind> {
 }
 
 fn failure() -> impl Strategy<Value = ItemKind> {
-    (fail_mode(), fail_mode(), fail_mode()).prop_map(|(classifier, store, backend)| {
-        ItemKind::Failure(Failure {
-            classifier,
-            store,
-            backend,
+    (
+        fail_mode(),
+        fail_mode(),
+        fail_mode(),
+        prop::option::of(number().prop_map(sp)),
+        prop::option::of(duration().prop_map(sp)),
+    )
+        .prop_map(|(classifier, store, backend, cooldown_after, cooldown)| {
+            ItemKind::Failure(Failure {
+                classifier,
+                store,
+                backend,
+                cooldown_after,
+                cooldown,
+            })
         })
-    })
 }
 
 fn router() -> impl Strategy<Value = ItemKind> {

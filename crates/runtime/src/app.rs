@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::backends::SimPool;
 use crate::cache::CacheLayer;
 use crate::config::ServeConfig;
+use crate::cooldown::Cooldowns;
 use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
 use crate::pipeline::Pipeline;
@@ -28,6 +29,7 @@ impl App {
             models: self.components.models.as_ref(),
             sessions: self.components.sessions.as_ref(),
             cache: &self.cache,
+            cooldowns: &self.cooldowns,
             log: &self.components.log,
             recorder: self.recorder.as_ref(),
             max_body_bytes: self.cfg.max_body_bytes,
@@ -94,4 +96,6 @@ pub struct App {
     pub recorder: Option<Recorder>,
     /// The `/v1/responses` answers the router keeps (docs/responses.md).
     pub responses: ResponseStates,
+    /// Models skipped after failing too often in a row (`failure.cooldown_after`).
+    pub cooldowns: Arc<Cooldowns>,
 }

@@ -60,6 +60,7 @@ pub mod session;
 pub mod sim;
 
 pub mod config;
+pub mod cooldown;
 pub mod exposition;
 pub mod headers;
 pub mod hooks;

@@ -36,8 +36,15 @@ pub const RELOADS: &str = "src_reloads";
 /// Requests a `block` decided, labelled by `block` and `action` (`refuse`, `redirect`).
 pub const BLOCKS: &str = "src_blocks";
 /// Moves to the next model after a backend failure, labelled by `from` model and `reason`
-/// (`connect`, `timeout`, `status`, `context`).
+/// (`connect`, `timeout`, `exchange`, `status`, `context`, `cooldown`).
 pub const FALLBACKS: &str = "src_fallbacks";
+/// Cooldowns models entered (`failure.cooldown_after` failures in a row), labelled by `model`.
+pub const MODEL_COOLDOWNS: &str = "src_model_cooldowns";
+/// 1 while a model cools down (and routes skip it), else 0; labelled by `model`.
+pub const MODEL_COOLING: &str = "src_model_cooling";
+/// 1 when a backend answered its last readiness probe, 0 when it did not; labelled by
+/// `backend` (simulated backends are always 1).
+pub const BACKEND_UP: &str = "src_backend_up";
 /// Generation of the policy being served (increments on every successful reload).
 pub const POLICY_GENERATION: &str = "src_policy_generation";
 

@@ -7,15 +7,23 @@
 //!
 //! "Answered" means an HTTP answer below 500 arrived in time: a 401 from a backend that wants a
 //! key still proves it is up; a refused connection, a timeout or a 5xx does not. Simulated
-//! backends run in-process and are always ready.
+//! backends run in-process and are always ready. Models cooling down after repeated failures
+//! (`failure.cooldown_after`) are listed in the report; they do not change readiness, since a
+//! cooldown ends by itself.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 
 use crate::backends::Endpoint;
+use crate::cooldown::Cooldowns;
 use crate::log::rfc3339;
 use crate::policy_store::Snapshot;
 
@@ -30,9 +38,47 @@ struct Probe {
 #[derive(Default)]
 pub struct Readiness {
     probes: Mutex<HashMap<String, Probe>>,
+    up: Family<BackendLabels, Gauge<i64, AtomicI64>>,
+    /// The models cooling down, listed in the report.
+    cooldowns: Option<Arc<Cooldowns>>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabels {
+    backend: String,
 }
 
 impl Readiness {
+    /// A readiness whose report also lists the models `cooldowns` holds back.
+    pub fn with_cooldowns(cooldowns: Arc<Cooldowns>) -> Readiness {
+        Readiness {
+            cooldowns: Some(cooldowns),
+            ..Readiness::default()
+        }
+    }
+
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            crate::metrics::BACKEND_UP,
+            "1 when the backend answered its last readiness probe, else 0",
+            self.up.clone(),
+        );
+    }
+
+    /// Sets `src_backend_up` of every backend `snapshot` binds a model to from its last probe
+    /// (a backend not probed yet counts as down; a simulated one is up).
+    pub fn publish(&self, snapshot: &Snapshot) {
+        let probes = self.probes.lock().unwrap_or_else(PoisonError::into_inner);
+        for endpoint in bound_endpoints(snapshot) {
+            let up = endpoint.simulated || probes.get(&endpoint.base).is_some_and(|p| p.ok);
+            self.up
+                .get_or_create(&BackendLabels {
+                    backend: endpoint.name.clone(),
+                })
+                .set(i64::from(up));
+        }
+    }
+
     /// Records the outcome of probing the backend at `base`.
     pub fn record(&self, base: &str, ok: bool, detail: String) {
         self.probes
@@ -100,6 +146,7 @@ impl Readiness {
             "backends": backends,
             "routes": routes,
             "unservable_routes": unservable,
+            "cooling_models": self.cooldowns.as_ref().map_or_else(|| json!([]), |c| c.report()),
         });
         (ready, body)
     }

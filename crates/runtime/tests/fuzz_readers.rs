@@ -1,15 +1,16 @@
 //! Fuzzing the runtime's readers of untrusted bytes (the properties are in
-//! `fuzz_support/mod.rs`): the request intake, and the usage reader of upstream event streams
-//! under every way of cutting the same bytes. Inputs: the coverage-guided targets' kept corpora
-//! (`fuzz/corpus/{request,sse}/`), arbitrary bytes, and streams made of SSE's own pieces (field
-//! names, line ends of all three kinds, `[DONE]`, usage objects) so the reader's every branch
-//! is reached.
+//! `fuzz_support/mod.rs`): the request intake, the usage reader of upstream event streams
+//! under every way of cutting the same bytes, and the reader of Envoy's `ext_proc` messages.
+//! Inputs: the coverage-guided targets' kept corpora (`fuzz/corpus/{request,sse,extproc}/`),
+//! arbitrary bytes, streams made of SSE's own pieces (field names, line ends of all three
+//! kinds, `[DONE]`, usage objects) so the reader's every branch is reached, and `ext_proc`
+//! messages built from header maps of pseudo-headers, valid and invalid names and values.
 //!
 //! `PROPTEST_CASES` raises the case count for a long search.
 
 mod fuzz_support;
 
-use fuzz_support::{check_intake, check_stream, pieces, scan};
+use fuzz_support::{check_extproc, check_intake, check_stream, pieces, scan};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -129,8 +130,110 @@ fn a_stream_cut_anywhere_keeps_its_usage_and_done() {
     }
 }
 
+#[test]
+fn every_kept_extproc_message_holds_the_property() {
+    let failures: Vec<String> = corpus("extproc")
+        .iter()
+        .filter_map(|(path, bytes)| {
+            check_extproc(bytes)
+                .err()
+                .map(|e| format!("{}: {e}", path.display()))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// One `ext_proc` header entry: a name (pseudo, ordinary, or one `http` refuses) and a value in
+/// `raw_value` or in the older `value`.
+fn envoy_header() -> impl Strategy<Value = envoy_types::pb::envoy::config::core::v3::HeaderValue> {
+    let key = prop_oneof![
+        prop::sample::select(vec![
+            ":method",
+            ":path",
+            ":status",
+            ":authority",
+            ":scheme",
+            "content-type",
+            "x-sr-route",
+            "x-selected-model",
+            "bad name",
+            "",
+            "X-Upper",
+            "\u{e9}t\u{e9}",
+        ])
+        .prop_map(str::to_owned),
+        "[ -~]{0,12}",
+    ];
+    let value = prop_oneof![
+        prop::sample::select(vec![
+            "POST",
+            "/v1/chat/completions?x=1",
+            "/v1/responses",
+            "503",
+            " 200 ",
+            "",
+            "a\r\nb",
+            "??",
+            "/?",
+            "text/event-stream",
+        ])
+        .prop_map(|v| v.as_bytes().to_vec()),
+        prop::collection::vec(any::<u8>(), 0..16),
+    ];
+    (key, value, any::<bool>()).prop_map(|(key, value, raw)| {
+        envoy_types::pb::envoy::config::core::v3::HeaderValue {
+            key,
+            value: if raw {
+                String::new()
+            } else {
+                String::from_utf8_lossy(&value).into_owned()
+            },
+            raw_value: if raw { value } else { Vec::new() },
+        }
+    })
+}
+
+/// A request or response headers message carrying `headers`, encoded.
+fn extproc_message() -> impl Strategy<Value = Vec<u8>> {
+    use envoy_types::pb::envoy::config::core::v3::HeaderMap;
+    use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request;
+    use envoy_types::pb::envoy::service::ext_proc::v3::{HttpHeaders, ProcessingRequest};
+    use prost::Message as _;
+    (prop::collection::vec(envoy_header(), 0..8), any::<bool>()).prop_map(|(headers, response)| {
+        let headers = HttpHeaders {
+            headers: Some(HeaderMap { headers }),
+            ..HttpHeaders::default()
+        };
+        ProcessingRequest {
+            request: Some(if response {
+                Request::ResponseHeaders(headers)
+            } else {
+                Request::RequestHeaders(headers)
+            }),
+            ..ProcessingRequest::default()
+        }
+        .encode_to_vec()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases(2000)))]
+
+    #[test]
+    fn any_extproc_message_reads_its_headers_as_sent(bytes in extproc_message()) {
+        if let Err(e) = check_extproc(&bytes) {
+            return Err(TestCaseError::fail(format!("{e}\n--- in\n{bytes:?}")));
+        }
+    }
+
+    #[test]
+    fn any_bytes_as_an_extproc_message_are_refused_or_read(
+        bytes in prop::collection::vec(any::<u8>(), 0..256),
+    ) {
+        if let Err(e) = check_extproc(&bytes) {
+            return Err(TestCaseError::fail(format!("{e}\n--- in\n{bytes:?}")));
+        }
+    }
 
     #[test]
     fn any_stream_reads_the_same_however_it_is_cut(

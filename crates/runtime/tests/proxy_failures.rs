@@ -118,19 +118,20 @@ async fn a_404_for_the_model_falls_back_while_another_model_remains() -> TestRes
     assert_eq!(answer.header("x-sr-path"), Some("upstream"));
     assert_eq!(answer.header("x-sr-fallbacks"), None);
 
-    // Other 4xx answers are about the request, not the model: they pass through.
+    // Other 4xx answers (but a 429, see proxy_faults.rs) are about the request, not the model:
+    // they pass through.
     let refusing = faulty_sim(
         "primary-model",
         SimFaults {
             error_rate: 1.0,
-            error_status: 429,
+            error_status: 422,
             ..SimFaults::default()
         },
     )
     .await?;
     let router = Router::start(&chain_policy(&format!("{}/v1", refusing.base_url()), "")).await?;
     let answer = router.chat(&user("please fallback"), &[]).await?;
-    assert_eq!(answer.status, 429, "{}", answer.text());
+    assert_eq!(answer.status, 422, "{}", answer.text());
     assert_eq!(answer.header("x-sr-model"), Some("first"));
     assert_eq!(answer.header("x-sr-fallbacks"), None);
     Ok(())

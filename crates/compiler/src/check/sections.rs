@@ -10,8 +10,8 @@ use super::names::Kind;
 use super::types::texpr;
 use super::{Checker, Scope};
 use crate::hir::{
-    BlockActionDef, BlockDef, CacheDef, EncoderId, FailureDef, HoldDef, ModelId, ProtectDef,
-    RouterDef, SessionDef, TExpr, TExprKind, Type,
+    BlockActionDef, BlockDef, CacheDef, CooldownDef, EncoderId, FailureDef, HoldDef, ModelId,
+    ProtectDef, RouterDef, SessionDef, TExpr, TExprKind, Type,
 };
 use src_dsl::ast::{self, BlockAction, FailMode, Missing, Outcomes, ProtectMode};
 use src_dsl::{codes, Diagnostic, Span};
@@ -84,6 +84,7 @@ impl Checker<'_> {
         self.check_protect();
         let failure = self.decls.failure.map(|(f, _)| f);
         let mode = |m: &Option<src_dsl::Spanned<FailMode>>| m.as_ref().map(|m| m.value);
+        let cooldown = failure.and_then(|f| self.check_cooldown(f));
         self.parts.failure = Some(FailureDef {
             classifier: failure.and_then(|f| mode(&f.classifier)),
             store: failure
@@ -92,6 +93,7 @@ impl Checker<'_> {
             backend: failure
                 .and_then(|f| mode(&f.backend))
                 .unwrap_or(FailMode::Closed),
+            cooldown,
         });
         let router = self.decls.router.map(|(r, _)| r);
         self.parts.router = Some(RouterDef {
@@ -103,6 +105,48 @@ impl Checker<'_> {
                 .and_then(|r| r.tokenizer.as_ref())
                 .map(|t| self.resolve_path(&t.value)),
         });
+    }
+
+    /// `cooldown_after` must be a positive integer and `cooldown` positive (E045); either one
+    /// turns the cooldown on, the other taking its default.
+    fn check_cooldown(&mut self, failure: &ast::Failure) -> Option<CooldownDef> {
+        if failure.cooldown_after.is_none() && failure.cooldown.is_none() {
+            return None;
+        }
+        let after = match &failure.cooldown_after {
+            None => Some(CooldownDef::DEFAULT_AFTER),
+            Some(n) => match n.value.as_int().map(u32::try_from) {
+                Some(Ok(after)) if after > 0 => Some(after),
+                _ => {
+                    self.report(out_of_range(
+                        format!(
+                            "`cooldown_after` must be a positive integer, found `{}`",
+                            n.value.text
+                        ),
+                        n.span,
+                        "write how many failures in a row start a model's cooldown, e.g. \
+                         `cooldown_after = 3`",
+                    ));
+                    None
+                }
+            },
+        };
+        let millis = match &failure.cooldown {
+            None => Some(CooldownDef::DEFAULT_MILLIS),
+            Some(d) if d.value.millis == 0 => {
+                self.report(out_of_range(
+                    "`cooldown` must be positive".to_owned(),
+                    d.span,
+                    "write how long a failing model is skipped, e.g. `cooldown = 30s`",
+                ));
+                None
+            }
+            Some(d) => Some(d.value.millis),
+        };
+        Some(CooldownDef {
+            after: after?,
+            millis: millis?,
+        })
     }
 
     fn check_cache(&mut self) {

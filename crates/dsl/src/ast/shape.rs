@@ -119,7 +119,7 @@ by_fields! {
     Session { id, tenant, ttl, store, missing, outcomes }
     Hold { name, when; skip span }
     Protect { mode, holds, owner_lost }
-    Failure { classifier, store, backend }
+    Failure { classifier, store, backend, cooldown_after, cooldown }
     Router { names, tokenizer }
     Given { signal, value }
     Test { name, input, system, headers, givens, expect }

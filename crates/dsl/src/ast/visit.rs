@@ -444,6 +444,12 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.backend {
                 field(v, "backend", FieldValue::FailMode(x));
             }
+            if let Some(x) = &$($m)? d.cooldown_after {
+                field(v, "cooldown_after", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.cooldown {
+                field(v, "cooldown", FieldValue::Duration(x));
+            }
         }
 
         pub fn walk_router<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Router) {

@@ -144,6 +144,8 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                     b.stmt(INDENT, format!("{name} = {v}"), cover(&[m.span]));
                 }
             }
+            b.field_number("cooldown_after", &d.cooldown_after);
+            b.field_duration("cooldown", &d.cooldown);
             b.close(0, end);
         }
         ItemKind::Router(d) => {

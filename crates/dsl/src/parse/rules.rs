@@ -310,6 +310,8 @@ pub(super) fn failure(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Failure {
         classifier: fields.choice(cx, "classifier", FAIL_MODES),
         store: fields.choice(cx, "store", FAIL_MODES),
         backend: fields.choice(cx, "backend", FAIL_MODES),
+        cooldown_after: fields.read(cx, "cooldown_after", f::EXPECT_NUMBER, f::as_number),
+        cooldown: fields.read(cx, "cooldown", f::EXPECT_DURATION, f::as_duration),
     }
 }
 

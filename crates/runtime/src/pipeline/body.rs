@@ -7,16 +7,24 @@
 //! backend's work), the completion writes the request's log line and metrics exactly once. A
 //! relay that carries a cache [`Fill`] hands the frames it kept to it once a 200 answer has
 //! ended whole; nothing is held back from the client for it.
+//!
+//! An answer that fails after its head was relayed (the upstream resets the connection, or stays
+//! silent longer than the backend's `timeout` between two pieces) must not look complete: an
+//! event stream gets one OpenAI-style error event (`data: {"error": {..}}`) and then ends,
+//! without a `[DONE]`; any other body is cut off with an error, so the client's HTTP reader sees
+//! a truncated message. A stream that already carried its `[DONE]` simply ends.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use tokio::time::Sleep;
 
 use crate::cache::fill::MAX_STREAM_BYTES;
 use crate::cache::Fill;
@@ -71,7 +79,7 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ProxyBody::Full(full) => full.is_end_stream(),
-            ProxyBody::Relay(relay) => relay.inner.is_end_stream(),
+            ProxyBody::Relay(relay) => relay.is_end_stream(),
             ProxyBody::Boxed(body) => body.is_end_stream(),
         }
     }
@@ -79,7 +87,7 @@ impl Body for ProxyBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             ProxyBody::Full(full) => full.size_hint(),
-            ProxyBody::Relay(relay) => relay.inner.size_hint(),
+            ProxyBody::Relay(relay) => relay.size_hint(),
             ProxyBody::Boxed(body) => body.size_hint(),
         }
     }
@@ -105,6 +113,24 @@ pub struct Relay {
     /// The event stream's frames, kept only for `fill` (a JSON answer's are in `evidence`).
     stream: Vec<Bytes>,
     stream_len: usize,
+    /// The longest silence allowed between two pieces of the answer, and its timer.
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// The last two bytes relayed, to tell whether the stream stands between two events.
+    tail: [u8; 2],
+    /// Set once the answer failed and the client was told: nothing more is relayed.
+    ended: bool,
+}
+
+/// The error event that ends an event stream which failed after its first byte, in the shape
+/// of OpenAI's stream errors (its Python client raises `APIError` with this message).
+pub fn stream_error_event(message: &str) -> Bytes {
+    let event = serde_json::json!({"error": {
+        "message": message,
+        "type": "server_error",
+        "param": null,
+        "code": "upstream_stream_failed",
+    }});
+    Bytes::from(format!("data: {event}\n\n"))
 }
 
 impl Relay {
@@ -129,6 +155,56 @@ impl Relay {
             fill: None,
             stream: Vec::new(),
             stream_len: 0,
+            idle: None,
+            tail: *b"\n\n",
+            ended: false,
+        }
+    }
+
+    /// Ends the answer as failed when no piece of it arrives for `limit`.
+    pub fn with_idle_timeout(mut self, limit: Duration) -> Relay {
+        self.idle = Some((limit, Box::pin(tokio::time::sleep(limit))));
+        self
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.evidence {
+            // An event stream may gain an error event: its length is never promised.
+            Evidence::Sse(_) => SizeHint::default(),
+            Evidence::Json { .. } => self.inner.size_hint(),
+        }
+    }
+
+    /// The answer failed after its head went out (`error` says how): tells the client in a way
+    /// it cannot take for a complete answer, and reports the request.
+    fn fail(&mut self, error: String) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.judge_broken();
+        let done = match &self.evidence {
+            Evidence::Sse(scanner) => Some(scanner.saw_done()),
+            Evidence::Json { .. } => None,
+        };
+        self.complete(Some(error.clone()));
+        self.ended = true;
+        match done {
+            Some(true) => Poll::Ready(None),
+            Some(false) => {
+                let event = stream_error_event(&format!("the model's answer failed: {error}"));
+                // A half-written event is closed first, so the error is an event of its own
+                // (blank lines after a whole event are no event: readers skip them).
+                let event = if self.tail == *b"\n\n" {
+                    event
+                } else {
+                    let mut closed = b"\n\n".to_vec();
+                    closed.extend_from_slice(&event);
+                    Bytes::from(closed)
+                };
+                Poll::Ready(Some(Ok(Frame::data(event))))
+            }
+            None => Poll::Ready(Some(Err(error.into()))),
         }
     }
 
@@ -182,6 +258,11 @@ impl Relay {
     fn observe(&mut self, data: &Bytes) {
         if self.first_byte.is_none() && !data.is_empty() {
             self.first_byte = Some(Instant::now());
+        }
+        match data.len() {
+            0 => {}
+            1 => self.tail = [self.tail[1], data[0]],
+            n => self.tail = [data[n - 2], data[n - 1]],
         }
         match &mut self.evidence {
             Evidence::Sse(scanner) => {
@@ -246,7 +327,22 @@ impl Body for Relay {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Some((limit, timer)) = &mut this.idle {
+            if polled.is_pending() {
+                if timer.as_mut().poll(cx).is_ready() {
+                    let limit = crate::upstream::human_duration(*limit);
+                    return this.fail(format!("the backend sent nothing for {limit}"));
+                }
+            } else {
+                let limit = *limit;
+                timer.as_mut().reset(tokio::time::Instant::now() + limit);
+            }
+        }
+        match polled {
             Poll::Pending => Poll::Pending,
             Poll::Ready(None) => {
                 this.judge_answer();
@@ -264,23 +360,19 @@ impl Body for Relay {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(err))) => {
-                this.judge_broken();
-                this.complete(Some(format!(
-                    "upstream answer broke off: {}",
-                    crate::upstream::error_chain(&err)
-                )));
-                Poll::Ready(Some(Err(Box::new(err))))
-            }
+            Poll::Ready(Some(Err(err))) => this.fail(format!(
+                "upstream answer broke off: {}",
+                crate::upstream::error_chain(&err)
+            )),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        Relay::is_end_stream(self)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        Relay::size_hint(self)
     }
 }
 
@@ -289,7 +381,7 @@ impl Drop for Relay {
         if self.completion.is_some() {
             // Hyper drops the body when the client disconnects; the upstream connection goes
             // with `inner`, which stops the backend's generation.
-            let error = (!self.inner.is_end_stream())
+            let error = (!self.ended && !self.inner.is_end_stream())
                 .then(|| "client disconnected before the answer ended".to_owned());
             self.complete(error);
         }

@@ -4,14 +4,17 @@
 //! A model whose `context` is smaller than the request's token count is skipped, as is one whose
 //! backend cannot take the request's API (a chat request to an `api = anthropic` backend); a
 //! Messages request to an OpenAI backend is sent as a chat completion and its answer translated
-//! back ([`crate::anthropic`]); a connect
-//! error, a timeout, a 5xx before the first response byte, or a 404 (the model is not served)
-//! while another candidate remains moves on to the next candidate.
+//! back ([`crate::anthropic`]). A connect error, a timeout, a 5xx before the first response byte,
+//! or a 404 (the model is not served) or a 429 (the model is over its rate limit) while another
+//! candidate remains moves on to the next candidate. A model cooling down after repeated failures
+//! (`failure.cooldown_after`, see [`crate::cooldown`]) is skipped without being tried. Each
+//! candidate is tried once, so a request makes at most as many attempts as it has candidates.
 //! When the failed model is the one a session's live pin names, `owner_lost` decides first: stop
 //! with a 503 and `Retry-After` (`fail`), or let the fallbacks answer and report the switch
 //! (`x-sr-session: switched`, `x-sr-switch-reason: owner-lost`).
-//! Once an answer's head has arrived it is relayed as is, whatever follows; when the proposed
-//! model answers a cache miss, the relay also hands the whole answer to the cache.
+//! Once an answer's head has arrived it is relayed as is; a failure after that is told to the
+//! client by the relay (see [`crate::pipeline::body`]). When the proposed model answers a cache
+//! miss, the relay also hands the whole answer to the cache.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,6 +35,7 @@ use src_dsl::ast::OwnerLost;
 use crate::anthropic::dialect::Dialect;
 use crate::anthropic::to_chat::{self, Untranslatable};
 use crate::cache::Fill;
+use crate::cooldown::Cooldowns;
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
 use crate::hooks::{OwnerRule, UpstreamOutcomes};
 use crate::log::RequestRecord;
@@ -86,6 +90,9 @@ enum Failure {
     Unspoken {
         api: &'static str,
     },
+    Cooldown {
+        left: Duration,
+    },
     Upstream(UpstreamError),
     Status(StatusCode),
     Body(String),
@@ -96,6 +103,7 @@ impl Failure {
         match self {
             Failure::Context { .. } => "context",
             Failure::Unspoken { .. } => "api",
+            Failure::Cooldown { .. } => "cooldown",
             Failure::Upstream(e) => e.reason(),
             Failure::Status(_) => "status",
             Failure::Body(_) => "body",
@@ -110,6 +118,10 @@ impl Failure {
             Failure::Unspoken { api } => {
                 format!("its backend speaks Anthropic's Messages API, not the {api} API")
             }
+            Failure::Cooldown { left } => format!(
+                "cooling down after repeated failures ({} left)",
+                crate::upstream::human_duration(*left)
+            ),
             Failure::Upstream(e) => e.to_string(),
             Failure::Status(s) => format!("the backend answered {}", s.as_u16()),
             Failure::Body(e) => e.clone(),
@@ -157,7 +169,7 @@ impl Transport for Upstream {
 /// Sends the request to the plan's candidates in order and relays the first answer.
 pub async fn forward(
     upstream: &Upstream,
-    telemetry: &Telemetry,
+    (telemetry, cooldowns): (&Telemetry, &Arc<Cooldowns>),
     snapshot: &Snapshot,
     request: Outgoing<'_>,
     plan: Plan,
@@ -170,7 +182,7 @@ pub async fn forward(
 
     let tried = try_candidates(
         upstream,
-        telemetry,
+        (telemetry, cooldowns),
         snapshot,
         &request,
         &plan,
@@ -196,6 +208,7 @@ pub async fn forward(
             model_id,
             model,
             sent_at,
+            timeout,
             mut span,
             dialect,
         } => {
@@ -224,6 +237,7 @@ pub async fn forward(
             let translated = dialect == Dialect::ChatForMessages;
             let answer = Answer {
                 sent_at,
+                timeout,
                 protection,
                 model: &model.name,
                 outcomes: session_outcomes,
@@ -323,6 +337,8 @@ enum Tried<'p, B> {
         model_id: ModelId,
         model: &'p ModelDef,
         sent_at: Instant,
+        /// The backend's `timeout`, which also bounds a silence within the answer.
+        timeout: Duration,
         /// The attempt's span, ended when the relay ends.
         span: Phase,
         /// How the request reached the backend (whether the answer is to be translated).
@@ -348,7 +364,7 @@ struct Attempts<'p, B> {
 /// attempt is a client span of `trace`, and the `traceparent` it sends names that span.
 async fn try_candidates<'p, T: Transport>(
     transport: &T,
-    telemetry: &Telemetry,
+    (telemetry, cooldowns): (&Telemetry, &Arc<Cooldowns>),
     snapshot: &'p Snapshot,
     request: &Outgoing<'_>,
     plan: &Plan,
@@ -398,6 +414,11 @@ async fn try_candidates<'p, T: Transport>(
         ) else {
             continue;
         };
+        if let Some(left) = cooldowns.cooling(&model.name) {
+            let failure = Failure::Cooldown { left };
+            note_fallback(telemetry, &model.name, failure, model_id, &mut failures);
+            continue;
+        }
         if let Some((tokens, context)) = over_context(model, request.view, &mut tokens) {
             note_fallback(
                 telemetry,
@@ -475,6 +496,7 @@ async fn try_candidates<'p, T: Transport>(
             Ok(response) if moves_on(response.status(), more) => {
                 let status = response.status();
                 drop(response);
+                cooldowns.failed(policy, &model.name);
                 span.set(key::STATUS, || i64::from(status.as_u16()).into());
                 span.set(key::FALLBACK_REASON, || "status".into());
                 span.fail(|| format!("the backend answered {}", status.as_u16()));
@@ -495,20 +517,23 @@ async fn try_candidates<'p, T: Transport>(
                 }
             }
             Ok(response) => {
+                judge_status(cooldowns, policy, &model.name, response.status());
                 return Attempts {
                     outcome: Tried::Answered {
                         response,
                         model_id,
                         model,
                         sent_at,
+                        timeout: endpoint.timeout,
                         span,
                         dialect,
                     },
                     failures,
                     owner_lost,
-                }
+                };
             }
             Err(err) => {
+                cooldowns.failed(policy, &model.name);
                 span.set(key::FALLBACK_REASON, || err.reason().into());
                 span.fail(|| err.to_string());
                 span.end();
@@ -578,12 +603,37 @@ fn chat_form(
 }
 
 /// Whether an upstream answer with `status` sends the request on to the next model: any 5xx,
-/// and a 404 while another model remains. A 404 says the backend does not serve the model (NVIDIA
-/// Dynamo answers it once a model's last worker is gone), which the next model may not share;
-/// other 4xx answers are about the request and pass through. With no model left, the 404 passes
-/// through too: the client sees that the model is not served.
+/// and a 404 or a 429 while another model remains. A 404 says the backend does not serve the
+/// model (NVIDIA Dynamo answers it once a model's last worker is gone) and a 429 that the model
+/// is over its rate limit, neither of which the next model need share; other 4xx answers are
+/// about the request and pass through. With no model left, the 404 or 429 passes through too
+/// (with its `retry-after`): the client sees that the model is not served, or when to retry.
 fn moves_on(status: StatusCode, more: bool) -> bool {
-    status.is_server_error() || (status == StatusCode::NOT_FOUND && more)
+    status.is_server_error()
+        || (matches!(
+            status,
+            StatusCode::NOT_FOUND | StatusCode::TOO_MANY_REQUESTS
+        ) && more)
+}
+
+/// Counts an answer that did not move on towards the model's cooldown: below 400 it is a
+/// success, a 404 or 429 from the last model a failure, other 4xx neither (they are about the
+/// request).
+fn judge_status(
+    cooldowns: &Arc<Cooldowns>,
+    policy: &CheckedPolicy,
+    model: &str,
+    status: StatusCode,
+) {
+    if status.as_u16() < 400 {
+        cooldowns.succeeded(model);
+    } else if matches!(
+        status,
+        StatusCode::NOT_FOUND | StatusCode::TOO_MANY_REQUESTS
+    ) || status.is_server_error()
+    {
+        cooldowns.failed(policy, model);
+    }
 }
 
 /// Tells the session layer which models failed the call upstream (a context skip or a request
@@ -708,6 +758,7 @@ fn client_headers(client: &HeaderMap) -> HeaderMap {
 /// What the relay of an upstream answer needs besides the answer.
 struct Answer<'a> {
     sent_at: Instant,
+    timeout: Duration,
     protection: Option<&'a str>,
     model: &'a str,
     outcomes: Option<Arc<dyn UpstreamOutcomes>>,
@@ -722,6 +773,7 @@ fn relay(
 ) -> Response<ProxyBody> {
     let Answer {
         sent_at,
+        timeout,
         protection,
         model,
         outcomes,
@@ -743,11 +795,15 @@ fn relay(
             headers.append(name.clone(), value.clone());
         }
     }
+    if sse {
+        // The relay may end a failed stream with an error event of its own.
+        headers.remove(hyper::header::CONTENT_LENGTH);
+    }
     set_sr_headers(headers, &done.record, Some(model));
     if let Some(protection) = protection.and_then(|p| HeaderValue::from_str(p).ok()) {
         headers.insert(HeaderName::from_static(headers::SR_PROTECTION), protection);
     }
-    let mut relay = Relay::new(body, sse, sent_at, done);
+    let mut relay = Relay::new(body, sse, sent_at, done).with_idle_timeout(timeout);
     if let Some(outcomes) = outcomes {
         relay = relay.with_outcomes(outcomes, model);
     }

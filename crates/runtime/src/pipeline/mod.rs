@@ -61,6 +61,7 @@ pub struct Pipeline<'a> {
     pub models: &'a dyn ModelSignals,
     pub sessions: &'a dyn Sessions,
     pub cache: &'a CacheLayer,
+    pub cooldowns: &'a Arc<crate::cooldown::Cooldowns>,
     pub log: &'a RequestLog,
     /// `--record`: where decided requests are appended.
     pub recorder: Option<&'a Recorder>,
@@ -134,7 +135,7 @@ async fn decide_and_forward(
             };
             forward::forward(
                 pipeline.upstream,
-                pipeline.telemetry,
+                (pipeline.telemetry, pipeline.cooldowns),
                 &snapshot,
                 outgoing,
                 *plan,

@@ -81,7 +81,7 @@ pub async fn handle(
     };
     let response = forward::forward(
         pipeline.upstream,
-        pipeline.telemetry,
+        (pipeline.telemetry, pipeline.cooldowns),
         &snapshot,
         outgoing,
         *plan,

@@ -40,6 +40,9 @@ async fn probe_all(app: &App) {
     for (base, ok, detail) in results {
         app.readiness.record(&base, ok, detail);
     }
+    app.readiness.publish(&snapshot);
+    // Cooldowns other replicas started are read on the same beat.
+    app.cooldowns.sync(snapshot.policy()).await;
 }
 
 async fn probe_one(app: &App, endpoint: &Endpoint) -> (String, bool, String) {

@@ -191,7 +191,11 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     };
     let extproc_addr = extproc_listener.as_ref().map(|(_, addr)| *addr);
     let cache = CacheLayer::new(Arc::clone(&components.models), CacheOptions::from_env());
+    let cooldowns = Arc::new(crate::cooldown::Cooldowns::new());
+    let readiness = Readiness::with_cooldowns(Arc::clone(&cooldowns));
     let mut telemetry = Telemetry::with_extra(|registry| {
+        cooldowns.register_metrics(registry);
+        readiness.register_metrics(registry);
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);
         cache.register_metrics(registry);
@@ -209,7 +213,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         upstream: Upstream::new(cfg.connect_timeout, tls),
         store: PolicyStore::new(snapshot),
         telemetry,
-        readiness: Readiness::default(),
+        readiness,
         components,
         sims,
         cache,
@@ -218,6 +222,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
             Arc::new(crate::session::SystemClock),
             crate::responses_state::ResponseOptions::from_env(),
         ),
+        cooldowns,
         cfg,
     });
     let (stop, stopped) = watch::channel(false);

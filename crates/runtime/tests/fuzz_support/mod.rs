@@ -7,7 +7,9 @@
 //! - [`check_stream`]: any bytes as an upstream event stream, cut into any pieces, give the
 //!   same usage, `[DONE]` and event counts as the same bytes in one piece, the same Messages
 //!   events when translated (each a named event with JSON data), and the cache's assembler of
-//!   streamed answers reads them without panicking.
+//!   streamed answers reads them without panicking;
+//! - [`check_extproc`]: any bytes as an Envoy `ext_proc` message are refused by the protobuf
+//!   decoder or decoded into a message whose headers the processor reads as Envoy sent them.
 
 use hyper::header::HeaderMap;
 use src_compiler::request::RequestView;
@@ -143,6 +145,61 @@ pub fn check_stream(stream: &[u8], sizes: &[u8]) -> Result<(), String> {
     if let Some(answer) = chat_completion(stream) {
         if serde_json::from_slice::<serde_json::Value>(&answer).is_err() {
             return Err("an assembled answer that is not JSON".into());
+        }
+    }
+    Ok(())
+}
+
+/// Checks the decoding of `bytes` as one `ProcessingRequest` (what tonic hands the processor for
+/// each gRPC frame) and [`wire::read_headers`] on every header map it carries: pseudo-headers go
+/// to their fields (`:path` without its query), every other entry that `http` can hold is kept
+/// (a value from `raw_value`, else `value`) and no other, and a decoded message encodes back to
+/// the same message.
+pub fn check_extproc(bytes: &[u8]) -> Result<(), String> {
+    use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request as Message;
+    use envoy_types::pb::envoy::service::ext_proc::v3::ProcessingRequest;
+    use prost::Message as _;
+    use src_runtime::extproc::wire;
+
+    let Ok(message) = ProcessingRequest::decode(bytes) else {
+        return Ok(());
+    };
+    let again = ProcessingRequest::decode(message.encode_to_vec().as_slice())
+        .map_err(|e| format!("a decoded message does not decode once encoded: {e}"))?;
+    if again != message {
+        return Err("a decoded message encodes to another message".into());
+    }
+    let maps = match &message.request {
+        Some(Message::RequestHeaders(h) | Message::ResponseHeaders(h)) => vec![h.headers.as_ref()],
+        Some(Message::RequestTrailers(t) | Message::ResponseTrailers(t)) => {
+            vec![t.trailers.as_ref()]
+        }
+        _ => Vec::new(),
+    };
+    for map in maps {
+        let read = wire::read_headers(map);
+        if read.path.contains('?') {
+            return Err(format!("`:path` kept its query: {:?}", read.path));
+        }
+        let kept = map
+            .into_iter()
+            .flat_map(|m| &m.headers)
+            .filter(|h| !h.key.starts_with(':'))
+            .filter(|h| {
+                let value: &[u8] = if h.raw_value.is_empty() {
+                    h.value.as_bytes()
+                } else {
+                    &h.raw_value
+                };
+                hyper::header::HeaderName::from_bytes(h.key.as_bytes()).is_ok()
+                    && hyper::header::HeaderValue::from_bytes(value).is_ok()
+            })
+            .count();
+        if read.map.len() != kept {
+            return Err(format!(
+                "{} headers read of the {kept} `http` can hold",
+                read.map.len()
+            ));
         }
     }
     Ok(())

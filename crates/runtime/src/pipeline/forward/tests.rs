@@ -128,7 +128,18 @@ async fn attempt(
     text: &str,
     plan: &Plan,
 ) -> (Result<(String, u16), ApiError>, Vec<String>, RequestRecord) {
-    let snapshot = fakes::snapshot(POLICY, &NoModelSignals).await;
+    attempt_under(POLICY, &Arc::new(Cooldowns::new()), transport, text, plan).await
+}
+
+/// [`attempt`] under `policy`, with the cooldowns of `cooldowns`.
+async fn attempt_under(
+    policy: &str,
+    cooldowns: &Arc<Cooldowns>,
+    transport: &Scripted,
+    text: &str,
+    plan: &Plan,
+) -> (Result<(String, u16), ApiError>, Vec<String>, RequestRecord) {
+    let snapshot = fakes::snapshot(policy, &NoModelSignals).await;
     let body = fakes::user("auto", text);
     let bytes = Bytes::from(body.to_string());
     let view = fakes::chat(&body);
@@ -152,7 +163,7 @@ async fn attempt(
     };
     let tried = try_candidates(
         transport,
-        &telemetry,
+        (&telemetry, cooldowns),
         &snapshot,
         &request,
         plan,
@@ -264,4 +275,91 @@ async fn when_every_candidate_fails_the_last_failure_names_the_status() {
         assert_eq!(error.status.as_u16(), status, "{failures:?}");
         assert_eq!(failures.len(), 2);
     }
+}
+
+#[tokio::test]
+async fn a_model_failing_cooldown_after_times_in_a_row_is_skipped_unsent() {
+    let policy = format!("{POLICY}\nfailure {{ cooldown_after = 2  cooldown = 1h }}");
+    let cooldowns = Arc::new(Cooldowns::new());
+    let plan = plan(None, vec![STRONG, SAFE]);
+    let run = |answers| {
+        let transport = Scripted::new(answers);
+        let policy = policy.clone();
+        let cooldowns = Arc::clone(&cooldowns);
+        let plan = plan.clone();
+        async move {
+            let (outcome, failures, _) =
+                attempt_under(&policy, &cooldowns, &transport, "hello", &plan).await;
+            (outcome.map(|(m, _)| m), failures, transport.sent().len())
+        }
+    };
+    // A failure, then a success: the count starts again.
+    let (_, failures, _) = run(vec![Ok(503), Ok(200)]).await;
+    assert_eq!(failures, ["strong:status"]);
+    let (outcome, _, _) = run(vec![Ok(200)]).await;
+    assert_eq!(outcome.ok().as_deref(), Some("strong"));
+    assert_eq!(cooldowns.cooling("strong"), None);
+    // Two in a row (a 5xx, a timeout) start the cooldown.
+    let (outcome, _, _) = run(vec![Ok(500), Ok(200)]).await;
+    assert_eq!(outcome.ok().as_deref(), Some("safe"));
+    assert_eq!(
+        cooldowns.cooling("strong"),
+        None,
+        "one failure is not enough"
+    );
+    let (_, failures, _) = run(vec![Err(timeout()), Ok(200)]).await;
+    assert_eq!(failures, ["strong:timeout"]);
+    assert!(cooldowns.cooling("strong").is_some());
+    // Now `strong` is skipped without a request: only `safe` is sent one.
+    let (outcome, failures, sent) = run(vec![Ok(200)]).await;
+    assert_eq!(outcome.ok().as_deref(), Some("safe"));
+    assert_eq!(failures, ["strong:cooldown"]);
+    assert_eq!(sent, 1);
+    let report = cooldowns.report();
+    assert_eq!(report[0]["model"], "strong", "{report}");
+    assert_eq!(report[0]["source"], "local");
+}
+
+#[tokio::test]
+async fn when_every_candidate_cools_down_the_answer_is_503_naming_the_cooldown() {
+    let policy = format!("{POLICY}\nfailure {{ cooldown_after = 1 }}");
+    let cooldowns = Arc::new(Cooldowns::new());
+    let plan = plan(None, vec![STRONG, SAFE]);
+    let transport = Scripted::new(vec![Ok(502), Err(connect())]);
+    let (_, failures, _) = attempt_under(&policy, &cooldowns, &transport, "hello", &plan).await;
+    assert_eq!(failures, ["strong:status", "safe:connect"]);
+    let transport = Scripted::new(vec![]);
+    let (outcome, failures, _) =
+        attempt_under(&policy, &cooldowns, &transport, "hello", &plan).await;
+    assert_eq!(failures, ["strong:cooldown", "safe:cooldown"]);
+    let error = outcome.expect_err("nothing may answer");
+    assert_eq!(error.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        error.body.error.message.contains("cooling down"),
+        "{}",
+        error.body.error.message
+    );
+    assert_eq!(transport.sent().len(), 0);
+}
+
+#[tokio::test]
+async fn without_a_cooldown_failures_never_skip_a_model() {
+    let cooldowns = Arc::new(Cooldowns::new());
+    let plan = plan(None, vec![STRONG, SAFE]);
+    for _ in 0..5 {
+        let transport = Scripted::new(vec![Ok(503), Ok(200)]);
+        let (outcome, _, _) = attempt_under(POLICY, &cooldowns, &transport, "hello", &plan).await;
+        assert_eq!(outcome, Ok(("safe".into(), 200)));
+        assert_eq!(transport.sent().len(), 2);
+    }
+    assert_eq!(cooldowns.cooling("strong"), None);
+}
+
+#[tokio::test]
+async fn a_429_moves_on_while_a_model_remains_and_passes_through_after_the_last() {
+    let transport = Scripted::new(vec![Ok(429), Ok(429)]);
+    let plan = plan(None, vec![STRONG, SAFE]);
+    let (outcome, failures, _) = attempt(&transport, "hello", &plan).await;
+    assert_eq!(outcome, Ok(("safe".into(), 429)));
+    assert_eq!(failures, ["strong:status"]);
 }
