@@ -18,8 +18,8 @@
 //! - `apis`: routes whose every model is on an Anthropic backend (Messages requests only);
 //! - `name_table`: the names and types handed out with the outcome, for editors.
 
-mod approximate;
 mod apis;
+mod approximate;
 mod builtins;
 mod cases;
 mod catalog;
