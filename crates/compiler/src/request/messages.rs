@@ -161,7 +161,7 @@ mod tests {
         assert_eq!((view.turns, view.messages), (2, 4));
         assert!(!view.tool_loop);
         let chat = RequestView::from_chat(
-            &json!({"model": "auto", "stream": true, "messages": [
+            &json!({"model": "auto", "max_tokens": 64, "stream": true, "messages": [
                 {"role": "system", "content": "be brief\nbe kind"},
                 {"role": "user", "content": "hello"},
                 {"role": "assistant", "content": "hi"},
