@@ -9,7 +9,8 @@
 # Knobs (environment): BENCH_SINGLE_DURATION seconds per load (10), BENCH_WARMUP seconds (2),
 # BENCH_ROUNDS alternating chat/Messages rounds (3; the medians are reported),
 # BENCH_PROFILE (release; `debug` measures the debug build, for a machine without time for a
-# release build), BENCH_KEEP=1 to keep the run folder. CARGO_TARGET_DIR is honoured.
+# release build), BENCH_SRC a built `src` binary to measure instead of building this checkout's,
+# BENCH_KEEP=1 to keep the run folder. CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -30,14 +31,17 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x $nginx_bin ]] || die "nginx is missing (scripts/bench/proxy.sh installs it)"
 
 profile=${BENCH_PROFILE:-release}
-if [[ $profile == release ]]; then
+if [[ -n ${BENCH_SRC:-} ]]; then
+  src_bin=$BENCH_SRC
+elif [[ $profile == release ]]; then
   say "cargo build --release --bin src"
   cargo build --release --quiet --bin src
+  src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
 else
   say "cargo build --bin src"
   cargo build --quiet --bin src
+  src_bin=${CARGO_TARGET_DIR:-$root/target}/debug/src
 fi
-src_bin=${CARGO_TARGET_DIR:-$root/target}/$profile/src
 [[ -x $src_bin ]] || die "no binary at $src_bin"
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/src-bench-messages.XXXXXX")
@@ -127,7 +131,7 @@ col() { awk -v c="$1" '{ print $c }' "$run_dir/rounds" | median; }
 d50=$(col 1) d99=$(col 2) c50=$(col 3) c99=$(col 4) m50=$(col 5) m99=$(col 6)
 
 echo
-echo "Messages benchmark ($profile build): one connection, ${duration}s per load, median of $rounds rounds, $(nproc) cores, loopback"
+echo "Messages benchmark (${BENCH_SRC:-$profile build}): one connection, ${duration}s per load, median of $rounds rounds, $(nproc) cores, loopback"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 printf '%-26s %10s %10s\n' target p50_ms p99_ms
