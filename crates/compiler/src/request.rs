@@ -7,7 +7,7 @@
 //! the shapes policies depend on (a malformed body gets a [`RequestError`] naming the JSON path)
 //! and ignores what they do not read (images, audio, unknown item types).
 //!
-//! `/v1/chat/completions`, `/v1/responses` and Anthropic's `/v1/messages` ([`messages`]) bodies
+//! `/v1/chat/completions`, `/v1/responses` and Anthropic's `/v1/messages` (`messages.rs`) bodies
 //! are read as one sequence of chat-style messages, so a conversation gives the same facts whichever API carries it:
 //! - `/v1/responses` `instructions` count as a leading system message; a run of `function_call`
 //!   items joins the assistant message before it (or forms one), as chat's `tool_calls` do;
@@ -189,7 +189,7 @@ const MAX_BODY_DEPTH: usize = 4;
 const MAX_BODY_FIELDS: usize = 256;
 
 /// The scalar fields `body(..)` reads: every string or number reached through objects from the
-/// top of the body (arrays are not entered), outside [`CONVERSATION_FIELDS`].
+/// top of the body (arrays are not entered), outside `CONVERSATION_FIELDS`.
 pub fn body_fields(obj: &Map<String, Value>) -> Vec<(String, String)> {
     fn walk(obj: &Map<String, Value>, prefix: &str, depth: usize, out: &mut Vec<(String, String)>) {
         for (key, value) in obj {

@@ -7,7 +7,7 @@
 //! The state is kept by model name, so it outlives reloads. When the policy has a Redis store
 //! (the session's, else the cache's), a cooldown that starts on one replica is written there
 //! (`sr:v1:cooldown:{model}`, expiring with the cooldown) and every replica reads those keys on
-//! each [`sync`] tick, so the whole fleet skips the model; the failure counts stay per replica.
+//! each `sync` tick, so the whole fleet skips the model; the failure counts stay per replica.
 //! Redis is never waited for on the request path: the write is a task of its own, and the read
 //! runs beside the readiness probes.
 

@@ -3,7 +3,7 @@
 //!
 //! One string per response, `sr:v1:resp:{tenant}:{id}`, written with `SET … PX ttl`; key parts
 //! are escaped as the pin keys are, so no tenant or id can spell another's key. The connection
-//! is the session store's kind ([`crate::redis_link`]): lazy, reconnecting, every call bounded.
+//! is the session store's kind (`crate::redis_link`): lazy, reconnecting, every call bounded.
 
 use std::future::Future;
 use std::time::Duration;
