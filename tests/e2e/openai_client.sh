@@ -5,21 +5,11 @@
 #        (defaults: target/debug/src, and the client environment scripts/setup.sh makes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/e2e/lib.sh
 src=${1:-target/debug/src}
 python=${2:-.cache/venv-e2e/bin/python}
 
-read -r api admin < <("$python" - <<'EOF'
-import socket
-ports = []
-sockets = []
-for _ in range(2):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    sockets.append(s)
-    ports.append(s.getsockname()[1])
-print(*ports)
-EOF
-)
+read -r api admin < <(free_ports "$python" 2)
 
 log=$(mktemp)
 "$src" serve examples/quickstart --listen "127.0.0.1:$api" --admin "127.0.0.1:$admin" \
@@ -27,20 +17,7 @@ log=$(mktemp)
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
 
-"$python" - "$api" <<'EOF'
-import sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/readyz"
-for _ in range(300):
-    try:
-        with urllib.request.urlopen(url, timeout=1) as r:
-            if r.status == 200:
-                sys.exit(0)
-    except Exception:
-        pass
-    time.sleep(0.1)
-print("src serve never became ready", file=sys.stderr)
-sys.exit(1)
-EOF
+wait_ready "$python" "$api"
 
 if ! "$python" tests/e2e/openai_client.py "http://127.0.0.1:$api/v1"; then
   echo "--- src serve log (last 40 lines)" >&2

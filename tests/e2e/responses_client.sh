@@ -6,21 +6,11 @@
 #        (defaults: target/debug/src, and the client environment scripts/setup.sh makes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/e2e/lib.sh
 src=${1:-target/debug/src}
 python=${2:-.cache/venv-e2e/bin/python}
 
-read -r api admin sim_a sim_b < <("$python" - <<'EOF_PY'
-import socket
-ports = []
-sockets = []
-for _ in range(4):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    sockets.append(s)
-    ports.append(s.getsockname()[1])
-print(*ports)
-EOF_PY
-)
+read -r api admin sim_a sim_b < <(free_ports "$python" 4)
 
 dir=$(mktemp -d)
 pids=()
@@ -48,20 +38,7 @@ EOF_SR
   --no-watch 2>"$dir/serve.log" &
 pids+=($!)
 
-"$python" - "$api" <<'EOF_PY'
-import sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/readyz"
-for _ in range(300):
-    try:
-        with urllib.request.urlopen(url, timeout=1) as r:
-            if r.status == 200:
-                sys.exit(0)
-    except Exception:
-        pass
-    time.sleep(0.1)
-print("src serve never became ready", file=sys.stderr)
-sys.exit(1)
-EOF_PY
+wait_ready "$python" "$api"
 
 if ! "$python" tests/e2e/responses_client.py "http://127.0.0.1:$api/v1" \
   "http://127.0.0.1:$sim_a" "http://127.0.0.1:$sim_b"; then

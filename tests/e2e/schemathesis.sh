@@ -12,22 +12,12 @@
 # operation.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/e2e/lib.sh
 src=${1:-target/debug/src}
 st=${2:-.cache/venv-schemathesis/bin/schemathesis}
 python=$(dirname "$st")/python
 
-read -r api admin < <("$python" - <<'PY'
-import socket
-ports = []
-sockets = []
-for _ in range(2):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    sockets.append(s)
-    ports.append(s.getsockname()[1])
-print(*ports)
-PY
-)
+read -r api admin < <(free_ports "$python" 2)
 
 log=$(mktemp)
 report=$(mktemp -d)
@@ -36,20 +26,7 @@ report=$(mktemp -d)
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$log" "$report"' EXIT
 
-"$python" - "$api" <<'PY'
-import sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/readyz"
-for _ in range(300):
-    try:
-        with urllib.request.urlopen(url, timeout=1) as r:
-            if r.status == 200:
-                sys.exit(0)
-    except Exception:
-        pass
-    time.sleep(0.1)
-print("src serve never became ready", file=sys.stderr)
-sys.exit(1)
-PY
+wait_ready "$python" "$api"
 
 if ! "$st" run docs/openapi.yaml --url "http://127.0.0.1:$api" \
   --checks all --exclude-checks positive_data_acceptance \
