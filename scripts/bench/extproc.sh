@@ -29,11 +29,9 @@ envoy_bin=${ENVOY:-$root/.cache/venv-envoy/bin/envoy}
 envoy_source=${BENCH_ENVOY_CONFIG:-$root/deploy/envoy/fail-closed.yaml}
 grpc_client=${BENCH_GRPC_CLIENT:-envoy}
 
-say() { printf '== %s\n' "$*" >&2; }
-die() {
-  printf 'extproc.sh: %s\n' "$*" >&2
-  exit 1
-}
+bench_name=extproc.sh
+# shellcheck source=scripts/bench/common.sh
+source "$here/common.sh"
 
 # ---- install -------------------------------------------------------------------------------
 [[ -x $envoy_bin ]] || die "no Envoy at $envoy_bin: run scripts/setup.sh (or set ENVOY)"
@@ -60,38 +58,8 @@ fi
 [[ -x $src_bin ]] || die "no binary at $src_bin"
 
 # ---- processes -----------------------------------------------------------------------------
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/src-bench-extproc.XXXXXX")
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  if [[ ${BENCH_KEEP:-0} == 1 ]]; then
-    say "run folder kept: $run_dir"
-  else
-    rm -rf "$run_dir"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_run src-bench-extproc
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# wait_http NAME PID URL SECONDS: until URL answers 2xx, failing early if PID has exited.
-wait_http() {
-  local name=$1 pid=$2 url=$3 limit=$4 waited=0
-  until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || die "$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
-    ((waited++ < limit * 5)) || die "$name not ready after ${limit}s ($url)"
-    sleep 0.2
-  done
-}
 
 # check_chat NAME URL WANT: the benchmark request must be answered by the upstream's chat
 # completion, and through the router it must carry the router's decision header.
@@ -167,14 +135,6 @@ check_chat "Envoy alone" "$alone_url" ""
 check_chat "Envoy + ext_proc" "$with_url" "x-sr-route"
 
 # ---- load ----------------------------------------------------------------------------------
-# to_ms VALUE: wrk's latency (`93.00us`, `1.20ms`, `2.01s`) in milliseconds.
-to_ms() {
-  awk -v v="$1" 'BEGIN {
-    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
-    printf "%.3f", n }'
-}
-
 # load NAME URL: a warm-up, then the measured run at $connections; sets rps and errors.
 load() {
   local name=$1 url=$2 out

@@ -20,11 +20,9 @@ duration=${BENCH_SINGLE_DURATION:-10}
 warmup=${BENCH_WARMUP:-2}
 rounds=${BENCH_ROUNDS:-3}
 
-say() { printf '== %s\n' "$*" >&2; }
-die() {
-  printf 'messages.sh: %s\n' "$*" >&2
-  exit 1
-}
+bench_name=messages.sh
+# shellcheck source=scripts/bench/common.sh
+source "$here/common.sh"
 
 command -v wrk >/dev/null || die "wrk is missing (scripts/bench/proxy.sh installs it)"
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
@@ -44,29 +42,8 @@ else
 fi
 [[ -x $src_bin ]] || die "no binary at $src_bin"
 
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/src-bench-messages.XXXXXX")
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [[ ${BENCH_KEEP:-0} == 1 ]]; then say "run folder kept: $run_dir"; else rm -rf "$run_dir"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_run src-bench-messages
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_http() {
-  local name=$1 pid=$2 url=$3 limit=$4 waited=0
-  until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || die "$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
-    ((waited++ < limit * 5)) || die "$name not ready after ${limit}s ($url)"
-    sleep 0.2
-  done
-}
 
 # check NAME URL SCRIPT EXPECT: the benchmark request is answered 200 with EXPECT in the body,
 # or the figures would measure an error path.
@@ -76,13 +53,6 @@ check() {
   out=$(curl -sS --max-time 30 -w '\n%{http_code}' -H 'Content-Type: application/json' -d "$body" "$url") ||
     die "$name: request failed"
   [[ ${out##*$'\n'} == 200 && $out == *"$expect"* ]] || die "$name answered: $out"
-}
-
-to_ms() {
-  awk -v v="$1" 'BEGIN {
-    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
-    printf "%.3f", n }'
 }
 
 # single NAME URL SCRIPT: one connection, one request at a time; prints "p50 p99" (ms).

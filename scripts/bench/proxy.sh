@@ -30,11 +30,9 @@ litellm_workers=${BENCH_LITELLM_WORKERS:-1}
 litellm_version=1.106.12
 venv=$root/.cache/venv-litellm
 
-say() { printf '== %s\n' "$*" >&2; }
-die() {
-  printf 'proxy.sh: %s\n' "$*" >&2
-  exit 1
-}
+bench_name=proxy.sh
+# shellcheck source=scripts/bench/common.sh
+source "$here/common.sh"
 
 # ---- install -------------------------------------------------------------------------------
 need_apt=()
@@ -64,38 +62,8 @@ src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
 [[ -x $src_bin ]] || die "no binary at $src_bin"
 
 # ---- processes -----------------------------------------------------------------------------
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/src-bench.XXXXXX")
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  if [[ ${BENCH_KEEP:-0} == 1 ]]; then
-    say "run folder kept: $run_dir"
-  else
-    rm -rf "$run_dir"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_run src-bench
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# wait_http NAME PID URL SECONDS: until URL answers 2xx, failing early if PID has exited.
-wait_http() {
-  local name=$1 pid=$2 url=$3 limit=$4 waited=0
-  until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || die "$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
-    ((waited++ < limit * 5)) || die "$name not ready after ${limit}s ($url)"
-    sleep 0.2
-  done
-}
 
 # check_chat NAME URL [KEY]: the benchmark request must be answered with a chat completion, or
 # the figures would measure an error path.
@@ -162,14 +130,6 @@ if [[ $with_litellm == 1 ]]; then
 fi
 
 # ---- load ----------------------------------------------------------------------------------
-# to_ms VALUE: wrk's latency (`93.00us`, `1.20ms`, `2.01s`) in milliseconds.
-to_ms() {
-  awk -v v="$1" 'BEGIN {
-    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
-    printf "%.3f", n }'
-}
-
 # load NAME URL [KEY]: a warm-up, then the measured run; sets rps, p50, p99 (ms) and errors.
 load() {
   local name=$1 url=$2 key=${3:-} out

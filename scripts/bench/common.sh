@@ -1,0 +1,55 @@
+# Helpers the benchmark scripts share (sourced, not run): messages, the run folder with the
+# processes started in it (all stopped on exit), free ports, readiness, and wrk's units.
+# The sourcing script sets `bench_name` (its file name, for errors) first.
+
+say() { printf '== %s\n' "$*" >&2; }
+die() {
+  printf '%s: %s\n' "$bench_name" "$*" >&2
+  exit 1
+}
+
+# start_run PREFIX: a fresh run folder in $run_dir; every pid added to `pids` is stopped (and the
+# folder removed unless BENCH_KEEP=1) when the script exits.
+start_run() {
+  run_dir=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  pids=()
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  if [[ ${BENCH_KEEP:-0} == 1 ]]; then
+    say "run folder kept: $run_dir"
+  else
+    rm -rf "$run_dir"
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_http NAME PID URL SECONDS: until URL answers 2xx, failing early if PID has exited.
+wait_http() {
+  local name=$1 pid=$2 url=$3 limit=$4 waited=0
+  until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || die "$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
+    ((waited++ < limit * 5)) || die "$name not ready after ${limit}s ($url)"
+    sleep 0.2
+  done
+}
+
+# to_ms VALUE: wrk's latency (`93.00us`, `1.20ms`, `2.01s`) in milliseconds.
+to_ms() {
+  awk -v v="$1" 'BEGIN {
+    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+    printf "%.3f", n }'
+}
