@@ -1,8 +1,10 @@
 //! Per-model cooldown (`failure { cooldown_after = N  cooldown = D }`): a model whose backend
 //! failed N times in a row (a connect error, a timeout, a reset, a 5xx, a 404 or a 429) is
 //! skipped for D, so requests go straight to their `else` models instead of paying for a
-//! failure first. An answer below 400 resets the count; other 4xx answers are about the request
-//! and change nothing.
+//! failure first. An answer below 400 is judged once its body ends ([`Verdict`]): one that ends
+//! whole resets the count, one that breaks off or stalls in the middle (a stream ended with an
+//! error event) is a failure like any other. An answer the client stopped reading is neither,
+//! and other 4xx answers are about the request and change nothing.
 //!
 //! The state is kept by model name, so it outlives reloads. When the policy has a Redis store
 //! (the session's, else the cache's), a cooldown that starts on one replica is written there
@@ -89,9 +91,29 @@ impl Cooldowns {
     /// Counts a failure of `model`; the failure that reaches `rule.after` starts its cooldown,
     /// which is then shared through the policy's Redis store, if it has one.
     pub fn failed(self: &Arc<Self>, policy: &CheckedPolicy, model: &str) {
-        let Some(rule) = policy.failure.cooldown else {
-            return;
-        };
+        if let Some(rule) = policy.failure.cooldown {
+            self.count_failure(rule, || shared_url(policy), model);
+        }
+    }
+
+    /// The verdict on an answer of `model` whose head has arrived, to be given when its body
+    /// ends; `None` when the policy declares no cooldown.
+    pub fn pending(self: &Arc<Self>, policy: &CheckedPolicy, model: &str) -> Option<Verdict> {
+        let rule = policy.failure.cooldown?;
+        Some(Verdict {
+            cooldowns: Arc::clone(self),
+            model: model.to_owned(),
+            rule,
+            shared: shared_url(policy),
+        })
+    }
+
+    fn count_failure(
+        self: &Arc<Self>,
+        rule: CooldownDef,
+        shared: impl FnOnce() -> Option<String>,
+        model: &str,
+    ) {
         let tripped = {
             let mut models = self.lock();
             let state = models.entry(model.to_owned()).or_default();
@@ -121,7 +143,7 @@ impl Cooldowns {
             cooldown_ms = rule.millis,
             "the model failed too often in a row: skipped while it cools down"
         );
-        if let Some(url) = shared_url(policy) {
+        if let Some(url) = shared() {
             let this = Arc::clone(self);
             let model = model.to_owned();
             tokio::spawn(async move { this.publish(&url, &model, rule).await });
@@ -248,6 +270,42 @@ impl Cooldowns {
                 state.local = false;
             }
         }
+    }
+}
+
+/// What the cooldown learns from an answer whose head arrived, once its body has ended: the
+/// relay gives it exactly once, or drops it when the client went away first.
+pub struct Verdict {
+    cooldowns: Arc<Cooldowns>,
+    model: String,
+    rule: CooldownDef,
+    /// The Redis the policy shares cooldowns through, if any.
+    shared: Option<String>,
+}
+
+impl Verdict {
+    /// The answer ended whole: the failures in a row start again from zero.
+    pub fn whole(self) {
+        self.cooldowns.succeeded(&self.model);
+    }
+
+    /// The answer broke off or stalled after its head: a failure of the model.
+    pub fn broken(self) {
+        let Verdict {
+            cooldowns,
+            model,
+            rule,
+            shared,
+        } = self;
+        cooldowns.count_failure(rule, || shared, &model);
+    }
+}
+
+impl std::fmt::Debug for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verdict")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
     }
 }
 

@@ -1,8 +1,9 @@
 //! Per-model cooldown (`failure { cooldown_after = N  cooldown = D }`) end to end: after N
 //! failures in a row a model is skipped for its routes' `else` models without being sent the
 //! request, `/readyz` lists it and the metrics count it; with a Redis store, a cooldown started
-//! on one replica is followed by another that never saw the failures. `src_backend_up` reports
-//! the readiness probes.
+//! on one replica is followed by another that never saw the failures. A stream that breaks off
+//! or stalls after its head is such a failure too; one that ends whole is not. `src_backend_up`
+//! reports the readiness probes.
 
 mod fault_support;
 mod proxy_support;
@@ -12,9 +13,11 @@ mod support {
 
 use std::time::Duration;
 
-use fault_support::{Peer, Script};
+use fault_support::{After, Peer, Script};
+use http_body_util::BodyExt;
+use hyper::Method;
 use proxy_support::{user, Router, TestResult, PATIENCE};
-use serde_json::Value;
+use serde_json::{json, Value};
 use support::redis::RedisServer;
 
 fn policy(peer_url: &str, extra: &str) -> String {
@@ -158,5 +161,114 @@ async fn a_cooldown_is_shared_through_the_policy_s_redis() -> TestResult {
         2,
         "neither replica sends `first` anything now"
     );
+    Ok(())
+}
+
+const CHUNK: &str = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+
+/// A streaming chat request through `router`, letting `peer` go on to its `After` once the
+/// router has relayed `relayed`; returns the status, the model and the body read.
+async fn stream(router: &Router, peer: &Peer, relayed: &str) -> TestResult<(u16, String, String)> {
+    let request = json!({"model": "auto", "stream": true,
+        "messages": [{"role": "user", "content": "tell me"}]});
+    let response = router
+        .client
+        .open(
+            Method::POST,
+            &router.url("/v1/chat/completions"),
+            request.to_string(),
+            &[],
+        )
+        .await?;
+    let status = response.status().as_u16();
+    let model = response
+        .headers()
+        .get("x-sr-model")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut body = response.into_body();
+    let mut read = Vec::new();
+    let mut told = false;
+    loop {
+        if !told && read.starts_with(relayed.as_bytes()) {
+            peer.proceed();
+            told = true;
+        }
+        match tokio::time::timeout(PATIENCE, body.frame()).await? {
+            None => break,
+            Some(frame) => {
+                if let Some(data) = frame?.data_ref() {
+                    read.extend_from_slice(data);
+                }
+            }
+        }
+    }
+    Ok((status, model, String::from_utf8_lossy(&read).into_owned()))
+}
+
+/// [`policy`] with the peer's `timeout` at 300 ms, so a stalled stream ends soon.
+fn streaming_policy(peer_url: &str) -> String {
+    policy(peer_url, "").replace(
+        &format!("url = \"{peer_url}\" }}"),
+        &format!("url = \"{peer_url}\"  timeout = 300ms }}"),
+    )
+}
+
+#[tokio::test]
+async fn streams_breaking_in_the_middle_cool_the_model_down() -> TestResult {
+    for after in [After::Reset, After::Stall] {
+        let peer = Peer::start(Script::Stream(vec![CHUNK.to_owned()], after)).await?;
+        let text = streaming_policy(&peer.url);
+        assert!(text.contains("timeout = 300ms"), "{text}");
+        let router = Router::start(&text).await?;
+        for call in 0..2 {
+            let (status, model, body) = stream(&router, &peer, CHUNK).await?;
+            assert_eq!((status, model.as_str()), (200, "first"), "{after:?} {call}");
+            assert!(
+                body.starts_with(CHUNK) && body.contains("upstream_stream_failed"),
+                "{after:?} {call}: {body:?}"
+            );
+        }
+        assert_eq!(peer.posts(), 2);
+        // Two broken streams in a row: `first` is skipped unsent, as after two 5xx answers.
+        let (status, model, body) = stream(&router, &peer, CHUNK).await?;
+        assert_eq!(
+            (status, model.as_str()),
+            (200, "spare"),
+            "{after:?}: {body}"
+        );
+        assert!(body.ends_with("data: [DONE]\n\n"), "{after:?}: {body:?}");
+        assert_eq!(
+            peer.posts(),
+            2,
+            "{after:?}: a cooling model is not sent the request"
+        );
+        let metrics = router.get("/metrics").await?.text();
+        assert!(
+            metrics.contains("src_model_cooldowns_total{model=\"first\"} 1"),
+            "{after:?}: {metrics}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn streams_that_end_whole_never_cool_the_model_down() -> TestResult {
+    // Each stream carries its `[DONE]`; a reset after it ends nothing the client needed.
+    let pieces = vec![CHUNK.to_owned(), "data: [DONE]\n\n".to_owned()];
+    let relayed = pieces.concat();
+    for after in [After::End, After::Reset] {
+        let peer = Peer::start(Script::Stream(pieces.clone(), after)).await?;
+        let router = Router::start(&streaming_policy(&peer.url)).await?;
+        for call in 0..4 {
+            let (status, model, body) = stream(&router, &peer, &relayed).await?;
+            assert_eq!((status, model.as_str()), (200, "first"), "{after:?} {call}");
+            assert_eq!(body, relayed, "{after:?} {call}");
+        }
+        assert_eq!(peer.posts(), 4, "{after:?}");
+        let ready: Value = router.get("/readyz").await?.json()?;
+        assert_eq!(ready["cooling_models"], json!([]), "{after:?}: {ready}");
+    }
     Ok(())
 }

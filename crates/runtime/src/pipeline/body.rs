@@ -13,6 +13,9 @@
 //! event stream gets one OpenAI-style error event (`data: {"error": {..}}`) and then ends,
 //! without a `[DONE]`; any other body is cut off with an error, so the client's HTTP reader sees
 //! a truncated message. A stream that already carried its `[DONE]` simply ends.
+//!
+//! The relay also gives the model's cooldown its [`Verdict`] on the answer: whole when the body
+//! ended (a reset after `[DONE]` included), broken when it failed, none when the client left.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,6 +31,7 @@ use tokio::time::Sleep;
 
 use crate::cache::fill::MAX_STREAM_BYTES;
 use crate::cache::Fill;
+use crate::cooldown::Verdict;
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Usage, UsageScanner};
 use crate::pipeline::completion::Completion;
@@ -119,6 +123,8 @@ pub struct Relay {
     tail: [u8; 2],
     /// Set once the answer failed and the client was told: nothing more is relayed.
     ended: bool,
+    /// The model's cooldown, told how the answer ended.
+    verdict: Option<Verdict>,
 }
 
 /// The error event that ends an event stream which failed after its first byte, in the shape
@@ -158,6 +164,7 @@ impl Relay {
             idle: None,
             tail: *b"\n\n",
             ended: false,
+            verdict: None,
         }
     }
 
@@ -187,6 +194,13 @@ impl Relay {
             Evidence::Sse(scanner) => Some(scanner.saw_done()),
             Evidence::Json { .. } => None,
         };
+        if let Some(verdict) = self.verdict.take() {
+            if done == Some(true) {
+                verdict.whole();
+            } else {
+                verdict.broken();
+            }
+        }
         self.complete(Some(error.clone()));
         self.ended = true;
         match done {
@@ -206,6 +220,12 @@ impl Relay {
             }
             None => Poll::Ready(Some(Err(error.into()))),
         }
+    }
+
+    /// Tells `verdict` how the answer ended (see the module comment).
+    pub fn with_verdict(mut self, verdict: Verdict) -> Relay {
+        self.verdict = Some(verdict);
+        self
     }
 
     /// Offers the answer to the response cache once it has ended whole with status 200.
@@ -302,6 +322,10 @@ impl Relay {
 
     /// Reports the request once: `error` says how the answer ended early, if it did.
     fn complete(&mut self, error: Option<String>) {
+        // A failure told the verdict already; an error left here is the client's going away.
+        if let (Some(verdict), None) = (self.verdict.take(), &error) {
+            verdict.whole();
+        }
         if let Some(completion) = self.completion.take() {
             let usage = self.usage();
             if let (Some(fill), None, 200) = (self.fill.take(), &error, completion.record.status) {

@@ -35,7 +35,7 @@ use src_dsl::ast::OwnerLost;
 use crate::anthropic::dialect::Dialect;
 use crate::anthropic::to_chat::{self, Untranslatable};
 use crate::cache::Fill;
-use crate::cooldown::Cooldowns;
+use crate::cooldown::{Cooldowns, Verdict};
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
 use crate::hooks::{OwnerRule, UpstreamOutcomes};
 use crate::log::RequestRecord;
@@ -211,6 +211,7 @@ pub async fn forward(
             timeout,
             mut span,
             dialect,
+            verdict,
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
@@ -242,6 +243,7 @@ pub async fn forward(
                 model: &model.name,
                 outcomes: session_outcomes,
                 fill: if translated { None } else { fill.clone() },
+                verdict,
             };
             let response = relay(response, answer, done);
             if translated {
@@ -343,6 +345,8 @@ enum Tried<'p, B> {
         span: Phase,
         /// How the request reached the backend (whether the answer is to be translated).
         dialect: Dialect,
+        /// The cooldown's verdict, given when the answer's body ends.
+        verdict: Option<Verdict>,
     },
     /// The request could not be rewritten for a candidate: the client's to fix.
     Unbuildable(ApiError),
@@ -517,7 +521,7 @@ async fn try_candidates<'p, T: Transport>(
                 }
             }
             Ok(response) => {
-                judge_status(cooldowns, policy, &model.name, response.status());
+                let verdict = judge_status(cooldowns, policy, &model.name, response.status());
                 return Attempts {
                     outcome: Tried::Answered {
                         response,
@@ -527,6 +531,7 @@ async fn try_candidates<'p, T: Transport>(
                         timeout: endpoint.timeout,
                         span,
                         dialect,
+                        verdict,
                     },
                     failures,
                     owner_lost,
@@ -616,24 +621,27 @@ fn moves_on(status: StatusCode, more: bool) -> bool {
         ) && more)
 }
 
-/// Counts an answer that did not move on towards the model's cooldown: below 400 it is a
-/// success, a 404 or 429 from the last model a failure, other 4xx neither (they are about the
-/// request).
+/// Counts an answer that did not move on towards the model's cooldown: a 404 or 429 from the
+/// last model is a failure, other 4xx neither (they are about the request); below 400 the
+/// answer is judged when its body ends, by the returned verdict (a stream that breaks off in
+/// the middle is a failure, not a success).
 fn judge_status(
     cooldowns: &Arc<Cooldowns>,
     policy: &CheckedPolicy,
     model: &str,
     status: StatusCode,
-) {
+) -> Option<Verdict> {
     if status.as_u16() < 400 {
-        cooldowns.succeeded(model);
-    } else if matches!(
+        return cooldowns.pending(policy, model);
+    }
+    if matches!(
         status,
         StatusCode::NOT_FOUND | StatusCode::TOO_MANY_REQUESTS
     ) || status.is_server_error()
     {
         cooldowns.failed(policy, model);
     }
+    None
 }
 
 /// Tells the session layer which models failed the call upstream (a context skip or a request
@@ -764,6 +772,7 @@ struct Answer<'a> {
     outcomes: Option<Arc<dyn UpstreamOutcomes>>,
     /// Set when this answer, once whole, goes into the response cache.
     fill: Option<Fill>,
+    verdict: Option<Verdict>,
 }
 
 fn relay(
@@ -778,6 +787,7 @@ fn relay(
         model,
         outcomes,
         fill,
+        verdict,
     } = answer;
     let (parts, body) = upstream.into_parts();
     let sse = parts
@@ -809,6 +819,9 @@ fn relay(
     }
     if let Some(fill) = fill {
         relay = relay.with_cache(fill);
+    }
+    if let Some(verdict) = verdict {
+        relay = relay.with_verdict(verdict);
     }
     *response.body_mut() = ProxyBody::Relay(Box::new(relay));
     response
