@@ -85,3 +85,6 @@ pub const CACHE_ENTRIES: &str = "src_cache_entries";
 /// Answers offered to the cache after being relayed, labelled by `result` (`stored`,
 /// `too_large`, `invalid`, `error`).
 pub const CACHE_STORES: &str = "src_cache_stores";
+/// Cache store failures, labelled by `store` (`memory`, `redis`), `op` (`connect`, `lookup`,
+/// `store`) and `kind` (`timeout`, `unavailable`, `corrupt`, `config`).
+pub const CACHE_STORE_ERRORS: &str = "src_cache_store_errors";

@@ -89,6 +89,11 @@ async fn redis_down_fails_open_without_the_cache_or_closed_with_503() -> TestRes
             .await?,
         1.0
     );
+    let metrics = open.metrics().await?;
+    assert!(
+        metrics.contains("src_cache_store_errors_total{store=\"redis\",op=\"lookup\",kind="),
+        "{metrics}"
+    );
     let log = open.log();
     assert_eq!(log[0]["cache"], "error");
 

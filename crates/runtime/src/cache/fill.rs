@@ -133,6 +133,8 @@ impl Fill {
             Err(err) => {
                 tracing::warn!(%err, store = self.store.kind(), "cannot store an answer in the cache");
                 self.metrics.stored(result::ERROR);
+                self.metrics
+                    .store_error(self.store.kind(), "store", err.kind());
             }
         }
         self.metrics.observe(self.store.as_ref());

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::AtomicU64;
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -12,12 +13,21 @@ use crate::cache::store::CacheStore;
 use crate::metrics as names;
 use crate::telemetry::ResultLabels;
 
+/// A store failure: which store, what it was asked, and how it failed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreErrorLabels {
+    pub store: &'static str,
+    pub op: &'static str,
+    pub kind: &'static str,
+}
+
 /// Every cache metric; cheap to clone (the families are shared).
 #[derive(Clone, Default)]
 pub struct CacheMetrics {
     pub lookups: Family<ResultLabels, Counter>,
     pub entries: Gauge<u64, AtomicU64>,
     pub stores: Family<ResultLabels, Counter>,
+    pub store_errors: Family<StoreErrorLabels, Counter>,
 }
 
 impl CacheMetrics {
@@ -38,6 +48,11 @@ impl CacheMetrics {
             "Relayed answers offered to the response cache, by result",
             self.stores.clone(),
         );
+        registry.register(
+            names::CACHE_STORE_ERRORS,
+            "Response cache store failures by store, operation and kind",
+            self.store_errors.clone(),
+        );
     }
 
     pub fn lookup(&self, result: &'static str) {
@@ -46,6 +61,13 @@ impl CacheMetrics {
 
     pub fn stored(&self, result: &'static str) {
         self.stores.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// A failure of `store` (`memory`, `redis`) doing `op`.
+    pub fn store_error(&self, store: &'static str, op: &'static str, kind: &'static str) {
+        self.store_errors
+            .get_or_create(&StoreErrorLabels { store, op, kind })
+            .inc();
     }
 
     /// Sets the entries gauge from a store that can count its entries.

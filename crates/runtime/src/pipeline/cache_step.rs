@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
-use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
+use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId, StoreDef};
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
@@ -148,7 +148,7 @@ pub async fn lookup(
     );
     let store = match layer.store(&def.store) {
         Ok(store) => store,
-        Err(err) => return store_failed(layer, policy, "connect", &err),
+        Err(err) => return store_failed(layer, policy, (kind_of(&def.store), "connect"), &err),
     };
     let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
     let vector: Arc<[f32]> = embedding.vector.into();
@@ -161,7 +161,7 @@ pub async fn lookup(
             .await
         {
             Ok(nearest) => nearest,
-            Err(err) => return store_failed(layer, policy, "lookup", &err),
+            Err(err) => return store_failed(layer, policy, (store.kind(), "lookup"), &err),
         }
     };
     layer.metrics.observe(store.as_ref());
@@ -218,14 +218,23 @@ pub fn passed(layer: &CacheLayer, result: CacheResult) -> CacheReport {
     }
 }
 
+/// The store's kind before it is built, as [`crate::cache::CacheStore::kind`] names it.
+fn kind_of(def: &StoreDef) -> &'static str {
+    match def {
+        StoreDef::Memory => "memory",
+        StoreDef::Redis(_) => "redis",
+    }
+}
+
 /// `failure.store`: open goes on without the cache, closed answers 503.
 fn store_failed(
     layer: &CacheLayer,
     policy: &CheckedPolicy,
-    op: &'static str,
+    (store, op): (&'static str, &'static str),
     err: &CacheError,
 ) -> Result<Consulted, ApiError> {
-    tracing::warn!(%err, op, kind = err.kind(), "cache store failed");
+    tracing::warn!(%err, store, op, kind = err.kind(), "cache store failed");
+    layer.metrics.store_error(store, op, err.kind());
     match policy.failure.store {
         FailMode::Open => Ok(report(layer, CacheResult::Error)),
         FailMode::Closed => {
