@@ -14,9 +14,19 @@
 use crate::ir::Slot;
 use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 type RawEntry = unsafe extern "C" fn(*const Slot) -> u32;
+
+/// Modules whose code is mapped: one per live [`Code`], so a process that keeps replacing its
+/// policy can show that the code of the replaced ones is freed.
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many compiled policies' code is mapped in this process now.
+pub(super) fn mapped_modules() -> usize {
+    MAPPED.load(Ordering::Relaxed)
+}
 
 /// The finalized code of one policy. The module is held only to free its memory on drop; it
 /// is `Send`, and the mutex (never locked: `Drop` uses `get_mut`) makes the holder `Sync`
@@ -28,6 +38,7 @@ pub(super) struct Code {
 impl Code {
     /// Takes a module whose definitions are finalized.
     pub(super) fn new(module: JITModule) -> Code {
+        MAPPED.fetch_add(1, Ordering::Relaxed);
         Code {
             module: Mutex::new(Some(module)),
         }
@@ -57,6 +68,7 @@ impl Drop for Code {
                 // neither `Clone` nor handed out, and is dropped together with it; `&mut self`
                 // proves no call is running. So no pointer into the code is used after this.
                 unsafe { module.free_memory() };
+                MAPPED.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }

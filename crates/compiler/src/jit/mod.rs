@@ -143,6 +143,13 @@ impl JitPolicy {
     }
 }
 
+/// How many compiled policies' native code is mapped in this process now (each [`JitPolicy`]
+/// frees its code when it is dropped): a server that reloads its policy should hold one or two,
+/// however many reloads it has done.
+pub fn mapped_policies() -> usize {
+    abi::mapped_modules()
+}
+
 #[derive(Clone, Copy)]
 enum Scan {
     Decide,
