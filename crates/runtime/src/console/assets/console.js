@@ -146,7 +146,7 @@ function warnings(list) {
 async function loadPolicy() {
   let p;
   try { p = await call("policy"); } catch (e) { return; }
-  $("pic-blocks").replaceChildren(...p.blocks.map(b => el("li", { class: "item", "data-block": b.name },
+  $("pic-blocks").replaceChildren(...(p.blocks.length ? [] : [el("li", { class: "none" }, "(none)")]), ...p.blocks.map(b => el("li", { class: "item", "data-block": b.name },
     el("b", {}, b.name), " ", el("code", {}, b.when), el("div", {}, b.action), el("div", {}, ...signalTags(b.signals)), ...warnings(b.warnings))));
   $("pic-routes").replaceChildren(...p.routes.map(r => el("li", { class: "item", "data-route": r.name },
     el("b", {}, r.name), r.priority === null ? " (default)" : " priority " + r.priority,
@@ -208,14 +208,15 @@ async function loadSessions() {
   try { s = await call("sessions"); } catch (e) { $("sessions-store").textContent = e.message; return; }
   if (!s.store) { $("sessions-store").textContent = "the policy declares no session"; $("sessions").replaceChildren(); return; }
   $("sessions-store").textContent = s.listed + " pin(s) in the " + s.store + " store (ttl " + s.ttl_s + " s" + (s.listed >= s.limit ? ", first " + s.limit + " shown" : "") + ")";
+  const header = el("tr", {}, ...["session", "model", "route", "turns", "age s", "ttl left s", "recent outcomes", "switches"].map(h => el("th", {}, h)));
+  const pinRow = p => el("tr", { "data-session": p.id, "data-model": p.model, class: p.stale ? "stale" : "" },
+    el("td", {}, p.id), el("td", {}, p.model), el("td", {}, p.route || ""), el("td", {}, String(p.turns)),
+    el("td", {}, p.age_s.toFixed(0)), el("td", {}, p.stale ? "expired" : p.ttl_left_s.toFixed(0)),
+    el("td", {}, p.outcomes && p.outcomes.count ? p.outcomes.fails + " failed of " + p.outcomes.count : "none"),
+    el("td", {}, p.switches.map(w => w.from + " → " + w.to + (w.observed ? " (observed: " + w.observed + ")" : "")).join("; ")));
   const groups = Object.entries(s.tenants).map(([tenant, pins]) => el("div", { class: "tenant", "data-tenant": tenant },
     el("h3", {}, "tenant " + tenant),
-    el("table", {}, el("thead", {}, el("tr", {}, ...["session", "model", "route", "turns", "age s", "ttl left s", "recent outcomes", "switches"].map(h => el("th", {}, h)))),
-      el("tbody", {}, ...pins.map(p => el("tr", { "data-session": p.id, "data-model": p.model, class: p.stale ? "stale" : "" },
-        el("td", {}, p.id), el("td", {}, p.model), el("td", {}, p.route || ""), el("td", {}, String(p.turns)),
-        el("td", {}, p.age_s.toFixed(0)), el("td", {}, p.stale ? "expired" : p.ttl_left_s.toFixed(0)),
-        el("td", {}, p.outcomes && p.outcomes.count ? p.outcomes.fails + " failed of " + p.outcomes.count : "none"),
-        el("td", {}, p.switches.map(w => w.from + " → " + w.to + (w.observed ? " (observed: " + w.observed + ")" : "")).join("; ")))))))));
+    el("table", {}, el("thead", {}, header.cloneNode(true)), el("tbody", {}, ...pins.map(pinRow)))));
   $("sessions").replaceChildren(...groups);
 }
 
