@@ -1,10 +1,12 @@
 //! The live decision stream: one small JSON line per finished request, broadcast to the console
 //! pages that are connected.
 //!
-//! The request path pays for it only while someone watches: [`LiveFeed::publish`] returns at
-//! once when the channel has no receiver, before any line is built. A slow page loses lines
+//! The request path pays for it only while someone watches: [`LiveFeed::publish`] reads one
+//! atomic counter of connected pages and returns at once when it is zero, before any line is
+//! built (the channel's own `receiver_count` takes a lock, so the feed keeps its own count). A slow page loses lines
 //! (the channel is bounded and lagging receivers skip ahead) instead of slowing requests.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -20,20 +22,34 @@ const BACKLOG: usize = 1024;
 #[derive(Clone)]
 pub struct LiveFeed {
     sender: broadcast::Sender<Arc<Bytes>>,
+    watchers: Arc<AtomicUsize>,
 }
 
 impl Default for LiveFeed {
     fn default() -> Self {
         LiveFeed {
             sender: broadcast::channel(BACKLOG).0,
+            watchers: Arc::default(),
         }
+    }
+}
+
+/// One connected page's receiver; the feed counts it until it is dropped.
+pub struct Watcher {
+    pub lines: broadcast::Receiver<Arc<Bytes>>,
+    count: Arc<AtomicUsize>,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl LiveFeed {
     /// Sends the request's line to every connected page; nothing at all when none is.
     pub fn publish(&self, record: &RequestRecord) {
-        if self.sender.receiver_count() == 0 {
+        if self.watchers.load(Ordering::Relaxed) == 0 {
             return;
         }
         let line = line(record);
@@ -42,13 +58,17 @@ impl LiveFeed {
     }
 
     /// A new page's view of the stream, from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Bytes>> {
-        self.sender.subscribe()
+    pub fn subscribe(&self) -> Watcher {
+        self.watchers.fetch_add(1, Ordering::Relaxed);
+        Watcher {
+            lines: self.sender.subscribe(),
+            count: Arc::clone(&self.watchers),
+        }
     }
 
     /// Pages connected now.
     pub fn watchers(&self) -> usize {
-        self.sender.receiver_count()
+        self.watchers.load(Ordering::Relaxed)
     }
 }
 
@@ -89,12 +109,15 @@ mod tests {
         let feed = LiveFeed::default();
         feed.publish(&RequestRecord::default());
         let mut page = feed.subscribe();
-        assert!(page.try_recv().is_err(), "a line sent before subscribing");
+        assert!(
+            page.lines.try_recv().is_err(),
+            "a line sent before subscribing"
+        );
         feed.publish(&RequestRecord {
             route: Some("math".into()),
             ..RequestRecord::default()
         });
-        let got = page.try_recv().expect("one line");
+        let got = page.lines.try_recv().expect("one line");
         let got: serde_json::Value = serde_json::from_slice(&got).expect("json");
         assert_eq!(got["route"], "math");
         assert_eq!(feed.watchers(), 1);

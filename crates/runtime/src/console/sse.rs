@@ -1,7 +1,7 @@
 //! `GET /v1/console/live`: the live stream as server-sent events, one `data:` line per request.
 //!
 //! A task copies the broadcast into the response body; when the page goes away the body is
-//! dropped, the task's next send fails, and its receiver (the watcher count) goes with it.
+//! dropped, the task's next send fails, and its watcher (and so the feed's count) goes with it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -22,7 +22,7 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// The response that streams `feed` from now on.
 pub fn stream(feed: &LiveFeed) -> Response<ProxyBody> {
-    let mut lines = feed.subscribe();
+    let mut watcher = feed.subscribe();
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         if tx.send(Bytes::from_static(b": live\n\n")).await.is_err() {
@@ -32,7 +32,7 @@ pub fn stream(feed: &LiveFeed) -> Response<ProxyBody> {
         beat.tick().await;
         loop {
             let chunk = tokio::select! {
-                next = lines.recv() => match next {
+                next = watcher.lines.recv() => match next {
                     Ok(line) => {
                         let mut chunk = Vec::with_capacity(line.len() + 8);
                         chunk.extend_from_slice(b"data: ");
