@@ -271,6 +271,11 @@ pub struct ReloadError {
     pub failure: LoadFailure,
 }
 
+/// What a (re)load did, as the reload metric's `result` label says it.
+pub const RELOAD_OK: &str = "ok";
+pub const RELOAD_UNCHANGED: &str = "unchanged";
+pub const RELOAD_ERROR: &str = "error";
+
 /// Reloads remembered for the console, newest last.
 pub const HISTORY: usize = 50;
 
@@ -280,7 +285,7 @@ pub struct ReloadEvent {
     pub at: SystemTime,
     /// The generation serving after it.
     pub generation: u64,
-    /// A [`crate::reload::result`] word (`ok` for the first load too).
+    /// `ok` (the first load too), `unchanged` or `error`: the reload metric's words.
     pub result: &'static str,
     /// Why it failed, when it did.
     pub failure: Option<LoadFailure>,
@@ -303,7 +308,7 @@ impl PolicyStore {
             last_error: Mutex::new(None),
             next_generation: AtomicU64::new(next),
         };
-        store.note(crate::reload::result::OK, None);
+        store.note(RELOAD_OK, None);
         store
     }
 
@@ -346,7 +351,7 @@ impl PolicyStore {
             .last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
-        self.note(crate::reload::result::OK, None);
+        self.note(RELOAD_OK, None);
     }
 
     /// The files on disk are what is being served again: an earlier failure no longer applies.
@@ -355,11 +360,11 @@ impl PolicyStore {
             .last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
-        self.note(crate::reload::result::UNCHANGED, None);
+        self.note(RELOAD_UNCHANGED, None);
     }
 
     pub fn record_error(&self, failure: LoadFailure) {
-        self.note(crate::reload::result::ERROR, Some(failure.clone()));
+        self.note(RELOAD_ERROR, Some(failure.clone()));
         *self
             .last_error
             .lock()

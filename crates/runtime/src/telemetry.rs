@@ -168,6 +168,16 @@ impl Telemetry {
     }
 
     /// The exposition of every metric in `format`.
+    /// The text exposition of `requests` alone (the console samples it).
+    pub fn encode_requests(&self) -> String {
+        let mut registry = Registry::default();
+        registry.register(names::REQUESTS, "", self.requests.clone());
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+
     pub fn encode(&self, format: Format) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.

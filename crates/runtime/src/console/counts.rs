@@ -1,18 +1,14 @@
 //! Requests per route and per model over the last minute and the last hour, from samples of
-//! the `src_requests` counters taken off the request path every [`EVERY`].
+//! the `src_requests` counters (their text exposition) taken off the request path every
+//! [`EVERY`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 
 use crate::console::scrape;
-use crate::metrics as names;
-use crate::telemetry::RequestLabels;
 
 /// How often the counters are sampled.
 pub const EVERY: Duration = Duration::from_secs(5);
@@ -29,8 +25,8 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Takes a sample of `requests` now.
-    pub fn sample(&self, requests: &Family<RequestLabels, Counter>) {
+    /// Takes a sample now of `requests`, the counters' text exposition.
+    pub fn sample(&self, requests: &str) {
         let totals = totals(requests);
         let now = Instant::now();
         let mut samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
@@ -45,7 +41,7 @@ impl Counts {
 
     /// `{"minute": {...}, "hour": {...}}`, each with `by_route` and `by_model`; a window longer
     /// than the samples kept so far counts from the first sample.
-    pub fn report(&self, requests: &Family<RequestLabels, Counter>) -> Value {
+    pub fn report(&self, requests: &str) -> Value {
         let latest = totals(requests);
         let now = Instant::now();
         let samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
@@ -73,15 +69,10 @@ impl Counts {
     }
 }
 
-/// The counters now, summed over status and path.
-fn totals(requests: &Family<RequestLabels, Counter>) -> Totals {
-    let mut registry = Registry::default();
-    registry.register(names::REQUESTS, "", requests.clone());
-    let mut text = String::new();
-    // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+/// The counters of the exposition, summed over status and path.
+fn totals(requests: &str) -> Totals {
     let mut totals = Totals::new();
-    for s in scrape::samples(&text) {
+    for s in scrape::samples(requests) {
         let key = (s.label("route").to_owned(), s.label("model").to_owned());
         *totals.entry(key).or_default() += s.value;
     }
@@ -92,21 +83,23 @@ fn totals(requests: &Family<RequestLabels, Counter>) -> Totals {
 mod tests {
     use super::*;
 
+    fn exposition(lines: &[(&str, &str, u64)]) -> String {
+        lines
+            .iter()
+            .map(|(route, model, n)| {
+                format!(
+                    "src_requests_total{{route=\"{route}\",model=\"{model}\",status=\"200\",path=\"upstream\"}} {n}\n"
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn counts_since_the_oldest_sample_in_the_window() {
-        let requests = Family::<RequestLabels, Counter>::default();
-        let labels = |route: &str, model: &str| RequestLabels {
-            route: route.into(),
-            model: model.into(),
-            status: 200,
-            path: "upstream",
-        };
-        requests.get_or_create(&labels("math", "big")).inc();
         let counts = Counts::default();
-        counts.sample(&requests);
-        requests.get_or_create(&labels("math", "big")).inc_by(2);
-        requests.get_or_create(&labels("chat", "big")).inc();
-        let got = counts.report(&requests);
+        counts.sample(&exposition(&[("math", "big", 1)]));
+        let now = exposition(&[("math", "big", 3), ("chat", "big", 1)]);
+        let got = counts.report(&now);
         assert_eq!(got["minute"]["by_route"]["math"], 2.0);
         assert_eq!(got["minute"]["by_route"]["chat"], 1.0);
         assert_eq!(got["hour"]["by_model"]["big"], 3.0);

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::watch;
 
@@ -36,7 +36,6 @@ use crate::headers::APPLICATION_JSON;
 use crate::openai::ApiError;
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::intake;
-use crate::server::routes::not_allowed;
 
 /// Where the console's API lives on the admin listener.
 pub const API_PREFIX: &str = "/v1/console/";
@@ -54,7 +53,7 @@ pub async fn api(app: &App, request: Request<Incoming>) -> Response<ProxyBody> {
         "counts" if get => json(
             app.telemetry
                 .counts
-                .report(&app.telemetry.requests)
+                .report(&app.telemetry.encode_requests())
                 .to_string(),
         ),
         "policy" if get => json(picture::picture(&app.store.current()).to_string()),
@@ -110,7 +109,9 @@ async fn explain_box(app: &App, request: Request<Incoming>) -> Response<ProxyBod
 /// Samples the request counters every [`counts::EVERY`] until `stop` changes.
 pub async fn sample_loop(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     loop {
-        app.telemetry.counts.sample(&app.telemetry.requests);
+        app.telemetry
+            .counts
+            .sample(&app.telemetry.encode_requests());
         tokio::select! {
             _ = tokio::time::sleep(counts::EVERY) => {}
             _ = stop.changed() => return,
@@ -124,5 +125,14 @@ fn json(body: String) -> Response<ProxyBody> {
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
+    response
+}
+
+fn not_allowed(method: &Method, path: &str, allow: &'static str) -> Response<ProxyBody> {
+    let mut response: Response<ProxyBody> =
+        ApiError::method_not_allowed(method.as_str(), path).into_response();
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
     response
 }
