@@ -172,9 +172,11 @@ def main():
         browser.click('#tabs button[data-view="sessions"]')
         pin = browser.wait("the session's pin", """
             const row = document.querySelector('#sessions tr[data-session="task-7"]');
-            return row ? [row.dataset.model, row.children[3].textContent] : null;
+            return row ? [row.dataset.model, row.children[3].textContent, row.children[8].textContent] : null;
         """)
-        assert pin == ["small", "2"], pin
+        assert pin[:2] == ["small", "2"], pin
+        # The session's recent decisions, from the live lines this page saw.
+        assert pin[2].count("default → small") == 2, pin
         browser.screenshot("sessions.png")
 
         # A broken edit: the reload fails, the old policy keeps serving, and the health view

@@ -171,7 +171,10 @@ async fn the_live_stream_shows_each_decision_and_lets_go_of_a_page_that_left() -
     assert_eq!(watchers(&router).await?, 1);
 
     let coded = router
-        .chat(&user("a segfault in my stack trace"), &[])
+        .chat(
+            &user("a segfault in my stack trace"),
+            &[("authorization", "Bearer sk-live-key")],
+        )
         .await?;
     assert_eq!(coded.status, 200);
     let line = read_until(&mut body, |l| l["route"] == "coding").await?;
@@ -180,6 +183,11 @@ async fn the_live_stream_shows_each_decision_and_lets_go_of_a_page_that_left() -
     assert_eq!(line["status"], 200);
     assert!(line["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0));
     assert!(line.get("prompt").is_none(), "no prompt text in a line");
+    // The tenant is a hash of the API key, never the key.
+    let tenant = line["tenant"].as_str().ok_or("a tenant")?;
+    assert_eq!(tenant.len(), 32, "{tenant}");
+    assert!(tenant.chars().all(|c| c.is_ascii_hexdigit()), "{tenant}");
+    assert!(!line.to_string().contains("sk-live"), "{line}");
 
     let blocked = router.chat(&user(&"word ".repeat(3000)), &[]).await?;
     assert_eq!(blocked.status, 413);

@@ -97,6 +97,8 @@ pub fn line(record: &RequestRecord) -> serde_json::Value {
         "fallbacks": record.fallbacks,
         "error": record.error,
         "generation": record.policy_generation,
+        "tenant": record.watched.as_ref().map(|w| w.tenant.clone()),
+        "session_id": record.watched.as_ref().and_then(|w| w.session.clone()),
     })
 }
 

@@ -11,6 +11,7 @@
 //! - [`health`]: probes, reload history, model latency, cache hit ratio.
 //! - sessions: the pins of the policy's store, listed by the session layer.
 //! - [`scrape`]: the server's metrics read back as numbers.
+//! - [`who`]: the tenant and session of a watched request.
 //!
 //! API paths are under [`API_PREFIX`]; each answers the admin API's error shape.
 
@@ -22,6 +23,7 @@ pub mod live;
 pub mod picture;
 pub mod scrape;
 pub mod sse;
+pub mod who;
 
 use std::sync::Arc;
 

@@ -66,7 +66,7 @@ pub async fn list(
 }
 
 /// The id as written when short, else `sha256:` and its first 16 hex digits.
-fn shown_id(id: &str) -> String {
+pub fn shown_id(id: &str) -> String {
     if id.chars().count() <= SHOWN_ID_CHARS {
         return id.to_owned();
     }

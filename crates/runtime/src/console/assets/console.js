@@ -6,7 +6,9 @@ const MAX_ROWS = 500;
 let token = sessionStorage.getItem("src-admin-token") || "";
 let paused = false;
 let liveReader = null;
-const seen = { routes: new Set(), models: new Set() };
+const seen = { routes: new Set(), models: new Set(), tenants: new Set() };
+// The lines this page has seen, newest last, for the sessions view's recent decisions.
+const recent = [];
 const evidence = { prompt: 0, cached: 0, answers: 0 };
 
 function $(id) { return document.getElementById(id); }
@@ -59,7 +61,8 @@ function show(view) {
 // ---- live decisions
 function matches(line) {
   const want = (id, value) => { const v = $(id).value; return !v || v === (value || ""); };
-  return want("f-route", line.route) && want("f-model", line.model) && want("f-path", line.path);
+  return want("f-route", line.route) && want("f-model", line.model) && want("f-path", line.path) &&
+    want("f-tenant", line.tenant);
 }
 function addOption(select, set, value) {
   if (!value || set.has(value)) return;
@@ -69,19 +72,23 @@ function addOption(select, set, value) {
 function onLine(line) {
   addOption($("f-route"), seen.routes, line.route);
   addOption($("f-model"), seen.models, line.model);
+  addOption($("f-tenant"), seen.tenants, line.tenant);
+  recent.push(line);
+  if (recent.length > MAX_ROWS) recent.shift();
   if (line.path === "upstream" && line.prompt_tokens !== null) {
     evidence.answers += 1;
     evidence.prompt += line.prompt_tokens;
     if (line.cached_tokens !== null) evidence.cached += line.cached_tokens;
   }
   if (paused || !matches(line)) return;
-  const row = el("tr", { class: "path-" + line.path, "data-route": line.route || "", "data-model": line.model || "", "data-path": line.path },
+  const row = el("tr", { class: "path-" + line.path, "data-route": line.route || "", "data-model": line.model || "", "data-path": line.path, "data-tenant": line.tenant || "" },
     el("td", {}, (line.time || "").slice(11, 23)),
     el("td", { class: "route" }, line.route || (line.block ? "block " + line.block : "—")),
     el("td", { class: "model" }, line.model || "—"),
     el("td", { class: "path" }, line.path),
     el("td", {}, String(line.status)),
-    el("td", {}, line.session || ""),
+    el("td", { class: "tenant" }, line.tenant ? line.tenant.slice(0, 12) : ""),
+    el("td", {}, (line.session || "") + (line.session_id ? " " + line.session_id : "")),
     el("td", {}, line.protection || ""),
     el("td", {}, line.latency_ms.toFixed(1)),
     el("td", {}, line.prompt_tokens === null ? "" : String(line.prompt_tokens)));
@@ -208,15 +215,18 @@ async function loadSessions() {
   try { s = await call("sessions"); } catch (e) { $("sessions-store").textContent = e.message; return; }
   if (!s.store) { $("sessions-store").textContent = "the policy declares no session"; $("sessions").replaceChildren(); return; }
   $("sessions-store").textContent = s.listed + " pin(s) in the " + s.store + " store (ttl " + s.ttl_s + " s" + (s.listed >= s.limit ? ", first " + s.limit + " shown" : "") + ")";
-  const header = el("tr", {}, ...["session", "model", "route", "turns", "age s", "ttl left s", "recent outcomes", "switches"].map(h => el("th", {}, h)));
-  const pinRow = p => el("tr", { "data-session": p.id, "data-model": p.model, class: p.stale ? "stale" : "" },
+  const header = el("tr", {}, ...["session", "model", "route", "turns", "age s", "ttl left s", "recent outcomes", "switches", "recent decisions (seen here)"].map(h => el("th", {}, h)));
+  const decisions = (tenant, id) => recent.filter(l => l.tenant === tenant && l.session_id === id).slice(-5).reverse()
+    .map(l => (l.time || "").slice(11, 19) + " " + (l.route || "—") + " → " + (l.model || "—") + " " + l.path + (l.session ? " (" + l.session + ")" : "")).join("; ");
+  const pinRow = (tenant, p) => el("tr", { "data-session": p.id, "data-model": p.model, class: p.stale ? "stale" : "" },
     el("td", {}, p.id), el("td", {}, p.model), el("td", {}, p.route || ""), el("td", {}, String(p.turns)),
     el("td", {}, p.age_s.toFixed(0)), el("td", {}, p.stale ? "expired" : p.ttl_left_s.toFixed(0)),
     el("td", {}, p.outcomes && p.outcomes.count ? p.outcomes.fails + " failed of " + p.outcomes.count : "none"),
-    el("td", {}, p.switches.map(w => w.from + " → " + w.to + (w.observed ? " (observed: " + w.observed + ")" : "")).join("; ")));
+    el("td", {}, p.switches.map(w => w.from + " → " + w.to + (w.observed ? " (observed: " + w.observed + ")" : "")).join("; ")),
+    el("td", { class: "decisions" }, decisions(tenant, p.id)));
   const groups = Object.entries(s.tenants).map(([tenant, pins]) => el("div", { class: "tenant", "data-tenant": tenant },
     el("h3", {}, "tenant " + tenant),
-    el("table", {}, el("thead", {}, header.cloneNode(true)), el("tbody", {}, ...pins.map(pinRow)))));
+    el("table", {}, el("thead", {}, header.cloneNode(true)), el("tbody", {}, ...pins.map(p => pinRow(tenant, p))))));
   $("sessions").replaceChildren(...groups);
 }
 
