@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
 # for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
-# for the metrics tests, the `openai` Python client for the client test, Envoy for the gateway
+# for the metrics tests, Chromium and its WebDriver for the console test, the `openai` Python client for the client test, Envoy for the gateway
 # tests, `jsonschema` for the SARIF test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
 # OpenAPI test, and the model directories (scripts/models.sh).
 # Idempotent.
@@ -12,6 +12,8 @@ need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v nvim >/dev/null || need_apt+=(neovim)
 command -v promtool >/dev/null || need_apt+=(prometheus)
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 if ((${#need_apt[@]})); then
   echo "== apt-get install ${need_apt[*]}"
   sudo_cmd=""

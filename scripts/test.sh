@@ -39,6 +39,10 @@ tests/e2e/schemathesis.sh "$src" .cache/venv-schemathesis/bin/schemathesis
 echo "== the official anthropic client against src serve (/v1/messages)"
 tests/e2e/anthropic_client.sh "$src" .cache/venv-anthropic/bin/python
 
+echo "== the operator console in headless Chromium against src serve"
+# Screenshots of each view are kept as CI artifacts under target/console/.
+tests/e2e/console.sh "$src" target/console
+
 echo "== src serve in front of a real NVIDIA Dynamo frontend"
 tests/e2e/dynamo/run.sh "$src"
 

@@ -250,6 +250,20 @@ pub trait Sessions: Send + Sync {
             "this server does not keep sessions",
         ))))
     }
+
+    /// The operator console's listing of at most `limit` pins under `policy`.
+    fn list_pins<'a>(
+        &'a self,
+        _policy: &'a CheckedPolicy,
+        _limit: usize,
+    ) -> BoxFuture<'a, Result<serde_json::Value, ApiError>> {
+        Box::pin(std::future::ready(Err(ApiError::new(
+            hyper::StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            Some("no_sessions"),
+            "this server does not keep sessions",
+        ))))
+    }
 }
 
 /// The default: every decision stands.

@@ -40,6 +40,7 @@
 //! - [`otel`]: OpenTelemetry spans of a request's phases and their OTLP export.
 
 pub mod app;
+pub mod console;
 pub mod extproc;
 pub mod reload;
 pub mod server;

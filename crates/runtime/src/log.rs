@@ -95,6 +95,10 @@ pub struct RequestRecord {
     pub cache_score: Option<f64>,
     /// How a `/v1/responses` turn with `previous_response_id` was sent (`x-sr-previous`).
     pub previous: Option<&'static str>,
+    /// Who sent it, as the console shows it: filled only while a console page watches the
+    /// live stream, and never written to the log.
+    #[serde(skip)]
+    pub watched: Option<crate::console::who::Who>,
 }
 
 /// Lines waiting for the writer thread.

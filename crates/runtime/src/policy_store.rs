@@ -6,7 +6,7 @@
 //! the request path never clones a policy, compiles a regex or parses a URL: all of that happens
 //! here, off the request path, on the reload's blocking thread.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -158,6 +158,8 @@ pub struct Snapshot {
     pub content_hash: String,
     pub loaded_at: SystemTime,
     pub warnings: usize,
+    /// The warnings themselves (`src check` would print them), spans into the policy's sources.
+    pub warning_list: Vec<Diagnostic>,
     /// Indexed by `BackendId`.
     pub endpoints: Vec<Endpoint>,
     /// Indexed by `ModelId`.
@@ -215,6 +217,7 @@ impl Snapshot {
             content_hash: compiled.content_hash,
             loaded_at: SystemTime::now(),
             warnings: compiled.warnings.len(),
+            warning_list: compiled.warnings,
             endpoints,
             wire,
             models_list,
@@ -268,21 +271,68 @@ pub struct ReloadError {
     pub failure: LoadFailure,
 }
 
+/// What a (re)load did, as the reload metric's `result` label says it.
+pub const RELOAD_OK: &str = "ok";
+pub const RELOAD_UNCHANGED: &str = "unchanged";
+pub const RELOAD_ERROR: &str = "error";
+
+/// Reloads remembered for the console, newest last.
+pub const HISTORY: usize = 50;
+
+/// One load or reload, as the console's health view lists it.
+#[derive(Debug, Clone)]
+pub struct ReloadEvent {
+    pub at: SystemTime,
+    /// The generation serving after it.
+    pub generation: u64,
+    /// `ok` (the first load too), `unchanged` or `error`: the reload metric's words.
+    pub result: &'static str,
+    /// Why it failed, when it did.
+    pub failure: Option<LoadFailure>,
+}
+
 /// The current snapshot and the reload history the admin endpoint reports.
 pub struct PolicyStore {
     current: ArcSwap<Snapshot>,
     last_error: Mutex<Option<ReloadError>>,
     next_generation: AtomicU64,
+    history: Mutex<VecDeque<ReloadEvent>>,
 }
 
 impl PolicyStore {
     pub fn new(first: Snapshot) -> PolicyStore {
         let next = first.generation + 1;
-        PolicyStore {
+        let store = PolicyStore {
+            history: Mutex::default(),
             current: ArcSwap::from_pointee(first),
             last_error: Mutex::new(None),
             next_generation: AtomicU64::new(next),
+        };
+        store.note(RELOAD_OK, None);
+        store
+    }
+
+    fn note(&self, result: &'static str, failure: Option<LoadFailure>) {
+        let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        if history.len() == HISTORY {
+            history.pop_front();
         }
+        history.push_back(ReloadEvent {
+            at: SystemTime::now(),
+            generation: self.current.load().generation,
+            result,
+            failure,
+        });
+    }
+
+    /// The last [`HISTORY`] loads and reloads, oldest first.
+    pub fn history(&self) -> Vec<ReloadEvent> {
+        self.history
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// The snapshot a request uses from start to end.
@@ -301,6 +351,7 @@ impl PolicyStore {
             .last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
+        self.note(RELOAD_OK, None);
     }
 
     /// The files on disk are what is being served again: an earlier failure no longer applies.
@@ -309,9 +360,11 @@ impl PolicyStore {
             .last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
+        self.note(RELOAD_UNCHANGED, None);
     }
 
     pub fn record_error(&self, failure: LoadFailure) {
+        self.note(RELOAD_ERROR, Some(failure.clone()));
         *self
             .last_error
             .lock()

@@ -19,9 +19,9 @@ use crate::telemetry::ResultLabels;
 
 /// Values of the reload metric's `result` label.
 pub mod result {
-    pub const OK: &str = "ok";
-    pub const ERROR: &str = "error";
-    pub const UNCHANGED: &str = "unchanged";
+    pub const OK: &str = crate::policy_store::RELOAD_OK;
+    pub const ERROR: &str = crate::policy_store::RELOAD_ERROR;
+    pub const UNCHANGED: &str = crate::policy_store::RELOAD_UNCHANGED;
 }
 
 /// Logs that `session`/`protect` are declared but not enforced by this server's components.

@@ -71,6 +71,10 @@ pub struct Telemetry {
     pub spans_dropped: Family<DropLabels, Counter>,
     /// The request phases' spans (off unless `--otlp` is given).
     pub spans: Spans,
+    /// The console's stream of decisions (silent while no page watches).
+    pub live: crate::console::live::LiveFeed,
+    /// Samples of `requests` for the console's per-minute and per-hour counts.
+    pub counts: crate::console::counts::Counts,
 }
 
 /// Routing takes microseconds: 1 µs to ~16 ms.
@@ -149,6 +153,8 @@ impl Telemetry {
             registry,
             spans_dropped,
             spans: Spans::off(),
+            live: Default::default(),
+            counts: Default::default(),
             requests,
             routing,
             signal,
@@ -162,6 +168,16 @@ impl Telemetry {
     }
 
     /// The exposition of every metric in `format`.
+    /// The text exposition of `requests` alone (the console samples it).
+    pub fn encode_requests(&self) -> String {
+        let mut registry = Registry::default();
+        registry.register(names::REQUESTS, "", self.requests.clone());
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+
     pub fn encode(&self, format: Format) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.

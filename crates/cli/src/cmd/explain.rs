@@ -8,18 +8,13 @@
 use super::policy::{load_checked, Engine};
 use crate::output::{Color, Format};
 use crate::Outcome;
-use anyhow::{anyhow, bail, Context, Result};
-use serde_json::{json, Value as Json};
-use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
-use src_compiler::hir::{CheckedPolicy, LabelId, TExprKind, Type, Value};
-use src_compiler::interp::Trace;
-use src_compiler::ir::CondOwner;
-use src_compiler::procedure::SessionAnswer;
+use anyhow::{anyhow, Context, Result};
+use serde_json::Value as Json;
+use src_compiler::eval::{ModelCall, ModelResult};
+use src_compiler::explain::{ExplainError, ModelAnswers, ModelsUnavailable};
+use src_compiler::hir::{CheckedPolicy, LabelId, Type, Value};
 use src_compiler::request::RequestView;
-use src_compiler::testing::display_value;
 use src_compiler::{compile, CompiledPolicy};
-use src_compiler::{Next, Procedure, ProcedureError};
-use src_dsl::SourceMap;
 use src_runtime::hooks::ModelSignals;
 use src_runtime::models::OnnxModels;
 use std::path::PathBuf;
@@ -145,140 +140,40 @@ fn parse_given(
     Ok((id, value))
 }
 
-/// The signals whose definitions call `model`, for a helpful "give these" error.
-fn signals_calling(checked: &CheckedPolicy, model: ModelKind) -> Vec<String> {
-    checked
-        .signals
-        .iter()
-        .filter(|s| {
-            s.expr.any(&|e| {
-                matches!(
-                    (&e.kind, model),
-                    (TExprKind::Classify(c, _), ModelKind::Classifier(m)) if *c == m
-                ) || matches!(
-                    (&e.kind, model),
-                    (TExprKind::Guard(g, _), ModelKind::Guard(m)) if *g == m
-                ) || matches!(
-                    (&e.kind, model),
-                    (TExprKind::Similarity { encoder, .. }, ModelKind::Similarity(m)) if *encoder == m
-                )
-            })
-        })
-        .map(|s| s.name.clone())
-        .collect()
-}
-
+/// Decides the request with the compiler's explainer, answering model-backed signals on the
+/// ONNX runtime (started on the first call that needs it).
 fn explain(
     policy: &CompiledPolicy,
     request: &RequestView,
     givens: &[(src_compiler::hir::SignalId, Value)],
 ) -> Result<Json> {
-    let checked = &policy.checked;
-    // The procedure `src serve` runs, offline: a prompt without a model is routed, and nothing
-    // is looked up in a cache or a session store.
-    let mut procedure = Procedure::new(policy, request)
-        .routing_unnamed()
-        .without_cache();
-    for (signal, value) in givens {
-        procedure
-            .give(*signal, value.clone())
-            .map_err(|e| anyhow!("--given: {e}"))?;
-    }
-    let mut models: Option<ModelRunner> = None;
-    let decision = loop {
-        match procedure.advance() {
-            Ok(Next::Done(decision)) => break decision,
-            Ok(Next::Models(calls)) => {
-                let runner = match &mut models {
-                    Some(runner) => runner,
-                    None => models.insert(
-                        ModelRunner::start(checked)
-                            .map_err(|why| missing_givens(checked, &calls, &why))?,
-                    ),
-                };
-                let results = runner.compute(checked, &calls)?;
-                for (call, result) in calls.iter().zip(results) {
-                    procedure
-                        .supply(call, result)
-                        .map_err(|e| anyhow!("model answer does not fit: {e}"))?;
-                }
-            }
-            Ok(Next::Cache(_)) => procedure.cache_answered(false),
-            Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
-            Err(ProcedureError::UnknownModel(m)) => {
-                bail!("the request names model `{m}`, which the policy does not declare")
-            }
-            Err(ProcedureError::ModelsFailed(_) | ProcedureError::SkipFailed(_)) => {
-                bail!("a model-backed signal failed, and the policy fails closed")
-            }
-            Err(err) => bail!("{err}"),
-        }
-    };
-    let evaluation = procedure.evaluation();
-    let (_, trace) = evaluation.trace();
-    let blocked = decision
-        .block
-        .map(|b| checked.blocks[b.index()].name.clone());
-    let route = decision
-        .route
-        .map(|r| checked.routes[r.index()].name.clone());
-    let model = decision.candidates.first().copied();
-    let signals: serde_json::Map<String, Json> = evaluation
-        .signal_values()
-        .into_iter()
-        .map(|(id, v)| {
-            (
-                checked.signals[id.index()].name.clone(),
-                v.map(|v| value_json(checked, &v)).unwrap_or(Json::Null),
-            )
-        })
-        .collect();
-    let skipped: Vec<String> = evaluation
-        .skipped_signals()
-        .into_iter()
-        .map(|id| checked.signals[id.index()].name.clone())
-        .collect();
-    let model_def = model.map(|m| &checked.models[m.index()]);
-    let candidates: Vec<&str> = decision
-        .candidates
-        .iter()
-        .map(|m| checked.models[m.index()].name.as_str())
-        .collect();
-    Ok(json!({
-        "blocked": blocked,
-        "route": route,
-        "model": model_def.map(|m| m.name.clone()),
-        "serves": model_def.map(|m| m.serves.clone()),
-        "backend": model_def.map(|m| checked.backends[m.backend.index()].name.clone()),
-        "candidates": candidates,
-        "signals": signals,
-        "skipped": skipped,
-        "trace": trace_json(checked, &trace),
-    }))
+    let mut models = LazyRunner(None);
+    src_compiler::explain::explain(policy, request, givens, &mut models).map_err(|e| match e {
+        ExplainError::Given(e) => anyhow!("--given: {e}"),
+        other => anyhow!("{other}"),
+    })
 }
 
-/// The error for a request that needs models this machine cannot run: name the signals to give.
-fn missing_givens(checked: &CheckedPolicy, calls: &[ModelCall], why: &str) -> anyhow::Error {
-    let mut names: Vec<String> = calls
-        .iter()
-        .flat_map(|c| signals_calling(checked, c.model))
-        .collect();
-    names.sort();
-    names.dedup();
-    anyhow!(
-        "this request needs model-backed signal(s) {} to decide, and the models cannot run here \
-         ({why}); give their values with {}",
-        names
-            .iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        names
-            .iter()
-            .map(|n| format!("--given {n}=VALUE"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    )
+/// The model runtime, loaded when a request first needs it.
+struct LazyRunner(Option<ModelRunner>);
+
+impl ModelAnswers for LazyRunner {
+    fn answer(
+        &mut self,
+        checked: &CheckedPolicy,
+        calls: &[ModelCall],
+    ) -> Result<Vec<ModelResult>, ModelsUnavailable> {
+        let runner = match &mut self.0 {
+            Some(runner) => runner,
+            None => self
+                .0
+                .insert(ModelRunner::start(checked).map_err(ModelsUnavailable::CannotRun)?),
+        };
+        runner
+            .runtime
+            .block_on(runner.models.compute(checked, calls))
+            .map_err(|e| ModelsUnavailable::Failed(e.to_string()))
+    }
 }
 
 /// The ONNX model runtime `src serve` uses, run here on a small async runtime.
@@ -323,71 +218,6 @@ impl ModelRunner {
             .block_on(self.models.compute(checked, calls))
             .map_err(|e| anyhow!("model-backed signal failed: {e}"))
     }
-}
-
-fn value_json(checked: &CheckedPolicy, v: &Value) -> Json {
-    match v {
-        Value::Bool(b) => json!(b),
-        Value::Int(i) => json!(i),
-        Value::Float(f) => json!(f),
-        Value::Text(t) => json!(t),
-        Value::Label(..) | Value::Model(_) => json!(display_value(checked, v)),
-    }
-}
-
-fn state_str(state: Option<bool>) -> &'static str {
-    match state {
-        Some(true) => "held",
-        Some(false) => "not held",
-        None => "unknown",
-    }
-}
-
-fn snippet(sources: &SourceMap, span: src_dsl::Span) -> String {
-    sources
-        .get(span.file)
-        .and_then(|f| f.text.get(span.range()))
-        .unwrap_or("")
-        .to_string()
-}
-
-fn trace_json(checked: &CheckedPolicy, trace: &Trace) -> Json {
-    let entries: Vec<Json> = trace
-        .conds
-        .iter()
-        .map(|c| {
-            let (kind, name) = match c.owner {
-                CondOwner::Block(b) => ("block", checked.blocks[b.index()].name.clone()),
-                CondOwner::Route(r) => ("route", checked.routes[r.index()].name.clone()),
-                CondOwner::Hold(h) => (
-                    "hold",
-                    checked
-                        .protect
-                        .as_ref()
-                        .and_then(|p| p.holds.get(h))
-                        .map(|h| h.name.clone())
-                        .unwrap_or_default(),
-                ),
-                CondOwner::CacheSkip => ("cache_skip", String::new()),
-            };
-            let (line, column) = checked.sources.line_col(c.span.file, c.span.start as usize);
-            let because: Vec<Json> = c
-                .parts
-                .iter()
-                .map(|p| json!({"condition": snippet(&checked.sources, p.span), "state": state_str(p.state)}))
-                .collect();
-            json!({
-                "kind": kind,
-                "name": name,
-                "state": state_str(c.state),
-                "condition": snippet(&checked.sources, c.span),
-                "line": line,
-                "column": column,
-                "because": because,
-            })
-        })
-        .collect();
-    Json::Array(entries)
 }
 
 fn print_human(e: &Json) {

@@ -167,6 +167,7 @@ impl Completion {
         self.telemetry.requests.get_or_create(&labels).inc();
         self.close_trace();
         self.log.write(&self.record);
+        self.telemetry.live.publish(&self.record);
     }
 }
 

@@ -249,6 +249,10 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
             stopped.clone(),
         )),
         watcher,
+        tokio::spawn(crate::console::sample_loop(
+            Arc::clone(&app),
+            stopped.clone(),
+        )),
     ];
     if let Some((listener, _)) = extproc_listener {
         tasks.push(tokio::spawn(crate::extproc::serve(

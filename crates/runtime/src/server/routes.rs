@@ -13,6 +13,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use crate::anthropic;
 use crate::app::App;
+use crate::console;
 use crate::exposition::Format;
 use crate::headers::APPLICATION_JSON;
 use crate::openai::{Api, ApiError};
@@ -94,6 +95,9 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
 pub async fn admin(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    if let Some(page) = console::assets::lookup(&method, &path) {
+        return page;
+    }
     if let Some(token) = &app.cfg.admin_token {
         let given = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
         if !token.admits(given) {
@@ -116,6 +120,7 @@ pub async fn admin(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyB
             json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
         }
         ("/v1/router/policy" | "/healthz", _) => not_allowed(&method, &path, "GET, HEAD"),
+        (p, _) if p.starts_with(console::API_PREFIX) => console::api(&app, request).await,
         _ => ApiError::not_found(&path).into_response(),
     }
 }

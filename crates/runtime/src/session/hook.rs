@@ -21,6 +21,14 @@ use crate::session::protect::PolicyHolds;
 use crate::session::store::Verdict;
 
 impl Sessions for SessionLayer {
+    fn list_pins<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Value, ApiError>> {
+        Box::pin(crate::session::listing::list(self, policy, limit))
+    }
+
     fn after_route<'a>(&'a self, input: SessionInput<'a>) -> BoxFuture<'a, SessionOutcome> {
         Box::pin(async move {
             let holds = PolicyHolds {

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod hook;
 pub mod identity;
 pub mod layer;
+pub mod listing;
 pub mod metrics;
 pub mod outcomes;
 pub mod pin;

@@ -69,6 +69,25 @@ impl SessionStore for MemoryStore {
         "memory"
     }
 
+    fn list<'a>(
+        &'a self,
+        limit: usize,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<(Identity, Pin)>, StoreError>> {
+        let pins = lock(&self.pins);
+        // Most recently used first, without marking anything used.
+        let listed = pins
+            .order
+            .values()
+            .rev()
+            .filter_map(|key| pins.map.get(key).map(|e| (key, e)))
+            .filter(|(_, e)| e.expires_ms > now_ms)
+            .take(limit)
+            .map(|(key, e)| (key.clone(), e.value.clone()))
+            .collect();
+        ready(Ok(listed))
+    }
+
     fn get<'a>(
         &'a self,
         key: &'a Identity,

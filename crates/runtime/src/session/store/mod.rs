@@ -200,6 +200,19 @@ pub trait SessionStore: Send + Sync {
         key: &'a OutcomeKey,
         now_ms: u64,
     ) -> BoxFuture<'a, Result<OutcomeStats, StoreError>>;
+
+    /// Up to `limit` stored pins (live or stale), for the operator console: a bounded walk,
+    /// never a listing of the whole store.
+    fn list<'a>(
+        &'a self,
+        _limit: usize,
+        _now_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<(Identity, Pin)>, StoreError>> {
+        Box::pin(std::future::ready(Err(StoreError::Unavailable(format!(
+            "the {} store does not list its pins",
+            self.kind()
+        )))))
+    }
 }
 
 #[cfg(test)]

@@ -131,6 +131,27 @@ fn escape(part: &str) -> String {
     part.replace('%', "%25").replace(':', "%3A")
 }
 
+fn unescape(part: &str) -> String {
+    part.replace("%3A", ":").replace("%25", "%")
+}
+
+/// Where every pin key starts.
+const PIN_PREFIX: &str = "sr:v1:pin:";
+
+/// Keys `SCAN` is asked for per step, and the most steps one listing takes: the console's
+/// listing costs Redis a bounded amount of work however many pins it holds.
+const SCAN_COUNT: usize = 200;
+const SCAN_STEPS: usize = 20;
+
+/// The identity a pin key names.
+fn identity_of(key: &str) -> Option<Identity> {
+    let (tenant, id) = key.strip_prefix(PIN_PREFIX)?.split_once(':')?;
+    Some(Identity {
+        tenant: unescape(tenant),
+        id: unescape(id),
+    })
+}
+
 pub(crate) fn pin_key(key: &Identity) -> String {
     format!("sr:v1:pin:{}:{}", escape(&key.tenant), escape(&key.id))
 }
@@ -209,6 +230,57 @@ fn parse(flat: Vec<String>) -> Result<Option<Pin>, StoreError> {
 }
 
 impl SessionStore for RedisStore {
+    fn list<'a>(
+        &'a self,
+        limit: usize,
+        _now_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<(Identity, Pin)>, StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let mut keys: Vec<String> = Vec::new();
+            let mut cursor: u64 = 0;
+            for _ in 0..SCAN_STEPS {
+                let (next, found): (u64, Vec<String>) = self
+                    .bounded(
+                        "scan",
+                        redis::cmd("SCAN")
+                            .arg(cursor)
+                            .arg("MATCH")
+                            .arg(format!("{PIN_PREFIX}*"))
+                            .arg("COUNT")
+                            .arg(SCAN_COUNT)
+                            .query_async(&mut conn),
+                    )
+                    .await?;
+                keys.extend(found);
+                cursor = next;
+                if cursor == 0 || keys.len() >= limit {
+                    break;
+                }
+            }
+            keys.sort();
+            keys.dedup();
+            keys.truncate(limit);
+            let mut listed = Vec::with_capacity(keys.len());
+            for key in keys {
+                let Some(identity) = identity_of(&key) else {
+                    continue;
+                };
+                let flat: Vec<String> = self
+                    .bounded(
+                        "get",
+                        redis::cmd("HGETALL").arg(&key).query_async(&mut conn),
+                    )
+                    .await?;
+                // A pin that expired between the scan and the read is simply not listed.
+                if let Some(pin) = parse(flat)? {
+                    listed.push((identity, pin));
+                }
+            }
+            Ok(listed)
+        })
+    }
+
     fn kind(&self) -> &'static str {
         "redis"
     }

@@ -1,0 +1,246 @@
+//! One request explained: the decision the request procedure reaches offline (no cache, no
+//! session store, nothing sent upstream), the signals it computed and skipped, and the trace of
+//! every condition checked in order (why each higher route lost).
+//!
+//! `src explain` and the operator console of `src serve` both call [`explain`], so the two
+//! cannot disagree; each brings its own way of answering model-backed signals ([`ModelAnswers`]).
+
+use serde_json::{json, Value as Json};
+
+use crate::eval::{ModelCall, ModelKind, ModelResult};
+use crate::hir::{CheckedPolicy, SignalId, TExprKind, Value};
+use crate::interp::Trace;
+use crate::ir::CondOwner;
+use crate::procedure::SessionAnswer;
+use crate::request::RequestView;
+use crate::testing::display_value;
+use crate::{CompiledPolicy, Next, Procedure, ProcedureError};
+
+/// Why a model-backed signal has no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelsUnavailable {
+    /// The models cannot run here at all (the reason).
+    CannotRun(String),
+    /// They ran and failed (the reason).
+    Failed(String),
+}
+
+/// Answers the model calls of one evaluation step, in order.
+pub trait ModelAnswers {
+    fn answer(
+        &mut self,
+        policy: &CheckedPolicy,
+        calls: &[ModelCall],
+    ) -> Result<Vec<ModelResult>, ModelsUnavailable>;
+}
+
+/// Why a request could not be explained.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExplainError {
+    #[error("{0}")]
+    Given(String),
+    #[error(
+        "this request needs model-backed signal(s) {} to decide, and the models cannot run here \
+         ({why}); give their values with {}",
+        signals.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+        signals.iter().map(|n| format!("--given {n}=VALUE")).collect::<Vec<_>>().join(" ")
+    )]
+    NeedsModels { signals: Vec<String>, why: String },
+    #[error("model-backed signal failed: {0}")]
+    ModelFailed(String),
+    #[error("model answer does not fit: {0}")]
+    AnswerMisfit(String),
+    #[error("the request names model `{0}`, which the policy does not declare")]
+    UnknownModel(String),
+    #[error("a model-backed signal failed, and the policy fails closed")]
+    FailedClosed,
+    #[error("{0}")]
+    Procedure(String),
+}
+
+/// Decides `request` offline and reports why, as `src explain --format json` prints it.
+pub fn explain(
+    policy: &CompiledPolicy,
+    request: &RequestView,
+    givens: &[(SignalId, Value)],
+    models: &mut dyn ModelAnswers,
+) -> Result<Json, ExplainError> {
+    let checked = &policy.checked;
+    // The procedure `src serve` runs, offline: a prompt without a model is routed, and nothing
+    // is looked up in a cache or a session store.
+    let mut procedure = Procedure::new(policy, request)
+        .routing_unnamed()
+        .without_cache();
+    for (signal, value) in givens {
+        procedure
+            .give(*signal, value.clone())
+            .map_err(|e| ExplainError::Given(e.to_string()))?;
+    }
+    let decision = loop {
+        match procedure.advance() {
+            Ok(Next::Done(decision)) => break decision,
+            Ok(Next::Models(calls)) => {
+                let results = models.answer(checked, &calls).map_err(|why| match why {
+                    ModelsUnavailable::CannotRun(why) => ExplainError::NeedsModels {
+                        signals: signals_calling_any(checked, &calls),
+                        why,
+                    },
+                    ModelsUnavailable::Failed(why) => ExplainError::ModelFailed(why),
+                })?;
+                for (call, result) in calls.iter().zip(results) {
+                    procedure
+                        .supply(call, result)
+                        .map_err(|e| ExplainError::AnswerMisfit(e.to_string()))?;
+                }
+            }
+            Ok(Next::Cache(_)) => procedure.cache_answered(false),
+            Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
+            Err(ProcedureError::UnknownModel(m)) => return Err(ExplainError::UnknownModel(m)),
+            Err(ProcedureError::ModelsFailed(_) | ProcedureError::SkipFailed(_)) => {
+                return Err(ExplainError::FailedClosed)
+            }
+            Err(err) => return Err(ExplainError::Procedure(err.to_string())),
+        }
+    };
+    let evaluation = procedure.evaluation();
+    let (_, trace) = evaluation.trace();
+    let blocked = decision
+        .block
+        .map(|b| checked.blocks[b.index()].name.clone());
+    let route = decision
+        .route
+        .map(|r| checked.routes[r.index()].name.clone());
+    let model = decision.candidates.first().copied();
+    let signals: serde_json::Map<String, Json> = evaluation
+        .signal_values()
+        .into_iter()
+        .map(|(id, v)| {
+            (
+                checked.signals[id.index()].name.clone(),
+                v.map(|v| value_json(checked, &v)).unwrap_or(Json::Null),
+            )
+        })
+        .collect();
+    let skipped: Vec<String> = evaluation
+        .skipped_signals()
+        .into_iter()
+        .map(|id| checked.signals[id.index()].name.clone())
+        .collect();
+    let model_def = model.map(|m| &checked.models[m.index()]);
+    let candidates: Vec<&str> = decision
+        .candidates
+        .iter()
+        .map(|m| checked.models[m.index()].name.as_str())
+        .collect();
+    Ok(json!({
+        "blocked": blocked,
+        "route": route,
+        "model": model_def.map(|m| m.name.clone()),
+        "serves": model_def.map(|m| m.serves.clone()),
+        "backend": model_def.map(|m| checked.backends[m.backend.index()].name.clone()),
+        "candidates": candidates,
+        "signals": signals,
+        "skipped": skipped,
+        "trace": trace_json(checked, &trace),
+    }))
+}
+
+/// The signals whose definitions call one of the models of `calls`, sorted, each once.
+fn signals_calling_any(checked: &CheckedPolicy, calls: &[ModelCall]) -> Vec<String> {
+    let mut names: Vec<String> = calls
+        .iter()
+        .flat_map(|c| signals_calling(checked, c.model))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The signals whose definitions call `model`, for a helpful "give these" error.
+pub fn signals_calling(checked: &CheckedPolicy, model: ModelKind) -> Vec<String> {
+    checked
+        .signals
+        .iter()
+        .filter(|s| {
+            s.expr.any(&|e| {
+                matches!(
+                    (&e.kind, model),
+                    (TExprKind::Classify(c, _), ModelKind::Classifier(m)) if *c == m
+                ) || matches!(
+                    (&e.kind, model),
+                    (TExprKind::Guard(g, _), ModelKind::Guard(m)) if *g == m
+                ) || matches!(
+                    (&e.kind, model),
+                    (TExprKind::Similarity { encoder, .. }, ModelKind::Similarity(m)) if *encoder == m
+                )
+            })
+        })
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+fn value_json(checked: &CheckedPolicy, v: &Value) -> Json {
+    match v {
+        Value::Bool(b) => json!(b),
+        Value::Int(i) => json!(i),
+        Value::Float(f) => json!(f),
+        Value::Text(t) => json!(t),
+        Value::Label(..) | Value::Model(_) => json!(display_value(checked, v)),
+    }
+}
+
+fn state_str(state: Option<bool>) -> &'static str {
+    match state {
+        Some(true) => "held",
+        Some(false) => "not held",
+        None => "unknown",
+    }
+}
+
+/// The text of `span` as written in its file.
+pub fn snippet(sources: &src_dsl::SourceMap, span: src_dsl::Span) -> String {
+    sources
+        .get(span.file)
+        .and_then(|f| f.text.get(span.range()))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn trace_json(checked: &CheckedPolicy, trace: &Trace) -> Json {
+    let entries: Vec<Json> = trace
+        .conds
+        .iter()
+        .map(|c| {
+            let (kind, name) = match c.owner {
+                CondOwner::Block(b) => ("block", checked.blocks[b.index()].name.clone()),
+                CondOwner::Route(r) => ("route", checked.routes[r.index()].name.clone()),
+                CondOwner::Hold(h) => (
+                    "hold",
+                    checked
+                        .protect
+                        .as_ref()
+                        .and_then(|p| p.holds.get(h))
+                        .map(|h| h.name.clone())
+                        .unwrap_or_default(),
+                ),
+                CondOwner::CacheSkip => ("cache_skip", String::new()),
+            };
+            let (line, column) = checked.sources.line_col(c.span.file, c.span.start as usize);
+            let because: Vec<Json> = c
+                .parts
+                .iter()
+                .map(|p| json!({"condition": snippet(&checked.sources, p.span), "state": state_str(p.state)}))
+                .collect();
+            json!({
+                "kind": kind,
+                "name": name,
+                "state": state_str(c.state),
+                "condition": snippet(&checked.sources, c.span),
+                "line": line,
+                "column": column,
+                "because": because,
+            })
+        })
+        .collect();
+    Json::Array(entries)
+}

@@ -1,0 +1,129 @@
+//! The live decision stream: one small JSON line per finished request, broadcast to the console
+//! pages that are connected.
+//!
+//! The request path pays for it only while someone watches: [`LiveFeed::publish`] reads one
+//! atomic counter of connected pages and returns at once when it is zero, before any line is
+//! built (the channel's own `receiver_count` takes a lock, so the feed keeps its own count). A slow page loses lines
+//! (the channel is bounded and lagging receivers skip ahead) instead of slowing requests.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::json;
+use tokio::sync::broadcast;
+
+use crate::log::{rfc3339_now, RequestRecord};
+
+/// Lines a connected page may fall behind before it skips ahead.
+const BACKLOG: usize = 1024;
+
+/// The sender every request's completion publishes to.
+#[derive(Clone)]
+pub struct LiveFeed {
+    sender: broadcast::Sender<Arc<Bytes>>,
+    watchers: Arc<AtomicUsize>,
+}
+
+impl Default for LiveFeed {
+    fn default() -> Self {
+        LiveFeed {
+            sender: broadcast::channel(BACKLOG).0,
+            watchers: Arc::default(),
+        }
+    }
+}
+
+/// One connected page's receiver; the feed counts it until it is dropped.
+pub struct Watcher {
+    pub lines: broadcast::Receiver<Arc<Bytes>>,
+    count: Arc<AtomicUsize>,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl LiveFeed {
+    /// Sends the request's line to every connected page; nothing at all when none is.
+    pub fn publish(&self, record: &RequestRecord) {
+        if self.watchers.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let line = line(record);
+        // Every receiver may have left since the count: a lost line is fine.
+        let _ = self.sender.send(Arc::new(Bytes::from(line.to_string())));
+    }
+
+    /// A new page's view of the stream, from now on.
+    pub fn subscribe(&self) -> Watcher {
+        self.watchers.fetch_add(1, Ordering::Relaxed);
+        Watcher {
+            lines: self.sender.subscribe(),
+            count: Arc::clone(&self.watchers),
+        }
+    }
+
+    /// Pages connected now.
+    pub fn watchers(&self) -> usize {
+        self.watchers.load(Ordering::Relaxed)
+    }
+}
+
+/// What the console shows of one request: its decision and its timing, never its text.
+pub fn line(record: &RequestRecord) -> serde_json::Value {
+    json!({
+        "time": rfc3339_now(),
+        "request_id": record.request_id,
+        "endpoint": record.endpoint,
+        "route": record.route,
+        "block": record.block,
+        "model": record.model,
+        "served": record.served,
+        "backend": record.backend,
+        "path": record.path,
+        "status": record.status,
+        "stream": record.stream,
+        "session": record.session,
+        "protection": record.protection,
+        "cache": record.cache,
+        "latency_ms": record.latency_ms,
+        "routing_us": record.routing_us,
+        "ttft_ms": record.ttft_ms,
+        "prompt_tokens": record.prompt_tokens,
+        "cached_tokens": record.cached_tokens,
+        "fallbacks": record.fallbacks,
+        "error": record.error,
+        "generation": record.policy_generation,
+        "tenant": record.watched.as_ref().map(|w| w.tenant.clone()),
+        "session_id": record.watched.as_ref().and_then(|w| w.session.clone()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_sent_without_a_watcher_and_every_watcher_gets_the_line() {
+        let feed = LiveFeed::default();
+        feed.publish(&RequestRecord::default());
+        let mut page = feed.subscribe();
+        assert!(
+            page.lines.try_recv().is_err(),
+            "a line sent before subscribing"
+        );
+        feed.publish(&RequestRecord {
+            route: Some("math".into()),
+            ..RequestRecord::default()
+        });
+        let got = page.lines.try_recv().expect("one line");
+        let got: serde_json::Value = serde_json::from_slice(&got).expect("json");
+        assert_eq!(got["route"], "math");
+        assert_eq!(feed.watchers(), 1);
+        drop(page);
+        assert_eq!(feed.watchers(), 0);
+    }
+}
