@@ -68,6 +68,22 @@ pub struct ServeConfig {
     /// The bearer tokens that may report outcomes under `session { outcomes = keys }`
     /// (`SRC_OUTCOME_KEYS`, comma-separated).
     pub outcome_keys: Vec<AdminToken>,
+    /// Whether the console's live lines carry prompt text (`SRC_CONSOLE_PROMPTS=on`); off, they
+    /// carry its length only.
+    pub console_prompts: bool,
+}
+
+/// The variable that lets the console show prompt text.
+pub const CONSOLE_PROMPTS_ENV: &str = "SRC_CONSOLE_PROMPTS";
+
+/// Whether `SRC_CONSOLE_PROMPTS` asks for prompt text (`on`, `true`, `yes` or `1`).
+pub fn console_prompts_from_env() -> bool {
+    std::env::var(CONSOLE_PROMPTS_ENV).is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "on" | "true" | "yes" | "1"
+        )
+    })
 }
 
 /// The admin listener's bearer token. `Debug` never shows it.
@@ -156,6 +172,7 @@ impl ServeConfig {
             otlp: None,
             limits: ConnectionLimits::from_env(),
             outcome_keys: AdminToken::list_from_env(AdminToken::OUTCOME_KEYS_ENV),
+            console_prompts: console_prompts_from_env(),
         }
     }
 

@@ -156,6 +156,28 @@ async fn watchers(router: &Router) -> TestResult<u64> {
 }
 
 #[tokio::test]
+async fn prompt_text_reaches_the_live_stream_only_when_the_operator_turns_it_on() -> TestResult {
+    let router = Router::start_with(POLICY, |cfg| cfg.console_prompts = true).await?;
+    let response = Http::new()
+        .open(Method::GET, &router.admin_url("/v1/console/live"), "", &[])
+        .await?;
+    let mut body = response.into_body();
+    let long = format!("a segfault in my stack trace {}", "x".repeat(600));
+    let answer = router.chat(&user(&long), &[]).await?;
+    assert_eq!(answer.status, 200);
+    let line = read_until(&mut body, |l| l["route"] == "coding").await?;
+    assert_eq!(line["prompt_chars"], long.chars().count());
+    let shown = line["prompt"].as_str().ok_or("prompt text")?;
+    assert_eq!(
+        shown.chars().count(),
+        500,
+        "cut to its first 500 characters"
+    );
+    assert!(long.starts_with(shown));
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_live_stream_shows_each_decision_and_lets_go_of_a_page_that_left() -> TestResult {
     let router = Router::start(POLICY).await?;
     assert_eq!(watchers(&router).await?, 0);
@@ -182,7 +204,9 @@ async fn the_live_stream_shows_each_decision_and_lets_go_of_a_page_that_left() -
     assert_eq!(line["path"], "upstream");
     assert_eq!(line["status"], 200);
     assert!(line["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0));
-    assert!(line.get("prompt").is_none(), "no prompt text in a line");
+    assert!(line["prompt"].is_null(), "no prompt text in a line: {line}");
+    assert_eq!(line["prompt_chars"], "a segfault in my stack trace".len());
+    assert!(!line.to_string().contains("segfault"), "{line}");
     // The tenant is a hash of the API key, never the key.
     let tenant = line["tenant"].as_str().ok_or("a tenant")?;
     assert_eq!(tenant.len(), 32, "{tenant}");

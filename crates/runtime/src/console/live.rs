@@ -23,14 +23,12 @@ const BACKLOG: usize = 1024;
 pub struct LiveFeed {
     sender: broadcast::Sender<Arc<Bytes>>,
     watchers: Arc<AtomicUsize>,
+    prompts: bool,
 }
 
 impl Default for LiveFeed {
     fn default() -> Self {
-        LiveFeed {
-            sender: broadcast::channel(BACKLOG).0,
-            watchers: Arc::default(),
-        }
+        LiveFeed::new(false)
     }
 }
 
@@ -47,6 +45,21 @@ impl Drop for Watcher {
 }
 
 impl LiveFeed {
+    /// A feed whose lines carry prompt text when `prompts` (the operator's choice), else only
+    /// its length.
+    pub fn new(prompts: bool) -> LiveFeed {
+        LiveFeed {
+            sender: broadcast::channel(BACKLOG).0,
+            watchers: Arc::default(),
+            prompts,
+        }
+    }
+
+    /// Whether lines carry prompt text.
+    pub fn shows_prompts(&self) -> bool {
+        self.prompts
+    }
+
     /// Sends the request's line to every connected page; nothing at all when none is.
     pub fn publish(&self, record: &RequestRecord) {
         if self.watchers.load(Ordering::Relaxed) == 0 {
@@ -72,7 +85,8 @@ impl LiveFeed {
     }
 }
 
-/// What the console shows of one request: its decision and its timing, never its text.
+/// What the console shows of one request: its decision and its timing; its text only when the
+/// operator enabled prompt display (the watched part then holds it).
 pub fn line(record: &RequestRecord) -> serde_json::Value {
     json!({
         "time": rfc3339_now(),
@@ -99,6 +113,8 @@ pub fn line(record: &RequestRecord) -> serde_json::Value {
         "generation": record.policy_generation,
         "tenant": record.watched.as_ref().map(|w| w.tenant.clone()),
         "session_id": record.watched.as_ref().and_then(|w| w.session.clone()),
+        "prompt_chars": record.watched.as_ref().map(|w| w.prompt_chars),
+        "prompt": record.watched.as_ref().and_then(|w| w.prompt.clone()),
     })
 }
 

@@ -1,6 +1,7 @@
 //! The tenant and session of a request, as the console shows them: the tenant the session layer
 //! would scope it to (the policy's `tenant` expression, else a hash of the API key, never the key)
-//! and its session id (hashed when long). Worked out only while a page watches the live stream.
+//! and its session id (hashed when long), and the prompt's length (its text only where the
+//! operator enabled prompt display). Worked out only while a page watches the live stream.
 
 use src_compiler::hir::CheckedPolicy;
 use src_compiler::request::RequestView;
@@ -12,10 +13,23 @@ use crate::session::listing::shown_id;
 pub struct Who {
     pub tenant: String,
     pub session: Option<String>,
+    /// Characters of the text `prompt` reads.
+    pub prompt_chars: usize,
+    /// That text, at most [`PROMPT_SHOWN`] characters, when prompt display is on.
+    pub prompt: Option<String>,
 }
 
-/// Who sent `view` under `policy`; `session` is the session id the session layer found.
-pub fn who(policy: &CheckedPolicy, view: &RequestView, session: Option<&str>) -> Who {
+/// Characters of a prompt a live line carries at most.
+pub const PROMPT_SHOWN: usize = 500;
+
+/// Who sent `view` under `policy`; `session` is the session id the session layer found;
+/// `prompts`: whether the prompt's text may be shown.
+pub fn who(
+    policy: &CheckedPolicy,
+    view: &RequestView,
+    session: Option<&str>,
+    prompts: bool,
+) -> Who {
     let tenant = match &policy.session {
         Some(def) => tenant(policy, def, view),
         None => tenant_of_key(view.api_key.as_deref()),
@@ -23,5 +37,7 @@ pub fn who(policy: &CheckedPolicy, view: &RequestView, session: Option<&str>) ->
     Who {
         tenant,
         session: session.map(shown_id),
+        prompt_chars: view.prompt.chars().count(),
+        prompt: prompts.then(|| view.prompt.chars().take(PROMPT_SHOWN).collect()),
     }
 }

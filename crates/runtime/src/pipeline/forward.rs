@@ -182,6 +182,7 @@ pub async fn forward(
             policy,
             request.view,
             plan.session.as_ref().and_then(|s| s.identity.as_deref()),
+            telemetry.live.shows_prompts(),
         ));
     }
     let session_outcomes = plan.session.as_ref().and_then(|s| s.outcomes.clone());

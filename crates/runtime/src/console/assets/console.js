@@ -91,7 +91,10 @@ function onLine(line) {
     el("td", {}, (line.session || "") + (line.session_id ? " " + line.session_id : "")),
     el("td", {}, line.protection || ""),
     el("td", {}, line.latency_ms.toFixed(1)),
-    el("td", {}, line.prompt_tokens === null ? "" : String(line.prompt_tokens)));
+    el("td", {}, line.prompt_tokens === null ? "" : String(line.prompt_tokens)),
+    // Text only where the operator enabled prompt display; otherwise its length.
+    el("td", { class: "prompt" }, typeof line.prompt === "string" ? line.prompt
+      : (line.prompt_chars === null || line.prompt_chars === undefined ? "" : line.prompt_chars + " chars")));
   const rows = $("live-rows");
   rows.prepend(row);
   while (rows.children.length > MAX_ROWS) rows.lastChild.remove();
