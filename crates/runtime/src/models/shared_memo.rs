@@ -106,7 +106,7 @@ fn encode(row: &[f32]) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8]) -> Option<Arc<[f32]>> {
-    if bytes.is_empty() || bytes.len() % 4 != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(4) {
         return None;
     }
     let row: Vec<f32> = bytes
