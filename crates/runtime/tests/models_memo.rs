@@ -3,7 +3,7 @@
 //! classifier once; a different text runs them again; a reload with the same model files keeps
 //! the memo and one with a changed file does not reuse it; the byte bound evicts; and with
 //! sharing on, a second replica over the same real `redis-server` answers from what the first
-//! one's models said.
+//! one's models said. Concurrent requests for the same text run each model once.
 
 mod models_support;
 mod support {
@@ -315,5 +315,28 @@ async fn a_second_replica_answers_from_the_shared_memo() -> TestResult {
     assert_eq!(route.as_deref(), Some("default"));
     let metrics = b.metrics().await?;
     assert_eq!(calls(&metrics, "domain"), 1.0, "{metrics}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_identical_requests_run_each_model_once() -> TestResult {
+    let served =
+        std::sync::Arc::new(serve(&policy("{models}", ""), options(MemoOptions::default())).await?);
+    let mut tasks = Vec::new();
+    for turn in 0..8 {
+        let served = std::sync::Arc::clone(&served);
+        tasks.push(tokio::spawn(async move {
+            send(&served, &tool_loop_turn(turn)).await
+        }));
+    }
+    for task in tasks {
+        let (_, route) = task.await??;
+        assert_eq!(route.as_deref(), Some("maths"));
+    }
+    let metrics = served.metrics().await?;
+    for model in ["prompt_guard", "domain"] {
+        assert_eq!(calls(&metrics, model), 1.0, "{model}:\n{metrics}");
+        assert_eq!(count(&metrics, "src_model_memo_hits_total", model), 7.0);
+    }
     Ok(())
 }
