@@ -77,6 +77,16 @@ pub const MODEL_BATCH_SIZE: &str = "src_model_batch_size";
 pub const MODEL_INFERENCE_SECONDS: &str = "src_model_inference_seconds";
 /// Model calls that failed or timed out, labelled by `model` and `reason` (`timeout`, `error`).
 pub const MODEL_FAILURES: &str = "src_model_failures";
+/// Texts answered from the model memo instead of a model call, labelled by `model`.
+pub const MODEL_MEMO_HITS: &str = "src_model_memo_hits";
+/// Memo hits that another replica answered through Redis, labelled by `model`.
+pub const MODEL_MEMO_SHARED_HITS: &str = "src_model_memo_shared_hits";
+/// Texts the model memo did not hold (the model ran), labelled by `model`.
+pub const MODEL_MEMO_MISSES: &str = "src_model_memo_misses";
+/// Answers held in the model memo.
+pub const MODEL_MEMO_ENTRIES: &str = "src_model_memo_entries";
+/// Bytes held in the model memo.
+pub const MODEL_MEMO_BYTES: &str = "src_model_memo_bytes";
 
 /// Response cache lookups, labelled by `result` (`hit`, `miss`, `skip`, `bypass`, `error`).
 pub const CACHE_LOOKUPS: &str = "src_cache_lookups";

@@ -1,10 +1,11 @@
 //! The model runtime's Prometheus metrics: calls, batch sizes, inference latency and failures,
-//! per model directory. Families are cheap clones, so one set serves every registry it is added
+//! per model directory, and the model memo's hits, misses and size. Families are cheap clones, so one set serves every registry it is added
 //! to (each server registers it once).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -29,6 +30,14 @@ pub struct ModelMetrics {
     pub batch_size: HistogramFamily<ModelLabel>,
     pub inference: HistogramFamily<ModelLabel>,
     pub failures: Family<FailureLabels, Counter>,
+    /// Texts answered from the memo (this process's or the shared one) instead of a model call.
+    pub memo_hits: Family<ModelLabel, Counter>,
+    /// The subset of `memo_hits` that another replica answered through Redis.
+    pub memo_shared_hits: Family<ModelLabel, Counter>,
+    /// Texts the memo did not hold: the model ran.
+    pub memo_misses: Family<ModelLabel, Counter>,
+    pub memo_entries: Gauge,
+    pub memo_bytes: Gauge,
 }
 
 fn batch_buckets() -> Histogram {
@@ -46,6 +55,11 @@ impl Default for ModelMetrics {
             batch_size: Family::new_with_constructor(batch_buckets),
             inference: Family::new_with_constructor(latency_buckets),
             failures: Family::default(),
+            memo_hits: Family::default(),
+            memo_shared_hits: Family::default(),
+            memo_misses: Family::default(),
+            memo_entries: Gauge::default(),
+            memo_bytes: Gauge::default(),
         }
     }
 }
@@ -71,6 +85,31 @@ impl ModelMetrics {
             names::MODEL_FAILURES,
             "Model calls that failed or timed out, by model and reason",
             self.failures.clone(),
+        );
+        registry.register(
+            names::MODEL_MEMO_HITS,
+            "Texts answered from the model memo instead of a model call, by model",
+            self.memo_hits.clone(),
+        );
+        registry.register(
+            names::MODEL_MEMO_SHARED_HITS,
+            "Memo hits another replica answered through Redis, by model",
+            self.memo_shared_hits.clone(),
+        );
+        registry.register(
+            names::MODEL_MEMO_MISSES,
+            "Texts the model memo did not hold, so the model ran, by model",
+            self.memo_misses.clone(),
+        );
+        registry.register(
+            names::MODEL_MEMO_ENTRIES,
+            "Answers held in the model memo",
+            self.memo_entries.clone(),
+        );
+        registry.register(
+            names::MODEL_MEMO_BYTES,
+            "Bytes held in the model memo, as its bound counts them",
+            self.memo_bytes.clone(),
         );
     }
 }

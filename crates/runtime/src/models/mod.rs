@@ -3,20 +3,25 @@
 //!
 //! [`OnnxModels`] is the server's [`crate::hooks::ModelSignals`]: `prepare` loads every model
 //! directory a policy declares (one session per directory, shared by every declaration and
-//! reload that names it) and embeds its `similarity` examples once; `compute` queues the texts
-//! of one evaluation step on each model's micro-batching worker and waits, with a timeout.
+//! reload that names it) and embeds its `similarity` examples once; `compute` answers the texts
+//! of one evaluation step from the model memo where it can and queues the rest on each model's
+//! micro-batching worker, waiting with a timeout.
 //! [`verify`] is the file check `src check` can run when a directory exists.
 
 mod batch;
 mod error;
 mod library;
+mod memo;
 mod metrics;
 mod model;
+mod recall;
+mod shared_memo;
 mod signals;
 
 pub use batch::{BatchOptions, Batcher};
 pub use error::ModelError;
 pub use library::{ensure_library, load_from, LIBRARY_HELP, ORT_DYLIB_PATH};
+pub use memo::{MemoOptions, DEFAULT_MEMO_BYTES, DEFAULT_SHARED_TTL};
 pub use metrics::ModelMetrics;
 pub use model::{softmax, verify, Model, Role};
 pub use signals::{ModelOptions, OnnxModels};

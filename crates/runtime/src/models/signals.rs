@@ -6,7 +6,8 @@
 //! second policy, with the same examples embeds nothing again. [`ModelSignals::embed`] runs one
 //! text through an encoder's batcher for the response cache, unless a `similarity` signal just
 //! embedded the same text with the same encoder: such embeddings are remembered (a few, briefly)
-//! so a request pays one encoder call for its prompt, not two.
+//! so a request pays one encoder call for its prompt, not two. Every model answer goes through
+//! the model memo (`recall`): a text already answered by the same model file costs no call.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,8 +23,10 @@ use src_dsl::{codes, Diagnostic, Span};
 use super::batch::{BatchOptions, Batcher};
 use super::error::ModelError;
 use super::library::{self, LIBRARY_HELP};
-use super::metrics::{FailureLabels, ModelLabel, ModelMetrics};
+use super::memo::MemoOptions;
+use super::metrics::{FailureLabels, ModelMetrics};
 use super::model::{softmax, Model, Role};
+use super::recall::{Reason, Recall};
 use crate::hooks::{BoxFuture, Embedding, ModelSignals, SignalError};
 
 /// How models run.
@@ -35,6 +38,8 @@ pub struct ModelOptions {
     pub timeout: Duration,
     /// ONNX Runtime intra-op threads per model.
     pub threads: usize,
+    /// The model memo's bound and sharing.
+    pub memo: MemoOptions,
 }
 
 impl Default for ModelOptions {
@@ -43,6 +48,7 @@ impl Default for ModelOptions {
             batch: BatchOptions::default(),
             timeout: Duration::from_secs(2),
             threads: 1,
+            memo: MemoOptions::default(),
         }
     }
 }
@@ -50,8 +56,10 @@ impl Default for ModelOptions {
 impl ModelOptions {
     /// The defaults, overridden by `SRC_MODEL_BATCH` (most texts per batch),
     /// `SRC_MODEL_BATCH_TOKENS` (most padded tokens per batch), `SRC_MODEL_BATCH_WAIT_MS`,
-    /// `SRC_MODEL_TIMEOUT_MS` and `SRC_MODEL_THREADS` when set to a number (anything else is
-    /// logged and ignored).
+    /// `SRC_MODEL_TIMEOUT_MS`, `SRC_MODEL_THREADS`, `SRC_MODEL_MEMO_BYTES` (0 turns the memo
+    /// off), `SRC_MODEL_MEMO_SHARED` (1: share answers through a Redis session store),
+    /// `SRC_MODEL_MEMO_SHARED_TTL_S` and `SRC_SESSION_REDIS_TIMEOUT_MS` when set to a number
+    /// (anything else is logged and ignored).
     pub fn from_env() -> ModelOptions {
         let mut options = ModelOptions::default();
         let read = crate::config::env_number;
@@ -69,6 +77,18 @@ impl ModelOptions {
         }
         if let Some(n) = read("SRC_MODEL_THREADS") {
             options.threads = (n as usize).max(1);
+        }
+        if let Some(n) = read("SRC_MODEL_MEMO_BYTES") {
+            options.memo.bytes = n;
+        }
+        if let Some(n) = read("SRC_MODEL_MEMO_SHARED") {
+            options.memo.shared = n != 0;
+        }
+        if let Some(s) = read("SRC_MODEL_MEMO_SHARED_TTL_S") {
+            options.memo.shared_ttl = Duration::from_secs(s.max(1));
+        }
+        if let Some(ms) = read("SRC_SESSION_REDIS_TIMEOUT_MS") {
+            options.memo.redis_timeout = Duration::from_millis(ms.max(1));
         }
         options
     }
@@ -106,6 +126,7 @@ pub struct OnnxModels {
     loaded: Mutex<HashMap<Key, Loaded>>,
     examples: Mutex<ExampleCache>,
     recent: Mutex<RecentEmbeddings>,
+    recall: Recall,
 }
 
 impl Default for OnnxModels {
@@ -116,9 +137,11 @@ impl Default for OnnxModels {
 
 impl OnnxModels {
     pub fn new(options: ModelOptions) -> OnnxModels {
+        let metrics = ModelMetrics::default();
         OnnxModels {
             options,
-            metrics: ModelMetrics::default(),
+            recall: Recall::new(options.memo, metrics.clone()),
+            metrics,
             loaded: Mutex::new(HashMap::new()),
             examples: Mutex::new(HashMap::new()),
             recent: Mutex::new(HashMap::new()),
@@ -138,6 +161,11 @@ impl OnnxModels {
         self.examples.lock().map_or(0, |e| e.len())
     }
 
+    /// Model answers held in the memo.
+    pub fn remembered(&self) -> usize {
+        self.recall.remembered()
+    }
+
     /// The loaded model for a declaration, loading it (or reloading it when its files changed).
     pub fn load(&self, dir: &Path, role: Role, device: Device) -> Result<Arc<Batcher>, ModelError> {
         let key = key(dir, role, device);
@@ -154,13 +182,21 @@ impl OnnxModels {
             self.metrics.clone(),
         )?);
         if let Ok(mut loaded) = self.loaded.lock() {
-            loaded.insert(
+            let replaced = loaded.insert(
                 key,
                 Loaded {
                     stamp,
                     batcher: Arc::clone(&batcher),
                 },
             );
+            // A changed file: the old model's answers are never asked for again.
+            if let Some(old) = replaced {
+                let old = &old.batcher.fingerprint;
+                let still_loaded = loaded.values().any(|l| &l.batcher.fingerprint == old);
+                if old != &batcher.fingerprint && !still_loaded {
+                    self.recall.forget(old);
+                }
+            }
         }
         Ok(batcher)
     }
@@ -326,9 +362,10 @@ impl ModelSignals for OnnxModels {
     ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + self.options.timeout;
+            let store = self.recall.store_of(policy);
             // One text per (model, text): two atoms over the same model and text share a run.
-            let mut pending: HashMap<(usize, String), usize> = HashMap::new();
-            let mut receivers = Vec::new();
+            let mut pending: HashMap<(usize, &str), usize> = HashMap::new();
+            let mut texts: Vec<(usize, &str)> = Vec::new();
             let mut batchers: Vec<Arc<Batcher>> = Vec::new();
             let mut slots: Vec<Option<usize>> = Vec::with_capacity(calls.len());
             for call in calls {
@@ -343,35 +380,19 @@ impl ModelSignals for OnnxModels {
                         batchers.len() - 1
                     }
                 };
-                let slot = *pending.entry((b, call.text.clone())).or_insert_with(|| {
-                    let model = &batchers[b];
-                    self.metrics
-                        .calls
-                        .get_or_create(&ModelLabel {
-                            model: model.name.clone(),
-                        })
-                        .inc();
-                    receivers.push((b, model.submit(call.text.clone())));
-                    receivers.len() - 1
+                let slot = *pending.entry((b, call.text.as_str())).or_insert_with(|| {
+                    texts.push((b, call.text.as_str()));
+                    texts.len() - 1
                 });
                 slots.push(Some(slot));
             }
-            let mut answers: Vec<Result<Vec<f32>, &'static str>> =
-                Vec::with_capacity(receivers.len());
-            for (_, rx) in receivers.iter_mut() {
-                answers.push(match tokio::time::timeout_at(deadline, rx).await {
-                    // `timeout_at` polls the answer before the clock, so an answer that was
-                    // already there past the deadline would count as in time.
-                    Ok(Ok(Ok(_))) if tokio::time::Instant::now() >= deadline => Err("timeout"),
-                    Ok(Ok(Ok(row))) => Ok(row),
-                    Ok(Ok(Err(err))) => {
-                        tracing::warn!(error = %err, "model call failed");
-                        Err("error")
-                    }
-                    Ok(Err(_)) => Err("error"),
-                    Err(_) => Err("timeout"),
-                });
-            }
+            // Polled together, the texts missing from the memo reach their batchers together.
+            let answers: Vec<Result<Arc<[f32]>, Reason>> = futures_util::future::join_all(
+                texts
+                    .iter()
+                    .map(|&(b, text)| self.recall.row(&batchers[b], text, deadline, store)),
+            )
+            .await;
             let results = calls
                 .iter()
                 .zip(slots)
@@ -379,7 +400,7 @@ impl ModelSignals for OnnxModels {
                     let Some(slot) = slot else {
                         return self.fail("unprepared", "error");
                     };
-                    let Some((b, _)) = receivers.get(slot) else {
+                    let Some((b, _)) = texts.get(slot) else {
                         return ModelResult::Failed;
                     };
                     let batcher = &batchers[*b];
@@ -423,26 +444,11 @@ impl ModelSignals for OnnxModels {
                     model: batcher.fingerprint.clone(),
                 });
             }
-            self.metrics
-                .calls
-                .get_or_create(&ModelLabel {
-                    model: batcher.name.clone(),
-                })
-                .inc();
             let deadline = tokio::time::Instant::now() + self.options.timeout;
-            let answer = tokio::time::timeout_at(deadline, batcher.submit(text.to_owned())).await;
-            let row = match answer {
-                Ok(Ok(Ok(_))) if tokio::time::Instant::now() >= deadline => Err("timeout"),
-                Ok(Ok(Ok(row))) => Ok(row),
-                Ok(Ok(Err(err))) => {
-                    tracing::warn!(error = %err, "embedding failed");
-                    Err("error")
-                }
-                Ok(Err(_)) => Err("error"),
-                Err(_) => Err("timeout"),
-            };
+            let store = self.recall.store_of(policy);
+            let row = self.recall.row(&batcher, text, deadline, store).await;
             match row {
-                Ok(row) => match unit(row) {
+                Ok(row) => match unit(row.to_vec()) {
                     Some(vector) => Ok(Embedding {
                         vector,
                         model: batcher.fingerprint.clone(),

@@ -1,0 +1,166 @@
+//! The model memo's shared tier: answers kept in the policy's Redis session store, so a text one
+//! replica ran its model on costs the others no model call.
+//!
+//! One key per answer, `sr:v1:memo:{hex sha256 of the memo key}`, holding the row as
+//! little-endian `f32`s and expiring after the configured ttl. A lookup waits at most the
+//! session store's timeout (less when the model's own deadline is nearer); a store is sent in
+//! the background and never delays the request. Any failure — Redis down, slow, or answering
+//! something that is not a row — only means the model runs here.
+
+use std::fmt::Write;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+
+use super::memo::MemoKey;
+use crate::redis_link;
+
+/// Answers shared through Redis; one connection, for the URL last asked for.
+pub(crate) struct SharedMemo {
+    timeout: Duration,
+    ttl: Duration,
+    link: Mutex<Option<(String, ConnectionManager)>>,
+}
+
+impl SharedMemo {
+    pub fn new(timeout: Duration, ttl: Duration) -> SharedMemo {
+        SharedMemo {
+            timeout,
+            ttl,
+            link: Mutex::new(None),
+        }
+    }
+
+    fn connection(&self, url: &str) -> Option<ConnectionManager> {
+        let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*link {
+            Some((open, conn)) if open == url => Some(conn.clone()),
+            _ => match redis_link::connect(url, self.timeout) {
+                Ok(conn) => {
+                    *link = Some((url.to_owned(), conn.clone()));
+                    Some(conn)
+                }
+                Err(err) => {
+                    tracing::warn!(?err, "model answers cannot be shared: no Redis connection");
+                    None
+                }
+            },
+        }
+    }
+
+    /// The answer another replica stored for `key`, waiting at most the store timeout or
+    /// `left`, whichever is shorter.
+    pub async fn get(&self, url: &str, key: &MemoKey, left: Duration) -> Option<Arc<[f32]>> {
+        let mut conn = self.connection(url)?;
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(redis_key(key));
+        let read = cmd.query_async::<Option<Vec<u8>>>(&mut conn);
+        match redis_link::bounded(self.timeout.min(left), "memo.get", read).await {
+            Ok(Some(bytes)) => decode(&bytes),
+            Ok(None) => None,
+            Err(err) => {
+                tracing::debug!(?err, "a shared model answer could not be read");
+                None
+            }
+        }
+    }
+
+    /// Stores `row` for the other replicas, in the background.
+    pub fn put(&self, url: &str, key: &MemoKey, row: &[f32]) {
+        let Some(mut conn) = self.connection(url) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(redis_key(key)).arg(encode(row)).arg("PX").arg(
+            u64::try_from(self.ttl.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        );
+        let timeout = self.timeout;
+        runtime.spawn(async move {
+            let write = cmd.query_async::<()>(&mut conn);
+            if let Err(err) = redis_link::bounded(timeout, "memo.set", write).await {
+                tracing::debug!(?err, "a model answer could not be shared");
+            }
+        });
+    }
+}
+
+/// The Redis key of a memo entry.
+pub fn redis_key(key: &MemoKey) -> String {
+    let digest = key.digest();
+    let mut out = String::with_capacity(11 + 64);
+    out.push_str("sr:v1:memo:");
+    for b in digest {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+fn encode(row: &[f32]) -> Vec<u8> {
+    row.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn decode(bytes: &[u8]) -> Option<Arc<[f32]>> {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    let row: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    row.iter().all(|x| x.is_finite()).then(|| row.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::Role;
+
+    #[test]
+    fn a_row_survives_the_wire() {
+        let row = [0.25f32, -1.5, 3.0];
+        assert_eq!(decode(&encode(&row)).as_deref(), Some(&row[..]));
+        assert_eq!(decode(&[1, 2, 3]), None);
+        assert_eq!(decode(&[]), None);
+        assert_eq!(decode(&f32::NAN.to_le_bytes()), None);
+    }
+
+    #[test]
+    fn keys_differ_by_model_role_device_and_text() {
+        let base = MemoKey {
+            model: "abc".into(),
+            role: Role::Classifier,
+            device: "cpu",
+            text: [1; 32],
+        };
+        let other_model = MemoKey {
+            model: "abd".into(),
+            ..base.clone()
+        };
+        let other_role = MemoKey {
+            role: Role::Encoder,
+            ..base.clone()
+        };
+        let other_device = MemoKey {
+            device: "cuda",
+            ..base.clone()
+        };
+        let other_text = MemoKey {
+            text: [2; 32],
+            ..base.clone()
+        };
+        let keys: std::collections::HashSet<String> =
+            [&base, &other_model, &other_role, &other_device, &other_text]
+                .into_iter()
+                .map(redis_key)
+                .collect();
+        assert_eq!(keys.len(), 5);
+        assert!(redis_key(&base).starts_with("sr:v1:memo:"));
+        assert_eq!(redis_key(&base).len(), "sr:v1:memo:".len() + 64);
+    }
+}
