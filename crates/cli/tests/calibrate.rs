@@ -322,3 +322,146 @@ fn only_the_named_signals_are_calibrated() {
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("`nope`"));
 }
+
+/// Incident reports, most of them typed in a hurry: every one is within 0.8 of a phrase of
+/// `INCIDENT_POLICY`, few within the copied 0.95.
+const INCIDENTS: [&str; 20] = [
+    "urgnet: the checkout service is failing",
+    "we have an outgae in eu-west since noon",
+    "prodcution dwon after the last deploy",
+    "segfualt in the payment worker",
+    "dataa loss on the primary database",
+    "URGENT: customers cannot log in",
+    "Outage!! nothing loads",
+    "urgetn help, the api returns 500",
+    "sefgault when the queue fills up",
+    "ugrent: disk full on all nodes",
+    "outtage of the login page",
+    "production dwn for everyone",
+    "segfaullt after upgrading glibc",
+    "urgen fix needed for the billing job",
+    "massive outage in the us region",
+    "data los reported by three customers",
+    "urgant: backups are failing",
+    "the site is down, outgae everywhere",
+    "segfalt in the renderer on start",
+    "urgent!!! prod database unreachable",
+];
+
+/// Everyday requests; `urge` is 0.67 similar to `urgent`, a near miss a low MIN would take.
+const CALM: [&str; 20] = [
+    "What should I cook tonight with chicken and rice?",
+    "Recommend a good science fiction novel",
+    "How do I get red wine out of a white shirt?",
+    "What is the capital of Australia?",
+    "Plan a three day trip to Lisbon",
+    "Write a short birthday poem for my grandmother",
+    "Any tips for running my first marathon?",
+    "Explain why the sky is blue to a child",
+    "Suggest names for a golden retriever puppy",
+    "Give me a simple recipe for banana bread",
+    "Which houseplants are safe for cats?",
+    "How do I start learning the guitar?",
+    "I feel an urge to travel somewhere warm",
+    "How do I make cold brew coffee at home?",
+    "Is it safe to eat raw cookie dough?",
+    "What rhymes with orange?",
+    "Help me write a cover letter",
+    "How far away is the moon?",
+    "Translate good morning to French",
+    "I have an urge to learn the piano",
+];
+
+/// No model: the only threshold is `fuzzy`'s MIN, copied from a list tuned on careful typists.
+const INCIDENT_POLICY: &str = r#"backend sim { url = "http://127.0.0.1:8000/v1"  simulated = true }
+model small  { backend = sim  serves = "small"  cost = 0.1 }
+model strong { backend = sim  serves = "strong"  cost = 1.0 }
+
+# copied from a list tuned on careful typists
+signal incident = fuzzy(prompt, ["urgent", "outage", "production down", "segfault", "data loss"], 0.95)
+
+route incident priority 10 { when incident  to strong }
+route default { to small }
+"#;
+
+fn incident_setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policy")).unwrap();
+    let policy = write(&dir.path().join("policy"), "policy.sr", INCIDENT_POLICY);
+    let mut lines = String::new();
+    for (incident, calm) in INCIDENTS.iter().zip(CALM) {
+        lines.push_str(&format!(
+            "{}\n",
+            json!({"prompt": incident, "route": "incident"})
+        ));
+        lines.push_str(&format!(
+            "{}\n",
+            json!({"prompt": calm, "route": "default"})
+        ));
+    }
+    let data = write(dir.path(), "labelled.jsonl", &lines);
+    (dir, policy.parent().unwrap().to_path_buf(), data)
+}
+
+#[test]
+fn a_fuzzy_min_is_fitted_and_held_out_f1_improves() {
+    let (_dir, policy, data) = incident_setup();
+    let r = report(&calibrate(&policy, &data, &["--format", "json"]));
+    let threshold = &r["thresholds"][0];
+    assert_eq!(threshold["site"], "incident", "{r:#}");
+    assert_eq!(
+        threshold["comparison"],
+        r#"fuzzy(prompt, ["urgent", "outage", "production down", "segfault", "data loss"], _)"#
+    );
+    assert_eq!(threshold["before"], 0.95);
+    let after = threshold["after"].as_f64().unwrap();
+    // Low enough for the typos (the weakest is 0.825 similar), above `urge` (0.67).
+    assert!(after > 0.67 && after <= 0.825, "{threshold:#}");
+    let train_before = threshold["train_before"]["f1"].as_f64().unwrap();
+    let train_after = threshold["train_after"]["f1"].as_f64().unwrap();
+    assert!(train_after > train_before, "{threshold:#}");
+
+    let incident = signal(&r, "incident");
+    assert_eq!(incident["labels_from"], "routes");
+    let (before, after) = (&incident["before"], &incident["after"]);
+    assert!(
+        after["f1"].as_f64().unwrap() > before["f1"].as_f64().unwrap(),
+        "held-out F1 did not improve: {incident:#}"
+    );
+    assert_eq!(after["fp"], 0, "{incident:#}");
+    assert!(
+        r["routes"]["after"]["route"].as_f64().unwrap()
+            > r["routes"]["before"]["route"].as_f64().unwrap(),
+        "{r:#}"
+    );
+    // The text report shows the threshold in place.
+    let human = calibrate(&policy, &data, &[]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("0.95 -> "), "{text}");
+}
+
+#[test]
+fn a_fitted_fuzzy_min_is_written_back_and_checks() {
+    let (_dir, policy, data) = incident_setup();
+    let first = report(&calibrate(&policy, &data, &["--write", "--format", "json"]));
+    assert_eq!(first["written"], true, "{first:#}");
+    let after = first["thresholds"][0]["after"].as_f64().unwrap();
+    let written = std::fs::read_to_string(policy.join("policy.sr")).unwrap();
+    let expected = format!(r#""data loss"], {after})"#);
+    assert!(written.contains(&expected), "{written}");
+    assert!(!written.contains("0.95"), "{written}");
+    assert!(written.contains("# copied from a list tuned on careful typists"));
+    let check = src().arg("check").arg(&policy).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let second = report(&calibrate(&policy, &data, &["--write", "--format", "json"]));
+    assert_eq!(second["diff"], "", "{second:#}");
+    assert_eq!(second["thresholds"][0]["before"], after);
+    assert_eq!(
+        std::fs::read_to_string(policy.join("policy.sr")).unwrap(),
+        written
+    );
+}

@@ -18,6 +18,7 @@
 
 #[cfg(test)]
 mod approximate_tests;
+mod ascii_words;
 mod bm25;
 mod fold;
 mod fuzzy;
@@ -284,6 +285,14 @@ impl Seen {
 /// as a word, and each unbroken run of another unspaced script (Thai, Khmer, ...) as one word:
 /// segmentation without a dictionary would otherwise count every Thai letter.
 pub fn words(text: &str) -> i64 {
+    if text.is_ascii() {
+        return to_i64(ascii_words::count(text.as_bytes()));
+    }
+    to_i64(segmented_words(text))
+}
+
+/// `words` by the general segmenter, for text that is not ASCII.
+fn segmented_words(text: &str) -> usize {
     let mut count = 0usize;
     let mut unspaced_run_end: Option<usize> = None;
     for (at, word) in text.unicode_word_indices() {
@@ -307,7 +316,7 @@ pub fn words(text: &str) -> i64 {
             unspaced_run_end = Some(at + word.len());
         }
     }
-    to_i64(count)
+    count
 }
 
 /// The documented token estimate when no tokenizer is declared: ⌈UTF-8 bytes / 4⌉.

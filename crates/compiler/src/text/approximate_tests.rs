@@ -217,3 +217,143 @@ proptest! {
         prop_assert_eq!(set.any(&text), single > 0);
     }
 }
+
+/// Words to misspell: ASCII, case, folding (`ß`, `İ`, final `ς`), combining marks, Greek,
+/// Cyrillic and Han, which are words of one character each.
+const BASES: &[&str] = &[
+    "urgent",
+    "outage",
+    "segfault",
+    "Kubernetes",
+    "stack",
+    "trace",
+    "a",
+    "to",
+    "Straße",
+    "İstanbul",
+    "café",
+    "cafe\u{301}",
+    "ΣΟΦΟΣ",
+    "σοφος",
+    "привет",
+    "编译",
+    "错误",
+    "naïve",
+    "übermäßig",
+    "x1",
+    "snake_case",
+];
+
+/// Characters a typo brings in: case, accents, a Han character and a separator.
+const TYPOS: &[char] = &['a', 'e', 'E', 'r', 'ü', 'ß', 'σ', '编', '1', '_', '-'];
+
+/// A base word with a few random edits (insertions, deletions, substitutions, swaps).
+fn misspelt() -> impl Strategy<Value = String> {
+    let edit = (
+        0u8..5,
+        any::<prop::sample::Index>(),
+        proptest::sample::select(TYPOS),
+    );
+    (
+        proptest::sample::select(BASES),
+        proptest::collection::vec(edit, 0..3),
+    )
+        .prop_map(|(base, edits)| {
+            let mut chars: Vec<char> = base.chars().collect();
+            for (kind, at, c) in edits {
+                let i = at.index(chars.len() + 1);
+                match kind {
+                    0 => chars.insert(i, c),
+                    1 if i < chars.len() => {
+                        chars.remove(i);
+                    }
+                    2 if i < chars.len() => chars[i] = c,
+                    3 if i + 1 < chars.len() => chars.swap(i, i + 1),
+                    _ => {}
+                }
+            }
+            chars.into_iter().collect()
+        })
+}
+
+fn typed_text() -> impl Strategy<Value = String> {
+    let sep = proptest::sample::select(&[" ", "  ", ", ", ". ", "\n", "'", "我"][..]);
+    proptest::collection::vec((misspelt(), sep), 0..24)
+        .prop_map(|parts| parts.into_iter().map(|(w, s)| w + s).collect())
+}
+
+fn typed_list() -> impl Strategy<Value = Vec<String>> {
+    let phrase = proptest::collection::vec(misspelt(), 1..4).prop_map(|w| w.join(" "));
+    proptest::collection::vec(phrase, 0..12)
+}
+
+fn threshold() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        proptest::sample::select(&[0.2, 0.5, 0.6, 2.0 / 3.0, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0][..]),
+        0.05f64..=1.0,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn the_fast_matcher_agrees_with_the_reference(
+        text in typed_text(),
+        list in typed_list(),
+        min in threshold(),
+    ) {
+        let want = super::fuzzy::reference::hits(&text, &list, min);
+        for set in [FuzzySet::new(&list, min), FuzzySet::probing(&list, min)] {
+            prop_assert_eq!(set.hits(&text) as usize, want);
+            prop_assert_eq!(set.any(&text), want > 0);
+            // The reach of each phrase says at which thresholds it matches.
+            let reach = set.reach(&text);
+            prop_assert_eq!(reach.iter().filter(|&&r| r >= min).count(), want);
+        }
+    }
+}
+
+#[test]
+fn long_lists_probe_and_still_agree_with_the_reference() {
+    // Enough phrase words of each length that probing beats comparing, as in the benchmark.
+    let mut list: Vec<String> = Vec::new();
+    for base in [
+        "urgent",
+        "outage",
+        "segfault",
+        "deadline",
+        "Kubernetes",
+        "Straße",
+    ] {
+        for c in ['a', 'e', 'o', 'ü', 'x', 'z', 'q', 'ß'] {
+            list.push(format!("{base}{c}"));
+            list.push(format!("{c}{base} stack"));
+        }
+    }
+    let set = FuzzySet::new(&list, 0.8);
+    assert!(set.probes(), "the plan for the list's lengths probes");
+    for text in [
+        "an urgnet outage: segfualt",
+        "the STRASSE deadlnie ist jetzt",
+        "qurgent stak and xoutage stack",
+        "nothing near here at all",
+    ] {
+        let want = super::fuzzy::reference::hits(text, &list, 0.8);
+        assert_eq!(set.hits(text) as usize, want, "{text}");
+    }
+    assert!(set.hits("qurgent stak and xoutage stack") > 0);
+}
+
+#[test]
+fn reach_is_the_best_mean_similarity() {
+    let set = fuzzy(&["stack trace", "outage"], 0.9);
+    let reach = set.reach("a stak trace, no outgae");
+    // (0.8 + 1) / 2, and `outgae` is one swap from `outage`: 1 - 1/6.
+    assert!((reach[0] - 0.9).abs() < 1e-6, "{reach:?}");
+    assert!((reach[1] - (1.0 - 1.0 / 6.0)).abs() < 1e-6, "{reach:?}");
+    assert!(set.any("a stak trace"), "reach 0.9 meets MIN 0.9");
+    // A text shorter than a phrase reaches nothing of it.
+    assert_eq!(set.reach("stack")[0], 0.0);
+    assert_eq!(set.reach(""), [0.0, 0.0]);
+}

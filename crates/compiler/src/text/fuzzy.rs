@@ -9,42 +9,65 @@
 //! - a phrase of `k` words matches where some run of `k` consecutive words of the text has a mean
 //!   word similarity of at least `MIN` (word `j` of the run against word `j` of the phrase).
 //!
-//! Phrases are folded, split and deduplicated once, at policy load, into [`FuzzySet`]. A request
-//! costs one fold and one segmentation of its text, then per distinct word of the text only the
-//! phrase words whose length can reach the threshold are compared (words of length `L` can only
-//! be `s` similar to words of length `s·L ..= L/s`), each first through a character-set bound and
-//! then a distance computation that gives up as soon as the bound is exceeded.
+//! How a request stays cheap: a mean of `k` similarities is at most their largest, so a phrase
+//! can only match where one of its words is itself at least `MIN` similar to the text word at its
+//! place. Matching looks for those *anchors*, one text word at a time, and checks a whole phrase
+//! only around one. The phrase words at least `MIN` similar to a text word are looked up by the
+//! text word's deletion variants ([`variants`]) — a handful of probes, whatever the number of
+//! phrases — or, for the lengths where that costs more than comparing (short lists, long words),
+//! by comparing the phrase words of a length that can reach `MIN`, each through a character-set
+//! bound first. Everything on the phrase side (words, variants, the plan per text-word length) is
+//! built once per list, at policy load, into [`FuzzySet`].
+
+mod distance;
+#[cfg(test)]
+pub(super) mod reference;
+mod variants;
 
 use super::fold;
 use super::fold::{is_unspaced, is_word_char};
+use distance::Distance;
 use std::collections::{HashMap, HashSet};
+use variants::{all_variants, powers, variant_count, Index, Prefixes};
 
 /// Slack of the threshold comparison, so that a similarity computed as `1 - 1/5` meets a
 /// written `0.8` whatever the rounding of either.
 const EPSILON: f64 = 1e-9;
 
+/// Room added to edit budgets, per character, so that rounding `(1 - MIN) · len` never loses an
+/// edit the slack allows (a budget one too large only lets a candidate reach the distance).
+const ROOM: f64 = 1e-7;
+
+/// The most deletions a text word's probes cover (a 9-letter word has 10 variants at 1).
+const TEXT_DEPTH: usize = 2;
+
+/// The most variants indexed for one phrase word.
+const PHRASE_VARIANTS: usize = 1024;
+
+/// Plans are tabled for text words of up to this many characters; longer ones compare.
+const PLANNED: usize = 256;
+
+/// A probe costs about this many character-set comparisons.
+const PROBE_COST: usize = 4;
+
 /// A precompiled fuzzy phrase list with its threshold.
 #[derive(Debug, Clone)]
 pub struct FuzzySet {
+    min: f64,
     /// Distinct words of the phrases.
     words: Vec<Word>,
-    /// Phrase words by the lowest similarity at which they can still take part in a match.
-    groups: Vec<Group>,
     /// Distinct phrases as word ids; a phrase without words (only punctuation) never matches.
-    phrases: Vec<Vec<u32>>,
-    /// Per word id: the phrases that start with it.
-    starting: Vec<Vec<u32>>,
-    min: f64,
-}
-
-/// Phrase words that share a floor: in a phrase of `k` words the other `k - 1` contribute at
-/// most 1 each, so a word below `1 - k·(1 - MIN)` similar cannot be part of a match. Single-word
-/// phrases (the common case) need `MIN` itself, which narrows the lengths worth comparing.
-#[derive(Debug, Clone)]
-struct Group {
-    floor: f64,
-    /// Word ids by character length, for the length window of a text word.
+    phrases: Vec<Box<[u32]>>,
+    /// Per word id: where it occurs, as `(phrase, position in the phrase)`.
+    occurrences: Vec<Box<[(u32, u32)]>>,
+    /// Word ids by character length, and the lengths that have any.
     by_len: Vec<Vec<u32>>,
+    lengths: Vec<usize>,
+    /// Deletion variants of the phrase words that some probing plan needs.
+    index: Index,
+    /// Per text-word length in characters: how its anchors are found.
+    plans: Vec<Plan>,
+    pow: Vec<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -53,13 +76,23 @@ struct Word {
     mask: u64,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Plan {
+    /// No phrase word is near enough in length.
+    Nothing,
+    /// Probe the variants with up to this many deletions.
+    Probe(u8),
+    /// Compare the phrase words of the lengths that can reach `MIN`.
+    Compare,
+}
+
 impl FuzzySet {
     /// `min` is the checked threshold in (0, 1].
     pub fn new(phrases: &[String], min: f64) -> FuzzySet {
         let mut ids: HashMap<String, u32> = HashMap::new();
         let mut words: Vec<Word> = Vec::new();
         let mut seen: HashSet<Vec<u32>> = HashSet::new();
-        let mut out: Vec<Vec<u32>> = Vec::new();
+        let mut out: Vec<Box<[u32]>> = Vec::new();
         for phrase in phrases {
             let folded = fold(phrase);
             let phrase_words: Vec<u32> = segment(&folded)
@@ -75,182 +108,332 @@ impl FuzzySet {
                 })
                 .collect();
             if !phrase_words.is_empty() && seen.insert(phrase_words.clone()) {
-                out.push(phrase_words);
+                out.push(phrase_words.into());
             }
         }
-        // Per word: the most words of a phrase it belongs to, which sets its floor.
-        let mut longest = vec![0usize; words.len()];
-        let mut starting = vec![Vec::new(); words.len()];
-        for (index, phrase) in out.iter().enumerate() {
-            for &w in phrase {
-                longest[w as usize] = longest[w as usize].max(phrase.len());
+        let mut occurrences = vec![Vec::new(); words.len()];
+        for (p, phrase) in out.iter().enumerate() {
+            for (j, &w) in phrase.iter().enumerate() {
+                occurrences[w as usize].push((p as u32, j as u32));
             }
-            starting[phrase[0] as usize].push(index as u32);
         }
         let max_len = words.iter().map(|w| w.chars.len()).max().unwrap_or(0);
-        let mut groups: Vec<(usize, Group)> = Vec::new();
+        let mut by_len = vec![Vec::new(); max_len + 1];
         for (id, w) in words.iter().enumerate() {
-            let k = longest[id];
-            let at = match groups.iter().position(|(g, _)| *g == k) {
-                Some(at) => at,
-                None => {
-                    groups.push((
-                        k,
-                        Group {
-                            floor: (1.0 - k as f64 * (1.0 - min)).max(0.0),
-                            by_len: vec![Vec::new(); max_len + 1],
-                        },
-                    ));
-                    groups.len() - 1
-                }
-            };
-            groups[at].1.by_len[w.chars.len()].push(id as u32);
+            by_len[w.chars.len()].push(id as u32);
         }
-        FuzzySet {
-            words,
-            groups: groups.into_iter().map(|(_, g)| g).collect(),
-            phrases: out,
-            starting,
+        let lengths: Vec<usize> = (1..=max_len).filter(|&l| !by_len[l].is_empty()).collect();
+        let mut set = FuzzySet {
             min,
+            words,
+            phrases: out,
+            occurrences: occurrences.into_iter().map(Vec::into_boxed_slice).collect(),
+            by_len,
+            lengths,
+            index: Index::new(Vec::new()),
+            plans: Vec::new(),
+            pow: powers(PLANNED),
+        };
+        set.plan(PROBE_COST);
+        set
+    }
+
+    /// A set that probes wherever the index can serve, so tests reach that path on short lists.
+    #[cfg(test)]
+    pub(super) fn probing(phrases: &[String], min: f64) -> FuzzySet {
+        let mut set = FuzzySet::new(phrases, min);
+        set.plan(0);
+        set
+    }
+
+    /// Whether some text-word length is served by probing the index.
+    #[cfg(test)]
+    pub(super) fn probes(&self) -> bool {
+        self.plans.iter().any(|p| matches!(p, Plan::Probe(_)))
+    }
+
+    /// The most edits that keep two words, the longer of `longest` characters, at least `MIN`
+    /// similar.
+    fn budget(&self, longest: usize) -> usize {
+        let edits = ((1.0 - self.min + ROOM) * longest as f64).floor();
+        (edits.max(0.0) as usize).min(longest)
+    }
+
+    /// Whether words of `a` and `b` characters can be at least `MIN` similar.
+    fn in_window(&self, a: usize, b: usize) -> bool {
+        a.abs_diff(b) <= self.budget(a.max(b))
+    }
+
+    /// Chooses a plan per text-word length and indexes the variants the probing ones need.
+    ///
+    /// For words of `a` and `b` characters at most `d` edits apart, the common string is
+    /// reached by at most `d - (b - a)` deletions from the shorter and `d` from the longer (each
+    /// insertion on one side is a deletion on the other), which bounds both sides' depths.
+    fn plan(&mut self, probe_cost: usize) {
+        let mut plans = vec![Plan::Nothing];
+        let mut phrase_depth: Vec<Option<usize>> = vec![None; self.by_len.len()];
+        for a in 1..=PLANNED {
+            let window: Vec<usize> = self
+                .lengths
+                .iter()
+                .copied()
+                .filter(|&b| self.in_window(a, b))
+                .collect();
+            if window.is_empty() {
+                plans.push(Plan::Nothing);
+                continue;
+            }
+            let mut text_depth = 0;
+            let mut needs = Vec::with_capacity(window.len());
+            let mut compared = 0;
+            for &b in &window {
+                let d = self.budget(a.max(b));
+                text_depth = text_depth.max(d - b.saturating_sub(a));
+                needs.push((b, d - a.saturating_sub(b)));
+                compared += self.by_len[b].len();
+            }
+            let affordable = needs
+                .iter()
+                .all(|&(b, need)| variant_count(b, need) <= PHRASE_VARIANTS);
+            let probes = variant_count(a, text_depth);
+            if text_depth <= TEXT_DEPTH && affordable && probes * probe_cost < compared.max(1) {
+                for (b, need) in needs {
+                    let depth = &mut phrase_depth[b];
+                    *depth = Some(depth.map_or(need, |d| d.max(need)));
+                }
+                plans.push(Plan::Probe(text_depth as u8));
+            } else {
+                plans.push(Plan::Compare);
+            }
         }
+        let mut entries = Vec::new();
+        let mut hashes = Vec::new();
+        for (id, w) in self.words.iter().enumerate() {
+            if let Some(Some(depth)) = phrase_depth.get(w.chars.len()) {
+                hashes.clear();
+                all_variants(&w.chars, *depth, &mut hashes);
+                entries.extend(hashes.iter().map(|&h| (h, id as u32)));
+            }
+        }
+        self.index = Index::new(entries);
+        self.plans = plans;
     }
 
     /// Whether any phrase matches.
     pub fn any(&self, text: &str) -> bool {
-        let scan = self.prepare(text);
-        let found = scan
-            .candidates(self)
-            .any(|(phrase, at)| scan.matches_at(self, phrase, at));
-        found
+        self.matching(text, 1) > 0
     }
 
     /// How many distinct phrases match.
     pub fn hits(&self, text: &str) -> i64 {
-        let scan = self.prepare(text);
-        let mut matched = vec![false; self.phrases.len()];
-        let mut n = 0usize;
-        for (phrase, at) in scan.candidates(self) {
-            if !matched[phrase as usize] && scan.matches_at(self, phrase, at) {
-                matched[phrase as usize] = true;
-                n += 1;
-            }
-        }
-        i64::try_from(n).unwrap_or(i64::MAX)
+        i64::try_from(self.matching(text, self.phrases.len())).unwrap_or(i64::MAX)
     }
 
-    /// Segments the text and computes, per distinct text word, its similarity to each phrase
-    /// word that reaches the floor of its [`Group`].
-    fn prepare(&self, text: &str) -> Scan {
+    /// How many distinct phrases match, counting no further than `enough`.
+    fn matching(&self, text: &str, enough: usize) -> usize {
+        if self.phrases.is_empty() || enough == 0 {
+            return 0;
+        }
         let folded = fold(text);
-        let mut distinct: HashMap<&str, u32> = HashMap::new();
-        let mut sims: Vec<Vec<(u32, f64)>> = Vec::new();
-        let mut sequence: Vec<u32> = Vec::new();
-        let mut chars: Vec<char> = Vec::new();
+        let words: Vec<&str> = segment(&folded).collect();
+        let mut scan = Scan {
+            set: self,
+            words: &words,
+            matched: vec![false; self.phrases.len()],
+            count: 0,
+            chars: Vec::new(),
+            other: Vec::new(),
+            prefixes: Prefixes::default(),
+            found: Vec::new(),
+            dp: Distance::default(),
+        };
+        for (at, word) in words.iter().enumerate() {
+            if scan.anchors_at(at, word, enough) {
+                break;
+            }
+        }
+        scan.count
+    }
+
+    /// Per distinct phrase, in list order: the highest `MIN` at which it matches `text`, which
+    /// is its best mean word similarity at any place plus the threshold's slack (0 when the text
+    /// has fewer words than it). `fuzzy(text, list, m)` holds exactly when one of these is at
+    /// least `m`, whatever `MIN` this set was built with. Computed exhaustively, for offline use
+    /// (`src calibrate` sweeps thresholds over it), not on the request path.
+    pub fn reach(&self, text: &str) -> Vec<f64> {
+        let folded = fold(text);
+        let mut distinct: HashMap<&str, usize> = HashMap::new();
+        let mut sims: Vec<Vec<f64>> = Vec::new();
+        let mut sequence = Vec::new();
         let mut dp = Distance::default();
         for w in segment(&folded) {
-            let next = sims.len() as u32;
+            let next = sims.len();
             let id = *distinct.entry(w).or_insert(next);
             if id == next {
-                chars.clear();
-                chars.extend(w.chars());
-                sims.push(self.similar_words(&chars, &mut dp));
+                let chars: Vec<char> = w.chars().collect();
+                sims.push(
+                    self.words
+                        .iter()
+                        .map(|p| {
+                            let longest = chars.len().max(p.chars.len());
+                            let d = dp.bounded(&chars, &p.chars, longest).unwrap_or(longest);
+                            similarity(d, longest)
+                        })
+                        .collect(),
+                );
             }
             sequence.push(id);
         }
-        Scan { sequence, sims }
+        self.phrases
+            .iter()
+            .map(|phrase| {
+                let k = phrase.len();
+                sequence
+                    .windows(k)
+                    .map(|run| {
+                        let total = run
+                            .iter()
+                            .zip(phrase.iter())
+                            .map(|(&t, &p)| sims[t][p as usize])
+                            .fold(0.0, |sum, s| sum + s);
+                        (total + EPSILON) / k as f64
+                    })
+                    .fold(0.0, f64::max)
+            })
+            .collect()
     }
+}
 
-    fn similar_words(&self, chars: &[char], dp: &mut Distance) -> Vec<(u32, f64)> {
-        let mut found = Vec::new();
-        let len = chars.len();
-        if len == 0 {
-            return found;
+/// `1 - d / longest`, the one formula every path uses, so that equal inputs give equal sums.
+fn similarity(d: usize, longest: usize) -> f64 {
+    if longest == 0 {
+        return 1.0;
+    }
+    1.0 - d as f64 / longest as f64
+}
+
+/// One request's matching state: buffers reused from word to word, so a scan allocates a few
+/// times per call and never per word or per candidate.
+struct Scan<'s> {
+    set: &'s FuzzySet,
+    words: &'s [&'s str],
+    matched: Vec<bool>,
+    count: usize,
+    /// The current text word's characters, and another's while a phrase is checked.
+    chars: Vec<char>,
+    other: Vec<char>,
+    prefixes: Prefixes,
+    /// Phrase words found near the current text word (each once).
+    found: Vec<u32>,
+    dp: Distance,
+}
+
+impl Scan<'_> {
+    /// Checks every phrase anchored on text word `at`; true once `enough` phrases matched.
+    fn anchors_at(&mut self, at: usize, word: &str, enough: usize) -> bool {
+        let set = self.set;
+        let len = word.chars().count();
+        let plan = set.plans.get(len).copied().unwrap_or(Plan::Compare);
+        if plan == Plan::Nothing {
+            return false;
         }
-        let text_mask = mask(chars);
-        for group in &self.groups {
-            let top = group.by_len.len().saturating_sub(1);
-            let (lo, hi) = if group.floor > 0.0 {
-                let lo = (group.floor * len as f64 - EPSILON).ceil().max(1.0) as usize;
-                let hi = ((len as f64 / group.floor) + EPSILON).floor() as usize;
-                (lo, hi.min(top))
-            } else {
-                (1, top)
-            };
-            let Some(buckets) = group.by_len.get(lo..=hi) else {
+        self.chars.clear();
+        self.chars.extend(word.chars());
+        self.found.clear();
+        match plan {
+            Plan::Nothing => {}
+            Plan::Probe(depth) => {
+                self.prefixes.of(&self.chars);
+                let found = &mut self.found;
+                self.prefixes.variants(&set.pow, depth, |h| {
+                    for &id in set.index.get(h) {
+                        if !found.contains(&id) {
+                            found.push(id);
+                        }
+                    }
+                });
+            }
+            Plan::Compare => {
+                let text_mask = mask(&self.chars);
+                for &b in &set.lengths {
+                    if !set.in_window(len, b) {
+                        continue;
+                    }
+                    let budget = set.budget(len.max(b));
+                    for &id in &set.by_len[b] {
+                        let m = set.words[id as usize].mask;
+                        // Each edit removes at most one character missing from the other word.
+                        let lower = (text_mask & !m)
+                            .count_ones()
+                            .max((m & !text_mask).count_ones());
+                        if lower as usize <= budget {
+                            self.found.push(id);
+                        }
+                    }
+                }
+            }
+        }
+        for f in 0..self.found.len() {
+            let id = self.found[f];
+            let phrase_word = &set.words[id as usize].chars;
+            let longest = len.max(phrase_word.len());
+            let Some(d) = self
+                .dp
+                .bounded(&self.chars, phrase_word, set.budget(longest))
+            else {
                 continue;
             };
-            for &id in buckets.iter().flatten() {
-                let word = &self.words[id as usize];
-                let longest = len.max(word.chars.len());
-                // The most edits that keep the similarity at or above the floor.
-                let budget = ((1.0 - group.floor) * longest as f64 + EPSILON).floor() as usize;
-                // Each edit changes at most two bits of the character-set masks.
-                let lower = ((text_mask ^ word.mask).count_ones() as usize).div_ceil(2);
-                if lower > budget {
+            let sim = similarity(d, longest);
+            for &(p, j) in set.occurrences[id as usize].iter() {
+                let (p, j) = (p as usize, j as usize);
+                if self.matched[p] || j > at {
                     continue;
                 }
-                if let Some(d) = dp.bounded(chars, &word.chars, budget) {
-                    found.push((id, 1.0 - d as f64 / longest as f64));
+                if self.matches_at(p, at - j, j, sim) {
+                    self.matched[p] = true;
+                    self.count += 1;
+                    if self.count >= enough {
+                        return true;
+                    }
                 }
             }
         }
-        found
-    }
-}
-
-/// One request's text, ready for matching.
-struct Scan {
-    /// The text's words as indices into `sims`.
-    sequence: Vec<u32>,
-    /// Per distinct text word: `(phrase word id, similarity)` for the similarities at or above
-    /// the floor.
-    sims: Vec<Vec<(u32, f64)>>,
-}
-
-impl Scan {
-    fn similarity(&self, text_word: u32, phrase_word: u32) -> f64 {
-        self.sims
-            .get(text_word as usize)
-            .and_then(|s| s.iter().find(|(id, _)| *id == phrase_word))
-            .map_or(0.0, |(_, s)| *s)
+        false
     }
 
-    /// `(phrase, position)` pairs worth checking, in text order: a match needs its first word
-    /// at or above its floor, so only phrases starting with a word similar to the text's word
-    /// at that position can match there.
-    fn candidates<'s>(&'s self, set: &'s FuzzySet) -> impl Iterator<Item = (u32, usize)> + 's {
-        self.sequence.iter().enumerate().flat_map(move |(at, &t)| {
-            self.sims
-                .get(t as usize)
-                .into_iter()
-                .flatten()
-                .flat_map(move |&(w, _)| {
-                    set.starting
-                        .get(w as usize)
-                        .into_iter()
-                        .flatten()
-                        .map(move |&p| (p, at))
-                })
-        })
-    }
-
-    /// Whether phrase `phrase` matches the run of words starting at `at`.
-    fn matches_at(&self, set: &FuzzySet, phrase: u32, at: usize) -> bool {
-        let Some(words) = set.phrases.get(phrase as usize) else {
+    /// Whether phrase `p` matches the run of words from `start`, whose word `anchor` is `sim`
+    /// similar to the phrase's. The sum runs in word order, as the measure defines it; a word
+    /// is compared within the budget the words after it could still make up for.
+    fn matches_at(&mut self, p: usize, start: usize, anchor: usize, sim: f64) -> bool {
+        let set = self.set;
+        let phrase = &set.phrases[p];
+        let k = phrase.len();
+        if start + k > self.words.len() {
             return false;
-        };
-        let k = words.len();
-        let Some(run) = self.sequence.get(at..at + k) else {
-            return false;
-        };
+        }
         let needed = set.min * k as f64 - EPSILON;
         let mut total = 0.0;
-        for (j, (&t, &p)) in run.iter().zip(words).enumerate() {
-            total += self.similarity(t, p);
-            // The words left can add at most 1 each.
-            if total + ((k - j - 1) as f64) < needed {
-                return false;
+        for (m, &w) in phrase.iter().enumerate() {
+            if m == anchor {
+                total += sim;
+                continue;
             }
+            let phrase_word = &set.words[w as usize].chars;
+            self.other.clear();
+            self.other.extend(self.words[start + m].chars());
+            let longest = self.other.len().max(phrase_word.len());
+            let required = needed - total - (k - m - 1) as f64;
+            let budget = if required <= 0.0 {
+                longest
+            } else {
+                // A word further than this is more than 10⁻⁶ / longest short of `required`,
+                // far beyond any rounding of the sum.
+                (((1.0 - required) * longest as f64 + 1e-6).floor().max(0.0) as usize).min(longest)
+            };
+            let Some(d) = self.dp.bounded(&self.other, phrase_word, budget) else {
+                return false;
+            };
+            total += similarity(d, longest);
         }
         total >= needed
     }
@@ -288,58 +471,6 @@ fn mask(chars: &[char]) -> u64 {
         let h = u32::from(c).wrapping_mul(0x9E37_79B9) >> 26;
         m | (1u64 << h)
     })
-}
-
-/// Optimal-string-alignment distance with a budget; rows reused across calls.
-#[derive(Default)]
-struct Distance {
-    before: Vec<usize>,
-    previous: Vec<usize>,
-    current: Vec<usize>,
-}
-
-impl Distance {
-    /// The distance of `a` and `b`, or `None` when it exceeds `budget`.
-    fn bounded(&mut self, a: &[char], b: &[char], budget: usize) -> Option<usize> {
-        if a.len().abs_diff(b.len()) > budget {
-            return None;
-        }
-        if a == b {
-            return Some(0);
-        }
-        let width = b.len() + 1;
-        let over = budget + 1;
-        self.before.clear();
-        self.before.resize(width, over);
-        self.previous.clear();
-        self.previous.extend(0..width);
-        self.current.clear();
-        self.current.resize(width, over);
-        for i in 1..=a.len() {
-            self.current[0] = i;
-            let mut row_min = i;
-            for j in 1..width {
-                let cost = usize::from(a[i - 1] != b[j - 1]);
-                let mut d = (self.previous[j] + 1)
-                    .min(self.current[j - 1] + 1)
-                    .min(self.previous[j - 1] + cost);
-                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                    d = d.min(self.before[j - 2] + 1);
-                }
-                self.current[j] = d;
-                row_min = row_min.min(d);
-            }
-            // Every later cell descends from this row (or the one before, for a swap, which
-            // still costs one more edit), so the distance can only grow from its minimum.
-            if row_min > budget {
-                return None;
-            }
-            std::mem::swap(&mut self.before, &mut self.previous);
-            std::mem::swap(&mut self.previous, &mut self.current);
-        }
-        let d = self.previous[b.len()];
-        (d <= budget).then_some(d)
-    }
 }
 
 #[cfg(test)]

@@ -191,6 +191,28 @@ fn words_follow_unicode_segmentation() {
 }
 
 #[test]
+fn ascii_words_join_as_uax29_does() {
+    // `:` joins letters only; `.` and `'` letters or digits; `,` and `;` digits only.
+    for (text, n) in [
+        ("a:b 1:2", 3),
+        ("e.g. 3.14 a.1", 4),
+        ("1,000;2 a,b", 3),
+        ("snake_case __ _x_ 9_", 3),
+        ("can't 'quoted' a..b", 4),
+    ] {
+        assert_eq!(words(text), n, "{text}");
+        assert_eq!(segmented_words(text), n as usize, "{text}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn ascii_words_agree_with_the_segmenter(text in "[aZ0_:.',; \\r\n\t\"@-]{0,40}") {
+        prop_assert_eq!(words(&text), segmented_words(&text) as i64);
+    }
+}
+
+#[test]
 fn words_count_each_han_and_kana_character() {
     assert_eq!(words("我爱北京"), 4);
     // Katakana runs form one UAX #29 word; each character counts here.

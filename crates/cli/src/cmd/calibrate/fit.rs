@@ -81,20 +81,30 @@ impl std::fmt::Display for Objective {
     }
 }
 
-/// The values a threshold may take: `[0, 1]` for a score, anything for a float.
+/// The values a threshold may take: `[0, 1]` for a score, `(0, 1]` for the `MIN` of `fuzzy`,
+/// anything for a float.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Domain {
     pub min: Option<f64>,
+    /// Whether `min` itself is excluded.
+    pub min_open: bool,
     pub max: Option<f64>,
 }
 
 impl Domain {
     pub const SCORE: Domain = Domain {
         min: Some(0.0),
+        min_open: false,
+        max: Some(1.0),
+    };
+    pub const FUZZY: Domain = Domain {
+        min: Some(0.0),
+        min_open: true,
         max: Some(1.0),
     };
     pub const FLOAT: Domain = Domain {
         min: None,
+        min_open: false,
         max: None,
     };
 }
@@ -162,7 +172,7 @@ fn interval(lower: Option<f64>, upper: Option<f64>, op: Op, domain: Domain) -> O
         },
         (None, Some(min)) => End {
             at: min,
-            closed: true,
+            closed: !domain.min_open,
         },
         (None, None) => End {
             at: upper? - 1.0,
@@ -184,10 +194,10 @@ fn interval(lower: Option<f64>, upper: Option<f64>, op: Op, domain: Domain) -> O
         },
     };
     if let Some(min) = domain.min {
-        if lo.at < min {
+        if lo.at < min || (lo.at == min && domain.min_open) {
             lo = End {
                 at: min,
-                closed: true,
+                closed: !domain.min_open,
             };
         }
     }
@@ -370,6 +380,22 @@ mod tests {
         let f = fit(&data, Op::Gt, Objective::F1, 0.5, Domain::SCORE).unwrap();
         assert!((0.0..=1.0).contains(&f.threshold));
         assert!(fit(&[], Op::Gt, Objective::F1, 0.5, Domain::SCORE).is_none());
+    }
+
+    #[test]
+    fn a_fuzzy_threshold_stays_above_zero() {
+        // Every request positive: a score may cut at 0, but `fuzzy` needs MIN in (0, 1], so
+        // the request at 0 (a text shorter than every phrase) stays negative.
+        let data = samples(&[0.0, 0.5, 1.0], &[]);
+        let f = fit(&data, Op::Ge, Objective::F1, 0.9, Domain::FUZZY).unwrap();
+        assert!(f.threshold > 0.0 && f.threshold <= 0.5, "{}", f.threshold);
+        assert_eq!((f.counts.tp, f.counts.fn_), (2, 1));
+        let f = fit(&data, Op::Ge, Objective::F1, 0.9, Domain::SCORE).unwrap();
+        assert_eq!(f.threshold, 0.0, "a score threshold may be 0");
+        // Scores just above 1 (the slack of `fuzzy`'s comparison) cut at 1 at most.
+        let data = samples(&[1.0 + 1e-9], &[0.5]);
+        let f = fit(&data, Op::Ge, Objective::F1, 0.9, Domain::FUZZY).unwrap();
+        assert!(f.threshold > 0.5 && f.threshold <= 1.0, "{}", f.threshold);
     }
 
     #[test]

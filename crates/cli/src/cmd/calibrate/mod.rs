@@ -173,13 +173,17 @@ pub fn run(args: Args) -> Result<Outcome> {
     for &s in &selected {
         if !sites.iter().any(|site| site.signal == s) {
             bail!(
-                "signal `{}` compares no score with a number literal: nothing to calibrate",
+                "signal `{}` compares no score with a number literal and has no `fuzzy` \
+                 threshold: nothing to calibrate",
                 checked.signals[s.index()].name
             );
         }
     }
     if sites.is_empty() {
-        bail!("the policy's signals compare no score with a number literal: nothing to calibrate");
+        bail!(
+            "the policy's signals compare no score with a number literal and have no `fuzzy` \
+             threshold: nothing to calibrate"
+        );
     }
     probe::require_models(&checked)?;
     let rows = labelled::read(&args.labelled)?;
@@ -222,7 +226,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         thresholds.push(Threshold {
             site: site.id.clone(),
             signal: checked.signals[site.signal.index()].name.clone(),
-            comparison: format!("{} {} _", site.score, site.op.symbol()),
+            comparison: site.shown.clone(),
             before: site.current,
             after,
             samples: samples.len(),

@@ -8,14 +8,18 @@
 //! all of them. The block never holds, so the decision after it is the policy's own. Model
 //! answers are kept by (model, text, examples), so the policy before and after calibration is
 //! evaluated on the same scores and each model runs once per text.
+//!
+//! A `fuzzy` threshold's signal holds its text argument instead (text needs no model, so the
+//! block need not force it), and the score is that text's reach of the phrases.
 
-use super::sites::Site;
+use super::sites::{Reading, Site};
 use crate::cmd::explain::ModelRunner;
 use anyhow::{anyhow, bail, Context, Result};
 use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
 use src_compiler::hir::{CheckedPolicy, SignalId, Value};
 use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
+use src_compiler::text::FuzzySet;
 use src_compiler::{check, compile, load, CheckOptions, CompiledPolicy, EngineKind};
 use src_compiler::{Next, Procedure, ProcedureError};
 use src_dsl::ast::ItemKind;
@@ -87,8 +91,31 @@ fn check_source(source: load::PolicySource) -> Result<CheckedPolicy> {
 /// The probe of one policy text.
 pub struct Probe {
     policy: CompiledPolicy,
-    scores: Vec<SignalId>,
+    scores: Vec<(SignalId, Score)>,
     signals: Vec<SignalId>,
+}
+
+/// How a probe signal's value becomes a threshold's score.
+enum Score {
+    Value,
+    /// The `rank`-th highest reach of the phrases in the signal's text.
+    Reach(Box<FuzzySet>, usize),
+}
+
+impl Score {
+    fn of(&self, value: Option<Value>) -> Option<f64> {
+        match (self, value?) {
+            (Score::Value, Value::Float(f)) => Some(f),
+            (Score::Value, Value::Int(i)) => Some(i as f64),
+            (Score::Reach(set, rank), Value::Text(text)) => {
+                // An absent `text?` reads as empty, as the builtins read it.
+                let mut reach = set.reach(text.as_deref().unwrap_or(""));
+                reach.sort_by(|a, b| b.total_cmp(a));
+                Some(reach.get(rank.checked_sub(1)?).copied().unwrap_or(0.0))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What one request got under one policy.
@@ -113,7 +140,9 @@ impl Probe {
         for (i, site) in sites.iter().enumerate() {
             let name = format!("{PREFIX}_score_{i}");
             probe.push_str(&format!("signal {name} = ({})\n", site.score));
-            parts.push(format!("{name} < {name}"));
+            if site.reading == Reading::Value {
+                parts.push(format!("{name} < {name}"));
+            }
         }
         for s in signals {
             parts.push(format!("({s} and not {s})"));
@@ -133,8 +162,18 @@ impl Probe {
                 .signal_by_name(name)
                 .ok_or_else(|| anyhow!("the probe lost signal `{name}`"))
         };
-        let scores = (0..sites.len())
-            .map(|i| id(&format!("{PREFIX}_score_{i}")))
+        let scores = sites
+            .iter()
+            .enumerate()
+            .map(|(i, site)| {
+                let score = match &site.reading {
+                    Reading::Value => Score::Value,
+                    Reading::Fuzzy { phrases, rank } => {
+                        Score::Reach(Box::new(FuzzySet::new(phrases, site.current)), *rank)
+                    }
+                };
+                Ok((id(&format!("{PREFIX}_score_{i}"))?, score))
+            })
             .collect::<Result<Vec<_>>>()?;
         let signals = signals.iter().map(|s| id(s)).collect::<Result<Vec<_>>>()?;
         let policy = compile(checked, EngineKind::Interp).context("cannot compile the policy")?;
@@ -190,11 +229,7 @@ impl Evaluator {
         let scores = probe
             .scores
             .iter()
-            .map(|&id| match value(id) {
-                Some(Value::Float(f)) => Some(f),
-                Some(Value::Int(i)) => Some(i as f64),
-                _ => None,
-            })
+            .map(|(id, score)| score.of(value(*id)))
             .collect();
         let signals = probe
             .signals
@@ -340,5 +375,36 @@ mod tests {
             .unwrap();
         assert_eq!(quiet.scores, [Some(0.0), Some(0.0)]);
         assert_eq!(quiet.route.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn a_fuzzy_threshold_is_probed_as_the_reach_of_its_text() {
+        let text = PolicyText {
+            root: PathBuf::from("."),
+            files: vec![(
+                PathBuf::from("p.sr"),
+                concat!(
+                    "backend b { url = \"http://127.0.0.1:1/v1\" }\n",
+                    "model m { backend = b serves = \"m\" }\n",
+                    "signal u = fuzzy(prompt, [\"urgent\", \"outage\"], 0.95)\n",
+                    "signal two = fuzzy_hits(prompt, [\"urgent\", \"outage\"], 0.95) >= 2\n",
+                    "route r priority 1 { when u or two to m }\n",
+                    "route default { to m }\n",
+                )
+                .to_string(),
+            )],
+        };
+        let checked = text.check().unwrap();
+        let sites = sites::find(&checked, &[]);
+        let probe = Probe::build(&text, &sites, &["u".into(), "two".into()]).unwrap();
+        let mut evaluator = Evaluator::default();
+        let request = RequestView::from_prompt("an urgnet outage", None, &[]);
+        let seen = evaluator.observe(&probe, &request).unwrap();
+        // `urgnet` is 1 - 1/6 similar to `urgent`, `outage` exact: below 0.95 and above it.
+        let best = seen.scores[0].unwrap();
+        let second = seen.scores[1].unwrap();
+        assert!((best - 1.0).abs() < 1e-6, "{seen:?}");
+        assert!((second - 5.0 / 6.0).abs() < 1e-6, "{seen:?}");
+        assert_eq!(seen.signals, [Some(true), Some(false)]);
     }
 }
