@@ -351,6 +351,7 @@ async fn scripted_answer(
         });
     let stream = body["stream"] == true;
     let (content_type, text) = match path.as_str() {
+        "/v1/messages" if stream => ("text/event-stream", NATIVE_STREAM.to_owned()),
         "/v1/messages" => (
             "application/json",
             json!({
@@ -407,6 +408,26 @@ async fn scripted_answer(
     );
     Ok(response)
 }
+
+/// A native Messages stream: the input tokens in `message_start`, the output tokens in the
+/// `message_delta` that ends it.
+const NATIVE_STREAM: &str = concat!(
+    "event: message_start\n",
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_native\",\"type\":\"message\",",
+    "\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,",
+    "\"usage\":{\"input_tokens\":11,\"cache_read_input_tokens\":8,\"output_tokens\":1}}}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"native\"}}\n\n",
+    "event: content_block_stop\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: message_delta\n",
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},",
+    "\"usage\":{\"output_tokens\":4}}\n\n",
+    "event: message_stop\n",
+    "data: {\"type\":\"message_stop\"}\n\n",
+);
 
 fn chat_answer(message: Value, finish: &str) -> String {
     json!({
@@ -606,5 +627,25 @@ async fn an_anthropic_backend_gets_the_request_natively_and_chat_skips_it() -> T
         )
         .await?;
     assert_eq!(named.status, 400, "{}", named.text());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_native_stream_has_its_usage_logged() -> TestResult {
+    std::env::set_var("SRC_TEST_ANTHROPIC_KEY", "sk-ant-test");
+    let backend = Scripted::start().await?;
+    let router = Router::start(&scripted_policy(&backend.url)).await?;
+    let mut body = message("a native question");
+    body["stream"] = json!(true);
+    let answer = messages(&router, &body, &[("x-request-id", "native-stream")]).await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.header("x-sr-model"), Some("native"));
+    // Relayed as the backend sent it.
+    assert_eq!(answer.text(), NATIVE_STREAM);
+    let line = router.log_line("native-stream").await?;
+    assert_eq!(line["stream"], true);
+    assert_eq!(line["prompt_tokens"], 11, "{line}");
+    assert_eq!(line["completion_tokens"], 4, "{line}");
+    assert_eq!(line["cached_tokens"], 8, "{line}");
     Ok(())
 }

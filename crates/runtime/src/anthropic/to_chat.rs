@@ -10,32 +10,217 @@
 //! Extended thinking blocks and cache-control marks have no chat meaning and are dropped;
 //! Anthropic's server tools (web search, code execution) cannot run on such a backend and make
 //! the request untranslatable.
+//!
+//! The chat form is a tree of typed structs borrowing the client's parsed body, serialised
+//! once straight to bytes ([`ChatForm`]); each translated candidate's body is those bytes with
+//! its served id as `model`, so no JSON tree is built and nothing is parsed again on the way.
 
-use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::Value;
 
 /// Why a Messages request has no chat form; the client's to fix (400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct Untranslatable(pub String);
 
-/// The chat form of a Messages body (already checked by the request view's extraction).
-pub fn chat_request(body: &Value) -> Result<Value, Untranslatable> {
+/// What stands for an absent id or name, as `null`.
+static NULL: Value = Value::Null;
+
+/// The chat form of a Messages body, serialised without its `model`, which each candidate's
+/// body gets first ([`ChatForm::body`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatForm {
+    /// The members after `model`: `"messages":[..],..}` (the form always has `messages`).
+    members: Vec<u8>,
+}
+
+impl ChatForm {
+    /// The chat form of a Messages body (already checked by the request view's extraction).
+    pub fn new(body: &Value) -> Result<ChatForm, Untranslatable> {
+        let request = chat_request(body)?;
+        // Serialising borrowed strings and `Value`s cannot fail; `model` is left out.
+        let bytes = serde_json::to_vec(&ChatRequest {
+            model: None,
+            ..request
+        })
+        .unwrap_or_default();
+        let members = bytes.get(1..).unwrap_or_default().to_vec();
+        Ok(ChatForm { members })
+    }
+
+    /// The body one candidate is sent: its served id (as JSON) as `model`, then the form.
+    pub fn body(&self, served_json: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(10 + served_json.len() + self.members.len());
+        out.extend_from_slice(b"{\"model\":");
+        out.extend_from_slice(served_json);
+        out.push(b',');
+        out.extend_from_slice(&self.members);
+        out
+    }
+
+    /// The form as the client's `model` would have it: the body a route's plugins edit.
+    pub fn with_model(&self, body: &Value) -> Vec<u8> {
+        let model = body
+            .get("model")
+            .and_then(|m| serde_json::to_vec(m).ok())
+            .unwrap_or_else(|| b"null".to_vec());
+        self.body(&model)
+    }
+}
+
+/// A chat completions request borrowing the Messages body it was made from.
+#[derive(Debug, Serialize)]
+struct ChatRequest<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a Value>,
+    messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<Tool<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Message<'a> {
+    Plain {
+        role: &'a str,
+        content: Content<'a>,
+    },
+    Assistant {
+        role: &'static str,
+        /// `null` when the turn is only tool calls.
+        content: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall<'a>>,
+    },
+    Tool {
+        role: &'static str,
+        tool_call_id: &'a Value,
+        content: Cow<'a, str>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a Value },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+#[derive(Debug, Serialize)]
+struct ImageUrl<'a> {
+    url: Cow<'a, str>,
+}
+
+#[derive(Debug, Serialize)]
+struct ToolCall<'a> {
+    id: &'a Value,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CallFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct CallFunction<'a> {
+    name: &'a Value,
+    /// The `tool_use` input as JSON text.
+    arguments: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: ToolFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct ToolFunction<'a> {
+    name: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a Value>,
+    parameters: Schema<'a>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Schema<'a> {
+    Given(&'a Value),
+    /// `{"type":"object"}`, for a tool without `input_schema`.
+    AnyObject {
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: Named<'a>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct Named<'a> {
+    name: &'a Value,
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// The chat form of a Messages body (already checked by the request view's extraction), as
+/// typed structs borrowing from it.
+fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
     let Some(obj) = body.as_object() else {
         return Err(Untranslatable(
             "the request body must be a JSON object".into(),
         ));
     };
-    let mut out = Map::new();
-    if let Some(model) = obj.get("model") {
-        out.insert("model".into(), model.clone());
-    }
+    let field = |name: &str| obj.get(name).filter(|v| !v.is_null());
     let mut messages = Vec::new();
     match obj.get("system") {
-        Some(Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
-        Some(Value::Array(blocks)) => {
-            let text = block_texts(blocks).join("\n");
-            messages.push(json!({"role": "system", "content": text}));
-        }
+        Some(Value::String(text)) => messages.push(Message::Plain {
+            role: "system",
+            content: Content::Text(Cow::Borrowed(text)),
+        }),
+        Some(Value::Array(blocks)) => messages.push(Message::Plain {
+            role: "system",
+            content: Content::Text(joined(blocks, "\n")),
+        }),
         _ => {}
     }
     for message in obj
@@ -46,81 +231,79 @@ pub fn chat_request(body: &Value) -> Result<Value, Untranslatable> {
     {
         translate_message(message, &mut messages);
     }
-    out.insert("messages".into(), Value::Array(messages));
-    for (from, to) in [
-        ("max_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-        ("stop_sequences", "stop"),
-    ] {
-        if let Some(value) = obj.get(from).filter(|v| !v.is_null()) {
-            out.insert(to.into(), value.clone());
-        }
-    }
-    if let Some(user) = obj
-        .get("metadata")
-        .and_then(|m| m.get("user_id"))
-        .and_then(Value::as_str)
-    {
-        out.insert("user".into(), user.into());
-    }
-    if let Some(tools) = obj.get("tools").and_then(Value::as_array) {
-        let tools = tools.iter().map(tool).collect::<Result<Vec<_>, _>>()?;
-        out.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(choice) = obj.get("tool_choice").filter(|v| !v.is_null()) {
-        tool_choice(choice, &mut out)?;
-    }
-    if obj.get("stream").and_then(Value::as_bool) == Some(true) {
-        out.insert("stream".into(), true.into());
-        out.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    Ok(Value::Object(out))
+    let tools = match obj.get("tools").and_then(Value::as_array) {
+        Some(tools) => Some(tools.iter().map(tool).collect::<Result<Vec<_>, _>>()?),
+        None => None,
+    };
+    let (tool_choice, parallel_tool_calls) = match field("tool_choice") {
+        Some(choice) => tool_choice(choice)?,
+        None => (None, None),
+    };
+    let stream = obj.get("stream").and_then(Value::as_bool) == Some(true);
+    Ok(ChatRequest {
+        model: obj.get("model"),
+        messages,
+        max_tokens: field("max_tokens"),
+        temperature: field("temperature"),
+        top_p: field("top_p"),
+        top_k: field("top_k"),
+        stop: field("stop_sequences"),
+        user: obj
+            .get("metadata")
+            .and_then(|m| m.get("user_id"))
+            .and_then(Value::as_str),
+        tools,
+        tool_choice,
+        parallel_tool_calls,
+        stream: stream.then_some(true),
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+    })
 }
 
-fn translate_message(message: &Value, out: &mut Vec<Value>) {
+fn translate_message<'a>(message: &'a Value, out: &mut Vec<Message<'a>>) {
     let role = message
         .get("role")
         .and_then(Value::as_str)
         .unwrap_or("user");
     let blocks = match message.get("content") {
         Some(Value::String(text)) => {
-            out.push(json!({"role": role, "content": text}));
+            out.push(Message::Plain {
+                role,
+                content: Content::Text(Cow::Borrowed(text)),
+            });
             return;
         }
         Some(Value::Array(blocks)) => blocks,
         _ => return,
     };
     if role == "assistant" {
-        let text = block_texts(blocks).join("");
-        let calls: Vec<Value> = blocks
+        let text = joined(blocks, "");
+        let tool_calls: Vec<ToolCall> = blocks
             .iter()
             .filter(|b| kind(b) == Some("tool_use"))
-            .map(|b| {
-                let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
-                json!({
-                    "id": b.get("id").cloned().unwrap_or(Value::Null),
-                    "type": "function",
-                    "function": {
-                        "name": b.get("name").cloned().unwrap_or(Value::Null),
-                        "arguments": input.to_string(),
-                    },
-                })
+            .map(|b| ToolCall {
+                id: b.get("id").unwrap_or(&NULL),
+                kind: "function",
+                function: CallFunction {
+                    name: b.get("name").unwrap_or(&NULL),
+                    arguments: b
+                        .get("input")
+                        .map_or_else(|| "{}".to_owned(), Value::to_string),
+                },
             })
             .collect();
-        let mut assistant = Map::new();
-        assistant.insert("role".into(), "assistant".into());
-        let content = if text.is_empty() && !calls.is_empty() {
-            Value::Null
+        let content = if text.is_empty() && !tool_calls.is_empty() {
+            None
         } else {
-            Value::String(text)
+            Some(text.into_owned())
         };
-        assistant.insert("content".into(), content);
-        if !calls.is_empty() {
-            assistant.insert("tool_calls".into(), Value::Array(calls));
-        }
-        out.push(Value::Object(assistant));
+        out.push(Message::Assistant {
+            role: "assistant",
+            content,
+            tool_calls,
+        });
         return;
     }
     let mut parts = Vec::new();
@@ -128,24 +311,26 @@ fn translate_message(message: &Value, out: &mut Vec<Value>) {
         match kind(block) {
             Some("tool_result") => {
                 let content = match block.get("content") {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(Value::Array(parts)) => block_texts(parts).join("\n"),
-                    _ => String::new(),
+                    Some(Value::String(text)) => Cow::Borrowed(text.as_str()),
+                    Some(Value::Array(parts)) => joined(parts, "\n"),
+                    _ => Cow::Borrowed(""),
                 };
-                out.push(json!({
-                    "role": "tool",
-                    "tool_call_id": block.get("tool_use_id").cloned().unwrap_or(Value::Null),
-                    "content": content,
-                }));
+                out.push(Message::Tool {
+                    role: "tool",
+                    tool_call_id: block.get("tool_use_id").unwrap_or(&NULL),
+                    content,
+                });
             }
             Some("text") => {
                 if let Some(text) = block.get("text") {
-                    parts.push(json!({"type": "text", "text": text}));
+                    parts.push(Part::Text { text });
                 }
             }
             Some("image") => {
                 if let Some(url) = image_url(block.get("source")) {
-                    parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                    parts.push(Part::ImageUrl {
+                        image_url: ImageUrl { url },
+                    });
                 }
             }
             _ => {}
@@ -153,25 +338,28 @@ fn translate_message(message: &Value, out: &mut Vec<Value>) {
     }
     let only_results = parts.is_empty() && blocks.iter().any(|b| kind(b) == Some("tool_result"));
     if !only_results {
-        out.push(json!({"role": role, "content": parts}));
+        out.push(Message::Plain {
+            role,
+            content: Content::Parts(parts),
+        });
     }
 }
 
 /// An image block's source as the URL chat takes: a `data:` URL for base64 data.
-fn image_url(source: Option<&Value>) -> Option<String> {
+fn image_url(source: Option<&Value>) -> Option<Cow<'_, str>> {
     let source = source?;
     match source.get("type").and_then(Value::as_str)? {
-        "base64" => Some(format!(
+        "base64" => Some(Cow::Owned(format!(
             "data:{};base64,{}",
             source.get("media_type").and_then(Value::as_str)?,
             source.get("data").and_then(Value::as_str)?
-        )),
-        "url" => source.get("url").and_then(Value::as_str).map(str::to_owned),
+        ))),
+        "url" => source.get("url").and_then(Value::as_str).map(Cow::Borrowed),
         _ => None,
     }
 }
 
-fn tool(tool: &Value) -> Result<Value, Untranslatable> {
+fn tool(tool: &Value) -> Result<Tool<'_>, Untranslatable> {
     match tool.get("type").and_then(Value::as_str) {
         None | Some("custom") => {}
         Some(other) => {
@@ -180,63 +368,79 @@ fn tool(tool: &Value) -> Result<Value, Untranslatable> {
             )))
         }
     }
-    let mut function = Map::new();
-    function.insert(
-        "name".into(),
-        tool.get("name").cloned().unwrap_or(Value::Null),
-    );
-    if let Some(description) = tool.get("description") {
-        function.insert("description".into(), description.clone());
-    }
-    function.insert(
-        "parameters".into(),
-        tool.get("input_schema")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object"})),
-    );
-    Ok(json!({"type": "function", "function": function}))
+    Ok(Tool {
+        kind: "function",
+        function: ToolFunction {
+            name: tool.get("name").unwrap_or(&NULL),
+            description: tool.get("description"),
+            parameters: tool
+                .get("input_schema")
+                .map_or(Schema::AnyObject { kind: "object" }, Schema::Given),
+        },
+    })
 }
 
-fn tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), Untranslatable> {
+/// `tool_choice` and `parallel_tool_calls` in chat's terms.
+fn tool_choice(choice: &Value) -> Result<(Option<ToolChoice<'_>>, Option<bool>), Untranslatable> {
     let translated = match choice.get("type").and_then(Value::as_str) {
-        Some("auto") => json!("auto"),
-        Some("any") => json!("required"),
-        Some("none") => json!("none"),
-        Some("tool") => {
-            json!({"type": "function", "function": {"name": choice.get("name").cloned().unwrap_or(Value::Null)}})
-        }
+        Some("auto") => ToolChoice::Mode("auto"),
+        Some("any") => ToolChoice::Mode("required"),
+        Some("none") => ToolChoice::Mode("none"),
+        Some("tool") => ToolChoice::Function {
+            kind: "function",
+            function: Named {
+                name: choice.get("name").unwrap_or(&NULL),
+            },
+        },
         _ => {
             return Err(Untranslatable(
                 "`tool_choice.type` must be `auto`, `any`, `tool` or `none`".into(),
             ))
         }
     };
-    out.insert("tool_choice".into(), translated);
-    if choice
+    let serial = choice
         .get("disable_parallel_tool_use")
         .and_then(Value::as_bool)
-        == Some(true)
-    {
-        out.insert("parallel_tool_calls".into(), false.into());
-    }
-    Ok(())
+        == Some(true);
+    Ok((Some(translated), serial.then_some(false)))
 }
 
 fn kind(block: &Value) -> Option<&str> {
     block.get("type").and_then(Value::as_str)
 }
 
-fn block_texts(blocks: &[Value]) -> Vec<&str> {
-    blocks
+/// The text of the `text` blocks among `blocks`, joined by `separator` (borrowed when there is
+/// one).
+fn joined<'a>(blocks: &'a [Value], separator: &str) -> Cow<'a, str> {
+    let mut texts = blocks
         .iter()
         .filter(|b| kind(b) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect()
+        .filter_map(|b| b.get("text").and_then(Value::as_str));
+    let Some(first) = texts.next() else {
+        return Cow::Borrowed("");
+    };
+    let Some(second) = texts.next() else {
+        return Cow::Borrowed(first);
+    };
+    let mut out = format!("{first}{separator}{second}");
+    for text in texts {
+        out.push_str(separator);
+        out.push_str(text);
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The body a candidate serving `served` is sent, parsed back.
+    fn chat_body(body: &Value, served: &str) -> Result<Value, Untranslatable> {
+        let form = ChatForm::new(body)?;
+        let served = serde_json::to_vec(served).unwrap_or_default();
+        serde_json::from_slice(&form.body(&served)).map_err(|e| Untranslatable(e.to_string()))
+    }
 
     #[test]
     fn a_conversation_with_tools_becomes_chat() -> Result<(), Untranslatable> {
@@ -258,11 +462,11 @@ mod tests {
                 ]}
             ]
         });
-        let chat = chat_request(&body)?;
+        let chat = chat_body(&body, "served/id")?;
         assert_eq!(
             chat,
             json!({
-                "model": "auto", "max_tokens": 100, "temperature": 0.2, "stop": ["END"], "user": "u-1",
+                "model": "served/id", "max_tokens": 100, "temperature": 0.2, "stop": ["END"], "user": "u-1",
                 "messages": [
                     {"role": "system", "content": "be brief"},
                     {"role": "user", "content": "weather in Paris?"},
@@ -288,7 +492,7 @@ mod tests {
                 {"type": "text", "text": "what is this?"}
             ]}
         ]});
-        let chat = chat_request(&body)?;
+        let chat = chat_body(&body, "m")?;
         assert_eq!(chat["stream"], true);
         assert_eq!(chat["stream_options"], json!({"include_usage": true}));
         assert_eq!(
@@ -299,10 +503,48 @@ mod tests {
     }
 
     #[test]
+    fn blocks_are_joined_and_absent_parts_get_their_defaults() -> Result<(), Untranslatable> {
+        let body = json!({"model": "m", "max_tokens": 5,
+        "system": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+        "tools": [{"name": "noop"}],
+        "tool_choice": {"type": "tool", "name": "noop"},
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "on "}, {"type": "text", "text": "it"},
+                {"type": "tool_use", "id": "toolu_2", "name": "noop"}
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2"}]}
+        ]});
+        let chat = chat_body(&body, "m")?;
+        assert_eq!(
+            chat["messages"],
+            json!([
+                {"role": "system", "content": "one\ntwo"},
+                {"role": "user", "content": [{"type": "text", "text": "go"}]},
+                {"role": "assistant", "content": "on it", "tool_calls": [
+                    {"id": "toolu_2", "type": "function", "function": {"name": "noop", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "toolu_2", "content": ""}
+            ])
+        );
+        assert_eq!(
+            chat["tools"],
+            json!([{"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}}])
+        );
+        assert_eq!(
+            chat["tool_choice"],
+            json!({"type": "function", "function": {"name": "noop"}})
+        );
+        assert!(chat.get("stream").is_none() && chat.get("parallel_tool_calls").is_none());
+        Ok(())
+    }
+
+    #[test]
     fn server_tools_cannot_be_translated() {
         let body = json!({"model": "m", "max_tokens": 5, "messages": [],
             "tools": [{"type": "web_search_20250305", "name": "web_search"}]});
-        let error = chat_request(&body).err().map(|e| e.0);
+        let error = ChatForm::new(&body).err().map(|e| e.0);
         assert!(error.is_some_and(|e| e.contains("web_search_20250305")));
     }
 }

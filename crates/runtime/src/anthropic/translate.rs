@@ -10,7 +10,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame};
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
@@ -40,8 +40,8 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
         };
         return Response::from_parts(parts, ProxyBody::Boxed(translated.boxed_unsync()));
     }
-    let bytes = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
+    let bytes = match whole(body).await {
+        Ok(bytes) => bytes,
         Err(err) => {
             parts.status = StatusCode::BAD_GATEWAY;
             let message = format!("the backend's answer broke off: {err}");
@@ -52,10 +52,7 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
         let status = parts.status;
         return json(parts, wire::error_from_openai(status, &bytes));
     }
-    let message = serde_json::from_slice(&bytes)
-        .ok()
-        .and_then(|chat| from_chat::message(&chat));
-    let Some(message) = message else {
+    let Some(body) = from_chat::message(&bytes) else {
         parts.status = StatusCode::BAD_GATEWAY;
         let body = wire::error_body(
             StatusCode::BAD_GATEWAY,
@@ -63,11 +60,39 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
         );
         return json(parts, body);
     };
-    let body = Bytes::from(message.to_string());
     if let (Some(fill), StatusCode::OK) = (fill, parts.status) {
         fill.offer(vec![body.clone()], body.len(), false);
     }
     json(parts, body)
+}
+
+/// The whole body, read up to its end: a sized body ends with its last byte, without waiting
+/// for the upstream connection to say so (as the relay does for a chat answer).
+async fn whole(mut body: ProxyBody) -> Result<Bytes, BoxError> {
+    let mut first: Option<Bytes> = None;
+    let mut rest = BytesMut::new();
+    while !body.is_end_stream() {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        match &first {
+            None => first = Some(data),
+            Some(head) => {
+                if rest.is_empty() {
+                    rest.extend_from_slice(head);
+                }
+                rest.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(if rest.is_empty() {
+        first.unwrap_or_default()
+    } else {
+        rest.freeze()
+    })
 }
 
 fn json(mut parts: hyper::http::response::Parts, body: Bytes) -> Response<ProxyBody> {

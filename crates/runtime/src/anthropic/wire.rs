@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 use hyper::StatusCode;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::openai::ErrorBody;
@@ -86,6 +87,40 @@ pub fn usage(chat: &Value) -> Map<String, Value> {
         out.insert("cache_read_input_tokens".into(), n.into());
     }
     out
+}
+
+/// A chat answer's `usage`, as far as Messages reports it.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct ChatUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<CachedTokens>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+struct CachedTokens {
+    cached_tokens: Option<u64>,
+}
+
+/// [`usage`]'s counts, typed: what a whole Messages answer reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MessagesUsage {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl From<ChatUsage> for MessagesUsage {
+    fn from(chat: ChatUsage) -> MessagesUsage {
+        MessagesUsage {
+            input_tokens: chat.prompt_tokens,
+            output_tokens: chat.completion_tokens,
+            cache_read_input_tokens: chat.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -40,14 +40,27 @@ impl Usage {
     }
 
     /// Finds the usage of one JSON answer or stream event: top-level `usage` (chat completions,
-    /// chat chunks) or `response.usage` (responses API objects and `response.completed` events).
+    /// chat chunks, Messages answers and `message_delta` events), `response.usage` (responses
+    /// API objects and `response.completed` events) or `message.usage` (Messages'
+    /// `message_start` event).
     pub fn from_answer(answer: &Value) -> Option<Usage> {
         answer.get("usage").and_then(Usage::from_value).or_else(|| {
-            answer
-                .get("response")?
-                .get("usage")
-                .and_then(Usage::from_value)
+            ["response", "message"]
+                .iter()
+                .find_map(|outer| answer.get(*outer)?.get("usage").and_then(Usage::from_value))
         })
+    }
+
+    /// These counts over `earlier` ones: what a stream reported by the time of this event. A
+    /// Messages stream reports its input tokens in `message_start` and only its output tokens
+    /// in the `message_delta` that ends it.
+    pub fn over(self, earlier: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens.or(earlier.prompt_tokens),
+            completion_tokens: self.completion_tokens.or(earlier.completion_tokens),
+            total_tokens: self.total_tokens.or(earlier.total_tokens),
+            cached_tokens: self.cached_tokens.or(earlier.cached_tokens),
+        }
     }
 
     /// [`Usage::from_answer`] over the raw bytes of a non-streaming answer.
@@ -61,7 +74,8 @@ impl Usage {
 /// bound.
 const MAX_LINE_BYTES: usize = 8 << 20;
 
-/// Incremental reader of a server-sent-events body that remembers the last `usage` it saw.
+/// Incremental reader of a server-sent-events body that remembers the last `usage` it saw (each
+/// count as last reported).
 ///
 /// Lines may end in LF, CRLF or CR and may be split anywhere across [`UsageScanner::feed`] calls;
 /// multi-line `data:` fields are joined as the SSE specification says.
@@ -190,7 +204,10 @@ impl UsageScanner {
             match serde_json::from_slice::<Value>(&data) {
                 Ok(event) => {
                     if let Some(usage) = Usage::from_answer(&event) {
-                        self.usage = Some(usage);
+                        self.usage = Some(match self.usage {
+                            Some(earlier) => usage.over(earlier),
+                            None => usage,
+                        });
                     }
                 }
                 Err(_) => self.malformed += 1,
@@ -238,6 +255,33 @@ mod tests {
         }
         scanner.finish();
         scanner
+    }
+
+    #[test]
+    fn a_messages_stream_counts_input_from_its_start_and_output_from_its_end() {
+        let stream = concat!(
+            "event: message_start\n",
+            "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",",
+            "\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":25,",
+            "\"cache_read_input_tokens\":16,\"output_tokens\":1}}}\n\n",
+            "event: content_block_delta\n",
+            "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+            "event: message_delta\n",
+            "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\n\n",
+            "event: message_stop\n",
+            "data: {\"type\":\"message_stop\"}\n\n",
+        );
+        let scanner = scan(&[stream.as_bytes()]);
+        assert_eq!(
+            scanner.usage(),
+            Some(Usage {
+                prompt_tokens: Some(25),
+                completion_tokens: Some(15),
+                total_tokens: None,
+                cached_tokens: Some(16),
+            })
+        );
+        assert_eq!(scanner.malformed_events(), 0);
     }
 
     #[test]

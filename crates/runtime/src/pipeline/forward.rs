@@ -33,7 +33,7 @@ use src_compiler::request::RequestView;
 use src_dsl::ast::OwnerLost;
 
 use crate::anthropic::dialect::Dialect;
-use crate::anthropic::to_chat::{self, Untranslatable};
+use crate::anthropic::to_chat::{ChatForm, Untranslatable};
 use crate::cache::Fill;
 use crate::cooldown::{Cooldowns, Verdict};
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
@@ -45,6 +45,7 @@ use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::body::{ProxyBody, Relay};
 use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::Plan;
+use crate::pipeline::rewrite;
 use crate::pipeline::shape::{over_context, set_model_headers, ShapeInput, Shaping};
 use crate::policy_store::Snapshot;
 use crate::responses_state::chain::Continuation;
@@ -394,8 +395,18 @@ async fn try_candidates<'p, T: Transport>(
         session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
     });
     let chat_form = chat_form(request, plan, snapshot);
-    let chat_shaping = match &chat_form {
-        Some(Ok((parsed, original))) => Some(Shaping::new(ShapeInput {
+    // Only a route's plugins edit the chat form as JSON; without them each candidate's body is
+    // the form's bytes with its served id.
+    let edited_form = match (&chat_form, route) {
+        (Some(Ok(form)), Some(route)) if rewrite::has_plugins(route) => {
+            let original = form.with_model(request.parsed);
+            let parsed: Value = serde_json::from_slice(&original).unwrap_or_default();
+            Some((original, parsed))
+        }
+        _ => None,
+    };
+    let chat_shaping = edited_form.as_ref().map(|(original, parsed)| {
+        Shaping::new(ShapeInput {
             api: Api::Chat,
             original,
             parsed,
@@ -403,9 +414,8 @@ async fn try_candidates<'p, T: Transport>(
             request_id: &record.request_id,
             route,
             session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
-        })),
-        _ => None,
-    };
+        })
+    });
     let mut base_headers = client_headers(&request.parts.headers);
     for (name, value) in shaping.router_headers() {
         base_headers.insert(name.clone(), value.clone());
@@ -455,6 +465,7 @@ async fn try_candidates<'p, T: Transport>(
             }
             (Dialect::ChatForMessages, Some(Err(err)), _) => Err(err.to_string()),
             (Dialect::ChatForMessages, _, Some(chat)) => chat.body(wire).map_err(|e| e.to_string()),
+            (Dialect::ChatForMessages, Some(Ok(form)), None) => Ok(form.body(&wire.served_json)),
             _ => moved
                 .map_or_else(|| shaping.body(wire), |p| p.body(wire))
                 .map_err(|e| e.to_string()),
@@ -590,13 +601,13 @@ fn lose_owner<'p, B>(
     None
 }
 
-/// The chat completions form of a Messages request (parsed and serialised), when one of the
-/// plan's candidates is on an OpenAI backend; the error says why the request has none.
+/// The chat completions form of a Messages request, when one of the plan's candidates is on an
+/// OpenAI backend; the error says why the request has none.
 fn chat_form(
     request: &Outgoing<'_>,
     plan: &Plan,
     snapshot: &Snapshot,
-) -> Option<Result<(Value, Vec<u8>), Untranslatable>> {
+) -> Option<Result<ChatForm, Untranslatable>> {
     let policy = snapshot.policy();
     let translated = plan.candidates.iter().any(|id| {
         policy
@@ -608,11 +619,7 @@ fn chat_form(
     if !translated {
         return None;
     }
-    Some(to_chat::chat_request(request.parsed).map(|chat| {
-        // Serialising a `Value` cannot fail.
-        let bytes = serde_json::to_vec(&chat).unwrap_or_default();
-        (chat, bytes)
-    }))
+    Some(ChatForm::new(request.parsed))
 }
 
 /// Whether an upstream answer with `status` sends the request on to the next model: any 5xx,

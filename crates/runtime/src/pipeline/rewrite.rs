@@ -29,6 +29,12 @@ pub fn chat_plugin_edits(body: &Value, route: &RouteDef) -> Vec<Edit> {
     edits
 }
 
+/// Whether `route` has plugins that edit a chat body ([`chat_plugin_edits`] makes none
+/// without them).
+pub fn has_plugins(route: &RouteDef) -> bool {
+    route.system_prompt.is_some() || route.reasoning.is_some() || route.tools != ToolsDef::Keep
+}
+
 /// The body sent to one backend: the plugin edits and the served id as `model`.
 pub fn build_body(
     original: &[u8],
