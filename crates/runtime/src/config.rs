@@ -246,6 +246,11 @@ pub struct ServeArgs {
     /// `http://127.0.0.1:4318` (`/v1/traces` is added to a URL without a path).
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
+    /// Worker threads of the server's async runtime (default: one per core). On a machine
+    /// whose cores the router shares with its clients or backends, fewer workers mean fewer
+    /// wake-ups passed between threads per request.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<std::num::NonZeroUsize>,
 }
 
 impl From<ServeArgs> for ServeConfig {

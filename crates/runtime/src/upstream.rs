@@ -97,21 +97,25 @@ impl Upstream {
         request: Request<Full<Bytes>>,
         timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let url = request.uri().to_string();
-        let answer = if request.uri().scheme() == Some(&Scheme::HTTPS) {
+        // Kept for the error only; the URL text is made when one happens.
+        let uri = request.uri().clone();
+        let answer = if uri.scheme() == Some(&Scheme::HTTPS) {
             self.tls.request(request)
         } else {
             self.plain.request(request)
         };
         match tokio::time::timeout(timeout, answer).await {
-            Err(_) => Err(UpstreamError::Timeout { url, timeout }),
             Ok(Ok(response)) => Ok(response),
+            Err(_) => Err(UpstreamError::Timeout {
+                url: uri.to_string(),
+                timeout,
+            }),
             Ok(Err(err)) if err.is_connect() => Err(UpstreamError::Connect {
-                url,
+                url: uri.to_string(),
                 detail: error_chain(&err),
             }),
             Ok(Err(err)) => Err(UpstreamError::Exchange {
-                url,
+                url: uri.to_string(),
                 detail: error_chain(&err),
             }),
         }

@@ -9,7 +9,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
+    runtime_with(None)
+}
+
+/// A multi-threaded runtime with `workers` threads (tokio's default, one per core, when `None`).
+fn runtime_with(workers: Option<std::num::NonZeroUsize>) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(n.get());
+    }
+    builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")
@@ -41,8 +50,9 @@ async fn shutdown_signal() {
 
 pub fn serve(args: ServeArgs) -> Result<Outcome> {
     src_runtime::log::init_json_logging();
+    let workers = args.workers;
     let cfg = ServeConfig::from(args);
-    runtime()?.block_on(async move {
+    runtime_with(workers)?.block_on(async move {
         src_runtime::serve(cfg, shutdown_signal())
             .await
             .context("src serve stopped")

@@ -778,6 +778,26 @@ fn client_headers(client: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// Removes from an upstream answer's headers those about the upstream connection: the
+/// [`NOT_RETURNED`] names and any the `connection` header lists.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in NOT_RETURNED {
+        if headers.contains_key(name) {
+            headers.remove(name);
+        }
+    }
+}
+
 /// What the relay of an upstream answer needs besides the answer.
 struct Answer<'a> {
     sent_at: Instant,
@@ -804,7 +824,7 @@ fn relay(
         fill,
         verdict,
     } = answer;
-    let (parts, body) = upstream.into_parts();
+    let (mut parts, body) = upstream.into_parts();
     let sse = parts
         .headers
         .get(CONTENT_TYPE)
@@ -812,14 +832,13 @@ fn relay(
         .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
     done.record.status = parts.status.as_u16();
     done.record.path = path::UPSTREAM;
+    // The upstream's header map is the answer's: only the hop-by-hop names leave it, so the
+    // common answer (none of them) is relayed without copying a header.
+    strip_hop_by_hop(&mut parts.headers);
     let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::new())));
     *response.status_mut() = parts.status;
+    *response.headers_mut() = parts.headers;
     let headers = response.headers_mut();
-    for (name, value) in &parts.headers {
-        if !NOT_RETURNED.contains(&name.as_str()) && !named_by_connection(&parts.headers, name) {
-            headers.append(name.clone(), value.clone());
-        }
-    }
     if sse {
         // The relay may end a failed stream with an error event of its own.
         headers.remove(hyper::header::CONTENT_LENGTH);

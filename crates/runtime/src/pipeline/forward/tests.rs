@@ -372,3 +372,25 @@ async fn a_429_moves_on_while_a_model_remains_and_passes_through_after_the_last(
     assert_eq!(outcome, Ok(("safe".into(), 429)));
     assert_eq!(failures, ["strong:status"]);
 }
+
+#[test]
+fn an_answer_keeps_its_headers_but_not_those_of_the_upstream_connection() {
+    let mut headers = HeaderMap::new();
+    for (name, value) in [
+        ("content-type", "application/json"),
+        ("connection", "keep-alive, X-Upstream-Hop"),
+        ("keep-alive", "timeout=5"),
+        ("transfer-encoding", "chunked"),
+        ("x-upstream-hop", "private"),
+        ("x-request-cost", "3"),
+    ] {
+        headers.append(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
+    strip_hop_by_hop(&mut headers);
+    let mut left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+    left.sort_unstable();
+    assert_eq!(left, ["content-type", "x-request-cost"]);
+}
