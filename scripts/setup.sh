@@ -3,7 +3,8 @@
 # for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
 # for the metrics tests, Chromium and its WebDriver for the console test, the `openai` Python client for the client test, Envoy for the gateway
 # tests, `jsonschema` for the SARIF test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
-# OpenAPI test, and the model directories (scripts/models.sh).
+# OpenAPI test, and the model directories (scripts/models.sh); with SETUP_BENCH=1 also the
+# proxies of the proxy benchmark (scripts/bench/peers.sh).
 # Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +84,12 @@ if [[ ! -x "$venv/bin/schemathesis" ]] || ! "$venv/bin/schemathesis" --version 2
   echo "== schemathesis ($venv)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'schemathesis==4.32.5'
+fi
+
+# The proxies the proxy benchmark compares `src serve` with (nginx, wrk, Envoy, the Portkey
+# gateway, LiteLLM's proxy; scripts/bench/proxy.sh installs them itself unless BENCH_INSTALL=0).
+if [[ ${SETUP_BENCH:-0} == 1 ]]; then
+  scripts/bench/peers.sh
 fi
 
 scripts/models.sh

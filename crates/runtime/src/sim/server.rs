@@ -119,6 +119,10 @@ pub(crate) async fn run(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // A stream's events are small writes spaced in time: with Nagle's algorithm
+                    // each would wait for the client's delayed ACK of the one before (~40 ms),
+                    // which no inference server's stream does.
+                    let _ = stream.set_nodelay(true);
                     let state = Arc::clone(&state);
                     connections.spawn(async move {
                         let service = hyper::service::service_fn(move |request| {
