@@ -53,3 +53,14 @@ to_ms() {
     if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
     printf "%.3f", n }'
 }
+
+# wait_tcp NAME PID PORT SECONDS: until 127.0.0.1:PORT accepts a connection, failing early if PID
+# has exited.
+wait_tcp() {
+  local name=$1 pid=$2 port=$3 limit=$4 waited=0
+  until python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$port" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || die "$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
+    ((waited++ < limit * 5)) || die "$name not ready after ${limit}s (port $port)"
+    sleep 0.2
+  done
+}

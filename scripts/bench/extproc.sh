@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The external processor benchmark: what Envoy's ext_proc call to `src serve --extproc` adds.
 # One fast upstream (proxy.sh's nginx answering a fixed chat completion), the same wrk load
-# (proxy.sh's chat.lua) sent in one run through Envoy alone and through Envoy calling the router
-# (the shipped deploy/envoy/fail-closed.yaml), on loopback. Prints p50/p99 at one connection,
-# req/s at BENCH_CONNECTIONS connections, and the differences and ratio. Every process it starts
-# is stopped on exit. Figures and targets: docs/benchmarks.md.
+# (proxy.sh's chat.lua) sent in one run through Envoy alone, through Envoy calling a processor
+# that changes nothing (crates/extproc-null: the filter's own floor) and through Envoy calling
+# the router (the shipped deploy/envoy/fail-closed.yaml), on loopback. Prints p50/p99 at one
+# connection, req/s at BENCH_CONNECTIONS connections, and the differences and ratios. Every
+# process it starts is stopped on exit. Figures and targets: docs/benchmarks.md.
 #
 # Knobs (environment): BENCH_CONNECTIONS (16), BENCH_DURATION seconds (10), BENCH_THREADS (2),
 # BENCH_WARMUP seconds (2), BENCH_SINGLE_DURATION seconds of the one-connection load (10),
@@ -12,7 +13,10 @@
 # BENCH_KEEP=1 to keep the run folder, BENCH_SRC a built `src` binary to measure instead of
 # building this checkout's, BENCH_ENVOY_CONFIG another ext_proc config in the shipped one's
 # form (ports 10000, 9901, 8803, 8000), BENCH_GRPC_CLIENT=google for Envoy's `google_grpc`
-# client instead of `envoy_grpc`. CARGO_TARGET_DIR is honoured.
+# client instead of `envoy_grpc`, BENCH_NULL=0 to leave out the null processor's row,
+# BENCH_NULL_BIN a built `extproc-null` (with BENCH_SRC), BENCH_PERF=DIR to profile the router
+# and its Envoy (`perf record -e cpu-clock -g`) through the first round's load at
+# BENCH_CONNECTIONS, reports written to DIR. CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -28,6 +32,7 @@ rounds=${BENCH_ROUNDS:-2}
 envoy_bin=${ENVOY:-$root/.cache/venv-envoy/bin/envoy}
 envoy_source=${BENCH_ENVOY_CONFIG:-$root/deploy/envoy/fail-closed.yaml}
 grpc_client=${BENCH_GRPC_CLIENT:-envoy}
+with_null=${BENCH_NULL:-1}
 
 bench_name=extproc.sh
 # shellcheck source=scripts/bench/common.sh
@@ -50,12 +55,17 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 # ---- build ---------------------------------------------------------------------------------
 if [[ -n ${BENCH_SRC:-} ]]; then
   src_bin=$BENCH_SRC
+  null_bin=${BENCH_NULL_BIN:-}
+  [[ $with_null == 0 || -n $null_bin ]] || die "BENCH_SRC needs BENCH_NULL_BIN (or BENCH_NULL=0)"
 else
-  say "cargo build --release --bin src"
-  cargo build --release --quiet --bin src
+  # One cargo invocation, so both binaries share one build of their dependencies.
+  say "cargo build --release --bin src --bin extproc-null"
+  cargo build --release --quiet --bin src --bin extproc-null
   src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
+  null_bin=${CARGO_TARGET_DIR:-$root/target}/release/extproc-null
 fi
 [[ -x $src_bin ]] || die "no binary at $src_bin"
+[[ $with_null == 0 || -x $null_bin ]] || die "no binary at $null_bin"
 
 # ---- processes -----------------------------------------------------------------------------
 start_run src-bench-extproc
@@ -91,17 +101,17 @@ src_pid=$!
 pids+=("$src_pid")
 wait_http "src serve" "$src_pid" "http://127.0.0.1:$src_port/readyz" 30
 
-# envoy_config FILE LISTEN ADMIN [plain]: the shipped fail-closed config (or
-# BENCH_ENVOY_CONFIG) on these ports; `plain` drops the ext_proc filter (Envoy alone, same
-# listener, routes and cluster).
+# envoy_config FILE LISTEN ADMIN PROCESSOR [plain]: the shipped fail-closed config (or
+# BENCH_ENVOY_CONFIG) on these ports, calling the processor on port PROCESSOR; `plain` drops
+# the ext_proc filter (Envoy alone, same listener, routes and cluster).
 envoy_config() {
-  local out=$1 listen=$2 admin=$3 plain=${4:-}
+  local out=$1 listen=$2 admin=$3 processor=$4 plain=${5:-}
   sed -e "s|port_value: 10000|port_value: $listen|" -e "s|port_value: 9901|port_value: $admin|" \
-    -e "s|port_value: 8803|port_value: $extproc_port|" -e "s|port_value: 8000|port_value: $nginx_port|" \
+    -e "s|port_value: 8803|port_value: $processor|" -e "s|port_value: 8000|port_value: $nginx_port|" \
     -e "s|address: 0.0.0.0|address: 127.0.0.1|" \
     "$envoy_source" >"$out"
   if [[ $grpc_client == google ]]; then
-    sed -i -e "s|envoy_grpc: { cluster_name: src_extproc }|google_grpc: { target_uri: \"127.0.0.1:$extproc_port\", stat_prefix: src_extproc }|" "$out"
+    sed -i -e "s|envoy_grpc: { cluster_name: src_extproc }|google_grpc: { target_uri: \"127.0.0.1:$processor\", stat_prefix: src_extproc }|" "$out"
     grep -q google_grpc "$out" || die "no envoy_grpc client to replace in $out"
   fi
   if [[ $plain == plain ]]; then
@@ -112,21 +122,23 @@ envoy_config() {
   fi
 }
 
+declare -A envoy_pid
 start_envoy() {
   local name=$1 cfg=$2 admin=$3
   "$envoy_bin" -c "$cfg" --concurrency "$envoy_concurrency" --disable-hot-restart -l warning \
     >"$run_dir/envoy-$name.log" 2>&1 &
   pids+=($!)
+  envoy_pid[$name]=$!
   wait_http "Envoy ($name)" "${pids[-1]}" "http://127.0.0.1:$admin/ready" 30
 }
 
 alone_port=$(free_port)
 alone_admin=$(free_port)
-envoy_config "$run_dir/envoy-alone.yaml" "$alone_port" "$alone_admin" plain
+envoy_config "$run_dir/envoy-alone.yaml" "$alone_port" "$alone_admin" "$extproc_port" plain
 start_envoy alone "$run_dir/envoy-alone.yaml" "$alone_admin"
 with_port=$(free_port)
 with_admin=$(free_port)
-envoy_config "$run_dir/envoy-extproc.yaml" "$with_port" "$with_admin"
+envoy_config "$run_dir/envoy-extproc.yaml" "$with_port" "$with_admin" "$extproc_port"
 start_envoy extproc "$run_dir/envoy-extproc.yaml" "$with_admin"
 
 alone_url=http://127.0.0.1:$alone_port/v1/chat/completions
@@ -134,12 +146,47 @@ with_url=http://127.0.0.1:$with_port/v1/chat/completions
 check_chat "Envoy alone" "$alone_url" ""
 check_chat "Envoy + ext_proc" "$with_url" "x-sr-route"
 
+targets=(alone extproc)
+urls=("$alone_url" "$with_url")
+if [[ $with_null != 0 ]]; then
+  null_port=$(free_port)
+  "$null_bin" "127.0.0.1:$null_port" >"$run_dir/null.out" 2>&1 &
+  null_pid=$!
+  pids+=("$null_pid")
+  wait_tcp "extproc-null" "${pids[-1]}" "$null_port" 10
+  null_envoy_port=$(free_port)
+  null_admin=$(free_port)
+  envoy_config "$run_dir/envoy-null.yaml" "$null_envoy_port" "$null_admin" "$null_port"
+  start_envoy null "$run_dir/envoy-null.yaml" "$null_admin"
+  null_url=http://127.0.0.1:$null_envoy_port/v1/chat/completions
+  check_chat "Envoy + null processor" "$null_url" ""
+  targets=(alone null extproc)
+  urls=("$alone_url" "$null_url" "$with_url")
+fi
+
 # ---- load ----------------------------------------------------------------------------------
-# load NAME URL: a warm-up, then the measured run at $connections; sets rps and errors.
+# profile NAME PID...: perf records PIDs for the load's duration (BENCH_PERF), in the background.
+profile() {
+  local name=$1 pid
+  shift
+  [[ -n ${BENCH_PERF:-} ]] || return 0
+  mkdir -p "$BENCH_PERF"
+  for pid in "$@"; do
+    perf record -q -e cpu-clock -F 1999 -g -p "$pid" -o "$BENCH_PERF/$name-$pid.data" \
+      -- sleep "$duration" >/dev/null 2>&1 &
+    perfs+=($!)
+  done
+}
+perfs=()
+
+# load NAME URL [PID...]: a warm-up, then the measured run at $connections (PIDs profiled through
+# it with BENCH_PERF); sets rps and errors.
 load() {
   local name=$1 url=$2 out
+  shift 2
   say "wrk $name: warm-up ${warmup}s, then -t$threads -c$connections -d${duration}s"
   wrk -t"$threads" -c"$connections" -d"${warmup}s" -s "$here/chat.lua" "$url" >/dev/null
+  profile "$name" "$@"
   out=$(wrk -t"$threads" -c"$connections" -d"${duration}s" --latency -s "$here/chat.lua" "$url")
   printf '%s\n' "$out" >>"$run_dir/wrk-$name.txt"
   rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
@@ -159,39 +206,73 @@ single() {
   [[ -n $p50_1 && -n $p99_1 ]] || die "cannot read wrk's output for $name: $out"
 }
 
-# Alternating rounds, so that drift of the shared machine falls on both targets alike.
+# Alternating rounds, so that drift of the shared machine falls on every target alike. A row:
+# round, then per target p50 p99 (one connection) rps errors (BENCH_CONNECTIONS).
 rows=()
 for ((round = 1; round <= rounds; round++)); do
-  single alone "$alone_url"
-  a1=("$p50_1" "$p99_1")
-  single extproc "$with_url"
-  w1=("$p50_1" "$p99_1")
-  load alone "$alone_url"
-  a=("$rps" "$errors")
-  load extproc "$with_url"
-  w=("$rps" "$errors")
-  rows+=("$round ${a1[*]} ${w1[*]} ${a[*]} ${w[*]}")
+  row=$round
+  singles=()
+  for i in "${!targets[@]}"; do
+    single "${targets[i]}" "${urls[i]}"
+    singles+=("$p50_1 $p99_1")
+  done
+  for i in "${!targets[@]}"; do
+    profiled=()
+    if ((round == 1)); then
+      case ${targets[i]} in
+        extproc) profiled=("$src_pid" "${envoy_pid[extproc]}") ;;
+        null) profiled=("$null_pid" "${envoy_pid[null]}") ;;
+      esac
+    fi
+    load "${targets[i]}" "${urls[i]}" "${profiled[@]}"
+    row+=" ${singles[i]} $rps $errors"
+  done
+  rows+=("$row")
 done
 
 # ---- report --------------------------------------------------------------------------------
+if ((${#perfs[@]})); then
+  wait "${perfs[@]}" 2>/dev/null || true
+  for data in "$BENCH_PERF"/*.data; do
+    perf report -i "$data" --no-children --stdio -g none --sort dso,sym --percent-limit 0.3 >"${data%.data}.txt" 2>/dev/null || true
+  done
+  say "profiles in $BENCH_PERF"
+fi
 echo
 echo "ext_proc benchmark: Envoy 1.40 --concurrency $envoy_concurrency, nginx upstream, $(nproc) cores, loopback"
 echo "router: $src_bin; config: ${envoy_source#"$root/"}, ${grpc_client}_grpc client"
 echo "one connection ${single_duration}s; wrk -t$threads -c$connections -d${duration}s after ${warmup}s warm-up"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-printf '%-6s %12s %12s %12s %12s %12s %12s %8s\n' round alone_p50 alone_p99 extproc_p50 extproc_p99 alone_rps extproc_rps errors
+printf '%-6s %-8s %10s %10s %10s %8s\n' round target p50_ms p99_ms req/s errors
 for row in "${rows[@]}"; do
-  read -r n ap50 ap99 wp50 wp99 arps aerr wrps werr <<<"$row"
-  printf '%-6s %12s %12s %12s %12s %12s %12s %8s\n' "$n" "$ap50" "$ap99" "$wp50" "$wp99" "$arps" "$wrps" "$((aerr + werr))"
+  read -r -a f <<<"$row"
+  for i in "${!targets[@]}"; do
+    printf '%-6s %-8s %10s %10s %10s %8s\n' "${f[0]}" "${targets[i]}" "${f[1 + 4 * i]}" "${f[2 + 4 * i]}" "${f[3 + 4 * i]}" "${f[4 + 4 * i]}"
+  done
 done
 echo
-printf '%s\n' "${rows[@]}" | awk '{
-    n++; ap50 += $2; ap99 += $3; wp50 += $4; wp99 += $5; arps += $6; wrps += $8
-    if (n == 1 || $4 - $2 < lo50) lo50 = $4 - $2; if (n == 1 || $4 - $2 > hi50) hi50 = $4 - $2
-    r = $8 / $6; if (n == 1 || r < lor) lor = r; if (n == 1 || r > hir) hir = r
-  } END {
-    printf "added p50, one connection  %.3f ms (rounds %.3f..%.3f; target <= 0.15 ms)\n", (wp50 - ap50) / n, lo50, hi50
-    printf "added p99, one connection  %.3f ms (target <= 1 ms)\n", (wp99 - ap99) / n
-    printf "throughput extproc/alone   %.3f (rounds %.3f..%.3f; target >= 0.6)\n", wrps / arps, lor, hir
-  }'
+# compare A B: what B adds over A at one connection, and B's throughput as a share of A's.
+compare() {
+  local a=$1 b=$2 label=$3 targets50=$4 targets99=$5 targetr=$6
+  printf '%s\n' "${rows[@]}" | awk -v a="$a" -v b="$b" -v label="$label" \
+    -v t50="$targets50" -v t99="$targets99" -v tr="$targetr" '{
+      n++; d50 = $(2 + 4 * b) - $(2 + 4 * a); d99 += $(3 + 4 * b) - $(3 + 4 * a)
+      s50 += d50; if (n == 1 || d50 < lo50) lo50 = d50; if (n == 1 || d50 > hi50) hi50 = d50
+      ra += $(4 + 4 * a); rb += $(4 + 4 * b)
+      r = $(4 + 4 * b) / $(4 + 4 * a); if (n == 1 || r < lor) lor = r; if (n == 1 || r > hir) hir = r
+    } END {
+      printf "%-22s added p50 %.3f ms (rounds %.3f..%.3f%s), added p99 %.3f ms%s, throughput %.3f (rounds %.3f..%.3f%s)\n",
+        label, s50 / n, lo50, hi50, t50, d99 / n, t99, rb / ra, lor, hir, tr
+    }'
+}
+index_of() {
+  local i
+  for i in "${!targets[@]}"; do [[ ${targets[i]} == "$1" ]] && echo "$i"; done
+}
+targets_note="; target <= 0.15 ms"
+compare 0 "$(index_of extproc)" "src over alone:" "$targets_note" " (target <= 1 ms)" "; target >= 0.6"
+if [[ $with_null != 0 ]]; then
+  compare 0 "$(index_of null)" "null over alone:" "$targets_note" " (target <= 1 ms)" "; target >= 0.6"
+  compare "$(index_of null)" "$(index_of extproc)" "src over null:" "" "" ""
+fi

@@ -203,5 +203,5 @@ route default { to small }
         "{message}"
     );
     let help = found[0]["help"].as_str().unwrap();
-    assert!(help.contains("at least 4s"), "{help}");
+    assert!(help.contains("at least 4.2s"), "{help}");
 }

@@ -10,7 +10,9 @@
 
 mod envoy_support;
 
-use envoy_support::{chat, config, envoy_binary, repo, Envoy, Recorder, Src, STREAM};
+use envoy_support::{
+    chat, config, envoy_binary, repo, send_in_pieces, Envoy, Recorder, Src, STREAM,
+};
 use serde_json::json;
 use std::path::Path;
 use std::process::Command;
@@ -115,6 +117,37 @@ fn a_routed_request_reaches_the_upstream_rewritten() {
     // above is the router's).
     assert_eq!(sent.header("content-length"), None);
     assert_eq!(sent.header("transfer-encoding"), Some("chunked"));
+}
+
+#[test]
+fn a_body_arriving_slowly_in_pieces_is_decided_once_whole_in_full_duplex() {
+    let dir = policy(POLICY);
+    let (_src, upstream, envoy) = gateway(dir.path(), "fail-closed.yaml");
+    let body = user("auto", "a segfault in main").to_string();
+    let (head, rest) = body.split_at(body.len() / 3);
+    let (middle, tail) = rest.split_at(rest.len() / 2);
+    // Each pause is longer than the filter's 0.2 s `message_timeout`: a body still arriving is
+    // not the router being slow.
+    let answer = send_in_pieces(
+        envoy.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        &[head.as_bytes(), middle.as_bytes(), tail.as_bytes()],
+        Duration::from_millis(300),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body_text());
+    assert_eq!(answer.header("x-sr-route"), Some("coding"));
+    assert_eq!(answer.header("x-sr-model"), Some("strong"));
+    let received = upstream.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    let sent = received[0].json();
+    assert_eq!(sent["model"], "org/strong");
+    assert_eq!(sent["messages"][1]["content"], "a segfault in main");
+    // The router saw the pieces apart: the request headers, a body message per piece and the
+    // response headers.
+    let messages = envoy.stat("http.gateway.ext_proc.stream_msgs_sent");
+    assert!(messages >= 5, "{messages} messages to the router");
 }
 
 #[test]

@@ -21,8 +21,15 @@ pub mod outcome {
     pub const REJECTED: &str = "rejected";
 }
 
-/// Requests the router answered, labelled by `route`, `model`, `status` and `path`.
+/// Requests the router answered, labelled by `route`, `model`, `status`, `path` and `door`.
 pub const REQUESTS: &str = "src_requests";
+/// Values of [`REQUESTS`]'s `door`: the front door a request came through.
+pub mod door {
+    /// The HTTP proxy's listeners.
+    pub const PROXY: &str = "proxy";
+    /// Envoy's external processing stream (`--extproc`).
+    pub const EXTPROC: &str = "extproc";
+}
 /// Time from a parsed request to its routing decision (blocks, model resolution, routes).
 pub const ROUTING_SECONDS: &str = "src_routing_seconds";
 /// Time spent computing one model-backed signal, labelled by `signal`.

@@ -24,6 +24,8 @@ pub struct RequestLabels {
     pub model: String,
     pub status: u16,
     pub path: &'static str,
+    /// The front door the request came through: one of [`crate::metrics::door`]'s values.
+    pub door: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -109,7 +111,7 @@ impl Telemetry {
         let spans_dropped = Family::<DropLabels, Counter>::default();
         registry.register(
             names::REQUESTS,
-            "Requests answered, by route, model, status and path",
+            "Requests answered, by route, model, status, path and front door",
             requests.clone(),
         );
         registry.register(
@@ -205,6 +207,7 @@ mod tests {
                 model: "strong".into(),
                 status: 200,
                 path: "upstream",
+                door: "proxy",
             })
             .inc();
         t.reloads
@@ -213,7 +216,7 @@ mod tests {
         t.routing.observe(3e-6);
         let text = t.encode(Format::PrometheusText);
         assert!(text.contains(
-            "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\"} 1"
+            "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\",door=\"proxy\"} 1"
         ), "{text}");
         assert!(
             text.contains("src_reloads_total{result=\"ok\"} 1"),

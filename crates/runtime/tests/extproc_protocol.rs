@@ -288,7 +288,7 @@ async fn a_routed_request_is_rewritten_and_its_answer_gets_the_decision_headers(
     let metrics = router.get("/metrics").await?.text();
     assert!(
         metrics.contains(
-            "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\"} 1"
+            "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\",door=\"extproc\"} 1"
         ),
         "{metrics}"
     );
@@ -507,5 +507,45 @@ async fn in_full_duplex_a_refusal_and_a_passing_body_answer_at_once() -> TestRes
     let last = stream.answer().await?;
     assert_eq!(last.streamed()?.body, b"\"x\"}");
     assert!(last.streamed()?.end_of_stream);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_model_cooling_down_is_skipped_as_the_proxy_skips_it() -> TestResult {
+    let policy = format!("{POLICY}\nfailure {{ cooldown_after = 1  cooldown = 1h }}\n");
+    let router = Router::start_with(&policy, |cfg| {
+        cfg.extproc = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    })
+    .await?;
+    let addr = router.server.extproc_addr.ok_or("no external processor")?;
+    // The gateway's answer for `strong` is a 5xx: one failure is enough to cool it down.
+    let mut first = Stream::open(addr).await?;
+    first
+        .ask(headers(&post("/v1/chat/completions"), false))
+        .await?;
+    let sent = first.ask(body(&user("a segfault in main"))).await?;
+    assert_eq!(sent.set_headers()?["x-selected-model"], "Qwen/Qwen3-8B");
+    first.ask(response_headers("503")).await?;
+
+    let mut second = Stream::open(addr).await?;
+    second
+        .ask(headers(&post("/v1/chat/completions"), false))
+        .await?;
+    let sent = second.ask(body(&user("a segfault in main"))).await?;
+    assert_eq!(sent.body()?["model"], "Qwen/Qwen3-0.6B");
+    assert_eq!(sent.set_headers()?["x-selected-model"], "Qwen/Qwen3-0.6B");
+    let answered = second.ask(response_headers("200")).await?;
+    let decision = answered.set_headers()?;
+    assert_eq!(decision["x-sr-model"], "small");
+    assert_eq!(decision["x-sr-fallbacks"], "strong:cooldown");
+    let metrics = router.get("/metrics").await?.text();
+    assert!(
+        metrics.contains("src_model_cooldowns_total{model=\"strong\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("src_fallbacks_total{from=\"strong\",reason=\"cooldown\"} 1"),
+        "{metrics}"
+    );
     Ok(())
 }

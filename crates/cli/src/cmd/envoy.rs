@@ -7,10 +7,13 @@
 //! - W021: a route's worst-case model-signal time (the compiler's model rounds times the
 //!   runtime's model timeout) is longer than the filter's `message_timeout` (Envoy's default
 //!   200 ms), so Envoy gives up on the router first.
+//!
+//! [`message_timeout`] is the timeout a policy needs; `src manifest --format envoy` writes the
+//! same value, so a generated config never draws W021.
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use src_compiler::hir::{CheckedPolicy, RouteDef};
+use src_compiler::hir::{CheckedPolicy, RouteDef, StoreDef};
 use src_compiler::ir::{Atom, CondOwner, Inst, NodeId, Program, SlotSource, TextExpr};
 use src_dsl::{codes, Diagnostic, Span};
 use std::path::Path;
@@ -18,8 +21,50 @@ use std::time::Duration;
 
 /// The `@type` of the HTTP external processing filter's config.
 const EXT_PROC_TYPE: &str = "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor";
-/// Envoy's `message_timeout` when the filter does not set one.
+/// Envoy's `message_timeout` when the filter does not set one: what a decision without models
+/// or stores needs at most.
 const DEFAULT_MESSAGE_TIMEOUT: Duration = Duration::from_millis(200);
+/// What each Redis store call may take (`SRC_SESSION_REDIS_TIMEOUT_MS`,
+/// `SRC_CACHE_REDIS_TIMEOUT_MS` defaults).
+const REDIS_CALL_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Each condition's model rounds so far in the scan ([`Program::model_rounds`]) and the longest
+/// they may wait, `model_timeout` each.
+fn model_waits(program: &Program, model_timeout: Duration) -> Vec<(CondOwner, usize, Duration)> {
+    program
+        .model_rounds()
+        .into_iter()
+        .map(|(owner, rounds)| {
+            let times = u32::try_from(rounds).unwrap_or(u32::MAX);
+            (owner, rounds, model_timeout.saturating_mul(times))
+        })
+        .collect()
+}
+
+/// The `message_timeout` a gateway for `policy` (lowered to `program`) needs: Envoy's default
+/// for the decision itself, plus the worst case of its model rounds (the rounds only grow
+/// along the scan), plus one call per Redis store.
+pub fn message_timeout(
+    policy: &CheckedPolicy,
+    program: &Program,
+    model_timeout: Duration,
+) -> Duration {
+    let models = model_waits(program, model_timeout)
+        .into_iter()
+        .map(|(_, _, wait)| wait)
+        .max()
+        .unwrap_or_default();
+    let redis = [
+        policy.cache.as_ref().map(|c| &c.store),
+        policy.session.as_ref().map(|s| &s.store),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|s| matches!(s, StoreDef::Redis(_)))
+    .count();
+    let redis = REDIS_CALL_TIMEOUT.saturating_mul(u32::try_from(redis).unwrap_or(u32::MAX));
+    DEFAULT_MESSAGE_TIMEOUT + models + redis
+}
 
 /// One external processing filter of an Envoy config.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,18 +182,14 @@ pub fn diagnostics(
     }
     // Routes in scan order with their worst case; rounds only grow along the scan, so the
     // first route over a timeout is where it starts, and the last one is the worst.
-    let routes: Vec<(&RouteDef, usize, Duration)> = program
-        .model_rounds()
+    let routes: Vec<(&RouteDef, usize, Duration)> = model_waits(program, model_timeout)
         .into_iter()
-        .filter_map(|(owner, rounds)| match owner {
-            CondOwner::Route(route) => policy.routes.get(route.index()).map(|r| (r, rounds)),
+        .filter_map(|(owner, rounds, wait)| match owner {
+            CondOwner::Route(route) => policy.routes.get(route.index()).map(|r| (r, rounds, wait)),
             _ => None,
         })
-        .map(|(route, rounds)| {
-            let times = u32::try_from(rounds).unwrap_or(u32::MAX);
-            (route, rounds, model_timeout.saturating_mul(times))
-        })
         .collect();
+    let needed = message_timeout(policy, program, model_timeout);
     for filter in filters {
         let over: Vec<_> = routes
             .iter()
@@ -175,8 +216,9 @@ pub fn diagnostics(
             model_timeout.as_millis()
         ))
         .with_help(format!(
-            "raise `message_timeout` to at least {}s, or lower `SRC_MODEL_TIMEOUT_MS`",
-            longest.as_secs_f64()
+            "raise `message_timeout` to at least {}s (what `src manifest --format envoy` \
+             writes), or lower `SRC_MODEL_TIMEOUT_MS`",
+            needed.as_secs_f64()
         ));
         if over.len() > 1 {
             warning = warning.with_note(format!(

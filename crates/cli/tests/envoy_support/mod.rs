@@ -396,9 +396,22 @@ pub fn send(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Answer {
+    send_in_pieces(addr, method, path, headers, &[body], Duration::ZERO)
+}
+
+/// One request on its own connection, its body (of `content-length` their total) written in
+/// `pieces` with `pause` between them, each in a segment of its own.
+pub fn send_in_pieces(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    pieces: &[&[u8]],
+    pause: Duration,
+) -> Answer {
+    let length: usize = pieces.iter().map(|p| p.len()).sum();
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n",
-        body.len()
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {length}\r\nconnection: close\r\n"
     );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -408,8 +421,14 @@ pub fn send(
     stream
         .set_read_timeout(Some(PATIENCE))
         .expect("a read timeout");
+    stream.set_nodelay(true).expect("no delay");
     stream.write_all(head.as_bytes()).expect("sends");
-    stream.write_all(body).expect("sends the body");
+    for (i, piece) in pieces.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(pause);
+        }
+        stream.write_all(piece).expect("sends the body");
+    }
     let mut reader = BufReader::new(stream);
     let (status, headers, body) = read_message(&mut reader, false).expect("an answer");
     Answer {

@@ -14,11 +14,12 @@
 //!     the body's chunks without waiting, so nothing is answered until the body is whole; then
 //!     the headers' answer carries the decision's header mutations and the body's answer the
 //!     new body. One round trip instead of two.
-//! - response headers: the `x-sr-*` decision headers are added; the status is reported, and a
-//!   5xx is told to the session layer, as the proxy does.
+//! - response headers: the `x-sr-*` decision headers are added; the status is reported, a 5xx
+//!   is told to the session layer, and the status counts towards the model's cooldown, as the
+//!   proxy does.
 //!
-//! An external processor cannot retry: the first candidate that fits the request's context is
-//! the one sent; the gateway's retry policy stands in for `else` fallbacks.
+//! An external processor cannot retry: the first candidate that fits the request's context and is
+//! not cooling down is the one sent; the gateway's retry policy stands in for `else` fallbacks.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,7 +32,6 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 };
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
 use hyper::Method;
-use src_compiler::hir::ModelId;
 
 use crate::extproc::wire::{self, Phase};
 use crate::headers::{self, path};
@@ -39,13 +39,9 @@ use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::completion::Completion;
-use crate::pipeline::decide::Plan;
-use crate::pipeline::forward::{count_fallback, note_plan, too_long};
-use crate::pipeline::shape::{
-    dropped_credentials, over_context, set_model_headers, ShapeInput, Shaping,
-};
+use crate::pipeline::forward::{first_sendable, judge_status, note_plan};
+use crate::pipeline::shape::{dropped_credentials, set_model_headers, ShapeInput, Shaping};
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
-use crate::policy_store::Snapshot;
 
 /// Where one request stands.
 enum Stage {
@@ -140,7 +136,9 @@ impl Exchange {
             Some(Message::RequestHeaders(headers)) => self.request_headers(pipeline, headers).await,
             Some(Message::RequestBody(body)) => self.request_body(pipeline, body).await,
             Some(Message::RequestTrailers(_)) => self.request_trailers(pipeline).await,
-            Some(Message::ResponseHeaders(headers)) => vec![self.response_headers(&headers)],
+            Some(Message::ResponseHeaders(headers)) => {
+                vec![self.response_headers(pipeline, &headers)]
+            }
             Some(Message::ResponseBody(_)) => vec![wire::unchanged(Phase::ResponseBody)],
             Some(Message::ResponseTrailers(_)) => vec![wire::unchanged(Phase::ResponseTrailers)],
             // A message with no phase asks nothing; answering it as headers keeps the stream
@@ -168,7 +166,7 @@ impl Exchange {
                 ))];
             }
         };
-        let done = new_completion(pipeline, &read.map, api.endpoint(), started);
+        let done = new_completion(pipeline, &read.map, api.endpoint(), started).through_extproc();
         // Buffered, the removal goes with this answer; in full duplex, with the decision's.
         let (now, later) = if self.duplex {
             (Vec::new(), remove)
@@ -212,7 +210,12 @@ impl Exchange {
             arrived.body = message.body;
             return self.decided(pipeline, Whole::Body, Vec::new()).await;
         }
-        arrived.body.extend_from_slice(&message.body);
+        // A body in one chunk (the common case) is kept as it came, not copied.
+        if arrived.body.is_empty() {
+            arrived.body = message.body;
+        } else {
+            arrived.body.extend_from_slice(&message.body);
+        }
         // Over the limit there is no need to wait for the rest: the answer is a 413.
         if message.end_of_stream || arrived.body.len() > pipeline.max_body_bytes {
             return self.decided(pipeline, Whole::Body, Vec::new()).await;
@@ -300,12 +303,15 @@ impl Exchange {
             Decided::Forward { plan, done } => (plan, *done),
         };
         note_plan(&mut done.record, snapshot.policy(), &plan);
-        let model_id = match first_fitting(pipeline, &snapshot, &plan, &view) {
+        let model_id = match first_sendable(
+            (pipeline.telemetry, pipeline.cooldowns),
+            snapshot.policy(),
+            &plan.candidates,
+            &view,
+            &mut done.record.fallbacks,
+        ) {
             Ok(id) => id,
-            Err(detail) => {
-                let answer = answer_error(done, too_long(&detail));
-                return Outcome::Answer(wire::immediate(answer).await);
-            }
+            Err(error) => return Outcome::Answer(wire::immediate(answer_error(done, error)).await),
         };
         let route = plan
             .route
@@ -366,7 +372,11 @@ impl Exchange {
         Outcome::Forward { body, set, remove }
     }
 
-    fn response_headers(&mut self, message: &HttpHeaders) -> ProcessingResponse {
+    fn response_headers(
+        &mut self,
+        pipeline: Pipeline<'_>,
+        message: &HttpHeaders,
+    ) -> ProcessingResponse {
         let Stage::Sent(sent) = std::mem::replace(&mut self.stage, Stage::Over) else {
             return wire::unchanged(Phase::ResponseHeaders);
         };
@@ -392,43 +402,25 @@ impl Exchange {
             set.insert(HeaderName::from_static(headers::SR_PROTECTION), protection);
         }
         // The proxy blames a model for a 5xx (it would have moved on to the next one); an
-        // external processor sees the same status, so the session layer hears the same.
+        // external processor sees the same status, so the session layer and the model's
+        // cooldown hear the same.
         if (500..600).contains(&status) {
             if let Some(outcomes) = &outcomes {
                 outcomes.failed(&model, "status");
             }
         }
+        if let Ok(code) = hyper::StatusCode::from_u16(status) {
+            let snapshot = pipeline.store.current();
+            // The processor never sees the answer's body (the gateway relays it), so an answer
+            // below 400 counts as whole once its head is here.
+            if let Some(verdict) = judge_status(pipeline.cooldowns, snapshot.policy(), &model, code)
+            {
+                verdict.whole();
+            }
+        }
         done.finish_upstream(sent_at.elapsed(), None, None, None);
         wire::response_headers(wire::mutation(&set, Vec::new()))
     }
-}
-
-/// The first candidate whose `context` the request fits (the proxy skips the others the same
-/// way, and they are counted as it counts them), or why none does.
-fn first_fitting(
-    pipeline: Pipeline<'_>,
-    snapshot: &Snapshot,
-    plan: &Plan,
-    view: &src_compiler::request::RequestView,
-) -> Result<ModelId, String> {
-    let mut tokens = None;
-    let mut skipped = Vec::new();
-    for &id in &plan.candidates {
-        let Some(model) = snapshot.policy().models.get(id.index()) else {
-            continue;
-        };
-        match over_context(model, view, &mut tokens) {
-            None => return Ok(id),
-            Some((count, context)) => {
-                count_fallback(pipeline.telemetry, &model.name, "context");
-                skipped.push(format!(
-                    "`{}`: the request has ~{count} tokens, over its context of {context}",
-                    model.name
-                ));
-            }
-        }
-    }
-    Err(skipped.join("; "))
 }
 
 /// The client's headers that only the router may set, and its cookies (never a backend's).

@@ -28,6 +28,8 @@ pub struct Completion {
     telemetry: Arc<Telemetry>,
     log: RequestLog,
     reported: bool,
+    /// The `door` label of its metrics.
+    door: &'static str,
 }
 
 /// Status recorded for a client that closed its connection before the answer started.
@@ -85,7 +87,14 @@ impl Completion {
             telemetry,
             log,
             reported: false,
+            door: crate::metrics::door::PROXY,
         }
+    }
+
+    /// The request came through Envoy's external processor: its metrics say so.
+    pub fn through_extproc(mut self) -> Completion {
+        self.door = crate::metrics::door::EXTPROC;
+        self
     }
 
     /// A local answer (error, refusal, listing): no upstream evidence.
@@ -163,6 +172,7 @@ impl Completion {
             model: label(&self.record.model),
             status: self.record.status,
             path: self.record.path,
+            door: self.door,
         };
         self.telemetry.requests.get_or_create(&labels).inc();
         self.close_trace();

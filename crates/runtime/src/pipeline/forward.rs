@@ -340,6 +340,37 @@ pub fn count_fallback(telemetry: &Telemetry, model: &str, reason: &'static str) 
         .inc();
 }
 
+/// The first of `candidates` a front door that cannot retry (the external processor) may send
+/// the request to: a model cooling down or too small for the request is skipped, counted and
+/// described as [`forward`]'s loop does (into `fallbacks`, the record's list); with none left,
+/// the error the proxy would answer.
+pub fn first_sendable(
+    (telemetry, cooldowns): (&Telemetry, &Arc<Cooldowns>),
+    policy: &CheckedPolicy,
+    candidates: &[ModelId],
+    view: &RequestView,
+    fallbacks: &mut Vec<String>,
+) -> Result<ModelId, ApiError> {
+    let mut tokens = None;
+    let mut failures: Vec<(ModelId, Failure)> = Vec::new();
+    for &id in candidates {
+        let Some(model) = policy.models.get(id.index()) else {
+            continue;
+        };
+        let failure = if let Some(left) = cooldowns.cooling(&model.name) {
+            Failure::Cooldown { left }
+        } else if let Some((tokens, context)) = over_context(model, view, &mut tokens) {
+            Failure::Context { tokens, context }
+        } else {
+            *fallbacks = fallback_list(policy, &failures);
+            return Ok(id);
+        };
+        note_fallback(telemetry, &model.name, failure, id, &mut failures);
+    }
+    *fallbacks = fallback_list(policy, &failures);
+    Err(exhausted(policy, &failures))
+}
+
 /// How the candidates ended.
 enum Tried<'p, B> {
     /// A candidate's backend answered (`failures` are the candidates before it).
@@ -640,7 +671,7 @@ fn moves_on(status: StatusCode, more: bool) -> bool {
 /// last model is a failure, other 4xx neither (they are about the request); below 400 the
 /// answer is judged when its body ends, by the returned verdict (a stream that breaks off in
 /// the middle is a failure, not a success).
-fn judge_status(
+pub fn judge_status(
     cooldowns: &Arc<Cooldowns>,
     policy: &CheckedPolicy,
     model: &str,

@@ -11,17 +11,12 @@
 //! ExtProc must not let a request past its safety gates.
 
 use super::{Endpoint, Options};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use src_compiler::hir::{CheckedPolicy, StoreDef};
+use src_compiler::hir::CheckedPolicy;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Envoy's own default `message_timeout`: what a decision without models or stores needs at most.
-const BASE_MESSAGE_TIMEOUT: Duration = Duration::from_millis(200);
-/// What each Redis store call may take (`SRC_SESSION_REDIS_TIMEOUT_MS`,
-/// `SRC_CACHE_REDIS_TIMEOUT_MS` defaults).
-const REDIS_CALL_TIMEOUT: Duration = Duration::from_millis(250);
 /// Upstream response time allowed when a backend declares no `timeout` (as `src serve`).
 const DEFAULT_ROUTE_TIMEOUT: Duration = Duration::from_secs(300);
 const EXTPROC_CLUSTER: &str = "src_extproc";
@@ -35,22 +30,6 @@ pub fn fail_closed_reason(checked: &CheckedPolicy) -> Option<String> {
         .guards
         .first()
         .map(|g| format!("it has guards (`{}`)", g.name))
-}
-
-/// The longest an ExtProc exchange may take: Envoy's default, plus the model timeout for each
-/// declared model (model-backed signals may run in stages, one after another, in the worst
-/// case), plus one Redis call per Redis store.
-pub fn message_timeout(checked: &CheckedPolicy, model_timeout: Duration) -> Duration {
-    let models = checked.classifiers.len() + checked.guards.len() + checked.encoders.len();
-    let redis = [
-        checked.cache.as_ref().map(|c| &c.store),
-        checked.session.as_ref().map(|s| &s.store),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|s| matches!(s, StoreDef::Redis(_)))
-    .count();
-    BASE_MESSAGE_TIMEOUT + model_timeout * models as u32 + REDIS_CALL_TIMEOUT * redis as u32
 }
 
 /// What the filter sends the router. Failing closed, the body goes `FULL_DUPLEX_STREAMED`:
@@ -111,7 +90,9 @@ pub fn config(checked: &CheckedPolicy, opts: &Options) -> Result<Value> {
         }
     }
     let (extproc_host, extproc_port) = opts.extproc()?;
-    let timeout = message_timeout(checked, opts.model_timeout);
+    // The same timeout `src check --envoy` asks for.
+    let program = src_compiler::ir::lower(checked).context("cannot lower the policy")?;
+    let timeout = crate::cmd::envoy::message_timeout(checked, &program, opts.model_timeout);
     let mut clusters = vec![{
         let mut c = cluster(
             EXTPROC_CLUSTER,
