@@ -69,7 +69,7 @@ async fn a_paraphrase_is_answered_from_the_cache_and_an_unrelated_prompt_is_not(
         cache_support::sample(
             &metrics,
             "src_requests_total",
-            "route=\"default\",model=\"small\",status=\"200\",path=\"cache\""
+            "route=\"default\",model=\"small\",status=\"200\",path=\"cache\",door=\"proxy\""
         ) == 1.0,
         "{metrics}"
     );
