@@ -26,7 +26,7 @@ const OPENMETRICS_ACCEPT: &str =
     "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
 const TEXT_ACCEPT: &str = "text/plain;version=0.0.4";
 /// The help text `src_requests` is registered with.
-const REQUESTS_HELP: &str = "Requests answered, by route, model, status and path.";
+const REQUESTS_HELP: &str = "Requests answered, by route, model, status, path and front door.";
 
 /// A router that has answered, refused and failed a few requests, so every kind of family
 /// (counters, histograms, the gauge) has samples.
