@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::json;
+use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::log::{rfc3339_now, RequestRecord};
@@ -65,9 +65,8 @@ impl LiveFeed {
         if self.watchers.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let line = line(record);
         // Every receiver may have left since the count: a lost line is fine.
-        let _ = self.sender.send(Arc::new(Bytes::from(line.to_string())));
+        let _ = self.sender.send(Arc::new(Bytes::from(line(record))));
     }
 
     /// A new page's view of the stream, from now on.
@@ -86,36 +85,71 @@ impl LiveFeed {
 }
 
 /// What the console shows of one request: its decision and its timing; its text only when the
-/// operator enabled prompt display (the watched part then holds it).
-pub fn line(record: &RequestRecord) -> serde_json::Value {
-    json!({
-        "time": rfc3339_now(),
-        "request_id": record.request_id,
-        "endpoint": record.endpoint,
-        "route": record.route,
-        "block": record.block,
-        "model": record.model,
-        "served": record.served,
-        "backend": record.backend,
-        "path": record.path,
-        "status": record.status,
-        "stream": record.stream,
-        "session": record.session,
-        "protection": record.protection,
-        "cache": record.cache,
-        "latency_ms": record.latency_ms,
-        "routing_us": record.routing_us,
-        "ttft_ms": record.ttft_ms,
-        "prompt_tokens": record.prompt_tokens,
-        "cached_tokens": record.cached_tokens,
-        "fallbacks": record.fallbacks,
-        "error": record.error,
-        "generation": record.policy_generation,
-        "tenant": record.watched.as_ref().map(|w| w.tenant.clone()),
-        "session_id": record.watched.as_ref().and_then(|w| w.session.clone()),
-        "prompt_chars": record.watched.as_ref().map(|w| w.prompt_chars),
-        "prompt": record.watched.as_ref().and_then(|w| w.prompt.clone()),
-    })
+/// operator enabled prompt display (the watched part then holds it). Borrowed from the record
+/// and written straight to bytes: the request that builds it pays for no JSON tree.
+#[derive(Serialize)]
+struct Line<'a> {
+    time: String,
+    request_id: &'a str,
+    endpoint: &'a str,
+    route: Option<&'a str>,
+    block: Option<&'a str>,
+    model: Option<&'a str>,
+    served: Option<&'a str>,
+    backend: Option<&'a str>,
+    path: &'a str,
+    status: u16,
+    stream: bool,
+    session: Option<&'a str>,
+    protection: Option<&'a str>,
+    cache: Option<&'a str>,
+    latency_ms: f64,
+    routing_us: f64,
+    ttft_ms: Option<f64>,
+    prompt_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
+    fallbacks: &'a [String],
+    error: Option<&'a str>,
+    generation: u64,
+    tenant: Option<&'a str>,
+    session_id: Option<&'a str>,
+    prompt_chars: Option<usize>,
+    prompt: Option<&'a str>,
+}
+
+/// The JSON line of `record`.
+pub fn line(record: &RequestRecord) -> Vec<u8> {
+    let watched = record.watched.as_ref();
+    let line = Line {
+        time: rfc3339_now(),
+        request_id: &record.request_id,
+        endpoint: &record.endpoint,
+        route: record.route.as_deref(),
+        block: record.block.as_deref(),
+        model: record.model.as_deref(),
+        served: record.served.as_deref(),
+        backend: record.backend.as_deref(),
+        path: record.path,
+        status: record.status,
+        stream: record.stream,
+        session: record.session,
+        protection: record.protection.as_deref(),
+        cache: record.cache,
+        latency_ms: record.latency_ms,
+        routing_us: record.routing_us,
+        ttft_ms: record.ttft_ms,
+        prompt_tokens: record.prompt_tokens,
+        cached_tokens: record.cached_tokens,
+        fallbacks: &record.fallbacks,
+        error: record.error.as_deref(),
+        generation: record.policy_generation,
+        tenant: watched.map(|w| w.tenant.as_str()),
+        session_id: watched.and_then(|w| w.session.as_deref()),
+        prompt_chars: watched.map(|w| w.prompt_chars),
+        prompt: watched.and_then(|w| w.prompt.as_deref()),
+    };
+    // Strings, numbers and options only: serialising cannot fail.
+    serde_json::to_vec(&line).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! `GET /v1/console/live`: the live stream as server-sent events, one `data:` line per request.
+//! `GET /v1/console/live`: the live stream as server-sent events, one `data:` line per request
+//! (the lines waiting when the stream's task wakes are written together).
 //!
 //! A task copies the broadcast into the response body; when the page goes away the body is
 //! dropped, the task's next send fails, and its watcher (and so the feed's count) goes with it.
@@ -20,6 +21,16 @@ use crate::pipeline::body::{BoxError, ProxyBody};
 /// A comment sent this often keeps proxies and the page's reader from timing the stream out.
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
+/// Bytes of events one write carries at most when lines wait.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Appends one `data:` event.
+fn event(chunk: &mut Vec<u8>, line: &[u8]) {
+    chunk.extend_from_slice(b"data: ");
+    chunk.extend_from_slice(line);
+    chunk.extend_from_slice(b"\n\n");
+}
+
 /// The response that streams `feed` from now on.
 pub fn stream(feed: &LiveFeed) -> Response<ProxyBody> {
     let mut watcher = feed.subscribe();
@@ -35,9 +46,19 @@ pub fn stream(feed: &LiveFeed) -> Response<ProxyBody> {
                 next = watcher.lines.recv() => match next {
                     Ok(line) => {
                         let mut chunk = Vec::with_capacity(line.len() + 8);
-                        chunk.extend_from_slice(b"data: ");
-                        chunk.extend_from_slice(&line);
-                        chunk.extend_from_slice(b"\n\n");
+                        event(&mut chunk, &line);
+                        // Lines that arrived meanwhile go in the same write: under load one
+                        // wake-up and one write carry many requests.
+                        while chunk.len() < BATCH_BYTES {
+                            match watcher.lines.try_recv() {
+                                Ok(line) => event(&mut chunk, &line),
+                                Err(broadcast::error::TryRecvError::Lagged(skipped)) => chunk
+                                    .extend_from_slice(
+                                        format!("event: lagged\ndata: {skipped}\n\n").as_bytes(),
+                                    ),
+                                Err(_) => break,
+                            }
+                        }
                         Bytes::from(chunk)
                     }
                     Err(broadcast::error::RecvError::Lagged(skipped)) => {
