@@ -64,3 +64,17 @@ wait_tcp() {
     sleep 0.2
   done
 }
+
+# ensure_apt PACKAGE...: installs, with apt-get, each package whose command of the same name is
+# missing (on the PATH or in /usr/sbin).
+ensure_apt() {
+  local need=() p sudo_cmd=""
+  for p in "$@"; do
+    command -v "$p" >/dev/null || [[ -x /usr/sbin/$p ]] || need+=("$p")
+  done
+  ((${#need[@]})) || return 0
+  say "apt-get install ${need[*]}"
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=sudo
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+}

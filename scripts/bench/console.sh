@@ -23,16 +23,7 @@ bench_name=console.sh
 # shellcheck source=scripts/bench/common.sh
 source "$here/common.sh"
 
-need_apt=()
-command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || need_apt+=(nginx)
-command -v wrk >/dev/null || need_apt+=(wrk)
-if ((${#need_apt[@]})); then
-  say "apt-get install ${need_apt[*]}"
-  sudo_cmd=""
-  [[ $(id -u) -ne 0 ]] && sudo_cmd=sudo
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+ensure_apt nginx wrk
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 if [[ -n ${BENCH_SRC:-} ]]; then

@@ -40,16 +40,7 @@ source "$here/common.sh"
 
 # ---- install -------------------------------------------------------------------------------
 [[ -x $envoy_bin ]] || die "no Envoy at $envoy_bin: run scripts/setup.sh (or set ENVOY)"
-need_apt=()
-command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || need_apt+=(nginx)
-command -v wrk >/dev/null || need_apt+=(wrk)
-if ((${#need_apt[@]})); then
-  say "apt-get install ${need_apt[*]}"
-  sudo_cmd=""
-  [[ $(id -u) -ne 0 ]] && sudo_cmd=sudo
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+ensure_apt nginx wrk
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 # ---- build ---------------------------------------------------------------------------------
