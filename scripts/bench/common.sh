@@ -78,3 +78,14 @@ ensure_apt() {
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
 }
+
+# start_upstream: the fixed-answer nginx of nginx.conf.in ($nginx_bin) on a free port; sets
+# $nginx_port and $nginx_pid and waits until it answers.
+start_upstream() {
+  nginx_port=$(free_port)
+  sed -e "s|@RUN_DIR@|$run_dir|g" -e "s|@PORT@|$nginx_port|g" "$here/nginx.conf.in" >"$run_dir/nginx.conf"
+  "$nginx_bin" -c "$run_dir/nginx.conf" -e "$run_dir/nginx-error.log" >"$run_dir/nginx.out" 2>&1 &
+  nginx_pid=$!
+  pids+=("$nginx_pid")
+  wait_http nginx "$nginx_pid" "http://127.0.0.1:$nginx_port/v1/models" 10
+}

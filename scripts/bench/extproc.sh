@@ -75,11 +75,7 @@ check_chat() {
 
 say "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-nginx_port=$(free_port)
-sed -e "s|@RUN_DIR@|$run_dir|g" -e "s|@PORT@|$nginx_port|g" "$here/nginx.conf.in" >"$run_dir/nginx.conf"
-"$nginx_bin" -c "$run_dir/nginx.conf" -e "$run_dir/nginx-error.log" >"$run_dir/nginx.out" 2>&1 &
-pids+=($!)
-wait_http nginx "${pids[-1]}" "http://127.0.0.1:$nginx_port/v1/models" 10
+start_upstream
 
 mkdir "$run_dir/policy"
 sed -E "s|http://127\.0\.0\.1:[0-9]+/v1|http://127.0.0.1:$nginx_port/v1|" "$here/policy/policy.sr" >"$run_dir/policy/policy.sr"

@@ -186,12 +186,7 @@ session=0
 stream_headers=()
 
 # ---- upstreams -----------------------------------------------------------------------------
-nginx_port=$(free_port)
-sed -e "s|@RUN_DIR@|$run_dir|g" -e "s|@PORT@|$nginx_port|g" "$here/nginx.conf.in" >"$run_dir/nginx.conf"
-"$nginx_bin" -c "$run_dir/nginx.conf" -e "$run_dir/nginx-error.log" >"$run_dir/nginx.out" 2>&1 &
-nginx_pid=$!
-pids+=("$nginx_pid")
-wait_http nginx "$nginx_pid" "http://127.0.0.1:$nginx_port/v1/models" 10
+start_upstream
 
 sim_port=$(free_port)
 "$src_bin" sim --listen "127.0.0.1:$sim_port" --config "$here/sim.json" >"$run_dir/sim.log" 2>&1 &
