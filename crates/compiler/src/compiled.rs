@@ -35,7 +35,8 @@ pub type TokenCounter = Arc<dyn Fn(&str) -> i64 + Send + Sync>;
 pub(crate) enum Matcher {
     None,
     Phrases(PhraseSet),
-    Fuzzy(FuzzySet),
+    /// Boxed: a fuzzy list carries its tables inline, several times the other variants.
+    Fuzzy(Box<FuzzySet>),
     Regex(Regex),
 }
 
@@ -127,7 +128,7 @@ fn prepare(atom: &Atom) -> Result<Matcher, CompileError> {
         | Atom::Sequence(_, l)
         | Atom::Bm25(_, l) => Matcher::Phrases(PhraseSet::new(l)),
         Atom::Fuzzy(_, l, min) | Atom::FuzzyHits(_, l, min) => {
-            Matcher::Fuzzy(FuzzySet::new(l, f64::from_bits(*min)))
+            Matcher::Fuzzy(Box::new(FuzzySet::new(l, f64::from_bits(*min))))
         }
         Atom::Count(_, r) | Atom::Matches(_, r) => Matcher::Regex(regex(r)?),
         _ => Matcher::None,

@@ -23,44 +23,89 @@ enum Class {
     Other,
 }
 
-fn class(b: u8) -> Class {
-    match b {
-        b'a'..=b'z' | b'A'..=b'Z' => Class::Letter,
-        b'0'..=b'9' => Class::Digit,
-        b'_' => Class::Underscore,
-        b':' => Class::MidLetter,
-        b'.' | b'\'' => Class::MidNumLet,
-        b',' | b';' => Class::MidNum,
-        _ => Class::Other,
-    }
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Join {
+    Yes,
+    No,
+    /// Decided by the byte before or after the pair.
+    Context,
 }
+
+const CLASS_COUNT: usize = 7;
+
+/// Whether two adjacent classes join, by the rules above; the pairs around a mid character
+/// need a third byte.
+const JOINS: [[Join; CLASS_COUNT]; CLASS_COUNT] = {
+    use Class::*;
+    let all = [
+        Letter, Digit, Underscore, MidLetter, MidNumLet, MidNum, Other,
+    ];
+    let mut table = [[Join::No; CLASS_COUNT]; CLASS_COUNT];
+    let mut x = 0;
+    while x < CLASS_COUNT {
+        let mut y = 0;
+        while y < CLASS_COUNT {
+            table[all[x] as usize][all[y] as usize] = match (all[x], all[y]) {
+                (Letter | Digit, Letter | Digit)
+                | (Letter | Digit | Underscore, Underscore)
+                | (Underscore, Letter | Digit) => Join::Yes,
+                (Letter, MidLetter | MidNumLet)
+                | (MidLetter | MidNumLet, Letter)
+                | (Digit, MidNum | MidNumLet)
+                | (MidNum | MidNumLet, Digit) => Join::Context,
+                _ => Join::No,
+            };
+            y += 1;
+        }
+        x += 1;
+    }
+    table
+};
+
+/// The class of every byte, so the scan reads a table instead of matching ranges.
+const CLASSES: [Class; 256] = {
+    let mut table = [Class::Other; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            b'a'..=b'z' | b'A'..=b'Z' => Class::Letter,
+            b'0'..=b'9' => Class::Digit,
+            b'_' => Class::Underscore,
+            b':' => Class::MidLetter,
+            b'.' | b'\'' => Class::MidNumLet,
+            b',' | b';' => Class::MidNum,
+            _ => Class::Other,
+        };
+        b += 1;
+    }
+    table
+};
 
 /// The number of UAX #29 words of ASCII `text` (segments holding a letter or a digit).
 pub(super) fn count(text: &[u8]) -> usize {
     use Class::*;
-    let at = |i: usize| text.get(i).copied().map_or(Other, class);
+    let at = |i: usize| text.get(i).map_or(Other, |&b| CLASSES[usize::from(b)]);
     let mut words = 0usize;
     let mut has_alnum = false;
-    for i in 0..text.len() {
-        let y = at(i);
-        let joined = i > 0 && {
-            let x = at(i - 1);
-            match (x, y) {
-                (Letter | Digit, Letter | Digit) => true,
-                (Letter | Digit | Underscore, Underscore) => true,
-                (Underscore, Letter | Digit) => true,
+    // The classes of the two bytes before the current one.
+    let (mut before, mut previous) = (Other, Other);
+    for (i, &b) in text.iter().enumerate() {
+        let y = CLASSES[usize::from(b)];
+        let joined = match JOINS[previous as usize][y as usize] {
+            Join::Yes => true,
+            Join::No => false,
+            Join::Context => match (previous, y) {
                 (Letter, MidLetter | MidNumLet) => at(i + 1) == Letter,
-                (MidLetter | MidNumLet, Letter) => i >= 2 && at(i - 2) == Letter,
+                (MidLetter | MidNumLet, Letter) => before == Letter,
                 (Digit, MidNum | MidNumLet) => at(i + 1) == Digit,
-                (MidNum | MidNumLet, Digit) => i >= 2 && at(i - 2) == Digit,
+                (MidNum | MidNumLet, Digit) => before == Digit,
                 _ => false,
-            }
+            },
         };
-        if !joined {
-            words += usize::from(has_alnum);
-            has_alnum = false;
-        }
-        has_alnum |= matches!(y, Letter | Digit);
+        // Without a branch on the common pairs: a break closes the segment before `y`.
+        words += usize::from(!joined & has_alnum);
+        has_alnum = (has_alnum & joined) | matches!(y, Letter | Digit);
+        (before, previous) = (previous, y);
     }
     words + usize::from(has_alnum)
 }

@@ -22,11 +22,14 @@
 mod distance;
 #[cfg(test)]
 pub(super) mod reference;
+mod runs;
+mod sliced;
 mod variants;
 
 use super::fold;
 use super::fold::{is_unspaced, is_word_char};
 use distance::Distance;
+use sliced::{Sliced, MOST_LEVELS};
 use std::collections::{HashMap, HashSet};
 use variants::{all_variants, powers, variant_count, Index, Prefixes};
 
@@ -60,9 +63,14 @@ pub struct FuzzySet {
     phrases: Vec<Box<[u32]>>,
     /// Per word id: where it occurs, as `(phrase, position in the phrase)`.
     occurrences: Vec<Box<[(u32, u32)]>>,
-    /// Word ids by character length, and the lengths that have any.
+    /// Word ids by character length, their character sets in the same order, and the lengths
+    /// that have any.
     by_len: Vec<Vec<u32>>,
+    masks_by_len: Vec<Vec<u64>>,
+    sliced_by_len: Vec<Sliced>,
     lengths: Vec<usize>,
+    /// Per length of the longer word: the most edits that keep two words `MIN` similar.
+    budgets: Vec<usize>,
     /// Deletion variants of the phrase words that some probing plan needs.
     index: Index,
     /// Per text-word length in characters: how its anchors are found.
@@ -100,7 +108,7 @@ impl FuzzySet {
                     *ids.entry(w.to_string()).or_insert_with(|| {
                         let chars: Box<[char]> = w.chars().collect();
                         words.push(Word {
-                            mask: mask(&chars),
+                            mask: mask(chars.iter().map(|&c| u32::from(c))),
                             chars,
                         });
                         (words.len() - 1) as u32
@@ -123,13 +131,24 @@ impl FuzzySet {
             by_len[w.chars.len()].push(id as u32);
         }
         let lengths: Vec<usize> = (1..=max_len).filter(|&l| !by_len[l].is_empty()).collect();
+        let masks_by_len: Vec<Vec<u64>> = by_len
+            .iter()
+            .map(|ids| ids.iter().map(|&id| words[id as usize].mask).collect())
+            .collect();
+        let sliced_by_len = masks_by_len.iter().map(|m| Sliced::new(m)).collect();
+        let budgets = (0..=PLANNED.max(max_len) + max_len)
+            .map(|longest| budget(min, longest))
+            .collect();
         let mut set = FuzzySet {
             min,
             words,
             phrases: out,
             occurrences: occurrences.into_iter().map(Vec::into_boxed_slice).collect(),
             by_len,
+            masks_by_len,
+            sliced_by_len,
             lengths,
+            budgets,
             index: Index::new(Vec::new()),
             plans: Vec::new(),
             pow: powers(PLANNED),
@@ -155,8 +174,10 @@ impl FuzzySet {
     /// The most edits that keep two words, the longer of `longest` characters, at least `MIN`
     /// similar.
     fn budget(&self, longest: usize) -> usize {
-        let edits = ((1.0 - self.min + ROOM) * longest as f64).floor();
-        (edits.max(0.0) as usize).min(longest)
+        match self.budgets.get(longest) {
+            Some(&b) => b,
+            None => budget(self.min, longest),
+        }
     }
 
     /// Whether words of `a` and `b` characters can be at least `MIN` similar.
@@ -235,10 +256,12 @@ impl FuzzySet {
             return 0;
         }
         let folded = fold(text);
-        let words: Vec<&str> = segment(&folded).collect();
+        let mut words: Vec<&str> = Vec::with_capacity(folded.len() / 4);
+        segment_into(&folded, &mut words);
         let mut scan = Scan {
             set: self,
             words: &words,
+            ascii: folded.is_ascii(),
             matched: vec![false; self.phrases.len()],
             count: 0,
             chars: Vec::new(),
@@ -304,6 +327,25 @@ impl FuzzySet {
     }
 }
 
+/// The most edits that keep two words, the longer of `longest` characters, at least `min`
+/// similar.
+fn budget(min: f64, longest: usize) -> usize {
+    let edits = ((1.0 - min + ROOM) * longest as f64).floor();
+    (edits.max(0.0) as usize).min(longest)
+}
+
+/// Whether `bits` has at most `k` bits set: clearing the lowest `k` leaves nothing. Cheaper than
+/// a population count where the target has no instruction for one, and `k` is small here.
+fn at_most_bits(mut bits: u64, k: usize) -> bool {
+    for _ in 0..k {
+        if bits == 0 {
+            return true;
+        }
+        bits &= bits - 1;
+    }
+    bits == 0
+}
+
 /// `1 - d / longest`, the one formula every path uses, so that equal inputs give equal sums.
 fn similarity(d: usize, longest: usize) -> f64 {
     if longest == 0 {
@@ -317,6 +359,8 @@ fn similarity(d: usize, longest: usize) -> f64 {
 struct Scan<'s> {
     set: &'s FuzzySet,
     words: &'s [&'s str],
+    /// Whether the folded text is ASCII, so a word's bytes are its characters.
+    ascii: bool,
     matched: Vec<bool>,
     count: usize,
     /// The current text word's characters, and another's while a phrase is checked.
@@ -332,18 +376,28 @@ impl Scan<'_> {
     /// Checks every phrase anchored on text word `at`; true once `enough` phrases matched.
     fn anchors_at(&mut self, at: usize, word: &str, enough: usize) -> bool {
         let set = self.set;
-        let len = word.chars().count();
+        let len = if self.ascii {
+            word.len()
+        } else {
+            word.chars().count()
+        };
         let plan = set.plans.get(len).copied().unwrap_or(Plan::Compare);
         if plan == Plan::Nothing {
             return false;
         }
         self.chars.clear();
-        self.chars.extend(word.chars());
+        if !self.ascii {
+            self.chars.extend(word.chars());
+        }
         self.found.clear();
         match plan {
             Plan::Nothing => {}
             Plan::Probe(depth) => {
-                self.prefixes.of(&self.chars);
+                if self.ascii {
+                    self.prefixes.of(word.bytes().map(u32::from));
+                } else {
+                    self.prefixes.of(self.chars.iter().map(|&c| u32::from(c)));
+                }
                 let found = &mut self.found;
                 self.prefixes.variants(&set.pow, depth, |h| {
                     for &id in set.index.get(h) {
@@ -354,24 +408,40 @@ impl Scan<'_> {
                 });
             }
             Plan::Compare => {
-                let text_mask = mask(&self.chars);
+                let text_mask = if self.ascii {
+                    mask(word.bytes().map(u32::from))
+                } else {
+                    mask(self.chars.iter().map(|&c| u32::from(c)))
+                };
                 for &b in &set.lengths {
                     if !set.in_window(len, b) {
                         continue;
                     }
                     let budget = set.budget(len.max(b));
-                    for &id in &set.by_len[b] {
-                        let m = set.words[id as usize].mask;
-                        // Each edit removes at most one character missing from the other word.
-                        let lower = (text_mask & !m)
-                            .count_ones()
-                            .max((m & !text_mask).count_ones());
-                        if lower as usize <= budget {
-                            self.found.push(id);
+                    let (ids, masks) = (&set.by_len[b], &set.masks_by_len[b]);
+                    let found = &mut self.found;
+                    // Each edit removes at most one character missing from the other word.
+                    let keep = |j: usize| {
+                        if at_most_bits(masks[j] & !text_mask, budget) {
+                            found.push(ids[j]);
                         }
+                    };
+                    if budget < MOST_LEVELS {
+                        set.sliced_by_len[b].candidates(text_mask, budget, keep);
+                    } else {
+                        (0..ids.len())
+                            .filter(|&j| at_most_bits(text_mask & !masks[j], budget))
+                            .for_each(keep);
                     }
                 }
             }
+        }
+        if self.found.is_empty() {
+            return false;
+        }
+        if self.ascii {
+            // Characters are needed only to measure a candidate, which most words lack.
+            self.chars.extend(word.bytes().map(char::from));
         }
         for f in 0..self.found.len() {
             let id = self.found[f];
@@ -464,11 +534,23 @@ fn segment(folded: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The words of folded text into `out`, as [`segment`] cuts them; a byte scan when the text is
+/// ASCII, the common case, where every word character is one byte.
+fn segment_into<'t>(folded: &'t str, out: &mut Vec<&'t str>) {
+    if !folded.is_ascii() {
+        out.extend(segment(folded));
+        return;
+    }
+    runs::runs(folded.as_bytes(), |start, end| {
+        out.extend(folded.get(start..end))
+    });
+}
+
 /// A 64-bit set of the characters of a word (hashed, so distinct characters may share a bit;
 /// that only weakens the bound, never breaks it).
-fn mask(chars: &[char]) -> u64 {
-    chars.iter().fold(0u64, |m, &c| {
-        let h = u32::from(c).wrapping_mul(0x9E37_79B9) >> 26;
+fn mask(chars: impl Iterator<Item = u32>) -> u64 {
+    chars.fold(0u64, |m, c| {
+        let h = c.wrapping_mul(0x9E37_79B9) >> 26;
         m | (1u64 << h)
     })
 }

@@ -12,8 +12,8 @@
 /// The hash base (odd, so that powers of it never vanish modulo 2⁶⁴).
 const BASE: u64 = 0x9E37_79B9_7F4A_7C15;
 
-fn step(h: u64, c: char) -> u64 {
-    h.wrapping_mul(BASE).wrapping_add(u64::from(u32::from(c)))
+fn step(h: u64, c: u32) -> u64 {
+    h.wrapping_mul(BASE).wrapping_add(u64::from(c))
 }
 
 /// `BASE⁰ ..= BASEⁿ`.
@@ -34,7 +34,7 @@ pub(super) fn all_variants(chars: &[char], depth: usize, out: &mut Vec<u64>) {
         match chars.split_first() {
             None => out.push(h),
             Some((&c, rest)) => {
-                go(rest, step(h, c), left, out);
+                go(rest, step(h, u32::from(c)), left, out);
                 if left > 0 {
                     go(rest, h, left - 1, out);
                 }
@@ -62,14 +62,17 @@ pub(super) struct Prefixes {
 }
 
 impl Prefixes {
-    pub(super) fn of(&mut self, chars: &[char]) {
+    /// From the word's characters as code points (an ASCII word's bytes are its code points,
+    /// so either gives the same hashes).
+    pub(super) fn of(&mut self, chars: impl Iterator<Item = u32>) {
         self.hashes.clear();
         self.hashes.push(0);
         let mut h = 0;
-        for &c in chars {
+        // `extend` over a mapped iterator of known length reserves once instead of per push.
+        self.hashes.extend(chars.map(|c| {
             h = step(h, c);
-            self.hashes.push(h);
-        }
+            h
+        }));
     }
 
     /// The hash of characters `from..to`.
@@ -111,6 +114,10 @@ pub(super) struct Index {
     slots: Vec<Slot>,
     ids: Vec<u32>,
     shift: u32,
+    /// One bit per hash bucket, set where some key falls: most probes miss, and this answers
+    /// them from a table small enough to stay in the first-level cache.
+    filter: Vec<u64>,
+    filter_shift: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -139,6 +146,14 @@ impl Index {
         let size = (groups.len() * 2).next_power_of_two().max(2);
         let shift = 64 - size.trailing_zeros();
         let mut slots = vec![Slot::default(); size];
+        // About 16 bits per key: a miss passes the filter about one time in sixteen.
+        let bits = (groups.len() * 16).next_power_of_two().max(64);
+        let filter_shift = 64 - bits.trailing_zeros();
+        let mut filter = vec![0u64; bits / 64];
+        for &(key, _, _) in &groups {
+            let bit = filter_bit(key, filter_shift);
+            filter[bit / 64] |= 1 << (bit % 64);
+        }
         for (key, start, len) in groups {
             let mut at = home(key, shift);
             while slots[at].len != 0 {
@@ -146,11 +161,25 @@ impl Index {
             }
             slots[at] = Slot { key, start, len };
         }
-        Index { slots, ids, shift }
+        Index {
+            slots,
+            ids,
+            shift,
+            filter,
+            filter_shift,
+        }
     }
 
     /// The words with a variant of hash `key`.
     pub(super) fn get(&self, key: u64) -> &[u32] {
+        let bit = filter_bit(key, self.filter_shift);
+        if self
+            .filter
+            .get(bit / 64)
+            .is_none_or(|word| word & (1 << (bit % 64)) == 0)
+        {
+            return &[];
+        }
         let mask = self.slots.len() - 1;
         let mut at = home(key, self.shift);
         loop {
@@ -168,6 +197,11 @@ impl Index {
             at = (at + 1) & mask;
         }
     }
+}
+
+/// A different mix from [`home`], so the filter and the table do not fail on the same keys.
+fn filter_bit(key: u64, shift: u32) -> usize {
+    (key.wrapping_mul(0x9FB2_1C65_1E98_DF25) >> shift) as usize
 }
 
 fn home(key: u64, shift: u32) -> usize {
@@ -192,7 +226,7 @@ mod tests {
                 all_variants(&w, usize::from(depth), &mut want);
                 let mut got = Vec::new();
                 let mut p = Prefixes::default();
-                p.of(&w);
+                p.of(w.iter().map(|&c| u32::from(c)));
                 p.variants(&pow, depth, |h| got.push(h));
                 want.sort_unstable();
                 got.sort_unstable();
