@@ -71,6 +71,9 @@ pub struct ServeConfig {
     /// Whether the console's live lines carry prompt text (`SRC_CONSOLE_PROMPTS=on`); off, they
     /// carry its length only.
     pub console_prompts: bool,
+    /// Lines a second the console's live stream carries at most (`SRC_CONSOLE_LIVE_RATE`;
+    /// 0: one per request).
+    pub console_live_rate: u32,
 }
 
 /// The variable that lets the console show prompt text.
@@ -173,6 +176,10 @@ impl ServeConfig {
             limits: ConnectionLimits::from_env(),
             outcome_keys: AdminToken::list_from_env(AdminToken::OUTCOME_KEYS_ENV),
             console_prompts: console_prompts_from_env(),
+            console_live_rate: env_number("SRC_CONSOLE_LIVE_RATE")
+                .map_or(crate::console::live::DEFAULT_RATE, |n| {
+                    u32::try_from(n).unwrap_or(u32::MAX)
+                }),
         }
     }
 

@@ -44,6 +44,7 @@ pub fn report(app: &App) -> Value {
         "signal_latency": mean_seconds(&samples, names::SIGNAL_SECONDS, "signal"),
         "cache": cache(&samples),
         "live_watchers": app.telemetry.live.watchers(),
+        "live_rate": app.telemetry.live.rate(),
     })
 }
 

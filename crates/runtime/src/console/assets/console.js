@@ -10,6 +10,8 @@ const seen = { routes: new Set(), models: new Set(), tenants: new Set() };
 // The lines this page has seen, newest last, for the sessions view's recent decisions.
 const recent = [];
 const evidence = { prompt: 0, cached: 0, answers: 0 };
+// Requests the server's pace left out of the stream since this page connected.
+let notShown = 0;
 
 function $(id) { return document.getElementById(id); }
 function el(tag, attrs, ...children) {
@@ -70,6 +72,10 @@ function addOption(select, set, value) {
   select.append(el("option", {}, value));
 }
 function onLine(line) {
+  if (line.skipped) {
+    notShown += line.skipped;
+    $("live-paced").textContent = "· " + notShown + " requests not shown (paced stream; counts stay exact)";
+  }
   addOption($("f-route"), seen.routes, line.route);
   addOption($("f-model"), seen.models, line.model);
   addOption($("f-tenant"), seen.tenants, line.tenant);
