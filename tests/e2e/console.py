@@ -175,7 +175,7 @@ def main():
             return row ? [row.dataset.model, row.children[3].textContent, row.children[8].textContent] : null;
         """)
         assert pin[:2] == ["small", "2"], pin
-        # The session's recent decisions, from the live lines this page saw.
+        # The session's recent decisions, kept by the router while this page watches.
         assert pin[2].count("default → small") == 2, pin
         browser.screenshot("sessions.png")
 

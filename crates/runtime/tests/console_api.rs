@@ -463,6 +463,54 @@ async fn sessions_are_listed_by_tenant(router: &Router, store: &str) -> TestResu
     Ok(())
 }
 
+/// With a page connected, the router keeps each session's last decisions itself, so the
+/// sessions view lists them even where the stream's pace (two lines a second here) left most of
+/// them out of the stream.
+#[tokio::test]
+async fn a_sessions_recent_decisions_are_kept_whatever_the_stream_left_out() -> TestResult {
+    let router = Router::start_with(&session_policy(""), |cfg| cfg.console_live_rate = 2).await?;
+    let health = get(&router, "/v1/console/health", &[]).await?;
+    assert_eq!(health["live_rate"], 2);
+    let unwatched = router
+        .chat(&user("before any page"), &[("x-session-id", "t")])
+        .await?;
+    assert_eq!(unwatched.status, 200);
+    let response = Http::new()
+        .open(Method::GET, &router.admin_url("/v1/console/live"), "", &[])
+        .await?;
+    let _body = response.into_body();
+    assert_eq!(watchers(&router).await?, 1);
+    for i in 0..12 {
+        let text = if i == 11 { "a segfault" } else { "hello" };
+        let answer = router.chat(&user(text), &[("x-session-id", "t")]).await?;
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+    let s = get(&router, "/v1/console/sessions", &[]).await?;
+    let pin = s["tenants"]
+        .as_object()
+        .and_then(|t| t.values().next())
+        .and_then(|pins| pins.as_array())
+        .and_then(|pins| pins.iter().find(|p| p["id"] == "t"))
+        .ok_or("the pin")?;
+    assert_eq!(pin["turns"], 13);
+    let decisions = pin["decisions"].as_array().ok_or("decisions")?;
+    // The last eight, newest first; the call made before a page watched is not among them.
+    assert_eq!(decisions.len(), 8, "{pin}");
+    assert_eq!(decisions[0]["route"], "coding");
+    // Nothing protects the pin here: the coding turn switched it, and says so.
+    assert_eq!(decisions[0]["model"], "strong", "{pin}");
+    assert_eq!(decisions[0]["session"], "switched", "{pin}");
+    assert!(
+        decisions[1..]
+            .iter()
+            .all(|d| d["route"] == "default" && d["session"] == "pinned"),
+        "{pin}"
+    );
+    assert!(decisions.iter().all(|d| d["path"] == "upstream"));
+    assert!(decisions[0]["at_ms"].as_u64() >= decisions[7]["at_ms"].as_u64());
+    Ok(())
+}
+
 #[tokio::test]
 async fn sessions_in_memory_are_listed_by_tenant() -> TestResult {
     let router = Router::start(&session_policy("")).await?;

@@ -22,7 +22,9 @@ use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use crate::console::recent::{Decision, Recent};
 use crate::log::{rfc3339_now, RequestRecord};
+use crate::session::clock::{Clock, SystemClock};
 
 /// Lines a connected page may fall behind before it skips ahead.
 const BACKLOG: usize = 1024;
@@ -40,6 +42,8 @@ pub struct LiveFeed {
     /// Pacing of ordinary lines, and of failed and blocked requests' lines.
     ordinary: Arc<Pacer>,
     notable: Arc<Pacer>,
+    /// Each session's last decisions since a page connected, whatever the pace left out.
+    recent: Arc<Recent>,
 }
 
 impl Default for LiveFeed {
@@ -127,6 +131,7 @@ impl LiveFeed {
             rate,
             ordinary: Arc::new(Pacer::new(rate)),
             notable: Arc::new(Pacer::new(rate)),
+            recent: Arc::default(),
         }
     }
 
@@ -146,6 +151,7 @@ impl LiveFeed {
         if self.watchers.load(Ordering::Relaxed) == 0 {
             return;
         }
+        self.recent.note(record, SystemClock.now_ms());
         let notable = matches!(record.path, "blocked" | "error") || record.status >= 500;
         let pacer = if notable {
             &self.notable
@@ -168,6 +174,11 @@ impl LiveFeed {
             lines: self.sender.subscribe(),
             count: Arc::clone(&self.watchers),
         }
+    }
+
+    /// A session's last decisions since a page connected, newest first.
+    pub fn recent(&self, tenant: &str, id: &str) -> Vec<Decision> {
+        self.recent.of(tenant, id)
     }
 
     /// Pages connected now.

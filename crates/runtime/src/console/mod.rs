@@ -21,6 +21,7 @@ pub mod explain;
 pub mod health;
 pub mod live;
 pub mod picture;
+pub mod recent;
 pub mod scrape;
 pub mod sse;
 pub mod who;
@@ -89,8 +90,32 @@ async fn sessions(app: &App, query: Option<&str>) -> Response<ProxyBody> {
         .list_pins(snapshot.policy(), limit)
         .await
     {
-        Ok(answer) => json(answer.to_string()),
+        Ok(mut answer) => {
+            with_recent_decisions(&mut answer, &app.telemetry.live);
+            json(answer.to_string())
+        }
         Err(error) => error.into_response(),
+    }
+}
+
+/// Adds to each listed pin its session's recent decisions, kept since a page connected.
+fn with_recent_decisions(listing: &mut serde_json::Value, live: &live::LiveFeed) {
+    let Some(tenants) = listing
+        .get_mut("tenants")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    for (tenant, pins) in tenants.iter_mut() {
+        for pin in pins.as_array_mut().into_iter().flatten() {
+            let Some(id) = pin.get("id").and_then(serde_json::Value::as_str) else {
+                continue;
+            };
+            let decisions = serde_json::to_value(live.recent(tenant, id)).unwrap_or_default();
+            if let Some(pin) = pin.as_object_mut() {
+                pin.insert("decisions".into(), decisions);
+            }
+        }
     }
 }
 

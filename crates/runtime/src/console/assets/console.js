@@ -7,8 +7,6 @@ let token = sessionStorage.getItem("src-admin-token") || "";
 let paused = false;
 let liveReader = null;
 const seen = { routes: new Set(), models: new Set(), tenants: new Set() };
-// The lines this page has seen, newest last, for the sessions view's recent decisions.
-const recent = [];
 const evidence = { prompt: 0, cached: 0, answers: 0 };
 // Requests the server's pace left out of the stream since this page connected.
 let notShown = 0;
@@ -79,8 +77,6 @@ function onLine(line) {
   addOption($("f-route"), seen.routes, line.route);
   addOption($("f-model"), seen.models, line.model);
   addOption($("f-tenant"), seen.tenants, line.tenant);
-  recent.push(line);
-  if (recent.length > MAX_ROWS) recent.shift();
   if (line.path === "upstream" && line.prompt_tokens !== null) {
     evidence.answers += 1;
     evidence.prompt += line.prompt_tokens;
@@ -224,18 +220,19 @@ async function loadSessions() {
   try { s = await call("sessions"); } catch (e) { $("sessions-store").textContent = e.message; return; }
   if (!s.store) { $("sessions-store").textContent = "the policy declares no session"; $("sessions").replaceChildren(); return; }
   $("sessions-store").textContent = s.listed + " pin(s) in the " + s.store + " store (ttl " + s.ttl_s + " s" + (s.listed >= s.limit ? ", first " + s.limit + " shown" : "") + ")";
-  const header = el("tr", {}, ...["session", "model", "route", "turns", "age s", "ttl left s", "recent outcomes", "switches", "recent decisions (seen here)"].map(h => el("th", {}, h)));
-  const decisions = (tenant, id) => recent.filter(l => l.tenant === tenant && l.session_id === id).slice(-5).reverse()
-    .map(l => (l.time || "").slice(11, 19) + " " + (l.route || "—") + " → " + (l.model || "—") + " " + l.path + (l.session ? " (" + l.session + ")" : "")).join("; ");
-  const pinRow = (tenant, p) => el("tr", { "data-session": p.id, "data-model": p.model, class: p.stale ? "stale" : "" },
+  const header = el("tr", {}, ...["session", "model", "route", "turns", "age s", "ttl left s", "recent outcomes", "switches", "recent decisions"].map(h => el("th", {}, h)));
+  // Kept by the router since a page connected, whatever the stream's pace left out.
+  const decisions = p => (p.decisions || []).slice(0, 5)
+    .map(d => new Date(d.at_ms).toISOString().slice(11, 19) + " " + (d.route || "—") + " → " + (d.model || "—") + " " + d.path + (d.session ? " (" + d.session + ")" : "")).join("; ");
+  const pinRow = p => el("tr", { "data-session": p.id, "data-model": p.model, class: p.stale ? "stale" : "" },
     el("td", {}, p.id), el("td", {}, p.model), el("td", {}, p.route || ""), el("td", {}, String(p.turns)),
     el("td", {}, p.age_s.toFixed(0)), el("td", {}, p.stale ? "expired" : p.ttl_left_s.toFixed(0)),
     el("td", {}, p.outcomes && p.outcomes.count ? p.outcomes.fails + " failed of " + p.outcomes.count : "none"),
     el("td", {}, p.switches.map(w => w.from + " → " + w.to + (w.observed ? " (observed: " + w.observed + ")" : "")).join("; ")),
-    el("td", { class: "decisions" }, decisions(tenant, p.id)));
+    el("td", { class: "decisions" }, decisions(p)));
   const groups = Object.entries(s.tenants).map(([tenant, pins]) => el("div", { class: "tenant", "data-tenant": tenant },
     el("h3", {}, "tenant " + tenant),
-    el("table", {}, el("thead", {}, header.cloneNode(true)), el("tbody", {}, ...pins.map(p => pinRow(tenant, p))))));
+    el("table", {}, el("thead", {}, header.cloneNode(true)), el("tbody", {}, ...pins.map(pinRow)))));
   $("sessions").replaceChildren(...groups);
 }
 
