@@ -2,6 +2,8 @@
 //! simulator and through `src serve` in front of it (same process, loopback, keep-alive
 //! clients, simulator latency model off). The difference of the medians is the router's cost:
 //! body read, parse, request facts, staged evaluation, rewrite, forward, relay, log, metrics.
+//! The same conversation as an Anthropic Messages request (translated to chat for the
+//! simulator and back) shows what translation adds on top.
 
 use std::time::Duration;
 
@@ -17,6 +19,8 @@ use src_runtime::sim::{SimConfig, SimHandle, SimModel};
 use src_runtime::{Components, ServeConfig};
 
 const BODY: &str = r#"{"model":"MODEL","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],"temperature":0.2,"max_tokens":4}"#;
+
+const MESSAGES_BODY: &str = r#"{"model":"auto","system":"You are helpful.","messages":[{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],"temperature":0.2,"max_tokens":4}"#;
 
 fn bench(c: &mut Criterion) {
     let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
@@ -87,9 +91,15 @@ route default {{ to small }}
     };
     let direct_url = format!("{}/v1/chat/completions", sim.base_url());
     let router_url = format!("http://{}/v1/chat/completions", server.addr);
+    let messages_url = format!("http://{}/v1/messages", server.addr);
     let direct_body = BODY.replace("MODEL", "bench-model");
     let routed_body = BODY.replace("MODEL", "auto");
-    for (url, body) in [(&direct_url, &direct_body), (&router_url, &routed_body)] {
+    let messages_body = MESSAGES_BODY.to_owned();
+    for (url, body) in [
+        (&direct_url, &direct_body),
+        (&router_url, &routed_body),
+        (&messages_url, &messages_body),
+    ] {
         let status = rt.block_on(send(url.clone(), body.clone()));
         if status != 200 {
             eprintln!("bench request to {url} answered {status}");
@@ -102,6 +112,9 @@ route default {{ to small }}
     });
     group.bench_function("through_router", |b| {
         b.iter(|| rt.block_on(send(router_url.clone(), routed_body.clone())))
+    });
+    group.bench_function("messages_through_router", |b| {
+        b.iter(|| rt.block_on(send(messages_url.clone(), messages_body.clone())))
     });
     group.finish();
     rt.block_on(async {

@@ -82,6 +82,7 @@ impl Prefixes {
 
     /// Calls `f` with the hash of the word and of each variant with one deletion, then, for
     /// `depth` 2, of each with two; `pow` must reach the word's length.
+    #[inline]
     pub(super) fn variants(&self, pow: &[u64], depth: u8, mut f: impl FnMut(u64)) {
         let n = self.hashes.len() - 1;
         f(self.hashes[n]);
@@ -171,6 +172,7 @@ impl Index {
     }
 
     /// The words with a variant of hash `key`.
+    #[inline]
     pub(super) fn get(&self, key: u64) -> &[u32] {
         let bit = filter_bit(key, self.filter_shift);
         if self
