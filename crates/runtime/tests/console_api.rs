@@ -217,6 +217,8 @@ async fn the_live_stream_shows_each_decision_and_lets_go_of_a_page_that_left() -
     assert_eq!(blocked.status, 413);
     let line = read_until(&mut body, |l| l["path"] == "blocked").await?;
     assert_eq!(line["block"], "too_long");
+    // A refusal is filtered by tenant like a forwarded request (no key: the keyless tenant).
+    assert!(line["tenant"].as_str().is_some(), "{line}");
 
     drop(body);
     let deadline = tokio::time::Instant::now() + PATIENCE;

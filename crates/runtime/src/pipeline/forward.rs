@@ -178,14 +178,6 @@ pub async fn forward(
 ) -> Response<ProxyBody> {
     let policy = snapshot.policy();
     note_plan(&mut done.record, policy, &plan);
-    if telemetry.live.watchers() > 0 {
-        done.record.watched = Some(crate::console::who::who(
-            policy,
-            request.view,
-            plan.session.as_ref().and_then(|s| s.identity.as_deref()),
-            telemetry.live.shows_prompts(),
-        ));
-    }
     let session_outcomes = plan.session.as_ref().and_then(|s| s.outcomes.clone());
     let fill = plan.cache.as_ref().and_then(|c| c.fill.clone());
 

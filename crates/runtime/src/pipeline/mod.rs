@@ -199,6 +199,22 @@ pub async fn decide_step(
     done.record.routing_us = routing.as_secs_f64() * 1e6;
     done.record.skipped_signals = facts.skipped_signals;
     done.record.cache = facts.cache;
+    if pipeline.telemetry.live.watchers() > 0 {
+        // Who sent it, for the console's line, whatever the answer: a refusal or a stored
+        // answer is filtered by tenant like a forwarded request (which has its session too).
+        let session = match &decision {
+            Ok(Decision::Forward(plan)) => {
+                plan.session.as_ref().and_then(|s| s.identity.as_deref())
+            }
+            _ => None,
+        };
+        done.record.watched = Some(crate::console::who::who(
+            snapshot.policy(),
+            request.view,
+            session,
+            pipeline.telemetry.live.shows_prompts(),
+        ));
+    }
     match decision {
         Err(error) => Decided::Answer(answer_error(done, error)),
         Ok(Decision::Refuse {
