@@ -38,10 +38,23 @@ free_port() {
 
 # wait_http NAME PID URL SECONDS: until URL answers 2xx, failing early if PID has exited.
 wait_http() {
+  ready_http "$@" || die "$not_ready"
+}
+
+# ready_http NAME PID URL SECONDS: wait_http for an optional peer, which a benchmark skips
+# rather than stopping for: returns 1 with the reason in $not_ready.
+ready_http() {
   local name=$1 pid=$2 url=$3 limit=$4 waited=0
+  not_ready=""
   until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || die "$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
-    ((waited++ < limit * 5)) || die "$name not ready after ${limit}s ($url)"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      not_ready="$name exited during start; its log is in $run_dir (BENCH_KEEP=1 keeps it)"
+      return 1
+    fi
+    if ((waited++ >= limit * 5)); then
+      not_ready="$name not ready after ${limit}s ($url)"
+      return 1
+    fi
     sleep 0.2
   done
 }

@@ -372,16 +372,19 @@ else
   node "$portkey_js" >"$run_dir/portkey.log" 2>&1 &
   pid=$!
   pids+=("$pid")
-  wait_http "Portkey gateway" "$pid" "http://127.0.0.1:$portkey_port/" 60
-  auth=sk-bench-upstream
-  extra_headers="x-portkey-provider: openai; x-portkey-custom-host: http://127.0.0.1:$nginx_port/v1"
-  stream_headers=("Authorization: Bearer $auth" "x-portkey-provider: openai"
-    "x-portkey-custom-host: http://127.0.0.1:$sim_port/v1")
-  measure portkey "Portkey gateway 1.15.2" "http://127.0.0.1:$portkey_port/v1/chat/completions" \
-    "http://127.0.0.1:$portkey_port/v1/chat/completions" bench-model "$pid"
-  auth=""
-  extra_headers=""
-  stream_headers=()
+  if ! ready_http "Portkey gateway" "$pid" "http://127.0.0.1:$portkey_port/" 60; then
+    skip "Portkey gateway" "$not_ready"
+  else
+    auth=sk-bench-upstream
+    extra_headers="x-portkey-provider: openai; x-portkey-custom-host: http://127.0.0.1:$nginx_port/v1"
+    stream_headers=("Authorization: Bearer $auth" "x-portkey-provider: openai"
+      "x-portkey-custom-host: http://127.0.0.1:$sim_port/v1")
+    measure portkey "Portkey gateway 1.15.2" "http://127.0.0.1:$portkey_port/v1/chat/completions" \
+      "http://127.0.0.1:$portkey_port/v1/chat/completions" bench-model "$pid"
+    auth=""
+    extra_headers=""
+    stream_headers=()
+  fi
   stop "$pid"
 fi
 
@@ -399,12 +402,15 @@ else
     --num_workers "$litellm_workers" >"$run_dir/litellm.log" 2>&1 &
   pid=$!
   pids+=("$pid")
-  wait_http LiteLLM "$pid" "http://127.0.0.1:$litellm_port/health/liveliness" 180
-  stream_headers=("Authorization: Bearer $auth")
-  measure litellm "LiteLLM proxy" "http://127.0.0.1:$litellm_port/v1/chat/completions" \
-    "http://127.0.0.1:$litellm_port/v1/chat/completions" stream "$pid"
+  if ! ready_http LiteLLM "$pid" "http://127.0.0.1:$litellm_port/health/liveliness" 180; then
+    skip "LiteLLM proxy" "$not_ready"
+  else
+    stream_headers=("Authorization: Bearer $auth")
+    measure litellm "LiteLLM proxy" "http://127.0.0.1:$litellm_port/v1/chat/completions" \
+      "http://127.0.0.1:$litellm_port/v1/chat/completions" stream "$pid"
+    stream_headers=()
+  fi
   auth=""
-  stream_headers=()
   stop "$pid"
 fi
 
