@@ -76,6 +76,9 @@ pub struct ServeConfig {
     pub console_live_rate: u32,
 }
 
+/// Lines a second the console's live stream carries when `SRC_CONSOLE_LIVE_RATE` is not set.
+pub const DEFAULT_CONSOLE_LIVE_RATE: u32 = 100;
+
 /// The variable that lets the console show prompt text.
 pub const CONSOLE_PROMPTS_ENV: &str = "SRC_CONSOLE_PROMPTS";
 
@@ -177,7 +180,7 @@ impl ServeConfig {
             outcome_keys: AdminToken::list_from_env(AdminToken::OUTCOME_KEYS_ENV),
             console_prompts: console_prompts_from_env(),
             console_live_rate: env_number("SRC_CONSOLE_LIVE_RATE")
-                .map_or(crate::console::live::DEFAULT_RATE, |n| {
+                .map_or(DEFAULT_CONSOLE_LIVE_RATE, |n| {
                     u32::try_from(n).unwrap_or(u32::MAX)
                 }),
         }

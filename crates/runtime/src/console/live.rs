@@ -29,9 +29,6 @@ use crate::session::clock::{Clock, SystemClock};
 /// Lines a connected page may fall behind before it skips ahead.
 const BACKLOG: usize = 1024;
 
-/// Lines a second the stream carries by default (`SRC_CONSOLE_LIVE_RATE`).
-pub const DEFAULT_RATE: u32 = 100;
-
 /// The sender every request's completion publishes to.
 #[derive(Clone)]
 pub struct LiveFeed {
@@ -48,7 +45,7 @@ pub struct LiveFeed {
 
 impl Default for LiveFeed {
     fn default() -> Self {
-        LiveFeed::new(false, DEFAULT_RATE)
+        LiveFeed::new(false, crate::config::DEFAULT_CONSOLE_LIVE_RATE)
     }
 }
 
