@@ -57,14 +57,10 @@ impl Recent {
             return;
         };
         let key = (who.tenant.clone(), id.clone());
-        let decisions = match self.sessions.get(&key) {
-            Some(d) => d,
-            None => {
-                let d = Decisions::default();
-                self.sessions.insert(key, Arc::clone(&d));
-                d
-            }
-        };
+        // One list per session even when its first two requests end together.
+        let Ok(decisions) = self.sessions.get_or_insert_with(&key, || {
+            Ok::<_, std::convert::Infallible>(Decisions::default())
+        });
         let mut decisions = decisions.lock().unwrap_or_else(PoisonError::into_inner);
         if decisions.len() == PER_SESSION {
             decisions.pop_front();
