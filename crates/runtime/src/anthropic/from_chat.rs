@@ -2,24 +2,27 @@
 //! block, its tool calls as `tool_use` blocks (arguments parsed back into `input`), the finish
 //! reason as `stop_reason` and the usage in Messages' names ([`super::wire::MessagesUsage`]).
 //!
-//! The answer is read into typed structs that borrow its bytes (its text is copied only where
-//! it has escapes) and written straight back as bytes, without a JSON tree either way. An
-//! answer whose fields are not of chat's types is no chat completion.
+//! The answer is read into typed structs that borrow its bytes, and its strings are kept as the
+//! JSON tokens they arrived as (`&RawValue`): a chat string and a Messages string are the same
+//! token, so the text, ids and model are copied across without being unescaped or escaped
+//! again, and the Messages answer is written straight back as bytes around them. An answer
+//! whose fields are not of chat's types is no chat completion.
 
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use crate::anthropic::wire::{self, ChatUsage, MessagesUsage};
 
 #[derive(Deserialize)]
 struct ChatCompletion<'a> {
-    #[serde(default, borrow, deserialize_with = "text")]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, borrow, deserialize_with = "text")]
-    model: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "string")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "string")]
+    model: Option<&'a RawValue>,
     #[serde(borrow)]
     choices: Vec<Choice<'a>>,
     usage: Option<ChatUsage>,
@@ -35,26 +38,37 @@ struct Choice<'a> {
 
 #[derive(Deserialize)]
 struct Reply<'a> {
-    #[serde(default, borrow, deserialize_with = "text")]
-    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "string")]
+    content: Option<&'a RawValue>,
     #[serde(borrow)]
     tool_calls: Option<Vec<Call<'a>>>,
 }
 
 #[derive(Deserialize)]
 struct Call<'a> {
-    #[serde(default, borrow, deserialize_with = "text")]
-    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "string")]
+    id: Option<&'a RawValue>,
     #[serde(borrow)]
     function: Option<Function<'a>>,
 }
 
 #[derive(Deserialize)]
 struct Function<'a> {
-    #[serde(default, borrow, deserialize_with = "text")]
-    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "string")]
+    name: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "text")]
     arguments: Option<Cow<'a, str>>,
+}
+
+/// A string or `null`, as its JSON token; any other value fails the answer.
+fn string<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<&'a RawValue>, D::Error> {
+    let raw = Option::<&'a RawValue>::deserialize(d)?;
+    match raw {
+        Some(token) if !token.get().starts_with('"') => {
+            Err(serde::de::Error::custom("expected a string"))
+        }
+        _ => Ok(raw),
+    }
 }
 
 /// A string or `null`, borrowed from the answer unless it has escapes (serde borrows a bare
@@ -65,66 +79,103 @@ fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>,
     Ok(Option::<Borrowed<'a>>::deserialize(d)?.map(|b| b.0))
 }
 
-#[derive(Serialize)]
-struct Message<'a> {
-    id: String,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    role: &'static str,
-    model: Option<Cow<'a, str>>,
-    content: Vec<Block<'a>>,
-    stop_reason: Option<&'static str>,
-    stop_sequence: Option<&'static str>,
-    usage: MessagesUsage,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Block<'a> {
-    Text {
-        text: Cow<'a, str>,
-    },
-    ToolUse {
-        id: Option<Cow<'a, str>>,
-        name: Option<Cow<'a, str>>,
-        input: Value,
-    },
-}
-
 /// The Messages form of a chat completion's bytes; `None` when they are no chat completion
 /// with a choice to answer with.
-pub fn message(chat: &[u8]) -> Option<Bytes> {
-    let chat: ChatCompletion = serde_json::from_slice(chat).ok()?;
+pub fn message(bytes: &[u8]) -> Option<Bytes> {
+    let chat: ChatCompletion = serde_json::from_slice(bytes).ok()?;
     let choice = chat.choices.into_iter().next()?;
     let reply = choice.message;
-    let mut content = Vec::new();
-    if let Some(text) = reply.content.filter(|t| !t.is_empty()) {
-        content.push(Block::Text { text });
+    // The answer is the chat answer's tokens and about a hundred bytes of names around them.
+    let mut out = Vec::with_capacity(bytes.len() + 128);
+    out.extend_from_slice(b"{\"id\":");
+    write_message_id(&mut out, chat.id);
+    out.extend_from_slice(b",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+    write_token(&mut out, chat.model);
+    out.extend_from_slice(b",\"content\":[");
+    let mut blocks = 0;
+    if let Some(text) = reply.content.filter(|t| t.get() != "\"\"") {
+        out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+        out.extend_from_slice(text.get().as_bytes());
+        out.push(b'}');
+        blocks += 1;
     }
     for call in reply.tool_calls.into_iter().flatten() {
         let (name, arguments) = match call.function {
             Some(f) => (f.name, f.arguments),
             None => (None, None),
         };
-        content.push(Block::ToolUse {
-            id: call.id,
-            name,
-            input: tool_input(arguments.as_deref().unwrap_or("")),
-        });
+        if blocks > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"type\":\"tool_use\",\"id\":");
+        write_token(&mut out, call.id);
+        out.extend_from_slice(b",\"name\":");
+        write_token(&mut out, name);
+        out.extend_from_slice(b",\"input\":");
+        write_value(&mut out, &tool_input(arguments.as_deref().unwrap_or("")));
+        out.push(b'}');
+        blocks += 1;
     }
-    let message = Message {
-        id: message_id(chat.id.as_deref()),
-        kind: "message",
-        role: "assistant",
-        model: chat.model,
-        content,
-        stop_reason: choice.finish_reason.as_deref().map(wire::stop_reason),
-        stop_sequence: None,
-        usage: chat.usage.map(MessagesUsage::from).unwrap_or_default(),
-    };
-    // Serialising strings, numbers and `Value`s cannot fail.
-    serde_json::to_vec(&message).ok().map(Bytes::from)
+    out.extend_from_slice(b"],\"stop_reason\":");
+    match choice.finish_reason.as_deref().map(wire::stop_reason) {
+        Some(reason) => {
+            out.push(b'"');
+            out.extend_from_slice(reason.as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"stop_sequence\":null,\"usage\":");
+    chat.usage
+        .map(MessagesUsage::from)
+        .unwrap_or_default()
+        .write_json(&mut out);
+    out.push(b'}');
+    Some(Bytes::from(out))
 }
+
+/// A string token as it came, or `null`.
+fn write_token(out: &mut Vec<u8>, token: Option<&RawValue>) {
+    match token {
+        Some(token) => out.extend_from_slice(token.get().as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    // Writing a `Value` into memory cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// [`message_id`] of the chat id token. An id without escapes is rewritten on its token (the
+/// prefix is plain ASCII, so the token starts with it exactly when the id does); one with
+/// escapes is decoded first.
+fn write_message_id(out: &mut Vec<u8>, token: Option<&RawValue>) {
+    let inner = token
+        .map(|t| t.get())
+        .and_then(|t| t.strip_prefix('"'))
+        .and_then(|t| t.strip_suffix('"'));
+    match inner {
+        Some(inner) if !inner.contains('\\') => {
+            out.extend_from_slice(b"\"msg_");
+            out.extend_from_slice(
+                inner
+                    .strip_prefix(CHAT_ID_PREFIX)
+                    .unwrap_or(inner)
+                    .as_bytes(),
+            );
+            out.push(b'"');
+        }
+        Some(_) => {
+            let id: Option<String> = token.and_then(|t| serde_json::from_str(t.get()).ok());
+            write_value(out, &Value::String(message_id(id.as_deref())));
+        }
+        None => write_value(out, &Value::String(message_id(None))),
+    }
+}
+
+/// What an OpenAI-compatible server puts before a chat completion's id.
+const CHAT_ID_PREFIX: &str = "chatcmpl-";
 
 /// A tool call's arguments as the object `tool_use.input` must be; arguments that are no JSON
 /// object (a model's malformed call) are kept whole under `arguments` rather than lost.
@@ -141,7 +192,7 @@ pub fn tool_input(arguments: &str) -> Value {
 /// `msg_` and the chat id, so a log line's id is found in both forms.
 pub fn message_id(chat_id: Option<&str>) -> String {
     let id = chat_id.unwrap_or("");
-    let id = id.strip_prefix("chatcmpl-").unwrap_or(id);
+    let id = id.strip_prefix(CHAT_ID_PREFIX).unwrap_or(id);
     format!("msg_{id}")
 }
 
@@ -177,6 +228,37 @@ mod tests {
                 "usage": {"input_tokens": 12, "output_tokens": 5, "cache_read_input_tokens": 8}
             }))
         );
+    }
+
+    #[test]
+    fn strings_keep_their_escapes_and_other_types_are_no_answer() {
+        // Escapes, a quote, a control character and non-ASCII text cross unchanged in meaning.
+        let text = "line one\nsaid \"hi\" \u{1} café \u{1F600}";
+        let chat = json!({
+            "id": "chatcmpl-\"odd\"", "model": null,
+            "choices": [{"message": {"content": text}, "finish_reason": null}]
+        });
+        assert_eq!(
+            translated(&chat),
+            Some(json!({
+                "id": "msg_\"odd\"", "type": "message", "role": "assistant", "model": null,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": null, "stop_sequence": null, "usage": {}
+            }))
+        );
+        // A chat id escaped where the prefix is still loses the prefix.
+        let escaped = br#"{"id":"\u0063hatcmpl-9","choices":[{"message":{"content":""}}]}"#;
+        let message: Option<Value> = message(escaped).and_then(|b| serde_json::from_slice(&b).ok());
+        assert_eq!(message.as_ref().map(|m| &m["id"]), Some(&json!("msg_9")));
+        assert_eq!(message.as_ref().map(|m| &m["content"]), Some(&json!([])));
+        for wrong in [
+            json!({"id": 7, "choices": [{"message": {"content": "x"}}]}),
+            json!({"model": ["m"], "choices": [{"message": {"content": "x"}}]}),
+            json!({"choices": [{"message": {"content": [{"type": "text"}]}}]}),
+            json!({"choices": [{"message": {"tool_calls": [{"id": {}, "function": {}}]}}]}),
+        ] {
+            assert_eq!(translated(&wrong), None, "{wrong}");
+        }
     }
 
     #[test]

@@ -32,8 +32,9 @@ static NULL: Value = Value::Null;
 /// body gets first ([`ChatForm::body`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatForm {
-    /// The members after `model`: `"messages":[..],..}` (the form always has `messages`).
-    members: Vec<u8>,
+    /// The form serialised without `model`: `{"messages":[..],..}` (it always has `messages`),
+    /// of which a body takes the members after the opening brace.
+    serialised: Vec<u8>,
 }
 
 impl ChatForm {
@@ -46,17 +47,22 @@ impl ChatForm {
             ..request
         })
         .unwrap_or_default();
-        let members = bytes.get(1..).unwrap_or_default().to_vec();
-        Ok(ChatForm { members })
+        Ok(ChatForm { serialised: bytes })
+    }
+
+    /// The members after `model`: `"messages":[..],..}`.
+    fn members(&self) -> &[u8] {
+        self.serialised.get(1..).unwrap_or_default()
     }
 
     /// The body one candidate is sent: its served id (as JSON) as `model`, then the form.
     pub fn body(&self, served_json: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(10 + served_json.len() + self.members.len());
+        let members = self.members();
+        let mut out = Vec::with_capacity(10 + served_json.len() + members.len());
         out.extend_from_slice(b"{\"model\":");
         out.extend_from_slice(served_json);
         out.push(b',');
-        out.extend_from_slice(&self.members);
+        out.extend_from_slice(members);
         out
     }
 

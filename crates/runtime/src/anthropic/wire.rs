@@ -113,6 +113,32 @@ pub struct MessagesUsage {
     cache_read_input_tokens: Option<u64>,
 }
 
+impl MessagesUsage {
+    /// Appends the usage object as JSON: the same bytes as serialising it, written without a
+    /// serializer because a whole answer is written by hand around it.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let counts = [
+            ("input_tokens", self.input_tokens),
+            ("output_tokens", self.output_tokens),
+            ("cache_read_input_tokens", self.cache_read_input_tokens),
+        ];
+        out.push(b'{');
+        let mut first = true;
+        for (name, count) in counts {
+            let Some(count) = count else { continue };
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            out.push(b'"');
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(itoa::Buffer::new().format(count).as_bytes());
+        }
+        out.push(b'}');
+    }
+}
+
 impl From<ChatUsage> for MessagesUsage {
     fn from(chat: ChatUsage) -> MessagesUsage {
         MessagesUsage {
@@ -174,6 +200,25 @@ mod tests {
             Value::Object(usage(&plain)),
             json!({"input_tokens": 3, "output_tokens": 1})
         );
+    }
+
+    #[test]
+    fn usage_is_written_as_serde_writes_it() {
+        let counts = [None, Some(0), Some(31), Some(u64::MAX)];
+        for input_tokens in counts {
+            for output_tokens in counts {
+                for cache_read_input_tokens in counts {
+                    let usage = MessagesUsage {
+                        input_tokens,
+                        output_tokens,
+                        cache_read_input_tokens,
+                    };
+                    let mut written = Vec::new();
+                    usage.write_json(&mut written);
+                    assert_eq!(serde_json::to_vec(&usage).ok(), Some(written), "{usage:?}");
+                }
+            }
+        }
     }
 
     #[test]
