@@ -5,7 +5,8 @@
 //! backend gives). [`UsageScanner`] therefore takes the bytes by reference, in whatever pieces the
 //! network delivers, and keeps only the partial line it has not seen the end of.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// Token counts from an answer. Every field is `None` when the upstream did not say: unknown is
@@ -64,10 +65,47 @@ impl Usage {
     }
 
     /// [`Usage::from_answer`] over the raw bytes of a non-streaming answer.
+    ///
+    /// Only the `usage` objects become values; everything else of the answer (its text, its
+    /// choices) is skipped by the parser, not built into a tree and freed again.
     pub fn from_body(body: &[u8]) -> Option<Usage> {
-        let answer: Value = serde_json::from_slice(body).ok()?;
-        Usage::from_answer(&answer)
+        // A struct would also be read from an array of its members, which carries no usage.
+        let is_object = |json: &[u8]| json.trim_ascii_start().starts_with(b"{");
+        if !is_object(body) {
+            return None;
+        }
+        let answer: Carriers = serde_json::from_slice(body).ok()?;
+        let nested = |outer: Option<&RawValue>| {
+            let outer = outer.filter(|o| is_object(o.get().as_bytes()))?;
+            let outer: Nested = serde_json::from_str(outer.get()).ok()?;
+            outer.usage.as_ref().and_then(Usage::from_value)
+        };
+        answer
+            .usage
+            .as_ref()
+            .and_then(Usage::from_value)
+            .or_else(|| nested(answer.response))
+            .or_else(|| nested(answer.message))
     }
+}
+
+/// The members of an answer [`Usage::from_answer`] reads; the others are skipped.
+#[derive(Deserialize)]
+struct Carriers<'a> {
+    #[serde(default)]
+    usage: Option<Value>,
+    /// Kept as their JSON tokens: a member that is no object carries no usage, and does not
+    /// make the answer unreadable.
+    #[serde(default, borrow)]
+    response: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    message: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Nested {
+    #[serde(default)]
+    usage: Option<Value>,
 }
 
 /// A line longer than this is not an OpenAI event; it is skipped instead of buffered without
@@ -398,6 +436,31 @@ mod tests {
         assert_eq!(usage.and_then(|u| u.cached_tokens), Some(0));
         assert_eq!(Usage::from_body(b"{\"id\":\"x\"}"), None);
         assert_eq!(Usage::from_body(b"not json"), None);
+    }
+
+    #[test]
+    fn the_body_reader_agrees_with_the_tree_reader() {
+        use serde_json::json;
+        let usage = json!({"prompt_tokens": 9, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}});
+        let answers = [
+            json!({"id": "c", "choices": [{"message": {"content": "hi"}}], "usage": usage}),
+            json!({"usage": null, "response": {"usage": {"input_tokens": 3, "output_tokens": 1}}}),
+            json!({"usage": "odd", "message": {"id": "m", "usage": {"input_tokens": 5}}}),
+            json!({"response": "no object", "message": [1, 2]}),
+            json!({"message": [{"input_tokens": 5}]}),
+            json!({"response": {"usage": 7}, "message": {"usage": {"output_tokens": 8}}}),
+            json!({"usage": {"prompt_tokens": -1, "total_tokens": 1.5}}),
+            json!([{"usage": usage}]),
+            json!("text"),
+        ];
+        for answer in answers {
+            let bytes = answer.to_string();
+            assert_eq!(
+                Usage::from_body(bytes.as_bytes()),
+                Usage::from_answer(&answer),
+                "{answer}"
+            );
+        }
     }
 
     /// A chat stream with the given usage (cached tokens optional), lines ended by `eol`.

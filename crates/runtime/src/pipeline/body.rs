@@ -256,13 +256,10 @@ impl Relay {
         if !success || *len > MAX_JSON_EVIDENCE {
             return;
         }
-        let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
-        let answer = serde_json::from_slice::<serde_json::Value>(&whole);
-        let well_formed = answer
-            .as_ref()
-            .ok()
-            .and_then(|v| v.as_object())
-            .is_some_and(|o| !o.contains_key("error"));
+        let well_formed = match parts.as_slice() {
+            [one] => well_formed(one),
+            _ => well_formed(&parts.concat()),
+        };
         if !well_formed {
             outcomes.failed(&model, "malformed");
         }
@@ -342,6 +339,30 @@ impl Relay {
     }
 }
 
+/// Whether a JSON answer is an object without an `error` member: what a backend that answers
+/// 2xx but reports a failure, or cuts its JSON short, fails. The answer is checked by the
+/// parser without being built into a tree.
+fn well_formed(answer: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        #[serde(default)]
+        error: Present,
+    }
+    /// Whether the member is there, whatever its value (`null` included).
+    #[derive(Default)]
+    struct Present(bool);
+    impl<'de> serde::Deserialize<'de> for Present {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Present, D::Error> {
+            serde::de::IgnoredAny::deserialize(d)?;
+            Ok(Present(true))
+        }
+    }
+    // A struct would also be read from an array; skipped strings are not checked for UTF-8.
+    answer.trim_ascii_start().starts_with(b"{")
+        && std::str::from_utf8(answer).is_ok()
+        && serde_json::from_slice::<Shape>(answer).is_ok_and(|shape| !shape.error.0)
+}
+
 impl Body for Relay {
     type Data = Bytes;
     type Error = BoxError;
@@ -408,6 +429,45 @@ impl Drop for Relay {
             let error = (!self.ended && !self.inner.is_end_stream())
                 .then(|| "client disconnected before the answer ended".to_owned());
             self.complete(error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::well_formed;
+
+    /// The definition [`well_formed`] keeps: an object, as a tree, without an `error` key.
+    fn as_tree(answer: &[u8]) -> bool {
+        serde_json::from_slice::<serde_json::Value>(answer)
+            .ok()
+            .and_then(|v| v.as_object().map(|o| !o.contains_key("error")))
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn well_formed_answers_are_told_as_a_tree_would_tell_them() {
+        let cases: [&[u8]; 12] = [
+            br#"{"id":"c","choices":[{"message":{"content":"hi"}}]}"#,
+            br#" {"error":{"message":"busy"}}"#,
+            br#"{"error":null}"#,
+            br#"{"choices":[],"error":"late"}"#,
+            br#"{"choices":[{"message":{"content":"cut"#,
+            br#"[{"id":"c"}]"#,
+            br#""text""#,
+            b"",
+            br#"{"a":1} trailing"#,
+            b"{\"content\":\"\xff\xfe\"}",
+            br#"{"nested":{"error":1}}"#,
+            br#"{"content":"escaped \" quote \u00e9"}"#,
+        ];
+        for case in cases {
+            assert_eq!(
+                well_formed(case),
+                as_tree(case),
+                "{}",
+                String::from_utf8_lossy(case)
+            );
         }
     }
 }
