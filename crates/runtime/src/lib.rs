@@ -34,6 +34,7 @@
 //! - [`metrics`]: every metric name.
 //! - [`exposition`]: the metrics text formats and their negotiation on `Accept`.
 //! - [`headers`]: every header name and fixed value.
+//! - [`hex`]: bytes as lowercase hexadecimal.
 //! - [`limits`]: the bounds on one client connection (timeouts, head size, connection count).
 //! - [`log`]: the tracing subscriber and the one line written per request.
 //! - [`trace`]: request ids and W3C trace context.
@@ -64,6 +65,7 @@ pub mod config;
 pub mod cooldown;
 pub mod exposition;
 pub mod headers;
+pub mod hex;
 pub mod hooks;
 pub mod limits;
 pub mod log;

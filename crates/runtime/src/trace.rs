@@ -4,7 +4,7 @@
 //! worker, so the router keeps what the client sent when it is usable (continuing the trace with a
 //! span of its own) and makes fresh ids only when nothing usable arrived.
 
-use std::fmt::Write;
+use crate::hex::lower as hex;
 
 /// The longest client request id the router adopts; longer ones are replaced, not truncated, so a
 /// log search for the client's id never half-matches.
@@ -123,14 +123,6 @@ fn nonzero_random<const N: usize>() -> [u8; N] {
         }
     }
     bytes
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
 }
 
 #[cfg(test)]

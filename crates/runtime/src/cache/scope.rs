@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use src_compiler::hir::{CheckedPolicy, RouteDef};
 use src_compiler::request::RequestView;
 
+pub(crate) use crate::hex::lower as hex;
 use crate::openai::Api;
 use crate::session::identity;
 
@@ -250,16 +251,6 @@ fn canonical(h: &mut Sha256, v: &Value) {
             }
         }
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
 }
 
 /// Whose answers a request may see: the API key's hash (as sessions default to), and with a

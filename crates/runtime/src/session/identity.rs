@@ -14,6 +14,8 @@ use sha2::{Digest, Sha256};
 use src_compiler::hir::{CheckedPolicy, SessionDef, TExpr, TExprKind};
 use src_compiler::request::RequestView;
 
+use crate::hex::lower as hex;
+
 /// The tenant of calls that carry no API key (and whose policy names no tenant expression).
 pub const ANONYMOUS: &str = "anonymous";
 
@@ -89,16 +91,6 @@ fn bound_id(id: String) -> String {
     } else {
         format!("sha256:{}", hex(&Sha256::digest(id.as_bytes())))
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
 }
 
 /// Evaluates a text-valued expression; `None` is an absent `text?`. Expressions of other types
