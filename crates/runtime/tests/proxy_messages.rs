@@ -479,10 +479,26 @@ async fn a_tool_use_round_trip_through_translation() -> TestResult {
     let tools: Value = serde_json::from_str(WEATHER)?;
     let ask = json!({"model": "auto", "max_tokens": 64, "tools": tools,
         "messages": [{"role": "user", "content": "weather in Paris?"}]});
-    let first = messages(&router, &ask, &[("x-api-key", "sk-client")]).await?;
+    let first = messages(
+        &router,
+        &ask,
+        &[("x-api-key", "sk-client"), ("x-request-id", "tool-1")],
+    )
+    .await?;
     assert_eq!(first.status, 200, "{}", first.text());
     let answer = first.json()?;
     assert_eq!(answer["stop_reason"], "tool_use");
+    // The answer is read once, for the client and for the log: the log has the chat usage.
+    let line = router.log_line("tool-1").await?;
+    assert_eq!(
+        (
+            &line["prompt_tokens"],
+            &line["completion_tokens"],
+            &line["cached_tokens"]
+        ),
+        (&json!(20), &json!(6), &json!(16)),
+        "{line}"
+    );
     assert_eq!(
         answer["content"],
         json!([{"type": "tool_use", "id": "call_9", "name": "weather", "input": {"city": "Paris"}}])

@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use crate::anthropic::wire::{self, ChatUsage, MessagesUsage};
+use crate::openai::Usage;
 
 #[derive(Deserialize)]
 struct ChatCompletion<'a> {
@@ -82,6 +83,12 @@ fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>,
 /// The Messages form of a chat completion's bytes; `None` when they are no chat completion
 /// with a choice to answer with.
 pub fn message(bytes: &[u8]) -> Option<Bytes> {
+    message_and_usage(bytes).map(|(message, _)| message)
+}
+
+/// [`message`], and the usage the chat answer reports as the relay reads it: a relay that
+/// rewrites the answer ([`crate::pipeline::body::Rewrite`]) reads it once for both.
+pub fn message_and_usage(bytes: &[u8]) -> Option<(Bytes, Option<Usage>)> {
     let chat: ChatCompletion = serde_json::from_slice(bytes).ok()?;
     let choice = chat.choices.into_iter().next()?;
     let reply = choice.message;
@@ -131,7 +138,7 @@ pub fn message(bytes: &[u8]) -> Option<Bytes> {
         .unwrap_or_default()
         .write_json(&mut out);
     out.push(b'}');
-    Some(Bytes::from(out))
+    Some((Bytes::from(out), chat.usage.map(Usage::from)))
 }
 
 /// A string token as it came, or `null`.

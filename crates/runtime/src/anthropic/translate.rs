@@ -40,7 +40,8 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
         };
         return Response::from_parts(parts, ProxyBody::Boxed(translated.boxed_unsync()));
     }
-    let bytes = match whole(body).await {
+    let mut body = body;
+    let bytes = match whole(&mut body).await {
         Ok(bytes) => bytes,
         Err(err) => {
             parts.status = StatusCode::BAD_GATEWAY;
@@ -52,7 +53,13 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
         let status = parts.status;
         return json(parts, wire::error_from_openai(status, &bytes));
     }
-    let Some(body) = from_chat::message(&bytes) else {
+    // The relay has rewritten the answer as it read its usage; an answer it did not keep (too
+    // large to read) is rewritten here.
+    let rewritten = match &mut body {
+        ProxyBody::Relay(relay) => relay.take_rewritten(),
+        _ => None,
+    };
+    let Some(body) = rewritten.or_else(|| from_chat::message(&bytes)) else {
         parts.status = StatusCode::BAD_GATEWAY;
         let body = wire::error_body(
             StatusCode::BAD_GATEWAY,
@@ -68,7 +75,7 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
 
 /// The whole body, read up to its end: a sized body ends with its last byte, without waiting
 /// for the upstream connection to say so (as the relay does for a chat answer).
-async fn whole(mut body: ProxyBody) -> Result<Bytes, BoxError> {
+async fn whole(body: &mut ProxyBody) -> Result<Bytes, BoxError> {
     let mut first: Option<Bytes> = None;
     let mut rest = BytesMut::new();
     while !body.is_end_stream() {

@@ -11,7 +11,7 @@ use hyper::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::openai::ErrorBody;
+use crate::openai::{ErrorBody, Usage};
 
 /// The API version header every Messages request carries.
 pub const VERSION_HEADER: &str = "anthropic-version";
@@ -94,7 +94,20 @@ pub fn usage(chat: &Value) -> Map<String, Value> {
 pub struct ChatUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    total_tokens: Option<u64>,
     prompt_tokens_details: Option<CachedTokens>,
+}
+
+impl From<ChatUsage> for Usage {
+    /// What the relay reads from a chat answer's `usage`.
+    fn from(chat: ChatUsage) -> Usage {
+        Usage {
+            prompt_tokens: chat.prompt_tokens,
+            completion_tokens: chat.completion_tokens,
+            total_tokens: chat.total_tokens,
+            cached_tokens: chat.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]

@@ -103,6 +103,12 @@ enum Evidence {
     Json { parts: Vec<Bytes>, len: usize },
 }
 
+/// Rewrites a whole 2xx JSON answer into the one the client gets, and reads the usage it
+/// reports: a relay given one ([`Relay::with_rewrite`]) reads the answer once for both, where
+/// reading its usage and then rewriting it would read it twice. `None`: the answer is not of
+/// the form the rewrite takes.
+pub type Rewrite = fn(&[u8]) -> Option<(Bytes, Option<Usage>)>;
+
 /// An upstream answer on its way to the client.
 pub struct Relay {
     inner: Incoming,
@@ -125,6 +131,10 @@ pub struct Relay {
     ended: bool,
     /// The model's cooldown, told how the answer ended.
     verdict: Option<Verdict>,
+    /// Run on a whole 2xx JSON answer in place of reading its usage; its answer is kept for
+    /// [`Relay::take_rewritten`].
+    rewrite: Option<Rewrite>,
+    rewritten: Option<Bytes>,
 }
 
 /// The error event that ends an event stream which failed after its first byte, in the shape
@@ -165,7 +175,21 @@ impl Relay {
             tail: *b"\n\n",
             ended: false,
             verdict: None,
+            rewrite: None,
+            rewritten: None,
         }
+    }
+
+    /// Rewrites a whole 2xx JSON answer with `rewrite`, whose usage is reported; the answer is
+    /// still relayed as it came, and the rewritten one is there to take once it has ended.
+    pub fn with_rewrite(mut self, rewrite: Rewrite) -> Relay {
+        self.rewrite = Some(rewrite);
+        self
+    }
+
+    /// The rewritten answer, once the answer has ended whole and the rewrite took it.
+    pub fn take_rewritten(&mut self) -> Option<Bytes> {
+        self.rewritten.take()
     }
 
     /// Ends the answer as failed when no piece of it arrives for `limit`.
@@ -317,6 +341,22 @@ impl Relay {
         }
     }
 
+    /// Runs `rewrite` over a whole JSON answer, keeping what it wrote; the usage it read.
+    fn rewritten_usage(&mut self, rewrite: Rewrite) -> Option<Usage> {
+        let Evidence::Json { parts, len } = &self.evidence else {
+            return self.usage();
+        };
+        if *len > MAX_JSON_EVIDENCE {
+            return None;
+        }
+        let (rewritten, usage) = match parts.as_slice() {
+            [one] => rewrite(one),
+            _ => rewrite(&parts.concat()),
+        }?;
+        self.rewritten = Some(rewritten);
+        usage
+    }
+
     /// Reports the request once: `error` says how the answer ended early, if it did.
     fn complete(&mut self, error: Option<String>) {
         // A failure told the verdict already; an error left here is the client's going away.
@@ -324,7 +364,11 @@ impl Relay {
             verdict.whole();
         }
         if let Some(completion) = self.completion.take() {
-            let usage = self.usage();
+            let success = (200..300).contains(&completion.record.status);
+            let usage = match self.rewrite.filter(|_| success && error.is_none()) {
+                Some(rewrite) => self.rewritten_usage(rewrite),
+                None => self.usage(),
+            };
             if let (Some(fill), None, 200) = (self.fill.take(), &error, completion.record.status) {
                 match &mut self.evidence {
                     Evidence::Json { parts, len } => fill.offer(std::mem::take(parts), *len, false),

@@ -42,7 +42,7 @@ use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
 use crate::otel::{key, name, text, Phase, RequestTrace};
 use crate::pipeline::answer::{answer_error, set_sr_headers};
-use crate::pipeline::body::{ProxyBody, Relay};
+use crate::pipeline::body::{ProxyBody, Relay, Rewrite};
 use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::rewrite;
@@ -245,6 +245,8 @@ pub async fn forward(
                 outcomes: session_outcomes,
                 fill: if translated { None } else { fill.clone() },
                 verdict,
+                rewrite: translated
+                    .then_some(crate::anthropic::from_chat::message_and_usage as Rewrite),
             };
             let response = relay(response, answer, done);
             if translated {
@@ -831,6 +833,8 @@ struct Answer<'a> {
     /// Set when this answer, once whole, goes into the response cache.
     fill: Option<Fill>,
     verdict: Option<Verdict>,
+    /// Set when a whole JSON answer is rewritten for the client (a translated one).
+    rewrite: Option<Rewrite>,
 }
 
 fn relay(
@@ -846,6 +850,7 @@ fn relay(
         outcomes,
         fill,
         verdict,
+        rewrite,
     } = answer;
     let (mut parts, body) = upstream.into_parts();
     let sse = parts
@@ -879,6 +884,9 @@ fn relay(
     }
     if let Some(verdict) = verdict {
         relay = relay.with_verdict(verdict);
+    }
+    if let Some(rewrite) = rewrite {
+        relay = relay.with_rewrite(rewrite);
     }
     *response.body_mut() = ProxyBody::Relay(Box::new(relay));
     response
