@@ -8,19 +8,20 @@
 # stopped on exit.
 # Figures and targets: docs/benchmarks.md.
 #
-# Knobs (environment): BENCH_SINGLE_DURATION seconds per load (10), BENCH_WARMUP seconds (2),
-# BENCH_ROUNDS alternating chat/Messages rounds (3; the medians are reported),
+# Knobs (environment): BENCH_SINGLE_DURATION seconds per load (1), BENCH_WARMUP seconds (1),
+# BENCH_ROUNDS paired chat/Messages rounds (21; the medians are reported),
 # BENCH_PROFILE (release; `debug` measures the debug build, for a machine without time for a
 # release build), BENCH_SRC a built `src` binary to measure instead of building this checkout's,
-# BENCH_PIN=1 to pin the processes to CPUs (below), BENCH_KEEP=1 to keep the run folder. CARGO_TARGET_DIR is honoured.
+# BENCH_PIN=0 not to pin the processes to CPUs (below), BENCH_KEEP=1 to keep the run folder.
+# CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 here=$root/scripts/bench
 
-duration=${BENCH_SINGLE_DURATION:-10}
-warmup=${BENCH_WARMUP:-2}
-rounds=${BENCH_ROUNDS:-3}
+duration=${BENCH_SINGLE_DURATION:-1}
+warmup=${BENCH_WARMUP:-1}
+rounds=${BENCH_ROUNDS:-21}
 
 bench_name=messages.sh
 # shellcheck source=scripts/bench/common.sh
@@ -46,10 +47,12 @@ fi
 
 start_run src-bench-messages
 
-# BENCH_PIN=1: `src serve` on the second CPU, wrk and nginx on the first, so the scheduler
-# does not move the three between cores from one round to the next.
+# Pinned (the default with two CPUs or more; BENCH_PIN=0 turns it off): `src serve` on the
+# second CPU, wrk and nginx on the first, so the scheduler does not move the three between
+# cores from one round to the next, which on a small machine moves the figures more than
+# translation does.
 pin_src=()
-if [[ ${BENCH_PIN:-0} == 1 ]]; then
+if [[ ${BENCH_PIN:-$(($(nproc) >= 2 ? 1 : 0))} == 1 ]]; then
   command -v taskset >/dev/null || die "BENCH_PIN=1 needs taskset (util-linux)"
   (($(nproc) >= 2)) || die "BENCH_PIN=1 needs two CPUs"
   taskset -pc 0 $$ >/dev/null
