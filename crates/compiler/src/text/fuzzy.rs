@@ -346,6 +346,17 @@ fn at_most_bits(mut bits: u64, k: usize) -> bool {
     bits == 0
 }
 
+/// Appends the ids of `ids` that `found` lacks; out of line, so the probe loop that calls it
+/// for the few variants past the filter stays small.
+#[inline(never)]
+fn add_new(found: &mut Vec<u32>, ids: &[u32]) {
+    for &id in ids {
+        if !found.contains(&id) {
+            found.push(id);
+        }
+    }
+}
+
 /// `1 - d / longest`, the one formula every path uses, so that equal inputs give equal sums.
 fn similarity(d: usize, longest: usize) -> f64 {
     if longest == 0 {
@@ -400,10 +411,8 @@ impl Scan<'_> {
                 }
                 let found = &mut self.found;
                 self.prefixes.variants(&set.pow, depth, |h| {
-                    for &id in set.index.get(h) {
-                        if !found.contains(&id) {
-                            found.push(id);
-                        }
+                    if set.index.may_have(h) {
+                        add_new(found, set.index.lookup(h));
                     }
                 });
             }

@@ -89,10 +89,11 @@ impl Prefixes {
         if depth == 0 {
             return;
         }
-        for i in 0..n {
-            let left = self.hashes[i];
-            let right = self.span(pow, i + 1, n);
-            f(left.wrapping_mul(pow[n - 1 - i]).wrapping_add(right));
+        // Deleting character i: H[i]·B^(n-1-i) + (H[n] - H[i+1]·B^(n-1-i)), which is
+        // H[n] + B^(n-1-i)·(H[i] - H[i+1]), one multiplication.
+        let whole = self.hashes[n];
+        for (pair, &p) in self.hashes.windows(2).zip(pow[..n].iter().rev()) {
+            f(whole.wrapping_add(p.wrapping_mul(pair[0].wrapping_sub(pair[1]))));
         }
         if depth == 1 {
             return;
@@ -171,21 +172,36 @@ impl Index {
         }
     }
 
-    /// The words with a variant of hash `key`.
-    #[inline]
+    /// The words with a variant of hash `key` (the scan calls its two parts apart).
+    #[cfg(test)]
     pub(super) fn get(&self, key: u64) -> &[u32] {
-        let bit = filter_bit(key, self.filter_shift);
-        if self
-            .filter
-            .get(bit / 64)
-            .is_none_or(|word| word & (1 << (bit % 64)) == 0)
-        {
-            return &[];
+        if self.may_have(key) {
+            self.lookup(key)
+        } else {
+            &[]
         }
+    }
+
+    /// Whether some word may have a variant of hash `key` (false: none has). Most probes end
+    /// here, so this part is small enough to inline into the loop over a word's variants.
+    #[inline(always)]
+    pub(super) fn may_have(&self, key: u64) -> bool {
+        let bit = filter_bit(key, self.filter_shift);
+        self.filter
+            .get(bit / 64)
+            .is_some_and(|word| word & (1 << (bit % 64)) != 0)
+    }
+
+    /// The words with a variant of hash `key`, from the table; out of line, since a probe
+    /// reaches it only past the filter.
+    #[inline(never)]
+    pub(super) fn lookup(&self, key: u64) -> &[u32] {
         let mask = self.slots.len() - 1;
         let mut at = home(key, self.shift);
         loop {
-            let slot = self.slots[at];
+            let Some(slot) = self.slots.get(at) else {
+                return &[];
+            };
             if slot.len == 0 {
                 return &[];
             }
