@@ -71,7 +71,8 @@ check() {
 }
 
 # single NAME URL SCRIPT: one connection, one request at a time; prints "p50 p99 trimmed" (ms;
-# trimmed: the mean of the percentiles 10 to 90, which the wrk scripts print).
+# trimmed: the mean of the percentiles 10 to 90, which the wrk scripts print through
+# trimmed.lua).
 single() {
   local name=$1 url=$2 script=$3 out
   wrk -t1 -c1 -d"${warmup}s" -s "$here/$script" "$url" >/dev/null
