@@ -25,7 +25,7 @@ use crate::pipeline::body::{BoxError, ProxyBody};
 
 /// The Messages form of a relayed chat answer; `fill`, when set, receives a whole 200 answer.
 pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Response<ProxyBody> {
-    let (mut parts, body) = response.into_parts();
+    let (mut parts, mut body) = response.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
     let sse = parts
         .headers
@@ -40,7 +40,6 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
         };
         return Response::from_parts(parts, ProxyBody::Boxed(translated.boxed_unsync()));
     }
-    let mut body = body;
     let bytes = match whole(&mut body).await {
         Ok(bytes) => bytes,
         Err(err) => {

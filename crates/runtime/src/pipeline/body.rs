@@ -280,10 +280,7 @@ impl Relay {
         if !success || *len > MAX_JSON_EVIDENCE {
             return;
         }
-        let well_formed = match parts.as_slice() {
-            [one] => well_formed(one),
-            _ => well_formed(&parts.concat()),
-        };
+        let well_formed = read_whole(parts, well_formed);
         if !well_formed {
             outcomes.failed(&model, "malformed");
         }
@@ -332,11 +329,7 @@ impl Relay {
                 if *len > MAX_JSON_EVIDENCE {
                     return None;
                 }
-                if parts.len() == 1 {
-                    return Usage::from_body(&parts[0]);
-                }
-                let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
-                Usage::from_body(&whole)
+                read_whole(parts, Usage::from_body)
             }
         }
     }
@@ -349,10 +342,7 @@ impl Relay {
         if *len > MAX_JSON_EVIDENCE {
             return None;
         }
-        let (rewritten, usage) = match parts.as_slice() {
-            [one] => rewrite(one),
-            _ => rewrite(&parts.concat()),
-        }?;
+        let (rewritten, usage) = read_whole(parts, rewrite)?;
         self.rewritten = Some(rewritten);
         usage
     }
@@ -380,6 +370,15 @@ impl Relay {
             let ttft = self.first_byte.map(|t| t.duration_since(self.sent_at));
             completion.finish_upstream(self.sent_at.elapsed(), ttft, usage, error);
         }
+    }
+}
+
+/// `read` over a JSON answer's pieces as one slice: the piece itself when the answer came in
+/// one (the common case, no copy), else the pieces joined.
+fn read_whole<T>(parts: &[Bytes], read: impl FnOnce(&[u8]) -> T) -> T {
+    match parts {
+        [one] => read(one),
+        _ => read(&parts.concat()),
     }
 }
 
