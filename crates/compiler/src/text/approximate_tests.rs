@@ -346,6 +346,37 @@ fn long_lists_probe_and_still_agree_with_the_reference() {
 }
 
 #[test]
+fn repeated_words_are_looked_at_once_and_still_agree_with_the_reference() {
+    // Long and short phrase words, so that both probed and compared lengths repeat.
+    let list: Vec<String> = [
+        "urgent",
+        "outage",
+        "deployment",
+        "Kubernetes cluster",
+        "database",
+    ]
+    .iter()
+    .map(|p| p.to_string())
+    .collect();
+    for set in [FuzzySet::new(&list, 0.8), FuzzySet::probing(&list, 0.8)] {
+        let filler = "the request failed again and again while nobody watched ".repeat(40);
+        assert_eq!(set.hits(&filler), 0);
+        for tail in [
+            "",
+            "an urgnet deploymnet",
+            "kubernetse clustr",
+            "the databse, the outage",
+        ] {
+            let text = format!("{filler}{tail} {filler}");
+            let want = super::fuzzy::reference::hits(&text, &list, 0.8);
+            assert_eq!(set.hits(&text) as usize, want, "{tail}");
+            assert_eq!(set.any(&text), want > 0, "{tail}");
+        }
+        assert_eq!(set.hits(&format!("{filler} an urgnet deploymnet")), 2);
+    }
+}
+
+#[test]
 fn reach_is_the_best_mean_similarity() {
     let set = fuzzy(&["stack trace", "outage"], 0.9);
     let reach = set.reach("a stak trace, no outgae");

@@ -23,15 +23,17 @@ mod distance;
 #[cfg(test)]
 pub(super) mod reference;
 mod runs;
+mod seen;
 mod sliced;
 mod variants;
 
 use super::fold;
 use super::fold::{is_unspaced, is_word_char};
 use distance::Distance;
+use seen::Seen;
 use sliced::{Sliced, MOST_LEVELS};
 use std::collections::{HashMap, HashSet};
-use variants::{all_variants, powers, variant_count, Index, Prefixes};
+use variants::{all_variants, hash, powers, variant_count, Index, Prefixes};
 
 /// Slack of the threshold comparison, so that a similarity computed as `1 - 1/5` meets a
 /// written `0.8` whatever the rounding of either.
@@ -63,19 +65,28 @@ pub struct FuzzySet {
     phrases: Vec<Box<[u32]>>,
     /// Per word id: where it occurs, as `(phrase, position in the phrase)`.
     occurrences: Vec<Box<[(u32, u32)]>>,
-    /// Word ids by character length, their character sets in the same order, and the lengths
-    /// that have any.
+    /// Word ids by character length, and the lengths that have any.
     by_len: Vec<Vec<u32>>,
-    masks_by_len: Vec<Vec<u64>>,
-    sliced_by_len: Vec<Sliced>,
     lengths: Vec<usize>,
     /// Per length of the longer word: the most edits that keep two words `MIN` similar.
     budgets: Vec<usize>,
     /// Deletion variants of the phrase words that some probing plan needs.
     index: Index,
-    /// Per text-word length in characters: how its anchors are found.
+    /// Per text-word length in characters: how its anchors are found, and for the compared
+    /// lengths, the phrase words to compare.
     plans: Vec<Plan>,
+    compared: Vec<Box<[Group]>>,
     pow: Vec<u64>,
+}
+
+/// The phrase words a text word of one length is compared with that share an edit budget,
+/// whatever their own lengths, so that one character-set scan covers them all.
+#[derive(Debug, Clone)]
+struct Group {
+    budget: usize,
+    ids: Box<[u32]>,
+    masks: Box<[u64]>,
+    sliced: Sliced,
 }
 
 #[derive(Debug, Clone)]
@@ -131,11 +142,6 @@ impl FuzzySet {
             by_len[w.chars.len()].push(id as u32);
         }
         let lengths: Vec<usize> = (1..=max_len).filter(|&l| !by_len[l].is_empty()).collect();
-        let masks_by_len: Vec<Vec<u64>> = by_len
-            .iter()
-            .map(|ids| ids.iter().map(|&id| words[id as usize].mask).collect())
-            .collect();
-        let sliced_by_len = masks_by_len.iter().map(|m| Sliced::new(m)).collect();
         let budgets = (0..=PLANNED.max(max_len) + max_len)
             .map(|longest| budget(min, longest))
             .collect();
@@ -145,12 +151,11 @@ impl FuzzySet {
             phrases: out,
             occurrences: occurrences.into_iter().map(Vec::into_boxed_slice).collect(),
             by_len,
-            masks_by_len,
-            sliced_by_len,
             lengths,
             budgets,
             index: Index::new(Vec::new()),
             plans: Vec::new(),
+            compared: Vec::new(),
             pow: powers(PLANNED),
         };
         set.plan(PROBE_COST);
@@ -185,6 +190,36 @@ impl FuzzySet {
         a.abs_diff(b) <= self.budget(a.max(b))
     }
 
+    /// The phrase words that words of `a` characters can be `MIN` similar to, grouped by the
+    /// most edits that allows.
+    fn groups(&self, a: usize) -> Box<[Group]> {
+        let mut by_budget: Vec<(usize, Vec<u32>)> = Vec::new();
+        for &b in self.lengths.iter().filter(|&&b| self.in_window(a, b)) {
+            let budget = self.budget(a.max(b));
+            let at = match by_budget.iter().position(|g| g.0 == budget) {
+                Some(at) => at,
+                None => {
+                    by_budget.push((budget, Vec::new()));
+                    by_budget.len() - 1
+                }
+            };
+            by_budget[at].1.extend_from_slice(&self.by_len[b]);
+        }
+        by_budget
+            .into_iter()
+            .map(|(budget, ids)| {
+                let masks: Box<[u64]> =
+                    ids.iter().map(|&id| self.words[id as usize].mask).collect();
+                Group {
+                    budget,
+                    sliced: Sliced::new(&masks),
+                    ids: ids.into(),
+                    masks,
+                }
+            })
+            .collect()
+    }
+
     /// Chooses a plan per text-word length and indexes the variants the probing ones need.
     ///
     /// For words of `a` and `b` characters at most `d` edits apart, the common string is
@@ -192,6 +227,7 @@ impl FuzzySet {
     /// insertion on one side is a deletion on the other), which bounds both sides' depths.
     fn plan(&mut self, probe_cost: usize) {
         let mut plans = vec![Plan::Nothing];
+        let mut compared_groups = vec![Box::default()];
         let mut phrase_depth: Vec<Option<usize>> = vec![None; self.by_len.len()];
         for a in 1..=PLANNED {
             let window: Vec<usize> = self
@@ -202,6 +238,7 @@ impl FuzzySet {
                 .collect();
             if window.is_empty() {
                 plans.push(Plan::Nothing);
+                compared_groups.push(Box::default());
                 continue;
             }
             let mut text_depth = 0;
@@ -223,8 +260,10 @@ impl FuzzySet {
                     *depth = Some(depth.map_or(need, |d| d.max(need)));
                 }
                 plans.push(Plan::Probe(text_depth as u8));
+                compared_groups.push(Box::default());
             } else {
                 plans.push(Plan::Compare);
+                compared_groups.push(self.groups(a));
             }
         }
         let mut entries = Vec::new();
@@ -238,6 +277,7 @@ impl FuzzySet {
         }
         self.index = Index::new(entries);
         self.plans = plans;
+        self.compared = compared_groups;
     }
 
     /// Whether any phrase matches.
@@ -269,6 +309,7 @@ impl FuzzySet {
             prefixes: Prefixes::default(),
             found: Vec::new(),
             dp: Distance::default(),
+            seen: Seen::with_room(words.len()),
         };
         for (at, word) in words.iter().enumerate() {
             if scan.anchors_at(at, word, enough) {
@@ -381,6 +422,8 @@ struct Scan<'s> {
     /// Phrase words found near the current text word (each once).
     found: Vec<u32>,
     dp: Distance,
+    /// Words already found to anchor nothing.
+    seen: Seen,
 }
 
 impl Scan<'_> {
@@ -402,12 +445,15 @@ impl Scan<'_> {
         }
         self.found.clear();
         match plan {
-            Plan::Nothing => {}
+            Plan::Nothing => return false,
             Plan::Probe(depth) => {
                 if self.ascii {
                     self.prefixes.of(word.bytes().map(u32::from));
                 } else {
                     self.prefixes.of(self.chars.iter().map(|&c| u32::from(c)));
+                }
+                if self.seen.has(self.prefixes.whole(), word, self.words) {
+                    return false;
                 }
                 let found = &mut self.found;
                 self.prefixes.variants(&set.pow, depth, |h| {
@@ -415,19 +461,34 @@ impl Scan<'_> {
                         add_new(found, set.index.lookup(h));
                     }
                 });
+                if self.found.is_empty() {
+                    self.seen.insert(self.prefixes.whole(), at);
+                    return false;
+                }
             }
             Plan::Compare => {
-                let text_mask = if self.ascii {
-                    mask(word.bytes().map(u32::from))
+                let (text_mask, word_hash) = if self.ascii {
+                    (
+                        mask(word.bytes().map(u32::from)),
+                        hash(word.bytes().map(u32::from)),
+                    )
                 } else {
-                    mask(self.chars.iter().map(|&c| u32::from(c)))
+                    let chars = self.chars.iter().map(|&c| u32::from(c));
+                    (mask(chars.clone()), hash(chars))
                 };
-                for &b in &set.lengths {
-                    if !set.in_window(len, b) {
-                        continue;
+                if self.seen.has(word_hash, word, self.words) {
+                    return false;
+                }
+                let computed;
+                let groups = match set.compared.get(len) {
+                    Some(groups) => groups,
+                    None => {
+                        computed = set.groups(len);
+                        &computed
                     }
-                    let budget = set.budget(len.max(b));
-                    let (ids, masks) = (&set.by_len[b], &set.masks_by_len[b]);
+                };
+                for group in groups.iter() {
+                    let (budget, ids, masks) = (group.budget, &group.ids, &group.masks);
                     let found = &mut self.found;
                     // Each edit removes at most one character missing from the other word.
                     let keep = |j: usize| {
@@ -436,17 +497,18 @@ impl Scan<'_> {
                         }
                     };
                     if budget < MOST_LEVELS {
-                        set.sliced_by_len[b].candidates(text_mask, budget, keep);
+                        group.sliced.candidates(text_mask, budget, keep);
                     } else {
                         (0..ids.len())
                             .filter(|&j| at_most_bits(text_mask & !masks[j], budget))
                             .for_each(keep);
                     }
                 }
+                if self.found.is_empty() {
+                    self.seen.insert(word_hash, at);
+                    return false;
+                }
             }
-        }
-        if self.found.is_empty() {
-            return false;
         }
         if self.ascii {
             // Characters are needed only to measure a candidate, which most words lack.

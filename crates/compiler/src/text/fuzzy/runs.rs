@@ -54,6 +54,7 @@ fn word_map(chunk: &[u8]) -> u64 {
 
 /// Calls `f(start, end)` for every run of word bytes of `text`, in order.
 pub(super) fn runs(text: &[u8], mut f: impl FnMut(usize, usize)) {
+    // Where a run that is still open at the end of the block before started.
     let mut open: Option<usize> = None;
     // Whether the byte before the current block is a word byte.
     let mut carry = 0u64;
@@ -61,17 +62,30 @@ pub(super) fn runs(text: &[u8], mut f: impl FnMut(usize, usize)) {
         let map = word_map(chunk);
         let before = (map << 1) | carry;
         carry = map >> 63;
+        let base = block * 64;
         // A run starts where a word byte follows another byte, and ends where another byte
         // follows a word byte; past a short last chunk the map is 0, so a run open at the end
-        // of the text ends there.
-        let mut edges = (map & !before) | (!map & before);
-        while edges != 0 {
-            let at = block * 64 + edges.trailing_zeros() as usize;
-            edges &= edges - 1;
-            match open.take() {
-                None => open = Some(at),
-                Some(start) => f(start, at),
+        // of the text ends there. Within a block the k-th end closes the k-th start, after the
+        // first end closes a run opened before the block.
+        let mut starts = map & !before;
+        let mut ends = !map & before;
+        if let Some(start) = open {
+            if ends == 0 {
+                continue;
             }
+            f(start, base + ends.trailing_zeros() as usize);
+            ends &= ends - 1;
+            open = None;
+        }
+        while starts != 0 {
+            let start = base + starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            if ends == 0 {
+                open = Some(start);
+                break;
+            }
+            f(start, base + ends.trailing_zeros() as usize);
+            ends &= ends - 1;
         }
     }
     if let Some(start) = open {

@@ -16,6 +16,11 @@ fn step(h: u64, c: u32) -> u64 {
     h.wrapping_mul(BASE).wrapping_add(u64::from(c))
 }
 
+/// The hash of a whole word, as [`Prefixes`] ends with it.
+pub(super) fn hash(chars: impl Iterator<Item = u32>) -> u64 {
+    chars.fold(0, step)
+}
+
 /// `BASE⁰ ..= BASEⁿ`.
 pub(super) fn powers(n: usize) -> Vec<u64> {
     let mut out = Vec::with_capacity(n + 1);
@@ -73,6 +78,11 @@ impl Prefixes {
             h = step(h, c);
             h
         }));
+    }
+
+    /// The hash of the whole word.
+    pub(super) fn whole(&self) -> u64 {
+        self.hashes.last().copied().unwrap_or(0)
     }
 
     /// The hash of characters `from..to`.
@@ -246,6 +256,7 @@ mod tests {
                 let mut p = Prefixes::default();
                 p.of(w.iter().map(|&c| u32::from(c)));
                 p.variants(&pow, depth, |h| got.push(h));
+                assert_eq!(p.whole(), hash(w.iter().map(|&c| u32::from(c))));
                 want.sort_unstable();
                 got.sort_unstable();
                 assert_eq!(got, want, "{word} at depth {depth}");
