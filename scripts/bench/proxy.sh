@@ -33,7 +33,13 @@
 # install of nginx, wrk, redis-server, Envoy, Portkey, LiteLLM), BENCH_SRC a built `src` to
 # measure instead of building this checkout's, BENCH_KEEP=1 to keep the run folder (configs,
 # logs, wrk output, the profile). CARGO_TARGET_DIR is honoured; ORT_DYLIB_PATH defaults to the
-# ONNX Runtime of scripts/models.sh.
+# ONNX Runtime of scripts/models.sh. BENCH_PIN=0 not to pin the streaming probe (below).
+#
+# The streaming probe is pinned by default (two CPUs or more): the simulator alone on CPU 1, the
+# target and the client on CPU 0, for every target alike. On a small shared host an unpinned
+# probe measures where the scheduler put three processes more than the proxy: a target alone on
+# a CPU that idles between events pays that CPU's wake-up twice a request, and on this project's
+# 2-core VM that moved one build's added TTFT between +0.05 and +0.45 ms by placement alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -51,6 +57,7 @@ with_portkey=${BENCH_PORTKEY:-1}
 with_litellm=${BENCH_LITELLM:-1}
 with_guard=${BENCH_GUARD:-1}
 litellm_workers=${BENCH_LITELLM_WORKERS:-1}
+pin=${BENCH_PIN:-$(($(nproc) >= 2 ? 1 : 0))}
 # The gateway listens on 8787 whatever its `--port` says.
 portkey_port=8787
 
@@ -115,6 +122,14 @@ tree_kib() {
   echo "$total"
 }
 
+# pin_tree CPUS PID: every thread of a process and of its children onto CPUS.
+pin_tree() {
+  local cpus=$1 pid
+  for pid in $2 $(ps -o pid= --ppid "$2"); do
+    taskset -a -p -c "$cpus" "$pid" >/dev/null 2>&1 || true
+  done
+}
+
 # check_chat NAME URL: the benchmark request must be answered with a chat completion, or the
 # figures would measure an error path. Sends $auth and $extra_headers like the loads do.
 check_chat() {
@@ -169,8 +184,16 @@ measure() {
     args+=(--header "$header")
   done
   say "$label: $streams streamed answers"
-  python3 "$here/sse.py" "$stream_url" --streams "$streams" --model "$stream_model" "${args[@]}" \
-    >"$run_dir/sse-$name.json"
+  local client=()
+  if [[ $pin == 1 ]]; then
+    pin_tree 0 "$pid"
+    client=(taskset -c 0)
+  fi
+  "${client[@]}" python3 "$here/sse.py" "$stream_url" --streams "$streams" --model "$stream_model" \
+    "${args[@]}" >"$run_dir/sse-$name.json"
+  if [[ $pin == 1 ]]; then
+    pin_tree "0-$(($(nproc) - 1))" "$pid"
+  fi
   peak=$(tree_kib VmHWM "$pid")
   read -r rps p50 p99 errors requests <<<"$many"
   read -r _ p50_1 p99_1 errors_1 requests_1 <<<"$one"
@@ -192,6 +215,10 @@ sim_port=$(free_port)
 "$src_bin" sim --listen "127.0.0.1:$sim_port" --config "$here/sim.json" >"$run_dir/sim.log" 2>&1 &
 pids+=($!)
 wait_http "src sim" "${pids[-1]}" "http://127.0.0.1:$sim_port/v1/models" 30
+if [[ $pin == 1 ]]; then
+  command -v taskset >/dev/null || die "BENCH_PIN=1 needs taskset (util-linux)"
+  pin_tree 1 "${pids[-1]}"
+fi
 sim_url=http://127.0.0.1:$sim_port/v1/chat/completions
 
 # ---- direct --------------------------------------------------------------------------------
@@ -417,7 +444,7 @@ fi
 # ---- report --------------------------------------------------------------------------------
 note "load_before: $load_before"
 note "load_after: $(cut -d' ' -f1-3 /proc/loadavg)"
-note "setup: wrk -t$threads -c$connections -d${duration}s and -t1 -c1 -d${single_duration}s after ${warmup}s warm-up; $streams streams; $(nproc) cores; loopback"
+note "setup: wrk -t$threads -c$connections -d${duration}s and -t1 -c1 -d${single_duration}s after ${warmup}s warm-up; $streams streams$([[ $pin == 1 ]] && echo ' (pinned: simulator on CPU 1, target and client on CPU 0)'); $(nproc) cores; loopback"
 python3 "$here/proxy_report.py" "$results" "$notes"
 if [[ -f $run_dir/perf-attribution.md ]]; then
   echo

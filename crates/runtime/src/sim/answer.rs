@@ -9,6 +9,7 @@ use http_body_util::channel::{Channel, Sender};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::clock;
 use super::engine::{real_duration, Admission, Plan};
 use super::fault::Fault;
 use super::request::Api;
@@ -169,11 +170,12 @@ fn named_event(name: &str, value: &Value) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {value}\n\n"))
 }
 
-/// Sleeps until `simulated_ms` after `start` in scaled time. Pacing against one start instant
-/// keeps many small per-token waits from each rounding up to the timer's resolution.
+/// Sleeps until `simulated_ms` after `start` in scaled time, to within tens of microseconds
+/// ([`clock`]). Pacing against one start instant keeps many small per-token waits from adding
+/// up their wake-up delays.
 async fn pace(start: Instant, simulated_ms: f64, time_scale: f64) {
     match real_duration(simulated_ms, time_scale) {
-        Some(offset) => tokio::time::sleep_until(start + offset).await,
+        Some(offset) => clock::sleep_until(start + offset).await,
         None => tokio::task::yield_now().await,
     }
 }

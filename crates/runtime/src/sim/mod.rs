@@ -16,6 +16,7 @@
 
 mod answer;
 mod cache;
+mod clock;
 mod config;
 mod engine;
 mod fault;
