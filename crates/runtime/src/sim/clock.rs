@@ -85,9 +85,7 @@ fn run(requests: mpsc::Receiver<Request>) {
         }
         let next = match pending.peek() {
             Some(w) => requests.recv_timeout(w.at.saturating_duration_since(now)),
-            None => requests
-                .recv()
-                .map_err(|_| RecvTimeoutError::Disconnected),
+            None => requests.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match next {
             Ok((at, done)) => {
