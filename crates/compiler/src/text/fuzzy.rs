@@ -452,7 +452,9 @@ impl Scan<'_> {
                 } else {
                     self.prefixes.of(self.chars.iter().map(|&c| u32::from(c)));
                 }
-                if self.seen.has(self.prefixes.whole(), word, self.words) {
+                // A word without deletions is one probe, cheaper than remembering it.
+                let remember = depth > 0;
+                if remember && self.seen.has(self.prefixes.whole(), word, self.words) {
                     return false;
                 }
                 let found = &mut self.found;
@@ -462,7 +464,9 @@ impl Scan<'_> {
                     }
                 });
                 if self.found.is_empty() {
-                    self.seen.insert(self.prefixes.whole(), at);
+                    if remember {
+                        self.seen.insert(self.prefixes.whole(), at);
+                    }
                     return false;
                 }
             }
