@@ -617,7 +617,9 @@ fn segment_into<'t>(folded: &'t str, out: &mut Vec<&'t str>) {
         return;
     }
     runs::runs(folded.as_bytes(), |start, end| {
-        out.extend(folded.get(start..end))
+        if let Some(word) = folded.get(start..end) {
+            out.push(word);
+        }
     });
 }
 

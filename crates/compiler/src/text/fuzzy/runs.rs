@@ -15,11 +15,11 @@ const WORD: [bool; 256] = {
     table
 };
 
-/// Bit `j` set where byte `j` of the chunk (at most 64 bytes of ASCII) is a word byte, eight
+/// Bit `j` set where byte `j` of a 64-byte block of ASCII is a word byte, eight
 /// bytes at a time: each byte's class is worked out in its own lane of a `u64` (every test
 /// below stays inside its lane because ASCII bytes are below 0x80), then the lanes' top bits
 /// are gathered by one multiplication.
-fn word_map(chunk: &[u8]) -> u64 {
+fn word_map(block: &[u8; 64]) -> u64 {
     const LANES: u64 = 0x0101_0101_0101_0101;
     const TOP: u64 = 0x80 * LANES;
     let lanes = |x: u64| {
@@ -32,21 +32,9 @@ fn word_map(chunk: &[u8]) -> u64 {
         ((word >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56
     };
     let mut map = 0u64;
-    let mut parts = chunk.chunks_exact(8);
-    let mut k = 0;
-    for part in parts.by_ref() {
+    for (k, part) in block.chunks_exact(8).enumerate() {
         let mut eight = [0u8; 8];
         eight.copy_from_slice(part);
-        map |= lanes(u64::from_le_bytes(eight)) << (8 * k);
-        k += 1;
-    }
-    let rest = parts.remainder();
-    if !rest.is_empty() {
-        // Padded with zero bytes, which are not word bytes.
-        let mut eight = [0u8; 8];
-        for (lane, &b) in eight.iter_mut().zip(rest) {
-            *lane = b;
-        }
         map |= lanes(u64::from_le_bytes(eight)) << (8 * k);
     }
     map
@@ -58,8 +46,17 @@ pub(super) fn runs(text: &[u8], mut f: impl FnMut(usize, usize)) {
     let mut open: Option<usize> = None;
     // Whether the byte before the current block is a word byte.
     let mut carry = 0u64;
-    for (block, chunk) in text.chunks(64).enumerate() {
-        let map = word_map(chunk);
+    let mut padded = [0u8; 64];
+    let full = text.chunks_exact(64);
+    let tail = full.remainder();
+    let last: Option<&[u8]> = (!tail.is_empty()).then(|| {
+        // Zero bytes, which are not word bytes, past the end of the text.
+        padded[..tail.len()].copy_from_slice(tail);
+        &padded[..]
+    });
+    for (block, chunk) in full.chain(last).enumerate() {
+        // Every block is 64 bytes long; the last one is padded.
+        let map = <&[u8; 64]>::try_from(chunk).map_or(0, word_map);
         let before = (map << 1) | carry;
         carry = map >> 63;
         let base = block * 64;
@@ -137,15 +134,14 @@ mod tests {
     fn every_ascii_byte_in_every_lane_is_classed_as_the_table_says() {
         for b in 0u8..128 {
             for at in 0..64 {
-                let mut chunk = vec![b' '; 64];
+                let mut chunk = [b' '; 64];
                 chunk[at] = b;
                 let want = u64::from(WORD[usize::from(b)]) << at;
                 assert_eq!(word_map(&chunk), want, "byte {b:#x} at {at}");
-                assert_eq!(
-                    word_map(&chunk[..=at]),
-                    want,
-                    "byte {b:#x} ending a short chunk"
-                );
+                // The padding of a last, short block.
+                let mut padded = [0u8; 64];
+                padded[at] = b;
+                assert_eq!(word_map(&padded), want, "byte {b:#x} before the padding");
             }
         }
     }
