@@ -111,11 +111,15 @@ stop() {
   wait "$1" 2>/dev/null || true
 }
 
-# tree_kib FIELD PID: the sum of a /proc status field (VmRSS, VmHWM) over a process and its
-# children (nginx's and LiteLLM's workers).
+# tree_pids PID: a process and its children (nginx's and LiteLLM's workers).
+tree_pids() {
+  echo "$1" $(ps -o pid= --ppid "$1")
+}
+
+# tree_kib FIELD PID: the sum of a /proc status field (VmRSS, VmHWM) over tree_pids PID.
 tree_kib() {
   local field=$1 total=0 pid value
-  for pid in $2 $(ps -o pid= --ppid "$2"); do
+  for pid in $(tree_pids "$2"); do
     value=$(awk -v f="$field:" '$1 == f { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
     total=$((total + ${value:-0}))
   done
@@ -125,7 +129,7 @@ tree_kib() {
 # pin_tree CPUS PID: every thread of a process and of its children onto CPUS.
 pin_tree() {
   local cpus=$1 pid
-  for pid in $2 $(ps -o pid= --ppid "$2"); do
+  for pid in $(tree_pids "$2"); do
     taskset -a -p -c "$cpus" "$pid" >/dev/null 2>&1 || true
   done
 }
