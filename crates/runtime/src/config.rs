@@ -74,6 +74,9 @@ pub struct ServeConfig {
     /// Lines a second the console's live stream carries at most (`SRC_CONSOLE_LIVE_RATE`;
     /// 0: one per request).
     pub console_live_rate: u32,
+    /// Threads that serve the API's HTTP/1.1 connections, each on its own single-threaded
+    /// runtime (`server::shards`); 0 serves them on the shared work-stealing runtime.
+    pub shards: usize,
 }
 
 /// Lines a second the console's live stream carries when `SRC_CONSOLE_LIVE_RATE` is not set.
@@ -183,6 +186,7 @@ impl ServeConfig {
                 .map_or(DEFAULT_CONSOLE_LIVE_RATE, |n| {
                     u32::try_from(n).unwrap_or(u32::MAX)
                 }),
+            shards: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
         }
     }
 
@@ -261,10 +265,17 @@ pub struct ServeArgs {
     /// wake-ups passed between threads per request.
     #[arg(long, value_name = "N")]
     pub workers: Option<std::num::NonZeroUsize>,
+    /// Threads that serve the API's HTTP/1.1 connections (default: one per core). Each runs
+    /// its own single-threaded runtime and keeps a request's work, its backend connection
+    /// included, on itself. 0 serves them on the shared runtime of `--workers` threads, as
+    /// HTTP/2 connections (whose streams that runtime spreads over its workers) always are.
+    #[arg(long, value_name = "N")]
+    pub shards: Option<usize>,
 }
 
 impl From<ServeArgs> for ServeConfig {
     fn from(args: ServeArgs) -> ServeConfig {
+        let defaults = ServeConfig::new(args.policy);
         ServeConfig {
             listen: args.listen,
             admin: args.admin,
@@ -277,7 +288,8 @@ impl From<ServeArgs> for ServeConfig {
             record: args.record,
             record_max_bytes: args.record_max_bytes,
             otlp: args.otlp.map(OtlpOptions::new),
-            ..ServeConfig::new(args.policy)
+            shards: args.shards.unwrap_or(defaults.shards),
+            ..defaults
         }
     }
 }

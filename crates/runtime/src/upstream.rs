@@ -7,9 +7,16 @@
 //! scheme picks the client, so the plain path carries nothing of TLS. Failures are sorted into
 //! the kinds the fallback rules distinguish: the backend could not be reached (a failed TLS
 //! handshake included), it did not answer in time, or the exchange broke.
+//!
+//! The API's connections are served by single-threaded shards (`server::shards`). Each shard
+//! thread gets its own pair of clients ([`enter_shard`]), so a request, its pooled backend
+//! connection and that connection's task all stay on one thread: handing a request to a
+//! connection task owned by another thread costs a cross-thread wake-up each way.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -58,9 +65,27 @@ pub(crate) fn human_duration(d: Duration) -> String {
     }
 }
 
-/// The shared clients: one for `http` backends, one for `https` backends.
+thread_local! {
+    /// Which client set this thread uses: 0 off the shards, `1 + i` on shard `i`.
+    static SHARD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Makes the calling thread use shard `index`'s clients from now on (called once by each shard
+/// thread as it starts).
+pub(crate) fn enter_shard(index: usize) {
+    SHARD.with(|shard| shard.set(index + 1));
+}
+
+/// The pooled clients: for each thread kind (off the shards, and each shard), one client for
+/// `http` backends and one for `https` backends.
 #[derive(Clone)]
 pub struct Upstream {
+    sets: Arc<[Clients]>,
+}
+
+/// One thread's clients: their pools and the tasks of their connections live on that thread.
+#[derive(Clone)]
+struct Clients {
     plain: Client<HttpConnector, Full<Bytes>>,
     tls: Client<Bounded<HttpsConnector<HttpConnector>>, Full<Bytes>>,
 }
@@ -68,8 +93,24 @@ pub struct Upstream {
 impl Upstream {
     /// Clients that open connections within `connect_timeout` (TCP, and for `https` the TLS
     /// handshake too) and check backends' TLS certificates with `tls` (its ALPN protocols are
-    /// set here).
-    pub fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Upstream {
+    /// set here); one set for threads off the shards and one for each of `shards`.
+    pub fn new(connect_timeout: Duration, tls: rustls::ClientConfig, shards: usize) -> Upstream {
+        let sets = (0..=shards)
+            .map(|_| Clients::new(connect_timeout, tls.clone()))
+            .collect();
+        Upstream { sets }
+    }
+
+    /// The calling thread's clients.
+    fn clients(&self) -> &Clients {
+        let index = SHARD.with(Cell::get);
+        // A thread of another server (tests run several) may be on a higher shard index.
+        &self.sets[index % self.sets.len()]
+    }
+}
+
+impl Clients {
+    fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Clients {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(connect_timeout));
@@ -86,9 +127,11 @@ impl Upstream {
             inner: https,
             timeout: connect_timeout,
         });
-        Upstream { plain, tls }
+        Clients { plain, tls }
     }
+}
 
+impl Upstream {
     /// Sends `request` and waits at most `timeout` for the response head. Dropping the returned
     /// response (or its body) before the end closes the connection, which is how a client that
     /// goes away cancels the backend's work.
@@ -99,10 +142,11 @@ impl Upstream {
     ) -> Result<Response<Incoming>, UpstreamError> {
         // Kept for the error only; the URL text is made when one happens.
         let uri = request.uri().clone();
+        let clients = self.clients();
         let answer = if uri.scheme() == Some(&Scheme::HTTPS) {
-            self.tls.request(request)
+            clients.tls.request(request)
         } else {
-            self.plain.request(request)
+            clients.plain.request(request)
         };
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(response)) => Ok(response),
@@ -199,6 +243,7 @@ mod tests {
         Ok(Upstream::new(
             Duration::from_secs(2),
             crate::tls::client_config(None)?,
+            0,
         ))
     }
 

@@ -193,7 +193,7 @@ impl LiveFetcher {
         let tls = src_runtime::tls::client_config(backend_ca)
             .context("cannot set up TLS for backends")?;
         // The clients' connection pools need the runtime to exist when they are built.
-        let upstream = runtime.block_on(async { Upstream::new(LIVE_TIMEOUT, tls) });
+        let upstream = runtime.block_on(async { Upstream::new(LIVE_TIMEOUT, tls, 0) });
         Ok(LiveFetcher { runtime, upstream })
     }
 

@@ -28,23 +28,75 @@ pub(super) fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor>
     builder
 }
 
-/// Waits until the client has sent enough for hyper to tell HTTP/1.1 from HTTP/2, within
-/// `timeout`; `false` when it did not (or closed): the connection is dropped unanswered.
-pub(super) async fn first_bytes(stream: &TcpStream, timeout: Duration) -> bool {
+/// What a connection's first bytes say it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Protocol {
+    Http1,
+    /// HTTP/2 with prior knowledge (the preface).
+    Http2,
+}
+
+/// Waits until the client has sent enough to tell HTTP/1.1 from HTTP/2, within `timeout`;
+/// `None` when it did not (or closed): the connection is dropped unanswered.
+pub(super) async fn first_bytes(stream: &TcpStream, timeout: Duration) -> Option<Protocol> {
     let enough = async {
         let mut buf = [0u8; H2_PREFACE.len()];
         loop {
             let n = match stream.peek(&mut buf).await {
-                Ok(0) | Err(_) => return false,
+                Ok(0) | Err(_) => return None,
                 Ok(n) => n,
             };
             // Decided once the bytes stop matching the preface, or match all of it.
-            if n == H2_PREFACE.len() || buf[..n] != H2_PREFACE[..n] {
-                return true;
+            if buf[..n] != H2_PREFACE[..n] {
+                return Some(Protocol::Http1);
+            }
+            if n == H2_PREFACE.len() {
+                return Some(Protocol::Http2);
             }
             // A prefix of the preface: wait for more to arrive rather than spin on `peek`.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
-    tokio::time::timeout(timeout, enough).await.unwrap_or(false)
+    tokio::time::timeout(timeout, enough).await.ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    /// What `first_bytes` makes of a client that sends `bytes` (and then waits, or closes).
+    async fn detect(bytes: &'static [u8], close: bool) -> Option<Protocol> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            stream.write_all(bytes).await.unwrap();
+            if !close {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+        let (stream, _) = listener.accept().await.unwrap();
+        let seen = first_bytes(&stream, Duration::from_millis(300)).await;
+        client.abort();
+        seen
+    }
+
+    #[tokio::test]
+    async fn a_request_line_is_http1_and_the_preface_is_http2() {
+        assert_eq!(
+            detect(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n\r\n", false).await,
+            Some(Protocol::Http1)
+        );
+        // Shares the preface's first letter only.
+        assert_eq!(detect(b"PUT / HTTP/1.1\r\n\r\n", false).await, Some(Protocol::Http1));
+        assert_eq!(detect(H2_PREFACE, false).await, Some(Protocol::Http2));
+    }
+
+    #[tokio::test]
+    async fn a_client_that_stalls_inside_the_preface_or_closes_is_dropped() {
+        assert_eq!(detect(b"PRI * HTTP", false).await, None);
+        assert_eq!(detect(b"", true).await, None);
+    }
 }

@@ -10,6 +10,7 @@ pub mod admin;
 pub mod health;
 pub mod outcome_access;
 pub mod routes;
+mod shards;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,10 +20,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::service::service_fn;
+use hyper_util::rt::TokioExecutor;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 
 use crate::app::{App, Components};
@@ -35,6 +39,7 @@ use crate::readiness::Readiness;
 use crate::reload;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
+use shards::Shards;
 
 /// In-flight connections get this long to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -202,7 +207,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     });
     if let Some(otlp) = &cfg.otlp {
         // The collector is reached like a backend: same pooled client, same trust store.
-        let client = Upstream::new(cfg.connect_timeout, tls.clone());
+        let client = Upstream::new(cfg.connect_timeout, tls.clone(), 0);
         let drops = crate::otel::export::Drops(telemetry.spans_dropped.clone());
         telemetry.spans = Spans::export(otlp, client, tokio::runtime::Handle::current(), drops)?;
         tracing::info!(collector = %otlp.endpoint, "exporting request spans over OTLP/HTTP");
@@ -212,7 +217,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let telemetry = Arc::new(telemetry);
     telemetry.generation.set(snapshot.generation);
     let app = Arc::new(App {
-        upstream: Upstream::new(cfg.connect_timeout, tls),
+        upstream: Upstream::new(cfg.connect_timeout, tls, cfg.shards),
         store: PolicyStore::new(snapshot),
         telemetry,
         readiness,
@@ -301,6 +306,17 @@ async fn accept_loop(
 ) {
     let limits = app.cfg.limits;
     let builder = accept::builder(&limits);
+    let shards = match kind {
+        Listener::Api if app.cfg.shards > 0 => match Shards::start(app.cfg.shards) {
+            Ok(shards) => Some(Arc::new(shards)),
+            Err(err) => {
+                // Still a working server: every connection on the shared runtime.
+                tracing::warn!(%err, "cannot start the serving shards; serving without them");
+                None
+            }
+        },
+        _ => None,
+    };
     let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     loop {
@@ -317,31 +333,14 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    let app = Arc::clone(&app);
-                    let service = service_fn(move |request| {
-                        let app = Arc::clone(&app);
-                        async move {
-                            Ok::<_, Infallible>(match kind {
-                                Listener::Api => routes::api(app, request).await,
-                                Listener::Admin => routes::admin(app, request).await,
-                            })
-                        }
-                    });
-                    let builder = builder.clone();
-                    let watcher = graceful.watcher();
-                    tokio::spawn(async move {
-                        let _permit = permit;
-                        // A client that connects and sends nothing (or stalls inside the
-                        // HTTP/2 preface) is dropped before hyper's own head timeout applies.
-                        if !accept::first_bytes(&stream, limits.header_read_timeout).await {
-                            return;
-                        }
-                        let connection = builder
-                            .serve_connection(TokioIo::new(stream), service)
-                            .into_owned();
-                        // Connection errors (a client that vanished) are the client's business.
-                        let _ = watcher.watch(connection).await;
-                    });
+                    let connection = Connection {
+                        app: Arc::clone(&app),
+                        kind,
+                        builder: builder.clone(),
+                        watcher: graceful.watcher(),
+                        permit,
+                    };
+                    tokio::spawn(connection.serve(stream, shards.clone()));
                 }
                 Err(err) => {
                     // Out of file descriptors and similar: back off instead of spinning.
@@ -358,6 +357,76 @@ async fn accept_loop(
         .is_err()
     {
         tracing::warn!("connections still open after the drain period; closing them");
+    }
+    if let Some(shards) = shards {
+        // Joining threads blocks; the shards' queues close and what they still run is dropped.
+        let _ = tokio::task::spawn_blocking(move || shards.stop()).await;
+    }
+}
+
+/// An accepted connection and what serving it needs.
+struct Connection {
+    app: Arc<App>,
+    kind: Listener,
+    builder: auto::Builder<TokioExecutor>,
+    watcher: Watcher,
+    permit: OwnedSemaphorePermit,
+}
+
+impl Connection {
+    /// Serves the connection: an HTTP/1.1 one on a shard when there are shards (one request at
+    /// a time gains nothing from another thread), an HTTP/2 one here on the shared runtime, whose
+    /// workers can take its concurrent streams.
+    async fn serve(self, stream: TcpStream, shards: Option<Arc<Shards>>) {
+        let limits = self.app.cfg.limits;
+        // A client that connects and sends nothing (or stalls inside the HTTP/2 preface) is
+        // dropped before hyper's own head timeout applies.
+        let Some(protocol) = accept::first_bytes(&stream, limits.header_read_timeout).await else {
+            return;
+        };
+        let shards = match (protocol, shards) {
+            (accept::Protocol::Http1, Some(shards)) => shards,
+            _ => return self.run(stream).await,
+        };
+        // The socket leaves this runtime's reactor and joins the shard's.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::warn!(%err, "cannot hand a connection to a shard");
+                return;
+            }
+        };
+        shards.dispatch(move || async move {
+            match TcpStream::from_std(stream) {
+                Ok(stream) => self.run(stream).await,
+                Err(err) => tracing::warn!(%err, "a shard cannot take a connection"),
+            }
+        });
+    }
+
+    async fn run(self, stream: TcpStream) {
+        let Connection {
+            app,
+            kind,
+            builder,
+            watcher,
+            permit,
+        } = self;
+        let _permit = permit;
+        let service = service_fn(move |request| {
+            let app = Arc::clone(&app);
+            async move {
+                Ok::<_, Infallible>(match kind {
+                    Listener::Api => routes::api(app, request).await,
+                    Listener::Admin => routes::admin(app, request).await,
+                })
+            }
+        });
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        // Connection errors (a client that vanished) are the client's business.
+        let _ = watcher.watch(connection).await;
     }
 }
 

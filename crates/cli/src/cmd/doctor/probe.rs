@@ -44,7 +44,7 @@ impl Probe {
         let tls = src_runtime::tls::client_config(backend_ca)
             .context("cannot set up TLS for backends")?;
         // The clients' connection pools need the runtime to exist when they are built.
-        let upstream = runtime.block_on(async { Upstream::new(CONNECT_TIMEOUT, tls) });
+        let upstream = runtime.block_on(async { Upstream::new(CONNECT_TIMEOUT, tls, 0) });
         Ok(Probe { runtime, upstream })
     }
 

@@ -65,7 +65,7 @@ impl Sender {
             .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
             .ok_or_else(|| SendError(format!("`{base_url}` is not an http or https URL")))?;
         Ok(Sender {
-            upstream: Upstream::new(CONNECT_TIMEOUT, tls),
+            upstream: Upstream::new(CONNECT_TIMEOUT, tls, 0),
             base,
         })
     }
