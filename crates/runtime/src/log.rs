@@ -320,13 +320,25 @@ pub fn rfc3339(t: SystemTime) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, day) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60,
-        d.subsec_micros()
-    )
+    // Every request line carries one: digits are placed, not `format!`ted (which cost about
+    // 3,000 instructions a line, a fifth of writing it).
+    let mut out = *b"0000-00-00T00:00:00.000000Z";
+    let mut place = |at: usize, width: usize, value: u64| {
+        let mut value = value;
+        for slot in out[at..at + width].iter_mut().rev() {
+            *slot = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    place(0, 4, u64::try_from(y.clamp(0, 9999)).unwrap_or(0));
+    place(5, 2, u64::from(m));
+    place(8, 2, u64::from(day));
+    place(11, 2, rem / 3600);
+    place(14, 2, (rem / 60) % 60);
+    place(17, 2, rem % 60);
+    place(20, 6, u64::from(d.subsec_micros()));
+    // Only ASCII digits and separators were written.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
@@ -356,6 +368,32 @@ mod tests {
         assert_eq!(rfc3339(t), "2024-02-29T12:34:56.500000Z");
         let t = UNIX_EPOCH + Duration::from_secs(4_102_444_799);
         assert_eq!(rfc3339(t), "2099-12-31T23:59:59.000000Z");
+    }
+
+    #[test]
+    fn placed_digits_agree_with_formatted_ones() {
+        let formatted = |t: SystemTime| {
+            let d = t.duration_since(UNIX_EPOCH).unwrap();
+            let (secs, rem) = (d.as_secs(), d.as_secs() % 86_400);
+            let (y, m, day) = civil_from_days((secs / 86_400) as i64);
+            format!(
+                "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+                rem / 3600,
+                (rem / 60) % 60,
+                rem % 60,
+                d.subsec_micros()
+            )
+        };
+        let mut micros: u64 = 1;
+        for _ in 0..2_000 {
+            // Spread over 1970..2100 by a multiplicative walk.
+            micros = micros
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1)
+                % 4_102_444_800_000_000;
+            let t = UNIX_EPOCH + Duration::from_micros(micros);
+            assert_eq!(rfc3339(t), formatted(t));
+        }
     }
 
     /// A writer whose bytes the test can read back.

@@ -61,14 +61,29 @@ impl TraceContext {
 
     /// A `traceparent` naming `span_id` (16 hex digits) as the parent in this trace.
     pub fn with_span(&self, span_id: &str) -> String {
-        format!("00-{}-{span_id}-{}", self.trace_id, self.flags)
+        // Made twice a request: pushed, not `format!`ted (a third of the cost of the request's
+        // ids went to the formatting machinery).
+        traceparent_of(&self.trace_id, span_id, &self.flags)
     }
 
     /// A `traceparent` continuing this trace under a new random span id (when no span of the
     /// router's is exported, the id names the router's hop all the same).
     pub fn child(&self) -> String {
-        self.with_span(&hex(&nonzero_random::<8>()))
+        let span = nonzero_random::<8>();
+        let mut digits = [0u8; 16];
+        crate::hex::lower_into(&span, &mut digits);
+        // Hex digits are ASCII.
+        self.with_span(std::str::from_utf8(&digits).unwrap_or_default())
     }
+}
+
+/// `00-{trace_id}-{span_id}-{flags}`.
+pub fn traceparent_of(trace_id: &str, span_id: &str, flags: &str) -> String {
+    let mut out = String::with_capacity(6 + trace_id.len() + span_id.len() + flags.len());
+    for part in ["00-", trace_id, "-", span_id, "-", flags] {
+        out.push_str(part);
+    }
+    out
 }
 
 /// The parts of a valid `traceparent` the router keeps.

@@ -338,8 +338,13 @@ impl RequestTrace {
             Some(cx) => {
                 let span = cx.span();
                 let sc = span.span_context();
-                let flags = format!("{:02x}", sc.trace_flags().to_u8());
-                format!("00-{}-{}-{flags}", sc.trace_id(), sc.span_id())
+                let mut flags = [0u8; 2];
+                crate::hex::lower_into(&[sc.trace_flags().to_u8()], &mut flags);
+                crate::trace::traceparent_of(
+                    &crate::hex::lower(&sc.trace_id().to_bytes()),
+                    &crate::hex::lower(&sc.span_id().to_bytes()),
+                    std::str::from_utf8(&flags).unwrap_or("01"),
+                )
             }
             None => self.context.child(),
         }

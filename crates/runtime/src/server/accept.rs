@@ -86,11 +86,18 @@ mod tests {
     #[tokio::test]
     async fn a_request_line_is_http1_and_the_preface_is_http2() {
         assert_eq!(
-            detect(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n\r\n", false).await,
+            detect(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n\r\n",
+                false
+            )
+            .await,
             Some(Protocol::Http1)
         );
         // Shares the preface's first letter only.
-        assert_eq!(detect(b"PUT / HTTP/1.1\r\n\r\n", false).await, Some(Protocol::Http1));
+        assert_eq!(
+            detect(b"PUT / HTTP/1.1\r\n\r\n", false).await,
+            Some(Protocol::Http1)
+        );
         assert_eq!(detect(H2_PREFACE, false).await, Some(Protocol::Http2));
     }
 
