@@ -31,7 +31,8 @@
 # those rows out (a peer that cannot start is left out too, and the output says why),
 # BENCH_LITELLM_WORKERS (1), BENCH_INSTALL=0 to skip scripts/bench/peers.sh (the idempotent
 # install of nginx, wrk, redis-server, Envoy, Portkey, LiteLLM), BENCH_SRC a built `src` to
-# measure instead of building this checkout's, BENCH_KEEP=1 to keep the run folder (configs,
+# measure instead of building this checkout's, BENCH_PROFILE the cargo profile to build it with
+# (release; `dist` is the deployable build of docs/operations.md), BENCH_KEEP=1 to keep the run folder (configs,
 # logs, wrk output, the profile). CARGO_TARGET_DIR is honoured; ORT_DYLIB_PATH defaults to the
 # ONNX Runtime of scripts/models.sh. BENCH_PIN=0 not to pin the streaming probe (below).
 #
@@ -82,9 +83,10 @@ export ORT_DYLIB_PATH=${ORT_DYLIB_PATH:-$root/.cache/ort/lib/libonnxruntime.so.1
 if [[ -n ${BENCH_SRC:-} ]]; then
   src_bin=$BENCH_SRC
 else
-  say "cargo build --release --bin src"
-  cargo build --release --quiet --bin src
-  src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
+  profile=${BENCH_PROFILE:-release}
+  say "cargo build --profile $profile --bin src"
+  cargo build --profile "$profile" --quiet --bin src
+  src_bin=${CARGO_TARGET_DIR:-$root/target}/$profile/src
 fi
 [[ -x $src_bin ]] || die "no binary at $src_bin"
 

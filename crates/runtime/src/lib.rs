@@ -22,7 +22,8 @@
 //! - [`record`]: `--record`: decided requests appended to bounded files for `src whatif`.
 //! - [`catalog`]: what a backend says it serves, for `src check --live`.
 //! - [`sim`]: an OpenAI-compatible simulated backend with a latency model and a prefix cache.
-//! - `redis_link`: the lazily connected, time-bounded Redis connection the stores share.
+//! - `redis_link`: the lazily connected, time-bounded Redis connections the stores share.
+//! - `shard`: which serving shard a thread is, and values kept one per shard.
 //!
 //! **Leaves**: import no layer above.
 //! - [`hooks`]: the component traits the pipeline calls (model signals, sessions).
@@ -59,6 +60,7 @@ pub mod record;
 mod redis_link;
 pub mod responses_state;
 pub mod session;
+mod shard;
 pub mod sim;
 
 pub mod config;

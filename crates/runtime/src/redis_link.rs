@@ -1,6 +1,7 @@
-//! The Redis connection the shared stores (session pins, the response cache) are built on: one
-//! multiplexed connection that connects lazily and reconnects by itself, and every call bounded
-//! by the store's timeout, so a dead Redis costs a request at most that long.
+//! The Redis connections the shared stores (session pins, the response cache) are built on:
+//! multiplexed connections, one for each serving shard ([`Link`]), that connect lazily and
+//! reconnect by themselves, and every call bounded by the store's timeout, so a dead Redis costs
+//! a request at most that long.
 //!
 //! Store URLs come from the checker as [`src_compiler::hir::RedisUrl`]s, which accept only what
 //! this client opens (the tests below hold the two together); what can still fail here is the
@@ -11,6 +12,8 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError};
+
+use crate::shard::{PerShard, DEFAULT_SLOTS};
 
 /// Why a Redis call produced nothing; each store turns it into its own error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +26,10 @@ pub(crate) enum LinkError {
 /// A lazy connection to `url` (nothing is sent until the first call). Must be called inside a
 /// Tokio runtime.
 pub(crate) fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, LinkError> {
-    let client = open(url)?;
+    manager(open(url)?, timeout)
+}
+
+fn manager(client: Client, timeout: Duration) -> Result<ConnectionManager, LinkError> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))
@@ -32,6 +38,46 @@ pub(crate) fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager,
         .set_max_delay(timeout);
     ConnectionManager::new_lazy_with_config(client, config)
         .map_err(|e| LinkError::Config(e.to_string()))
+}
+
+/// Lazy connections to one Redis, one for each serving shard (and one for the threads off the
+/// shards): a call made on a shard goes out on a connection whose task runs on that shard, not
+/// through a wake-up of whichever thread made the connection first.
+pub(crate) struct Link {
+    client: Client,
+    timeout: Duration,
+    /// The connection made with the link, for the threads off the shards and as the fallback.
+    first: ConnectionManager,
+    shards: PerShard<ConnectionManager>,
+}
+
+impl Link {
+    /// Checks `url` and prepares the first connection (nothing is sent until the first call).
+    /// Must be called inside a Tokio runtime.
+    pub(crate) fn connect(url: &str, timeout: Duration) -> Result<Link, LinkError> {
+        let client = open(url)?;
+        let first = manager(client.clone(), timeout)?;
+        Ok(Link {
+            client,
+            timeout,
+            first,
+            shards: PerShard::new(DEFAULT_SLOTS),
+        })
+    }
+
+    /// The calling thread's connection, made on its first call (inside that thread's runtime).
+    pub(crate) fn connection(&self) -> ConnectionManager {
+        if crate::shard::slot() == 0 {
+            return self.first.clone();
+        }
+        self.shards
+            .get_or_init(|| {
+                // The URL and the settings were accepted for `first`; should another connection
+                // still be refused, the shard shares `first`.
+                manager(self.client.clone(), self.timeout).unwrap_or_else(|_| self.first.clone())
+            })
+            .clone()
+    }
 }
 
 /// The client of `url`; opening one connects to nothing.

@@ -9,11 +9,10 @@
 //! handshake included), it did not answer in time, or the exchange broke.
 //!
 //! The API's connections are served by single-threaded shards (`server::shards`). Each shard
-//! thread gets its own pair of clients ([`enter_shard`]), so a request, its pooled backend
+//! thread gets its own pair of clients ([`crate::shard`]), so a request, its pooled backend
 //! connection and that connection's task all stay on one thread: handing a request to a
 //! connection task owned by another thread costs a cross-thread wake-up each way.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -65,17 +64,6 @@ pub(crate) fn human_duration(d: Duration) -> String {
     }
 }
 
-thread_local! {
-    /// Which client set this thread uses: 0 off the shards, `1 + i` on shard `i`.
-    static SHARD: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Makes the calling thread use shard `index`'s clients from now on (called once by each shard
-/// thread as it starts).
-pub(crate) fn enter_shard(index: usize) {
-    SHARD.with(|shard| shard.set(index + 1));
-}
-
 /// The pooled clients: for each thread kind (off the shards, and each shard), one client for
 /// `http` backends and one for `https` backends.
 #[derive(Clone)]
@@ -103,9 +91,8 @@ impl Upstream {
 
     /// The calling thread's clients.
     fn clients(&self) -> &Clients {
-        let index = SHARD.with(Cell::get);
-        // A thread of another server (tests run several) may be on a higher shard index.
-        &self.sets[index % self.sets.len()]
+        // A thread of another server (tests run several) may be on a higher shard slot.
+        &self.sets[crate::shard::slot() % self.sets.len()]
     }
 }
 

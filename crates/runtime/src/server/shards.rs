@@ -1,7 +1,7 @@
 //! The threads that serve the API's connections: each runs its own single-threaded tokio
 //! runtime, takes whole connections from the accept loop, and keeps every task of a request on
 //! itself (the client connection, the handler, the pooled backend connection: see
-//! [`crate::upstream::enter_shard`]).
+//! [`crate::shard`]).
 //!
 //! Why not one work-stealing runtime: there, a request's tasks land on whichever worker is free,
 //! and each hand-off between the client's connection, the handler and the backend connection's
@@ -54,7 +54,7 @@ impl Shards {
             let thread = std::thread::Builder::new()
                 .name(format!("src-shard-{index}"))
                 .spawn(move || {
-                    crate::upstream::enter_shard(index);
+                    crate::shard::enter(index);
                     runtime.block_on(async move {
                         while let Some(job) = queue.recv().await {
                             tokio::spawn(job());

@@ -17,7 +17,6 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use redis::aio::ConnectionManager;
 use redis::RedisError;
 
 use crate::cache::scope::{hex, Scope};
@@ -30,7 +29,7 @@ const HEADER: usize = 16 + 8;
 
 /// Answers in a Redis server shared by every replica.
 pub struct RedisCache {
-    conn: ConnectionManager,
+    conn: redis_link::Link,
     timeout: Duration,
     max_entry_bytes: usize,
 }
@@ -44,7 +43,7 @@ impl RedisCache {
         timeout: Duration,
         max_entry_bytes: usize,
     ) -> Result<RedisCache, CacheError> {
-        let conn = redis_link::connect(url, timeout)?;
+        let conn = redis_link::Link::connect(url, timeout)?;
         Ok(RedisCache {
             conn,
             timeout,
@@ -114,7 +113,7 @@ impl CacheStore for RedisCache {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Nearest, CacheError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let elements: Vec<Vec<u8>> = self
                 .bounded(
                     "lookup",
@@ -197,7 +196,7 @@ impl CacheStore for RedisCache {
                 .arg(&list)
                 .arg(ttl)
                 .ignore();
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             self.bounded("store", pipe.query_async::<()>(&mut conn))
                 .await?;
             Ok(Inserted::Stored)

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::{RedisError, Script};
 
 use crate::hooks::BoxFuture;
@@ -91,7 +90,7 @@ return 1
 
 /// Pins in a Redis server shared by every replica.
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: redis_link::Link,
     timeout: Duration,
     get_touch: Script,
     touch: Script,
@@ -105,7 +104,7 @@ impl RedisStore {
     /// at startup only fails the calls made while it is down. Must be called inside a Tokio
     /// runtime.
     pub fn connect(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        let conn = redis_link::connect(url, timeout)?;
+        let conn = redis_link::Link::connect(url, timeout)?;
         Ok(RedisStore {
             conn,
             timeout,
@@ -236,7 +235,7 @@ impl SessionStore for RedisStore {
         _now_ms: u64,
     ) -> BoxFuture<'a, Result<Vec<(Identity, Pin)>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let mut keys: Vec<String> = Vec::new();
             let mut cursor: u64 = 0;
             for _ in 0..SCAN_STEPS {
@@ -291,7 +290,7 @@ impl SessionStore for RedisStore {
         _now_ms: u64,
     ) -> BoxFuture<'a, Result<Option<Pin>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let flat: Vec<String> = self
                 .bounded(
                     "get",
@@ -311,7 +310,7 @@ impl SessionStore for RedisStore {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let mut call = self.touch.key(pin_key(key));
             call.arg(now_ms).arg(ttl_ms).arg(retain_ms(ttl_ms));
             let touched: i64 = self.bounded("touch", call.invoke_async(&mut conn)).await?;
@@ -326,7 +325,7 @@ impl SessionStore for RedisStore {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Option<Pin>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let mut call = self.get_touch.key(pin_key(key));
             call.arg(now_ms).arg(ttl_ms).arg(retain_ms(ttl_ms));
             let flat: Vec<String> = self.bounded("get", call.invoke_async(&mut conn)).await?;
@@ -348,7 +347,7 @@ impl SessionStore for RedisStore {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Put, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let mut call = self.put_if_absent.key(pin_key(key));
             call.arg(retain_ms(ttl_ms)).arg(fields(pin)?);
             let flat: Vec<String> = self.bounded("put", call.invoke_async(&mut conn)).await?;
@@ -367,7 +366,7 @@ impl SessionStore for RedisStore {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Cas, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let mut call = self.compare_and_set.key(pin_key(key));
             call.arg(read.version)
                 .arg(retain_ms(ttl_ms))
@@ -392,7 +391,7 @@ impl SessionStore for RedisStore {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Recorded, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let mut call = self.record.key(outcome_key(key));
             if let Some(idem) = idempotency {
                 call.key(idempotency_key(&key.session.tenant, idem));
@@ -416,7 +415,7 @@ impl SessionStore for RedisStore {
         _now_ms: u64,
     ) -> BoxFuture<'a, Result<OutcomeStats, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let words: Vec<String> = self
                 .bounded(
                     "outcomes",
