@@ -94,31 +94,6 @@ impl Upstream {
         // A thread of another server (tests run several) may be on a higher shard slot.
         &self.sets[crate::shard::slot() % self.sets.len()]
     }
-}
-
-impl Clients {
-    fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Clients {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(connect_timeout));
-        connector.set_keepalive(Some(Duration::from_secs(30)));
-        let plain = client_builder().build(connector.clone());
-        // The TLS connector hands `https` URLs to the TCP connector, which must not refuse them.
-        connector.enforce_http(false);
-        let https = HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_only()
-            .enable_all_versions()
-            .wrap_connector(connector);
-        let tls = client_builder().build(Bounded {
-            inner: https,
-            timeout: connect_timeout,
-        });
-        Clients { plain, tls }
-    }
-}
-
-impl Upstream {
     /// Sends `request` and waits at most `timeout` for the response head. Dropping the returned
     /// response (or its body) before the end closes the connection, which is how a client that
     /// goes away cancels the backend's work.
@@ -150,6 +125,28 @@ impl Upstream {
                 detail: error_chain(&err),
             }),
         }
+    }
+}
+
+impl Clients {
+    fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Clients {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_keepalive(Some(Duration::from_secs(30)));
+        let plain = client_builder().build(connector.clone());
+        // The TLS connector hands `https` URLs to the TCP connector, which must not refuse them.
+        connector.enforce_http(false);
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_all_versions()
+            .wrap_connector(connector);
+        let tls = client_builder().build(Bounded {
+            inner: https,
+            timeout: connect_timeout,
+        });
+        Clients { plain, tls }
     }
 }
 

@@ -20,13 +20,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioExecutor;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{watch, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
 use crate::app::{App, Components};
