@@ -102,3 +102,19 @@ start_upstream() {
   pids+=("$nginx_pid")
   wait_http nginx "$nginx_pid" "http://127.0.0.1:$nginx_port/v1/models" 10
 }
+
+# built_src [PROFILE]: sets $src_bin to the `src` binary to measure: BENCH_SRC when set, else
+# this checkout's, built with the cargo PROFILE (release; `debug` is cargo's dev profile).
+built_src() {
+  local profile=${1:-release} cargo_profile dir
+  if [[ -n ${BENCH_SRC:-} ]]; then
+    src_bin=$BENCH_SRC
+  else
+    cargo_profile=$profile dir=$profile
+    [[ $profile == debug ]] && cargo_profile=dev
+    say "cargo build --profile $cargo_profile --bin src"
+    cargo build --profile "$cargo_profile" --quiet --bin src
+    src_bin=${CARGO_TARGET_DIR:-$root/target}/$dir/src
+  fi
+  [[ -x $src_bin ]] || die "no binary at $src_bin"
+}

@@ -29,14 +29,7 @@ source "$here/common.sh"
 ensure_apt nginx wrk
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-if [[ -n ${BENCH_SRC:-} ]]; then
-  src_bin=$BENCH_SRC
-else
-  say "cargo build --release --bin src"
-  cargo build --release --quiet --bin src
-  src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
-fi
-[[ -x $src_bin ]] || die "no binary at $src_bin"
+built_src
 
 start_run src-bench-console
 

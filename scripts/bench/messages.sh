@@ -32,18 +32,7 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x $nginx_bin ]] || die "nginx is missing (scripts/bench/proxy.sh installs it)"
 
 profile=${BENCH_PROFILE:-release}
-if [[ -n ${BENCH_SRC:-} ]]; then
-  src_bin=$BENCH_SRC
-elif [[ $profile == release ]]; then
-  say "cargo build --release --bin src"
-  cargo build --release --quiet --bin src
-  src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
-else
-  say "cargo build --bin src"
-  cargo build --quiet --bin src
-  src_bin=${CARGO_TARGET_DIR:-$root/target}/debug/src
-fi
-[[ -x $src_bin ]] || die "no binary at $src_bin"
+built_src "$profile"
 
 start_run src-bench-messages
 

@@ -80,15 +80,7 @@ portkey_js=$root/.cache/portkey/node_modules/@portkey-ai/gateway/build/start-ser
 litellm_bin=$root/.cache/venv-litellm/bin/litellm
 export ORT_DYLIB_PATH=${ORT_DYLIB_PATH:-$root/.cache/ort/lib/libonnxruntime.so.1.31.1}
 
-if [[ -n ${BENCH_SRC:-} ]]; then
-  src_bin=$BENCH_SRC
-else
-  profile=${BENCH_PROFILE:-release}
-  say "cargo build --profile $profile --bin src"
-  cargo build --profile "$profile" --quiet --bin src
-  src_bin=${CARGO_TARGET_DIR:-$root/target}/$profile/src
-fi
-[[ -x $src_bin ]] || die "no binary at $src_bin"
+built_src "${BENCH_PROFILE:-release}"
 
 start_run src-bench
 results=$run_dir/results.jsonl

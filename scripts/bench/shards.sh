@@ -31,14 +31,7 @@ source "$here/common.sh"
 command -v wrk >/dev/null || die "wrk is missing (scripts/bench/peers.sh installs it)"
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x $nginx_bin ]] || die "nginx is missing (scripts/bench/peers.sh installs it)"
-if [[ -n ${BENCH_SRC:-} ]]; then
-  src_bin=$BENCH_SRC
-else
-  say "cargo build --release --bin src"
-  cargo build --release --quiet --bin src
-  src_bin=${CARGO_TARGET_DIR:-$root/target}/release/src
-fi
-[[ -x $src_bin ]] || die "no binary at $src_bin"
+built_src
 
 start_run src-bench-shards
 say "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
