@@ -42,6 +42,10 @@ pub struct Endpoint {
     pub api_key: Option<HeaderValue>,
     /// How long the response head may take.
     pub timeout: Duration,
+    /// The `host` header of a plain `http` backend's requests, made once here rather than by
+    /// the HTTP client on every request (`None` for `https`, whose HTTP/2 names the host in
+    /// `:authority`).
+    pub host: Option<HeaderValue>,
     pub simulated: bool,
     /// Keeps a simulated backend running while a snapshot uses it.
     sim: Option<Arc<SimHandle>>,
@@ -70,6 +74,7 @@ impl Endpoint {
                 api: BackendApi::OpenAi,
                 api_key: None,
                 timeout,
+                host: None,
                 simulated: true,
                 sim: None,
             });
@@ -78,9 +83,11 @@ impl Endpoint {
             let sim = sims
                 .get_or_spawn(&backend.name, served, sim_time_scale)
                 .await?;
+            let base = format!("{}/v1", sim.base_url());
             return Ok(Endpoint {
                 name: backend.name.clone(),
-                base: format!("{}/v1", sim.base_url()),
+                host: plain_host(&base),
+                base,
                 authorization: None,
                 forward_client_auth: backend.forward_client_auth,
                 api: BackendApi::OpenAi,
@@ -118,6 +125,7 @@ impl Endpoint {
         };
         Ok(Endpoint {
             name: backend.name.clone(),
+            host: plain_host(&base),
             base,
             authorization,
             forward_client_auth: backend.forward_client_auth,
@@ -141,6 +149,21 @@ impl Endpoint {
         url.push_str(suffix);
         url
     }
+}
+
+/// The `host` header HTTP/1.1 requests to the `http` URL `base` carry: its host, and its port
+/// unless that is 80 (what hyper's pooled client would write itself).
+fn plain_host(base: &str) -> Option<HeaderValue> {
+    let uri: hyper::Uri = base.parse().ok()?;
+    if uri.scheme_str() != Some("http") {
+        return None;
+    }
+    let host = uri.host()?;
+    let value = match uri.port_u16() {
+        Some(port) if port != 80 => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    HeaderValue::from_str(&value).ok()
 }
 
 type SimKey = (String, Vec<String>);
@@ -218,5 +241,30 @@ impl SimPool {
         );
         sims.insert(key, Arc::downgrade(&sim));
         Ok(sim)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_host;
+
+    #[test]
+    fn the_host_header_is_the_host_and_a_port_other_than_80() {
+        let host = |base: &str| plain_host(base).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(
+            host("http://127.0.0.1:8000/v1").as_deref(),
+            Some("127.0.0.1:8000")
+        );
+        assert_eq!(
+            host("http://frontend.svc/v1").as_deref(),
+            Some("frontend.svc")
+        );
+        assert_eq!(
+            host("http://frontend.svc:80/v1").as_deref(),
+            Some("frontend.svc")
+        );
+        assert_eq!(host("http://[::1]:9000/v1").as_deref(), Some("[::1]:9000"));
+        assert_eq!(host("https://api.example.com/v1"), None);
+        assert_eq!(host(""), None);
     }
 }

@@ -9,7 +9,7 @@
 //! handshake included), it did not answer in time, or the exchange broke.
 //!
 //! The API's connections are served by single-threaded shards (`server::shards`). Each shard
-//! thread gets its own pair of clients ([`crate::shard`]), so a request, its pooled backend
+//! thread gets its own pair of clients (`crate::shard`), so a request, its pooled backend
 //! connection and that connection's task all stay on one thread: handing a request to a
 //! connection task owned by another thread costs a cross-thread wake-up each way.
 

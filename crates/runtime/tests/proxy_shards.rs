@@ -68,3 +68,31 @@ async fn many_connections_at_once_are_all_answered() -> TestResult {
     router.server.shutdown().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn the_backend_sees_one_host_header_naming_it() -> TestResult {
+    let router = Router::start_with(POLICY, |cfg| cfg.shards = 2).await?;
+    assert_eq!(
+        router
+            .chat(&user("hello there"), &[("host", "client.example")])
+            .await?
+            .status,
+        200
+    );
+    let sims = router.sims();
+    let received: Vec<_> = sims.iter().flat_map(|s| s.received()).collect();
+    let (sim, request) = sims
+        .iter()
+        .find_map(|s| s.received().into_iter().next().map(|r| (s, r)))
+        .ok_or("the simulator received nothing")?;
+    assert_eq!(received.len(), 1);
+    let hosts: Vec<_> = request
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "host")
+        .collect();
+    let expected = sim.base_url().trim_start_matches("http://").to_owned();
+    assert_eq!(hosts.len(), 1, "{:?}", request.headers);
+    assert_eq!(hosts[0].1, expected);
+    Ok(())
+}

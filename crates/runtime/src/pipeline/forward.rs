@@ -524,6 +524,12 @@ async fn try_candidates<'p, T: Transport>(
         };
         let headers = upstream.headers_mut();
         headers.clone_from(&base_headers);
+        if let Some(host) = &endpoint.host {
+            // A `host` the route sets itself wins, as it would with the client's own.
+            headers
+                .entry(hyper::header::HOST)
+                .or_insert_with(|| host.clone());
+        }
         set_model_headers(headers, wire, endpoint);
         crate::anthropic::dialect::set_headers(headers, dialect, endpoint);
         record.model = Some(model.name.clone());
