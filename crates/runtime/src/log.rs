@@ -17,6 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use serde_json::Value;
 
+mod line;
+
 /// Target of the per-request log line.
 pub const REQUEST_TARGET: &str = "src::request";
 
@@ -267,10 +269,11 @@ impl RequestLog {
                     .push(envelope(record));
             }
             RequestLog::Stderr(buffer) => {
-                let mut line = Vec::with_capacity(512);
-                if serde_json::to_writer(&mut line, &Envelope::new(record)).is_ok() {
-                    line.push(b'\n');
-                    buffer.push(&line);
+                let mut bytes = Vec::with_capacity(768);
+                let timestamp = rfc3339_now();
+                if line::write(&mut bytes, &timestamp, "INFO", REQUEST_TARGET, record).is_ok() {
+                    bytes.push(b'\n');
+                    buffer.push(&bytes);
                 }
             }
         }
