@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+mod slot;
+
+use slot::UsageSlot;
+
 /// Token counts from an answer. Every field is `None` when the upstream did not say: unknown is
 /// never reported as zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -78,12 +82,11 @@ impl Usage {
         let nested = |outer: Option<&RawValue>| {
             let outer = outer.filter(|o| is_object(o.get().as_bytes()))?;
             let outer: Nested = serde_json::from_str(outer.get()).ok()?;
-            outer.usage.as_ref().and_then(Usage::from_value)
+            outer.usage.and_then(|slot| slot.0)
         };
         answer
             .usage
-            .as_ref()
-            .and_then(Usage::from_value)
+            .and_then(|slot| slot.0)
             .or_else(|| nested(answer.response))
             .or_else(|| nested(answer.message))
     }
@@ -93,7 +96,7 @@ impl Usage {
 #[derive(Deserialize)]
 struct Carriers<'a> {
     #[serde(default)]
-    usage: Option<Value>,
+    usage: Option<UsageSlot>,
     /// Kept as their JSON tokens: a member that is no object carries no usage, and does not
     /// make the answer unreadable.
     #[serde(default, borrow)]
@@ -105,7 +108,7 @@ struct Carriers<'a> {
 #[derive(Deserialize)]
 struct Nested {
     #[serde(default)]
-    usage: Option<Value>,
+    usage: Option<UsageSlot>,
 }
 
 /// A line longer than this is not an OpenAI event; it is skipped instead of buffered without
@@ -460,6 +463,59 @@ mod tests {
                 Usage::from_answer(&answer),
                 "{answer}"
             );
+        }
+    }
+
+    fn odd_value() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::json;
+        prop_oneof![
+            (0u64..1_000_000).prop_map(|n| json!(n)),
+            Just(json!(u64::MAX)),
+            (-5i64..0).prop_map(|n| json!(n)),
+            Just(json!(1.5)),
+            Just(json!(3.0)),
+            Just(json!("12")),
+            Just(json!(null)),
+            Just(json!(true)),
+            Just(json!([1, {"cached_tokens": 2}])),
+            (0u64..100).prop_map(|n| json!({"cached_tokens": n, "audio_tokens": 1})),
+            Just(json!({"cached_tokens": "4"})),
+            Just(json!({"other": {"cached_tokens": 5}})),
+        ]
+    }
+
+    proptest! {
+        // Cheap cases, and a name pair that decides precedence must meet often enough.
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Any mix of the names a usage object is read by, holding any kind of value, reads the
+        /// same from the body as from its parsed tree.
+        #[test]
+        fn usage_read_from_the_body_is_the_tree_s(
+            members in proptest::collection::vec(
+                (prop_oneof![
+                    Just("prompt_tokens"), Just("input_tokens"), Just("completion_tokens"),
+                    Just("output_tokens"), Just("total_tokens"), Just("prompt_tokens_details"),
+                    Just("input_tokens_details"), Just("cache_read_input_tokens"),
+                    Just("cached_tokens"), Just("reasoning"),
+                ], odd_value()),
+                0..8,
+            ),
+            carrier in 0usize..4,
+        ) {
+            let object: serde_json::Map<String, serde_json::Value> = members
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            let usage = serde_json::Value::Object(object);
+            let answer = match carrier {
+                0 => serde_json::json!({"id": "c", "usage": usage, "choices": []}),
+                1 => serde_json::json!({"response": {"usage": usage}}),
+                2 => serde_json::json!({"type": "message", "message": {"usage": usage}}),
+                _ => serde_json::json!({"usage": usage["prompt_tokens"], "message": {"usage": usage}}),
+            };
+            let bytes = answer.to_string();
+            prop_assert_eq!(Usage::from_body(bytes.as_bytes()), Usage::from_answer(&answer), "{}", bytes);
         }
     }
 
