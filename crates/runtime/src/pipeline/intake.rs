@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use bytes::{Buf, Bytes, BytesMut};
+use http_body_util::BodyExt;
 use hyper::body::Body;
 use hyper::header::{HeaderMap, CONTENT_LENGTH};
 use serde_json::Value;
@@ -15,31 +15,74 @@ use crate::headers;
 use crate::openai::{Api, ApiError};
 use crate::otel::{name, RequestTrace};
 
+/// What of a refused body is still read, and for how long, before its connection may close.
+const DISCARD_BYTES: usize = 32 << 20;
+const DISCARD_TIME: Duration = Duration::from_secs(5);
+
 /// Reads the whole body, refusing with 413 as soon as it is known to exceed `limit` (from
 /// `content-length`, or while reading a body of unknown length): nothing beyond the limit is
-/// buffered.
+/// buffered. What the client still sends of a refused body is read and dropped in the background
+/// (`discard_rest`), so that it reads the 413 rather than a reset connection.
 pub async fn read_body<B>(body: B, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError>
 where
-    B: Body,
+    B: Body + Send + 'static,
+    B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let mut body = Box::pin(body);
     if declared.is_some_and(|n| n > limit as u64) {
+        discard_rest(body);
         return Err(ApiError::payload_too_large(limit));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
-            Err(ApiError::payload_too_large(limit))
+    let mut read = BytesMut::with_capacity(declared.map_or(0, |n| n as usize));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|err| {
+            let err = err.into();
+            ApiError::bad_request(format!(
+                "cannot read the request body: {}",
+                crate::upstream::error_chain(err.as_ref())
+            ))
+        })?;
+        if let Ok(mut data) = frame.into_data() {
+            if read.len() + data.remaining() > limit {
+                discard_rest(body);
+                return Err(ApiError::payload_too_large(limit));
+            }
+            while data.has_remaining() {
+                let chunk = data.chunk();
+                read.extend_from_slice(chunk);
+                let n = chunk.len();
+                data.advance(n);
+            }
         }
-        Err(err) => Err(ApiError::bad_request(format!(
-            "cannot read the request body: {}",
-            crate::upstream::error_chain(err.as_ref())
-        ))),
     }
+    Ok(read.freeze())
+}
+
+/// Reads and drops the rest of a refused body, up to [`DISCARD_BYTES`] and [`DISCARD_TIME`].
+/// Closing a socket that still holds unread bytes resets the connection, and a client still
+/// sending would see that reset instead of the answer; nginx lingers the same way.
+fn discard_rest<B>(mut body: std::pin::Pin<Box<B>>)
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+{
+    tokio::spawn(async move {
+        let drain = async {
+            let mut seen = 0usize;
+            while let Some(Ok(frame)) = body.frame().await {
+                seen += frame.data_ref().map_or(0, Buf::remaining);
+                if seen > DISCARD_BYTES {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DISCARD_TIME, drain).await;
+    });
 }
 
 /// [`read_body`] within a time bound too: `(bytes, time)`. A client that has not sent the whole
@@ -50,7 +93,8 @@ pub async fn read_body_within<B>(
     (limit, timeout): (usize, Duration),
 ) -> Result<Bytes, ApiError>
 where
-    B: Body,
+    B: Body + Send + 'static,
+    B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     match tokio::time::timeout(timeout, read_body(body, headers, limit)).await {
@@ -144,6 +188,41 @@ mod tests {
         assert_eq!(undeclared.map_err(|e| e.status.as_u16()), Err(413));
         let declared = read_body(body(), &declared(10), 4).await;
         assert_eq!(declared.map_err(|e| e.status.as_u16()), Err(413));
+    }
+
+    /// A body whose frames come from `rx`, as a client sends them.
+    fn streamed(
+        rx: tokio::sync::mpsc::Receiver<Bytes>,
+    ) -> impl Body<Data = Bytes, Error = std::convert::Infallible> + Send + 'static {
+        let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|b| (Ok(hyper::body::Frame::data(b)), rx))
+        });
+        http_body_util::StreamBody::new(frames)
+    }
+
+    #[tokio::test]
+    async fn what_is_still_sent_of_a_refused_body_is_read() {
+        for headers in [declared(1 << 20), HeaderMap::new()] {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            tx.send(Bytes::from_static(b"0123456789")).await.unwrap();
+            let refused = read_body(streamed(rx), &headers, 4).await;
+            assert_eq!(refused.map_err(|e| e.status.as_u16()), Err(413));
+            // The client goes on sending; with room for one frame, each send waits until the
+            // one before was read.
+            for _ in 0..64 {
+                let sent = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    tx.send(Bytes::from_static(b"more")),
+                )
+                .await;
+                assert!(
+                    matches!(sent, Ok(Ok(()))),
+                    "the rest of the body is not being read"
+                );
+            }
+        }
     }
 
     #[test]
