@@ -20,6 +20,7 @@
 //! built once per list, at policy load, into [`FuzzySet`].
 
 mod distance;
+mod ends;
 #[cfg(test)]
 pub(super) mod reference;
 mod runs;
@@ -30,6 +31,7 @@ mod variants;
 use super::fold;
 use super::fold::{is_unspaced, is_word_char};
 use distance::Distance;
+use ends::{ends_for, Ends, EndsBuilder};
 use seen::Seen;
 use sliced::{Sliced, MOST_LEVELS};
 use std::collections::{HashMap, HashSet};
@@ -72,6 +74,8 @@ pub struct FuzzySet {
     budgets: Vec<usize>,
     /// Deletion variants of the phrase words that some probing plan needs.
     index: Index,
+    /// The phrase words' ends, checked before probing the lengths that allow one edit.
+    ends: Ends,
     /// Per text-word length in characters: how its anchors are found, and for the compared
     /// lengths, the phrase words to compare.
     plans: Vec<Plan>,
@@ -154,6 +158,7 @@ impl FuzzySet {
             lengths,
             budgets,
             index: Index::new(Vec::new()),
+            ends: Ends::default(),
             plans: Vec::new(),
             compared: Vec::new(),
             pow: powers(PLANNED),
@@ -276,6 +281,27 @@ impl FuzzySet {
             }
         }
         self.index = Index::new(entries);
+        let mut ends = EndsBuilder::default();
+        for (a, plan) in plans.iter().enumerate() {
+            if !matches!(plan, Plan::Probe(depth) if *depth > 0) {
+                continue;
+            }
+            let window: Vec<usize> = self
+                .lengths
+                .iter()
+                .copied()
+                .filter(|&b| self.in_window(a, b))
+                .collect();
+            if window.iter().any(|&b| self.budget(a.max(b)) > 1) {
+                continue;
+            }
+            let words = window
+                .iter()
+                .flat_map(|&b| self.by_len[b].iter())
+                .map(|&id| &*self.words[id as usize].chars);
+            ends.length(a, ends_for(a), words);
+        }
+        self.ends = ends.build();
         self.plans = plans;
         self.compared = compared_groups;
     }
@@ -447,38 +473,61 @@ impl Scan<'_> {
         match plan {
             Plan::Nothing => return false,
             Plan::Probe(depth) => {
-                if self.ascii {
-                    self.prefixes.of(word.bytes().map(u32::from));
+                let q = set.ends.q(len);
+                if q > 0 {
+                    let admitted = if self.ascii {
+                        let bytes = word.as_bytes().iter().map(|&b| u32::from(b));
+                        set.ends
+                            .admits(len, bytes.clone().take(q), bytes.skip(len - q))
+                    } else {
+                        let chars = self.chars.iter().map(|&c| u32::from(c));
+                        set.ends
+                            .admits(len, chars.clone().take(q), chars.skip(len - q))
+                    };
+                    if !admitted {
+                        return false;
+                    }
+                }
+                if depth == 0 {
+                    // The word itself is the only probe, cheaper than remembering it.
+                    let whole = if self.ascii {
+                        hash(word.bytes().map(u32::from))
+                    } else {
+                        hash(self.chars.iter().map(|&c| u32::from(c)))
+                    };
+                    if !set.index.may_have(whole) {
+                        return false;
+                    }
+                    add_new(&mut self.found, set.index.lookup(whole));
+                    if self.found.is_empty() {
+                        return false;
+                    }
                 } else {
-                    self.prefixes.of(self.chars.iter().map(|&c| u32::from(c)));
-                }
-                // A word without deletions is one probe, cheaper than remembering it.
-                let remember = depth > 0;
-                if remember && self.seen.has(self.prefixes.whole(), word, self.words) {
-                    return false;
-                }
-                let found = &mut self.found;
-                self.prefixes.variants(&set.pow, depth, |h| {
-                    if set.index.may_have(h) {
-                        add_new(found, set.index.lookup(h));
+                    if self.ascii {
+                        self.prefixes.of(word.bytes().map(u32::from));
+                    } else {
+                        self.prefixes.of(self.chars.iter().map(|&c| u32::from(c)));
                     }
-                });
-                if self.found.is_empty() {
-                    if remember {
+                    if self.seen.has(self.prefixes.whole(), word, self.words) {
+                        return false;
+                    }
+                    let found = &mut self.found;
+                    self.prefixes.variants(&set.pow, depth, |h| {
+                        if set.index.may_have(h) {
+                            add_new(found, set.index.lookup(h));
+                        }
+                    });
+                    if self.found.is_empty() {
                         self.seen.insert(self.prefixes.whole(), at);
+                        return false;
                     }
-                    return false;
                 }
             }
             Plan::Compare => {
                 let (text_mask, word_hash) = if self.ascii {
-                    (
-                        mask(word.bytes().map(u32::from)),
-                        hash(word.bytes().map(u32::from)),
-                    )
+                    mask_and_hash(word.bytes().map(u32::from))
                 } else {
-                    let chars = self.chars.iter().map(|&c| u32::from(c));
-                    (mask(chars.clone()), hash(chars))
+                    mask_and_hash(self.chars.iter().map(|&c| u32::from(c)))
                 };
                 if self.seen.has(word_hash, word, self.words) {
                     return false;
@@ -623,13 +672,19 @@ fn segment_into<'t>(folded: &'t str, out: &mut Vec<&'t str>) {
     });
 }
 
+/// The character set ([`mask`]) and the hash ([`hash`]) of a word, in one pass over it.
+fn mask_and_hash(chars: impl Iterator<Item = u32>) -> (u64, u64) {
+    chars.fold((0, 0), |(m, h), c| (mask_with(m, c), variants::step(h, c)))
+}
+
+fn mask_with(m: u64, c: u32) -> u64 {
+    m | (1u64 << (c.wrapping_mul(0x9E37_79B9) >> 26))
+}
+
 /// A 64-bit set of the characters of a word (hashed, so distinct characters may share a bit;
 /// that only weakens the bound, never breaks it).
 fn mask(chars: impl Iterator<Item = u32>) -> u64 {
-    chars.fold(0u64, |m, c| {
-        let h = c.wrapping_mul(0x9E37_79B9) >> 26;
-        m | (1u64 << h)
-    })
+    chars.fold(0u64, mask_with)
 }
 
 #[cfg(test)]

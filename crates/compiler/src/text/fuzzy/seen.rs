@@ -7,8 +7,10 @@
 
 /// An open-addressing set of word positions, sized once per request.
 pub(super) struct Seen {
-    /// Per slot: the hash's high half as a tag, and the word's position plus one (0: empty).
-    slots: Vec<(u32, u32)>,
+    /// Per slot: the hash's high half as a tag in the upper 32 bits, and the word's position
+    /// plus one in the lower (0: empty). One integer rather than a pair, so the table comes
+    /// zeroed from the allocator instead of being filled slot by slot.
+    slots: Vec<u64>,
     shift: u32,
     /// Insertions left before the table would be more than three quarters full; past that it
     /// takes no more words, so a lookup always reaches an empty slot.
@@ -20,7 +22,7 @@ impl Seen {
     pub(super) fn with_room(words: usize) -> Seen {
         let size = (words + words / 2).next_power_of_two().max(2);
         Seen {
-            slots: vec![(0, 0); size],
+            slots: vec![0; size],
             shift: 64 - size.trailing_zeros(),
             room: size - size / 4 - 1,
         }
@@ -33,9 +35,10 @@ impl Seen {
         let mask = self.slots.len() - 1;
         let mut at = home(hash, self.shift);
         loop {
-            let Some(&(slot_tag, place)) = self.slots.get(at) else {
+            let Some(&slot) = self.slots.get(at) else {
                 return false;
             };
+            let (slot_tag, place) = ((slot >> 32) as u32, slot as u32);
             if place == 0 {
                 return false;
             }
@@ -58,8 +61,8 @@ impl Seen {
         let mask = self.slots.len() - 1;
         let mut at = home(hash, self.shift);
         while let Some(slot) = self.slots.get_mut(at) {
-            if slot.1 == 0 {
-                *slot = ((hash >> 32) as u32, place);
+            if *slot as u32 == 0 {
+                *slot = (hash >> 32) << 32 | u64::from(place);
                 self.room -= 1;
                 return;
             }

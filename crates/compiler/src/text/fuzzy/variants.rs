@@ -12,7 +12,7 @@
 /// The hash base (odd, so that powers of it never vanish modulo 2⁶⁴).
 const BASE: u64 = 0x9E37_79B9_7F4A_7C15;
 
-fn step(h: u64, c: u32) -> u64 {
+pub(super) fn step(h: u64, c: u32) -> u64 {
     h.wrapping_mul(BASE).wrapping_add(u64::from(c))
 }
 
@@ -69,15 +69,15 @@ pub(super) struct Prefixes {
 impl Prefixes {
     /// From the word's characters as code points (an ASCII word's bytes are its code points,
     /// so either gives the same hashes).
-    pub(super) fn of(&mut self, chars: impl Iterator<Item = u32>) {
-        self.hashes.clear();
-        self.hashes.push(0);
+    pub(super) fn of(&mut self, chars: impl ExactSizeIterator<Item = u32>) {
+        // Written in place over a table kept from word to word: no capacity check per push.
+        let n = chars.len();
+        self.hashes.resize(n + 1, 0);
         let mut h = 0;
-        // `extend` over a mapped iterator of known length reserves once instead of per push.
-        self.hashes.extend(chars.map(|c| {
+        for (slot, c) in self.hashes[1..].iter_mut().zip(chars) {
             h = step(h, c);
-            h
-        }));
+            *slot = h;
+        }
     }
 
     /// The hash of the whole word.
