@@ -195,6 +195,15 @@ impl FuzzySet {
         a.abs_diff(b) <= self.budget(a.max(b))
     }
 
+    /// The phrase-word lengths that words of `a` characters can be `MIN` similar to.
+    fn window(&self, a: usize) -> Vec<usize> {
+        self.lengths
+            .iter()
+            .copied()
+            .filter(|&b| self.in_window(a, b))
+            .collect()
+    }
+
     /// The phrase words that words of `a` characters can be `MIN` similar to, grouped by the
     /// most edits that allows.
     fn groups(&self, a: usize) -> Box<[Group]> {
@@ -235,12 +244,7 @@ impl FuzzySet {
         let mut compared_groups = vec![Box::default()];
         let mut phrase_depth: Vec<Option<usize>> = vec![None; self.by_len.len()];
         for a in 1..=PLANNED {
-            let window: Vec<usize> = self
-                .lengths
-                .iter()
-                .copied()
-                .filter(|&b| self.in_window(a, b))
-                .collect();
+            let window = self.window(a);
             if window.is_empty() {
                 plans.push(Plan::Nothing);
                 compared_groups.push(Box::default());
@@ -286,12 +290,7 @@ impl FuzzySet {
             if !matches!(plan, Plan::Probe(depth) if *depth > 0) {
                 continue;
             }
-            let window: Vec<usize> = self
-                .lengths
-                .iter()
-                .copied()
-                .filter(|&b| self.in_window(a, b))
-                .collect();
+            let window = self.window(a);
             if window.iter().any(|&b| self.budget(a.max(b)) > 1) {
                 continue;
             }
