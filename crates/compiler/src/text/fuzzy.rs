@@ -243,6 +243,7 @@ impl FuzzySet {
         let mut plans = vec![Plan::Nothing];
         let mut compared_groups = vec![Box::default()];
         let mut phrase_depth: Vec<Option<usize>> = vec![None; self.by_len.len()];
+        let mut ends = EndsBuilder::default();
         for a in 1..=PLANNED {
             let window = self.window(a);
             if window.is_empty() {
@@ -251,10 +252,12 @@ impl FuzzySet {
                 continue;
             }
             let mut text_depth = 0;
+            let mut most_edits = 0;
             let mut needs = Vec::with_capacity(window.len());
             let mut compared = 0;
             for &b in &window {
                 let d = self.budget(a.max(b));
+                most_edits = most_edits.max(d);
                 text_depth = text_depth.max(d - b.saturating_sub(a));
                 needs.push((b, d - a.saturating_sub(b)));
                 compared += self.by_len[b].len();
@@ -267,6 +270,13 @@ impl FuzzySet {
                 for (b, need) in needs {
                     let depth = &mut phrase_depth[b];
                     *depth = Some(depth.map_or(need, |d| d.max(need)));
+                }
+                if text_depth > 0 && most_edits <= 1 {
+                    let words = window
+                        .iter()
+                        .flat_map(|&b| self.by_len[b].iter())
+                        .map(|&id| &*self.words[id as usize].chars);
+                    ends.length(a, ends_for(a), words);
                 }
                 plans.push(Plan::Probe(text_depth as u8));
                 compared_groups.push(Box::default());
@@ -285,21 +295,6 @@ impl FuzzySet {
             }
         }
         self.index = Index::new(entries);
-        let mut ends = EndsBuilder::default();
-        for (a, plan) in plans.iter().enumerate() {
-            if !matches!(plan, Plan::Probe(depth) if *depth > 0) {
-                continue;
-            }
-            let window = self.window(a);
-            if window.iter().any(|&b| self.budget(a.max(b)) > 1) {
-                continue;
-            }
-            let words = window
-                .iter()
-                .flat_map(|&b| self.by_len[b].iter())
-                .map(|&id| &*self.words[id as usize].chars);
-            ends.length(a, ends_for(a), words);
-        }
         self.ends = ends.build();
         self.plans = plans;
         self.compared = compared_groups;
