@@ -199,6 +199,14 @@ proptest! {
     }
 
     #[test]
+    fn long_and_unicode_words_agree_with_strsim(a in "[abé語]{0,70}", b in "[abé語]{0,70}", budget in 0usize..72) {
+        // Past 64 characters a word no longer fits one column mask: either word may be the
+        // pattern, or neither.
+        let d = strsim::osa_distance(&a, &b);
+        prop_assert_eq!(osa_within(&a, &b, budget), (d <= budget).then_some(d));
+    }
+
+    #[test]
     fn the_budget_only_cuts_distances_above_it(a in "[abc]{0,8}", b in "[abc]{0,8}", budget in 0usize..6) {
         let d = strsim::osa_distance(&a, &b);
         prop_assert_eq!(osa_within(&a, &b, budget), (d <= budget).then_some(d));

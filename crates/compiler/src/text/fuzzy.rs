@@ -328,6 +328,7 @@ impl FuzzySet {
             other: Vec::new(),
             prefixes: Prefixes::default(),
             found: Vec::new(),
+            anchor: Distance::default(),
             dp: Distance::default(),
             seen: Seen::with_room(words.len()),
         };
@@ -441,6 +442,9 @@ struct Scan<'s> {
     prefixes: Prefixes,
     /// Phrase words found near the current text word (each once).
     found: Vec<u32>,
+    /// Distances from the current text word, learnt once for all its candidates.
+    anchor: Distance,
+    /// Distances of the other words of a phrase checked around an anchor.
     dp: Distance,
     /// Words already found to anchor nothing.
     seen: Seen,
@@ -561,14 +565,12 @@ impl Scan<'_> {
             // Characters are needed only to measure a candidate, which most words lack.
             self.chars.extend(word.bytes().map(char::from));
         }
+        self.anchor.learn(&self.chars);
         for f in 0..self.found.len() {
             let id = self.found[f];
             let phrase_word = &set.words[id as usize].chars;
             let longest = len.max(phrase_word.len());
-            let Some(d) = self
-                .dp
-                .bounded(&self.chars, phrase_word, set.budget(longest))
-            else {
+            let Some(d) = self.anchor.to(phrase_word, set.budget(longest)) else {
                 continue;
             };
             let sim = similarity(d, longest);
