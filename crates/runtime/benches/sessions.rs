@@ -1,12 +1,16 @@
 //! What session affinity costs per request: the route decision alone (no session), then the
 //! decision plus the session layer's hot path — a pinned call following its pin — on the
-//! memory store and on Redis over loopback. Printed at the end as ratios to the decision alone.
+//! memory store and on Redis over loopback. Printed at the end as ratios to the decision alone,
+//! and the Redis path against the floor it stands on: a `PING` through the same client
+//! (`redis_ping`), and a `PING` written and read on a plain blocking socket (`socket_ping`).
 //!
 //! Needs `redis-server` on the PATH for the Redis case (it is started on a free port).
 
 #[path = "../tests/support/redis.rs"]
 mod redis_support;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,6 +128,28 @@ fn bench(c: &mut Criterion) {
     rt.block_on(route_and_pin(&memory, &compiled, &view));
     rt.block_on(route_and_pin(&redis, &compiled, &view));
 
+    let client = redis::Client::open(server.url()).unwrap_or_else(|e| panic!("{e}"));
+    let mut pinger = rt
+        .block_on(client.get_multiplexed_async_connection())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut ping = move |rt: &Runtime| -> String {
+        rt.block_on(redis::cmd("PING").query_async(&mut pinger))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let mut socket =
+        TcpStream::connect(("127.0.0.1", server.port)).unwrap_or_else(|e| panic!("{e}"));
+    socket.set_nodelay(true).unwrap_or_else(|e| panic!("{e}"));
+    let mut socket_ping = move || {
+        let mut pong = [0u8; 7];
+        socket
+            .write_all(b"PING\r\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        socket
+            .read_exact(&mut pong)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&pong, b"+PONG\r\n");
+    };
+
     let mut group = c.benchmark_group("session_overhead");
     group.bench_function("route_only", |b| {
         b.iter(|| black_box(route(&compiled, &view)))
@@ -134,6 +160,8 @@ fn bench(c: &mut Criterion) {
     group.bench_function("route_and_pin_redis", |b| {
         b.iter(|| black_box(rt.block_on(route_and_pin(&redis, &compiled, &view))))
     });
+    group.bench_function("redis_ping", |b| b.iter(|| black_box(ping(&rt))));
+    group.bench_function("socket_ping", |b| b.iter(&mut socket_ping));
     group.finish();
 
     // A plain summary with the ratios the docs quote (criterion reports each case alone).
@@ -147,11 +175,21 @@ fn bench(c: &mut Criterion) {
     let red = mean(&rt, n / 10, |rt| {
         black_box(rt.block_on(route_and_pin(&redis, &compiled, &view)));
     });
+    let client_ping = mean(&rt, n / 10, |rt| {
+        black_box(ping(rt));
+    });
+    let wire_ping = mean(&rt, n / 10, |_| socket_ping());
     let ratio = |d: Duration| d.as_secs_f64() / base.as_secs_f64().max(1e-12);
     println!(
         "session overhead: route only {base:?}; + memory pin {mem:?} ({:.1}x); + redis pin {red:?} ({:.1}x)",
         ratio(mem),
         ratio(red)
+    );
+    let over = red.saturating_sub(mem);
+    println!(
+        "redis over memory {over:?}: {:.2}x a PING through the same client ({client_ping:?}), {:.2}x a PING on a plain socket ({wire_ping:?})",
+        over.as_secs_f64() / client_ping.as_secs_f64().max(1e-12),
+        over.as_secs_f64() / wire_ping.as_secs_f64().max(1e-12)
     );
 }
 
