@@ -16,6 +16,29 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use tokio::sync::mpsc;
+use tokio::time::{Duration, MissedTickBehavior};
+
+/// How far ahead a shard's timer driver is always due to wake, at most.
+///
+/// Tokio's timer driver sleeps until its earliest timer, and arming a timer earlier than that
+/// wakes the sleeping driver through the kernel (an eventfd write and one more pass through
+/// `epoll_wait`). Every request arms one: hyper's header-read timer for the connection's next
+/// request, seconds out, armed again after each response, while the earliest timer is often far
+/// later (a pool's idle sweep) — so every request paid that wake. A heartbeat at this period keeps
+/// a timer this close, so any timer at least this long is later than the driver's next wake and
+/// is armed without one; the cost is this many wake-ups of an idle shard (ten a second). The
+/// shortest timers a request arms are the shared stores' call bounds (250 ms by default).
+const HEARTBEAT: Duration = Duration::from_millis(100);
+
+/// Runs for as long as its shard does; see [`HEARTBEAT`].
+async fn heartbeat() {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    // A busy shard that misses beats needs no catching up: one pending beat is enough.
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+    }
+}
 
 /// One accepted connection, as the shard that serves it is handed it.
 pub(super) type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
@@ -56,6 +79,7 @@ impl Shards {
                 .spawn(move || {
                     crate::shard::enter(index);
                     runtime.block_on(async move {
+                        tokio::spawn(heartbeat());
                         while let Some(job) = queue.recv().await {
                             tokio::spawn(job());
                         }
