@@ -25,6 +25,7 @@ mod messages;
 mod tests;
 
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::fmt;
 
 /// What a policy can read about one request.
@@ -89,6 +90,35 @@ impl RequestError {
 
 const CONTENT: &str = "a string, an array of content parts or null";
 
+/// Where a value sits in the body (`messages[2].content[0]`), spelled out only when an error
+/// names it: a well-formed request is read without building a path string per message.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Field(&'static str),
+    Index(&'a At<'a>, usize),
+    Key(&'a At<'a>, &'static str),
+}
+
+impl At<'_> {
+    fn index(&self, i: usize) -> At<'_> {
+        At::Index(self, i)
+    }
+
+    fn key(&self, key: &'static str) -> At<'_> {
+        At::Key(self, key)
+    }
+}
+
+impl fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Field(name) => f.write_str(name),
+            At::Index(parent, i) => write!(f, "{parent}[{i}]"),
+            At::Key(parent, key) => write!(f, "{parent}.{key}"),
+        }
+    }
+}
+
 impl RequestView {
     /// Reads a `/v1/chat/completions` body.
     pub fn from_chat(body: &Value, headers: &[(String, String)]) -> Result<Self, RequestError> {
@@ -104,8 +134,9 @@ impl RequestView {
             Some(Value::Array(messages)) => messages,
             Some(other) => return Err(wrong("messages".into(), "an array", other)),
         };
+        let root = At::Field("messages");
         for (i, message) in messages.iter().enumerate() {
-            read_chat_message(message, &format!("messages[{i}]"), &mut facts)?;
+            read_chat_message(message, root.index(i), &mut facts)?;
         }
         // A conversation of no messages is nothing a model can answer: refused here rather than
         // routed on an empty prompt and refused by the backend.
@@ -136,8 +167,9 @@ impl RequestView {
             None | Some(Value::Null) => {}
             Some(Value::String(text)) => facts.message(Role::User, text),
             Some(Value::Array(items)) => {
+                let root = At::Field("input");
                 for (i, item) in items.iter().enumerate() {
-                    read_input_item(item, &format!("input[{i}]"), &mut facts)?;
+                    read_input_item(item, root.index(i), &mut facts)?;
                 }
             }
             Some(other) => {
@@ -349,9 +381,9 @@ impl Facts {
     }
 }
 
-fn read_chat_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(), RequestError> {
+fn read_chat_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
     let Value::Object(message) = message else {
-        return Err(wrong(path.into(), "an object", message));
+        return Err(wrong(path.to_string(), "an object", message));
     };
     let role = role_of(message, path)?;
     if matches!(role, "system" | "developer" | "user") {
@@ -366,12 +398,13 @@ fn read_chat_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(
             match message.get("tool_calls") {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(calls)) => {
+                    let calls_at = path.key("tool_calls");
                     for (i, call) in calls.iter().enumerate() {
-                        let call_path = format!("{path}.tool_calls[{i}]");
+                        let call_at = calls_at.index(i);
                         let Value::Object(call) = call else {
-                            return Err(wrong(call_path, "an object", call));
+                            return Err(wrong(call_at.to_string(), "an object", call));
                         };
-                        facts.call(required_str(call, "id", &call_path)?);
+                        facts.call(required_str(call, "id", call_at)?);
                     }
                 }
                 Some(other) => {
@@ -408,9 +441,9 @@ fn read_chat_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(
     Ok(())
 }
 
-fn read_input_item(item: &Value, path: &str, facts: &mut Facts) -> Result<(), RequestError> {
+fn read_input_item(item: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
     let Value::Object(item) = item else {
-        return Err(wrong(path.into(), "an object", item));
+        return Err(wrong(path.to_string(), "an object", item));
     };
     let kind = match item.get("type") {
         None | Some(Value::Null) => "message",
@@ -441,9 +474,11 @@ fn read_input_item(item: &Value, path: &str, facts: &mut Facts) -> Result<(), Re
             let id = required_str(item, "call_id", path)?;
             let output = match item.get("output") {
                 None => return Err(missing(&format!("{path}.output"))),
-                Some(Value::Null) => String::new(),
-                Some(Value::String(text)) => text.clone(),
-                Some(Value::Array(parts)) => parts_text(parts, &format!("{path}.output"), PARTS)?,
+                Some(Value::Null) => Cow::Borrowed(""),
+                Some(Value::String(text)) => Cow::Borrowed(text.as_str()),
+                Some(Value::Array(parts)) => {
+                    Cow::Owned(parts_text(parts, path.key("output"), PARTS)?)
+                }
                 Some(other) => {
                     return Err(wrong(
                         format!("{path}.output"),
@@ -506,14 +541,14 @@ fn read_common(obj: &Map<String, Value>, view: &mut RequestView) -> Result<(), R
     Ok(())
 }
 
-fn role_of<'a>(message: &'a Map<String, Value>, path: &str) -> Result<&'a str, RequestError> {
+fn role_of<'a>(message: &'a Map<String, Value>, path: At<'_>) -> Result<&'a str, RequestError> {
     required_str(message, "role", path)
 }
 
 fn required_str<'a>(
     obj: &'a Map<String, Value>,
     key: &str,
-    path: &str,
+    path: At<'_>,
 ) -> Result<&'a str, RequestError> {
     match obj.get(key) {
         None => Err(missing(&format!("{path}.{key}"))),
@@ -533,7 +568,7 @@ fn array_len(obj: &Map<String, Value>, key: &str) -> Result<i64, RequestError> {
 
 /// A system, developer or user message is its content (OpenAI refuses one without): only
 /// assistant turns that call tools, and results, may have none.
-fn require_content(message: &Map<String, Value>, path: &str) -> Result<(), RequestError> {
+fn require_content(message: &Map<String, Value>, path: At<'_>) -> Result<(), RequestError> {
     match message.get("content") {
         None => Err(missing(&format!("{path}.content"))),
         Some(Value::Null) => Err(RequestError::WrongType {
@@ -547,29 +582,33 @@ fn require_content(message: &Map<String, Value>, path: &str) -> Result<(), Reque
 
 /// The text of a message's `content`: a string, null (no text), or content parts of which
 /// those whose `type` is in `text_types` carry a `text` string; other parts are skipped.
-fn content_text(
-    content: Option<&Value>,
-    path: &str,
+fn content_text<'a>(
+    content: Option<&'a Value>,
+    path: At<'_>,
     text_types: &[&str],
-) -> Result<String, RequestError> {
+) -> Result<Cow<'a, str>, RequestError> {
     match content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(Value::Array(parts)) => parts_text(parts, &format!("{path}.content"), text_types),
+        None | Some(Value::Null) => Ok(Cow::Borrowed("")),
+        Some(Value::String(text)) => Ok(Cow::Borrowed(text)),
+        Some(Value::Array(parts)) => Ok(Cow::Owned(parts_text(
+            parts,
+            path.key("content"),
+            text_types,
+        )?)),
         Some(other) => Err(wrong(format!("{path}.content"), CONTENT, other)),
     }
 }
 
-fn parts_text(parts: &[Value], path: &str, text_types: &[&str]) -> Result<String, RequestError> {
+fn parts_text(parts: &[Value], path: At<'_>, text_types: &[&str]) -> Result<String, RequestError> {
     let mut text = String::new();
     for (i, part) in parts.iter().enumerate() {
-        let part_path = format!("{path}[{i}]");
+        let part_at = path.index(i);
         let Value::Object(part) = part else {
-            return Err(wrong(part_path, "an object", part));
+            return Err(wrong(part_at.to_string(), "an object", part));
         };
-        let kind = required_str(part, "type", &part_path)?;
+        let kind = required_str(part, "type", part_at)?;
         if text_types.contains(&kind) {
-            push_line(&mut text, required_str(part, "text", &part_path)?);
+            push_line(&mut text, required_str(part, "text", part_at)?);
         }
     }
     Ok(text)

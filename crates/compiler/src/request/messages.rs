@@ -12,10 +12,11 @@
 //! `x-api-key`.
 
 use super::{
-    body_object, missing, parts_text, read_common, required_str, wrong, Facts, RequestError,
+    body_object, missing, parts_text, read_common, required_str, wrong, At, Facts, RequestError,
     RequestView, Role,
 };
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 const BLOCKS: &str = "a string or an array of content blocks";
 
@@ -52,7 +53,7 @@ impl RequestView {
             None | Some(Value::Null) => {}
             Some(Value::String(text)) => facts.message(Role::System, text),
             Some(Value::Array(blocks)) => {
-                let text = parts_text(blocks, "system", &["text"])?;
+                let text = parts_text(blocks, At::Field("system"), &["text"])?;
                 facts.message(Role::System, &text);
             }
             Some(other) => return Err(wrong("system".into(), "a string or an array", other)),
@@ -62,42 +63,43 @@ impl RequestView {
             Some(Value::Array(messages)) => messages,
             Some(other) => return Err(wrong("messages".into(), "an array", other)),
         };
+        let root = At::Field("messages");
         for (i, message) in messages.iter().enumerate() {
-            read_message(message, &format!("messages[{i}]"), &mut facts)?;
+            read_message(message, root.index(i), &mut facts)?;
         }
         Ok(facts.finish())
     }
 }
 
-fn read_message(message: &Value, path: &str, facts: &mut Facts) -> Result<(), RequestError> {
+fn read_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
     let Value::Object(message) = message else {
-        return Err(wrong(path.into(), "an object", message));
+        return Err(wrong(path.to_string(), "an object", message));
     };
     let role = required_str(message, "role", path)?;
-    let content_path = format!("{path}.content");
+    let content_at = path.key("content");
     let blocks: &[Value] = match message.get("content") {
-        None => return Err(missing(&content_path)),
+        None => return Err(missing(&content_at.to_string())),
         Some(Value::String(text)) => {
             facts.message(role_of(role), text);
             return Ok(());
         }
         Some(Value::Array(blocks)) => blocks,
-        Some(other) => return Err(wrong(content_path, BLOCKS, other)),
+        Some(other) => return Err(wrong(content_at.to_string(), BLOCKS, other)),
     };
     let mut text = String::new();
     let mut results = 0usize;
     let mut calls = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
-        let block_path = format!("{content_path}[{i}]");
+        let block_at = content_at.index(i);
         let Value::Object(block) = block else {
-            return Err(wrong(block_path, "an object", block));
+            return Err(wrong(block_at.to_string(), "an object", block));
         };
-        match required_str(block, "type", &block_path)? {
-            "text" => super::push_line(&mut text, required_str(block, "text", &block_path)?),
-            "tool_use" => calls.push(required_str(block, "id", &block_path)?),
+        match required_str(block, "type", block_at)? {
+            "text" => super::push_line(&mut text, required_str(block, "text", block_at)?),
+            "tool_use" => calls.push(required_str(block, "id", block_at)?),
             "tool_result" => {
-                let id = required_str(block, "tool_use_id", &block_path)?;
-                let output = result_text(block, &block_path)?;
+                let id = required_str(block, "tool_use_id", block_at)?;
+                let output = result_text(block, block_at)?;
                 facts.answer(id);
                 facts.message(Role::Tool, &output);
                 results += 1;
@@ -124,11 +126,18 @@ fn role_of(role: &str) -> Role {
 }
 
 /// A `tool_result`'s `content`: absent, a string, or text (and image) blocks.
-fn result_text(block: &Map<String, Value>, path: &str) -> Result<String, RequestError> {
+fn result_text<'a>(
+    block: &'a Map<String, Value>,
+    path: At<'_>,
+) -> Result<Cow<'a, str>, RequestError> {
     match block.get("content") {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(Value::Array(parts)) => parts_text(parts, &format!("{path}.content"), &["text"]),
+        None | Some(Value::Null) => Ok(Cow::Borrowed("")),
+        Some(Value::String(text)) => Ok(Cow::Borrowed(text)),
+        Some(Value::Array(parts)) => Ok(Cow::Owned(parts_text(
+            parts,
+            path.key("content"),
+            &["text"],
+        )?)),
         Some(other) => Err(wrong(format!("{path}.content"), BLOCKS, other)),
     }
 }
