@@ -34,14 +34,16 @@ for bin in "${binaries[@]}"; do
   valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
     through_router >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
-  tree=$(callgrind_annotate --inclusive=yes --tree=calling "$out" 2>/dev/null)
+  # `--auto=no`: a binary with line tables would also get its sources annotated, and each call
+  # line there (`=> callee (Nx)`) would count the simulator's parses a second time.
+  tree=$(callgrind_annotate --auto=no --inclusive=yes --tree=calling "$out" 2>/dev/null)
   # One upstream request per routed request: the simulator parses each once. A call line reads
   # `> callee (Nx)` (valgrind 3.19) or `=> callee (Nx)`; no match leaves 0, reported below.
   requests=$({ grep -E '(^|[[:space:]])=?> +.*sim::request::GenerateRequest::parse \(' <<<"$tree" || true; } |
     sed -E 's/.*\(([0-9,]+)x\).*$/\1/' | tr -d , | awk '{s += $1} END {print s + 0}')
   # The request handler's future, polled from the server's connection task (the handler is
   # `pipeline::handle` now, `proxy::handle` in older builds).
-  router=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null |
+  router=$(callgrind_annotate --auto=no --inclusive=yes "$out" 2>/dev/null |
     { grep -E 'src_runtime::(pipeline|proxy)::handle::\{\{closure\}\} \[' || true; } | head -n 1 |
     awk '{print $1}' | tr -d ,)
   if [ "${requests:-0}" -eq 0 ] || [ -z "$router" ]; then
