@@ -119,9 +119,39 @@ impl fmt::Display for At<'_> {
     }
 }
 
+/// Header pairs as a [`RequestView`] takes them: owned pairs are moved in (a front door that
+/// has just decoded them), borrowed ones copied.
+pub trait IntoHeaders {
+    fn into_headers(self) -> Vec<(String, String)>;
+}
+
+impl IntoHeaders for Vec<(String, String)> {
+    fn into_headers(self) -> Vec<(String, String)> {
+        self
+    }
+}
+
+impl IntoHeaders for &Vec<(String, String)> {
+    fn into_headers(self) -> Vec<(String, String)> {
+        self.clone()
+    }
+}
+
+impl IntoHeaders for &[(String, String)] {
+    fn into_headers(self) -> Vec<(String, String)> {
+        self.to_vec()
+    }
+}
+
+impl<const N: usize> IntoHeaders for &[(String, String); N] {
+    fn into_headers(self) -> Vec<(String, String)> {
+        self.to_vec()
+    }
+}
+
 impl RequestView {
     /// Reads a `/v1/chat/completions` body.
-    pub fn from_chat(body: &Value, headers: &[(String, String)]) -> Result<Self, RequestError> {
+    pub fn from_chat(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
         let obj = body_object(body)?;
         let mut facts = Facts::new(headers);
         read_common(obj, &mut facts.view)?;
@@ -150,10 +180,7 @@ impl RequestView {
 
     /// Reads a `/v1/responses` body: `input` is a string (one user message) or an array of
     /// input items; `instructions` is the system prompt.
-    pub fn from_responses(
-        body: &Value,
-        headers: &[(String, String)],
-    ) -> Result<Self, RequestError> {
+    pub fn from_responses(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
         let obj = body_object(body)?;
         let mut facts = Facts::new(headers);
         read_common(obj, &mut facts.view)?;
@@ -184,7 +211,7 @@ impl RequestView {
     }
 
     /// A one-message request (inline `test` cases, `src explain "..."`).
-    pub fn from_prompt(prompt: &str, system: Option<&str>, headers: &[(String, String)]) -> Self {
+    pub fn from_prompt(prompt: &str, system: Option<&str>, headers: impl IntoHeaders) -> Self {
         let mut facts = Facts::new(headers);
         if let Some(system) = system {
             facts.message(Role::System, system);
@@ -320,11 +347,11 @@ struct Facts {
 }
 
 impl Facts {
-    fn new(headers: &[(String, String)]) -> Facts {
-        let headers: Vec<(String, String)> = headers
-            .iter()
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
-            .collect();
+    fn new(headers: impl IntoHeaders) -> Facts {
+        let mut headers = headers.into_headers();
+        for (name, _) in &mut headers {
+            name.make_ascii_lowercase();
+        }
         let api_key = headers
             .iter()
             .find(|(n, _)| n == "authorization")

@@ -12,8 +12,8 @@
 //! `x-api-key`.
 
 use super::{
-    body_object, missing, parts_text, read_common, required_str, wrong, At, Facts, RequestError,
-    RequestView, Role,
+    body_object, missing, parts_text, read_common, required_str, wrong, At, Facts, IntoHeaders,
+    RequestError, RequestView, Role,
 };
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -22,7 +22,7 @@ const BLOCKS: &str = "a string or an array of content blocks";
 
 impl RequestView {
     /// Reads a `/v1/messages` body.
-    pub fn from_messages(body: &Value, headers: &[(String, String)]) -> Result<Self, RequestError> {
+    pub fn from_messages(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
         let obj = body_object(body)?;
         let mut facts = Facts::new(headers);
         if facts.view.api_key.is_none() {

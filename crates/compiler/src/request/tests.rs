@@ -270,6 +270,14 @@ fn headers_are_lowercased_and_found_case_insensitively() {
     assert_eq!(view.header("X-SESSION-ID"), Some("s-42"));
     assert_eq!(view.header("x-conversation-id"), None);
     assert_eq!(view.api_key.as_deref(), Some("sk-live-123"));
+    // Moved in, as a front door passes the pairs it has just decoded, or lent as a slice or an
+    // array: the same facts either way.
+    let moved = RequestView::from_prompt("hi", None, headers.clone());
+    let lent = RequestView::from_prompt("hi", None, headers.as_slice());
+    let array = RequestView::from_prompt("hi", None, &[headers[0].clone(), headers[1].clone()]);
+    assert_eq!(moved, view);
+    assert_eq!(lent, view);
+    assert_eq!(array, view);
 }
 
 #[test]
@@ -283,7 +291,7 @@ fn api_key_needs_a_bearer_token() {
     assert_eq!(key("Bearer"), None);
     assert_eq!(key("Bearer   "), None);
     assert_eq!(
-        RequestView::from_prompt("hi", None, &no_headers()).api_key,
+        RequestView::from_prompt("hi", None, no_headers()).api_key,
         None
     );
 }
@@ -431,7 +439,7 @@ fn responses_string_input_is_one_user_message() -> TestResult {
 
 #[test]
 fn a_previous_response_or_a_conversation_is_provider_state() -> TestResult {
-    let read = |body: Value| RequestView::from_responses(&body, &no_headers());
+    let read = |body: Value| RequestView::from_responses(&body, no_headers());
     assert!(!read(json!({"model": "m", "input": "hi"}))?.provider_state);
     assert!(!read(json!({"input": "hi", "previous_response_id": null}))?.provider_state);
     assert!(!read(json!({"input": "hi", "previous_response_id": " "}))?.provider_state);
@@ -448,7 +456,7 @@ fn a_previous_response_or_a_conversation_is_provider_state() -> TestResult {
     );
     let chat = RequestView::from_chat(
         &json!({"messages": [{"role": "user", "content": "hi"}], "previous_response_id": "r"}),
-        &no_headers(),
+        no_headers(),
     )?;
     assert!(
         !chat.provider_state,

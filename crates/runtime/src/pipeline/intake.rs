@@ -150,9 +150,9 @@ fn parse_view(
     Directive::read(header_pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())))
         .map_err(|e| ApiError::bad_request(e.to_string()).with_param(headers::SR_CACHE))?;
     let view = match api {
-        Api::Chat => RequestView::from_chat(&parsed, &header_pairs),
-        Api::Responses => RequestView::from_responses(&parsed, &header_pairs),
-        Api::Messages => RequestView::from_messages(&parsed, &header_pairs),
+        Api::Chat => RequestView::from_chat(&parsed, header_pairs),
+        Api::Responses => RequestView::from_responses(&parsed, header_pairs),
+        Api::Messages => RequestView::from_messages(&parsed, header_pairs),
     };
     let view = view.map_err(|err| request_error(&err))?;
     Ok((parsed, view))

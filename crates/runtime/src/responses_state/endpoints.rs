@@ -70,7 +70,7 @@ pub async fn answer(
             .insert(ALLOW, HeaderValue::from_static(allowed));
         return response;
     }
-    let view = RequestView::from_prompt("", None, &intake::header_pairs(headers));
+    let view = RequestView::from_prompt("", None, intake::header_pairs(headers));
     let scope = match states.scope(snapshot.policy(), &view) {
         Ok(scope) => scope,
         Err(err) => return store_failed(&err),

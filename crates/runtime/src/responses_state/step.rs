@@ -159,12 +159,12 @@ async fn prepare(
     let Some(expanded) = chain::expanded_body(parsed, history.clone()) else {
         return Ok(turn);
     };
-    let pairs = intake::header_pairs(headers);
-    turn.view = RequestView::from_responses(&expanded, &pairs).map_err(|err| {
-        ApiError::bad_request(format!(
-            "the stored conversation `{id}` cannot continue: {err}"
-        ))
-    })?;
+    turn.view =
+        RequestView::from_responses(&expanded, intake::header_pairs(headers)).map_err(|err| {
+            ApiError::bad_request(format!(
+                "the stored conversation `{id}` cannot continue: {err}"
+            ))
+        })?;
     turn.provider_state = turn.view.provider_state;
     turn.keep_in = Some(scope).filter(|_| stores && !turn.provider_state);
     turn.continuation = Some(Continuation::new(&previous, &expanded));
