@@ -15,6 +15,7 @@
 //!   for, routes, cache and session asks, the order of models to try; IO-free.
 //! - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
 //! - [`language`]: `language(TEXT)`: its label set and detector.
+//! - [`failover`]: the failover machine: which candidate is sent next, and how attempts end.
 //! - [`explain`]: one request decided offline with its trace, for `src explain` and the console.
 //! - [`testing`]: a policy's `test` blocks, run offline on a chosen engine.
 //! - [`vocabulary`]: the language's builtins (name, signature, doc, snippet), read by the
@@ -27,6 +28,7 @@ pub mod compiled;
 pub mod engine;
 pub mod eval;
 pub mod explain;
+pub mod failover;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
 pub mod hir;

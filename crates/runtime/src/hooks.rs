@@ -16,7 +16,6 @@ use src_compiler::eval::{ModelCall, ModelResult};
 use src_compiler::hir::{CheckedPolicy, EncoderId, ModelId, RouteId};
 use src_compiler::request::RequestView;
 use src_compiler::CompiledPolicy;
-use src_dsl::ast::OwnerLost;
 use src_dsl::{codes, Diagnostic};
 
 use crate::openai::ApiError;
@@ -168,15 +167,8 @@ pub struct SessionReport {
 }
 
 /// What the forwarder does when the model a call's live pin names fails it before its first
-/// byte (`owner_lost` of docs/language.md, "`session` and `protect`").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OwnerRule {
-    /// The pinned model (the call's first candidate).
-    pub model: ModelId,
-    pub on_loss: OwnerLost,
-    /// `protect` observes: report what `fail` would do, and fall back anyway.
-    pub observe: bool,
-}
+/// byte: the failover machine's rule.
+pub use src_compiler::failover::OwnerRule;
 
 impl std::fmt::Debug for SessionReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

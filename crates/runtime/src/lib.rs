@@ -5,6 +5,7 @@
 //! **Composition root**: the running server.
 //! - [`app`]: the server's shared state ([`App`](app::App)) and its pluggable [`Components`].
 //! - [`server`]: the listeners, the route table, the admin answers and the backend probes.
+//! - [`door`]: the front-door driver, and the chat, Responses and Messages doors over it.
 //! - [`extproc`]: the Envoy front door (`ext_proc` v3 gRPC) over the same pipeline steps.
 //! - [`reload`]: policy file watching, SIGHUP, recompiling and swapping the snapshot.
 //!
@@ -43,6 +44,7 @@
 
 pub mod app;
 pub mod console;
+pub mod door;
 pub mod extproc;
 pub mod reload;
 pub mod server;

@@ -10,34 +10,20 @@ use crate::anthropic::wire::{API_KEY_HEADER, BETA_HEADER, DEFAULT_VERSION, VERSI
 use crate::backends::Endpoint;
 use crate::openai::Api;
 
-/// How a request reaches one backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// The backend speaks the client's API.
-    Native,
-    /// A Messages request sent to an OpenAI backend as a chat completion, its answer
-    /// translated back.
-    ChatForMessages,
-    /// The backend cannot take this API.
-    Unspoken,
+/// How a request reaches one backend: the failover machine's [`Reach`], which also decides
+/// which candidates a request may be sent to at all.
+pub use src_compiler::failover::Reach as Dialect;
+
+/// How a request in `api` reaches a backend speaking `backend`.
+pub fn of(api: Api, backend: BackendApi) -> Dialect {
+    Dialect::of(api.wire(), backend)
 }
 
-impl Dialect {
-    pub fn of(api: Api, backend: BackendApi) -> Dialect {
-        match (api, backend) {
-            (Api::Messages, BackendApi::Anthropic) => Dialect::Native,
-            (Api::Messages, BackendApi::OpenAi) => Dialect::ChatForMessages,
-            (Api::Chat | Api::Responses, BackendApi::OpenAi) => Dialect::Native,
-            (Api::Chat | Api::Responses, BackendApi::Anthropic) => Dialect::Unspoken,
-        }
-    }
-
-    /// The path after the backend's `/v1`.
-    pub fn suffix(self, api: Api) -> &'static str {
-        match self {
-            Dialect::ChatForMessages => Api::Chat.suffix(),
-            Dialect::Native | Dialect::Unspoken => api.suffix(),
-        }
+/// The path after the backend's `/v1` for a request in `api` reached as `dialect`.
+pub fn suffix(dialect: Dialect, api: Api) -> &'static str {
+    match dialect {
+        Dialect::ChatForMessages => Api::Chat.suffix(),
+        Dialect::Native | Dialect::Unspoken => api.suffix(),
     }
 }
 
@@ -90,22 +76,22 @@ mod tests {
     #[test]
     fn each_pair_of_apis_has_its_dialect() {
         assert_eq!(
-            Dialect::of(Api::Messages, BackendApi::Anthropic),
+            of(Api::Messages, BackendApi::Anthropic),
             Dialect::Native
         );
         assert_eq!(
-            Dialect::of(Api::Messages, BackendApi::OpenAi),
+            of(Api::Messages, BackendApi::OpenAi),
             Dialect::ChatForMessages
         );
-        assert_eq!(Dialect::of(Api::Chat, BackendApi::OpenAi), Dialect::Native);
+        assert_eq!(of(Api::Chat, BackendApi::OpenAi), Dialect::Native);
         assert_eq!(
-            Dialect::of(Api::Responses, BackendApi::Anthropic),
+            of(Api::Responses, BackendApi::Anthropic),
             Dialect::Unspoken
         );
         assert_eq!(
-            Dialect::ChatForMessages.suffix(Api::Messages),
+            suffix(Dialect::ChatForMessages, Api::Messages),
             "/chat/completions"
         );
-        assert_eq!(Dialect::Native.suffix(Api::Messages), "/messages");
+        assert_eq!(suffix(Dialect::Native, Api::Messages), "/messages");
     }
 }

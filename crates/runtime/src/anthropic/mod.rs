@@ -10,12 +10,12 @@
 //! - [`dialect`]: which form of the request each backend gets, and its headers;
 //! - [`to_chat`]: the request as chat completions;
 //! - [`from_chat`] and [`stream`]: a chat answer, whole or streamed, as Messages;
-//! - [`translate`]: the relayed answer rewritten on its way to the client;
-//! - [`front`]: the handler, and the router's own answers in Anthropic's shape.
+//! - [`translate`]: the relayed answer rewritten on its way to the client.
+//!
+//! The door itself is [`crate::door::messages`].
 
 pub mod dialect;
 pub mod from_chat;
-pub mod front;
 pub mod stream;
 pub mod to_chat;
 pub mod translate;

@@ -41,7 +41,12 @@ use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::completion::Completion;
 use crate::pipeline::forward::{first_sendable, judge_status, note_plan};
 use crate::pipeline::shape::{dropped_credentials, set_model_headers, ShapeInput, Shaping};
-use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
+use crate::door::chat::Chat;
+use crate::door::responses::Responses;
+use crate::door::messages::Messages;
+use crate::door::{self, ToForward};
+use crate::pipeline::{new_completion, Pipeline};
+use crate::responses_state::ResponseStates;
 
 /// Where one request stands.
 enum Stage {
@@ -99,6 +104,14 @@ struct Sent {
     outcomes: Option<Arc<dyn UpstreamOutcomes>>,
 }
 
+/// What a request's decision is made with: the pipeline, and the stored conversations the
+/// Responses door continues.
+#[derive(Clone, Copy)]
+struct Doors<'a> {
+    pipeline: Pipeline<'a>,
+    states: &'a ResponseStates,
+}
+
 /// One request's processing stream.
 pub struct Exchange {
     stage: Stage,
@@ -125,19 +138,20 @@ impl Exchange {
     /// message may get none now and a later one several.
     pub async fn step(
         &mut self,
-        pipeline: Pipeline<'_>,
+        (pipeline, states): (Pipeline<'_>, &ResponseStates),
         message: ProcessingRequest,
     ) -> Vec<ProcessingResponse> {
+        let doors = Doors { pipeline, states };
         // Envoy states its body mode on the stream's first message.
         if let Some(config) = &message.protocol_config {
             self.duplex = config.request_body_mode == BodySendMode::FullDuplexStreamed as i32;
         }
         match message.request {
-            Some(Message::RequestHeaders(headers)) => self.request_headers(pipeline, headers).await,
-            Some(Message::RequestBody(body)) => self.request_body(pipeline, body).await,
-            Some(Message::RequestTrailers(_)) => self.request_trailers(pipeline).await,
+            Some(Message::RequestHeaders(headers)) => self.request_headers(doors, headers).await,
+            Some(Message::RequestBody(body)) => self.request_body(doors, body).await,
+            Some(Message::RequestTrailers(_)) => self.request_trailers(doors).await,
             Some(Message::ResponseHeaders(headers)) => {
-                vec![self.response_headers(pipeline, &headers)]
+                vec![self.response_headers(doors.pipeline, &headers)]
             }
             Some(Message::ResponseBody(_)) => vec![wire::unchanged(Phase::ResponseBody)],
             Some(Message::ResponseTrailers(_)) => vec![wire::unchanged(Phase::ResponseTrailers)],
@@ -149,9 +163,10 @@ impl Exchange {
 
     async fn request_headers(
         &mut self,
-        pipeline: Pipeline<'_>,
+        doors: Doors<'_>,
         message: HttpHeaders,
     ) -> Vec<ProcessingResponse> {
+        let pipeline = doors.pipeline;
         let started = Instant::now();
         let read = wire::read_headers(message.headers.as_ref());
         let remove = untrusted(&read.map);
@@ -182,7 +197,7 @@ impl Exchange {
         }));
         if message.end_of_stream {
             // No body will follow: decide on an empty one, as the proxy does (a 400).
-            return self.decided(pipeline, Whole::Headers, now).await;
+            return self.decided(doors, Whole::Headers, now).await;
         }
         if self.duplex {
             return Vec::new();
@@ -195,7 +210,7 @@ impl Exchange {
 
     async fn request_body(
         &mut self,
-        pipeline: Pipeline<'_>,
+        doors: Doors<'_>,
         message: HttpBody,
     ) -> Vec<ProcessingResponse> {
         let Stage::Asked(arrived) = &mut self.stage else {
@@ -208,7 +223,7 @@ impl Exchange {
         };
         if !self.duplex {
             arrived.body = message.body;
-            return self.decided(pipeline, Whole::Body, Vec::new()).await;
+            return self.decided(doors, Whole::Body, Vec::new()).await;
         }
         // A body in one chunk (the common case) is kept as it came, not copied.
         if arrived.body.is_empty() {
@@ -217,15 +232,15 @@ impl Exchange {
             arrived.body.extend_from_slice(&message.body);
         }
         // Over the limit there is no need to wait for the rest: the answer is a 413.
-        if message.end_of_stream || arrived.body.len() > pipeline.max_body_bytes {
-            return self.decided(pipeline, Whole::Body, Vec::new()).await;
+        if message.end_of_stream || arrived.body.len() > doors.pipeline.max_body_bytes {
+            return self.decided(doors, Whole::Body, Vec::new()).await;
         }
         Vec::new()
     }
 
-    async fn request_trailers(&mut self, pipeline: Pipeline<'_>) -> Vec<ProcessingResponse> {
+    async fn request_trailers(&mut self, doors: Doors<'_>) -> Vec<ProcessingResponse> {
         if self.duplex && matches!(self.stage, Stage::Asked(_)) {
-            return self.decided(pipeline, Whole::Trailers, Vec::new()).await;
+            return self.decided(doors, Whole::Trailers, Vec::new()).await;
         }
         vec![wire::unchanged(Phase::RequestTrailers)]
     }
@@ -234,7 +249,7 @@ impl Exchange {
     /// a headers-phase removal not yet sent.
     async fn decided(
         &mut self,
-        pipeline: Pipeline<'_>,
+        doors: Doors<'_>,
         whole: Whole,
         remove: Vec<String>,
     ) -> Vec<ProcessingResponse> {
@@ -244,7 +259,7 @@ impl Exchange {
         let mut arrived = *arrived;
         let mut remove = remove;
         remove.append(&mut arrived.remove);
-        let (body, set) = match self.decide(pipeline, arrived).await {
+        let (body, set) = match self.decide(doors, arrived).await {
             Outcome::Answer(answer) => return vec![answer],
             Outcome::Forward {
                 body,
@@ -274,7 +289,8 @@ impl Exchange {
     }
 
     /// The decision on the whole body, and what Envoy is to do with the request.
-    async fn decide(&mut self, pipeline: Pipeline<'_>, arrived: Arrived) -> Outcome {
+    async fn decide(&mut self, doors: Doors<'_>, arrived: Arrived) -> Outcome {
+        let pipeline = doors.pipeline;
         let Arrived {
             api,
             headers,
@@ -287,30 +303,42 @@ impl Exchange {
             let error = ApiError::payload_too_large(pipeline.max_body_bytes);
             return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
         }
-        let (parsed, view) = match intake::parse(api, &bytes, &headers, &done.trace) {
-            Ok(parsed) => parsed,
-            Err(error) => return Outcome::Answer(wire::immediate(answer_error(done, error)).await),
-        };
         let snapshot = pipeline.store.current();
-        let request = Parsed {
-            api,
-            parsed: &parsed,
-            view: &view,
-            headers: &headers,
+        let whole = (&headers, &bytes);
+        let settled = match api {
+            Api::Chat => door::decide_or_answer(pipeline, &Chat, &snapshot, whole, done).await,
+            Api::Responses => {
+                let door = Responses {
+                    states: doors.states,
+                };
+                door::decide_or_answer(pipeline, &door, &snapshot, whole, done).await
+            }
+            Api::Messages => {
+                door::decide_or_answer(pipeline, &Messages, &snapshot, whole, done).await
+            }
         };
-        let (plan, mut done) = match decide_step(pipeline, &snapshot, request, done).await {
-            Decided::Answer(answer) => return Outcome::Answer(wire::immediate(answer).await),
-            Decided::Forward { plan, done } => (plan, *done),
+        let forwarding = match settled {
+            Ok(forwarding) => forwarding,
+            Err(answer) => return Outcome::Answer(wire::immediate(answer).await),
         };
+        let ToForward {
+            parsed,
+            view,
+            previous,
+            plan,
+            done,
+            ..
+        } = forwarding;
+        let mut done = *done;
         note_plan(&mut done.record, snapshot.policy(), &plan);
         let model_id = match first_sendable(
             (pipeline.telemetry, pipeline.cooldowns),
             snapshot.policy(),
-            &plan.candidates,
+            (api, &plan.candidates),
             &view,
             &mut done.record.fallbacks,
         ) {
-            Ok(id) => id,
+            Ok((id, _native)) => id,
             Err(error) => return Outcome::Answer(wire::immediate(answer_error(done, error)).await),
         };
         let route = plan
@@ -337,7 +365,19 @@ impl Exchange {
             let error = ApiError::internal("the model's backend is missing");
             return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
         };
-        let body = match shaping.body(wire_model) {
+        // A turn continuing a conversation the router stored goes as written to its owner and
+        // expanded to any other model, as the proxy sends it.
+        let moved = previous
+            .as_ref()
+            .filter(|p| !p.owned_by(&endpoint.name, &model.serves));
+        if previous.is_some() {
+            done.record.previous = Some(if moved.is_some() {
+                headers::previous::EXPANDED
+            } else {
+                headers::previous::CONTINUED
+            });
+        }
+        let body = match moved.map_or_else(|| shaping.body(wire_model), |p| p.body(wire_model)) {
             Ok(body) => body,
             Err(err) => {
                 let error = ApiError::bad_request(err.to_string());

@@ -23,6 +23,15 @@ impl Api {
         }
     }
 
+    /// The API as the failover machine knows it.
+    pub fn wire(self) -> src_compiler::failover::Wire {
+        match self {
+            Api::Chat => src_compiler::failover::Wire::Chat,
+            Api::Responses => src_compiler::failover::Wire::Responses,
+            Api::Messages => src_compiler::failover::Wire::Messages,
+        }
+    }
+
     /// The path after the backend's `/v1`.
     pub fn suffix(self) -> &'static str {
         match self {

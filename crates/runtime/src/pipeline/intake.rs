@@ -23,7 +23,7 @@ const DISCARD_TIME: Duration = Duration::from_secs(5);
 /// `content-length`, or while reading a body of unknown length): nothing beyond the limit is
 /// buffered. What the client still sends of a refused body is read and dropped in the background
 /// (`discard_rest`), so that it reads the 413 rather than a reset connection.
-pub async fn read_body<B>(body: B, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError>
+async fn read_body<B>(body: B, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError>
 where
     B: Body + Send + 'static,
     B::Data: Send,

@@ -1,5 +1,5 @@
-//! The request pipeline of `POST /v1/chat/completions` and `POST /v1/responses`
-//! (docs/language.md, "What happens to a request"), one module per step:
+//! The steps of a proxied request (docs/language.md, "What happens to a request"), one module
+//! per step; the front doors drive them through [`crate::door`]:
 //!
 //! - [`intake`]: read the body within its limit and extract the request's facts;
 //! - [`decide`]: blocks, model resolution, routes, then the response cache ([`cache_step`]) and
@@ -18,6 +18,7 @@ pub mod answer;
 pub mod body;
 pub mod cache_step;
 pub mod completion;
+pub mod continuation;
 pub mod decide;
 pub mod forward;
 pub mod intake;
@@ -29,8 +30,6 @@ pub mod signals;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue, ALLOW};
 use hyper::{Request, Response};
 use serde_json::Value;
@@ -45,7 +44,7 @@ use crate::pipeline::answer::{answer_error, refuse};
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::{Asked, Decision, Effects, Facts, Plan};
-use crate::pipeline::forward::Outgoing;
+use crate::pipeline::forward::{Answered, AnsweredBy};
 use crate::pipeline::signals::Signals;
 use crate::policy_store::{PolicyStore, Snapshot};
 use crate::record::Recorder;
@@ -85,72 +84,11 @@ impl<'a> Pipeline<'a> {
     }
 }
 
-/// Answers one proxied request.
-pub async fn handle(
-    pipeline: Pipeline<'_>,
-    api: Api,
-    request: Request<Incoming>,
-    started: Instant,
-) -> Response<ProxyBody> {
-    let done = new_completion(pipeline, request.headers(), api.endpoint(), started);
-    let (parts, body) = request.into_parts();
-    let limit = (pipeline.max_body_bytes, pipeline.body_read_timeout);
-    let bytes = match intake::read_body_within(body, &parts.headers, limit).await {
-        Ok(bytes) => bytes,
-        Err(error) => return answer_error(done, error),
-    };
-    let (parsed, view) = match intake::parse(api, &bytes, &parts.headers, &done.trace) {
-        Ok(request) => request,
-        Err(error) => return answer_error(done, error),
-    };
-    decide_and_forward(pipeline, api, &parts, &bytes, &parsed, &view, done).await
-}
-
-async fn decide_and_forward(
-    pipeline: Pipeline<'_>,
-    api: Api,
-    parts: &hyper::http::request::Parts,
-    bytes: &Bytes,
-    parsed: &Value,
-    view: &RequestView,
-    done: Completion,
-) -> Response<ProxyBody> {
-    let snapshot = pipeline.store.current();
-    let request = Parsed {
-        api,
-        parsed,
-        view,
-        headers: &parts.headers,
-    };
-    match decide_step(pipeline, &snapshot, request, done).await {
-        Decided::Answer(response) => response,
-        Decided::Forward { plan, done } => {
-            let outgoing = Outgoing {
-                api,
-                parts,
-                body: bytes,
-                parsed,
-                view,
-                previous: None,
-            };
-            forward::forward(
-                pipeline.upstream,
-                (pipeline.telemetry, pipeline.cooldowns),
-                &snapshot,
-                outgoing,
-                *plan,
-                *done,
-            )
-            .await
-        }
-    }
-}
-
 /// Where the deciding steps left a request.
 pub enum Decided {
     /// The router answers it itself (an error, a block's refusal, a cache hit); the answer is
     /// reported already.
-    Answer(Response<ProxyBody>),
+    Answer(Answered),
     /// The plan's candidates are to be tried; `done` reports the request once they have been.
     Forward {
         plan: Box<Plan>,
@@ -216,7 +154,7 @@ pub async fn decide_step(
         ));
     }
     match decision {
-        Err(error) => Decided::Answer(answer_error(done, error)),
+        Err(error) => Decided::Answer(Answered::router(answer_error(done, error))),
         Ok(Decision::Refuse {
             block,
             status,
@@ -236,11 +174,14 @@ pub async fn decide_step(
                     action: "refuse",
                 })
                 .inc();
-            Decided::Answer(refuse(done, &name, status, message))
+            Decided::Answer(Answered::router(refuse(done, &name, status, message)))
         }
         Ok(Decision::Cached(hit)) => {
             count_redirect(pipeline.telemetry, snapshot, hit.block);
-            Decided::Answer(answer::cached(done, snapshot, hit))
+            Decided::Answer(Answered {
+                response: answer::cached(done, snapshot, hit),
+                by: AnsweredBy::Cache,
+            })
         }
         Ok(Decision::Forward(plan)) => {
             count_redirect(pipeline.telemetry, snapshot, plan.block);

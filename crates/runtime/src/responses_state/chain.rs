@@ -6,12 +6,9 @@
 //! id or an encrypted blob only it can read) and another model cannot take them. A turn's
 //! `instructions` are its own, as with OpenAI: earlier turns' instructions do not carry over.
 
-use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use crate::pipeline::json_edit::NotAnObject;
-use crate::pipeline::rewrite;
-use crate::policy_store::ModelWire;
+pub use crate::pipeline::continuation::Continuation;
 use crate::responses_state::record::StoredResponse;
 
 /// A request's `input` as a list of input items: a string is one user message.
@@ -47,35 +44,9 @@ pub fn expanded_body(body: &Value, history: Vec<Value>) -> Option<Value> {
     Some(Value::Object(object))
 }
 
-/// How a turn continuing a stored response is sent: as the client wrote it to the response's
-/// owner, expanded to anyone else.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Continuation {
-    /// The backend (policy name) and served id that produced the previous response.
-    pub backend: String,
-    pub served: String,
-    /// The expanded body.
-    expanded: Bytes,
-}
-
-impl Continuation {
-    pub fn new(previous: &StoredResponse, expanded: &Value) -> Continuation {
-        Continuation {
-            backend: previous.backend.clone(),
-            served: previous.served.clone(),
-            expanded: Bytes::from(expanded.to_string()),
-        }
-    }
-
-    /// Whether a candidate on `backend` sent as `served` produced the previous response.
-    pub fn owned_by(&self, backend: &str, served: &str) -> bool {
-        self.backend == backend && self.served == served
-    }
-
-    /// The expanded body as one candidate is sent it (its served id as `model`).
-    pub fn body(&self, wire: &ModelWire) -> Result<Vec<u8>, NotAnObject> {
-        rewrite::build_body(&self.expanded, &[], &wire.served_json)
-    }
+/// How the turn after `previous` is sent, its conversation expanded to `expanded`.
+pub fn continuation(previous: &StoredResponse, expanded: &Value) -> Continuation {
+    Continuation::new(previous.backend.clone(), previous.served.clone(), expanded)
 }
 
 #[cfg(test)]
@@ -142,7 +113,7 @@ mod tests {
     #[test]
     fn only_the_owner_gets_the_body_as_written() {
         let first = stored(Vec::new(), json!([]));
-        let continuation = Continuation::new(&first, &json!({"model": "auto", "input": []}));
+        let continuation = continuation(&first, &json!({"model": "auto", "input": []}));
         assert!(continuation.owned_by("a", "m-a"));
         assert!(!continuation.owned_by("a", "m-b"));
         assert!(!continuation.owned_by("b", "m-a"));

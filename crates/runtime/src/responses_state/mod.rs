@@ -18,14 +18,14 @@
 //! - [`record`]: what one stored response is; [`store`]: where it lives (memory, Redis);
 //! - [`chain`]: a stored conversation expanded into the next turn's input;
 //! - [`capture`]: a relayed answer (JSON or event stream) turned into a stored response;
-//! - [`step`]: the request path of `POST /v1/responses`; [`endpoints`]: `GET`/`DELETE
-//!   /v1/responses/{id}` and its `input_items`.
+//! - [`endpoints`]: `GET`/`DELETE /v1/responses/{id}` and its `input_items`.
+//!
+//! The request path of `POST /v1/responses` is the door [`crate::door::responses`].
 
 pub mod capture;
 pub mod chain;
 pub mod endpoints;
 pub mod record;
-pub mod step;
 pub mod store;
 
 use std::sync::{Arc, Mutex};

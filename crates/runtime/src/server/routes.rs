@@ -11,12 +11,12 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
-use crate::anthropic;
 use crate::app::App;
 use crate::console;
+use crate::door;
 use crate::exposition::Format;
 use crate::headers::APPLICATION_JSON;
-use crate::openai::{Api, ApiError};
+use crate::openai::ApiError;
 use crate::pipeline::{self, body::ProxyBody, intake};
 use crate::responses_state;
 use crate::server::{admin, models_answer, outcome_access};
@@ -28,16 +28,19 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
     let path = request.uri().path().to_owned();
     match (path.as_str(), &method) {
         ("/v1/chat/completions", &Method::POST) => {
-            pipeline::handle(app.pipeline(), Api::Chat, request, started).await
+            door::run(app.pipeline(), &door::chat::Chat, request, started).await
         }
         ("/v1/responses", &Method::POST) => {
-            responses_state::step::handle(app.pipeline(), &app.responses, request, started).await
+            let responses = door::responses::Responses {
+                states: &app.responses,
+            };
+            door::run(app.pipeline(), &responses, request, started).await
         }
         ("/v1/messages", &Method::POST) => {
-            anthropic::front::handle(app.pipeline(), request, started).await
+            door::run(app.pipeline(), &door::messages::Messages, request, started).await
         }
         ("/v1/messages", _) => {
-            anthropic::front::refuse_method(app.pipeline(), &request, started).await
+            door::messages::refuse_method(app.pipeline(), &request, started).await
         }
         ("/v1/chat/completions" | "/v1/responses", _) => {
             pipeline::refuse_method(app.pipeline(), &request, started, "POST")

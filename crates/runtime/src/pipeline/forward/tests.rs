@@ -8,6 +8,7 @@ use http_body_util::BodyExt;
 use src_compiler::hir::RouteId;
 
 use super::*;
+use hyper::header::{HeaderMap, HeaderName};
 use crate::hooks::NoModelSignals;
 use crate::pipeline::fakes;
 
@@ -156,23 +157,24 @@ async fn attempt_under(
         view: &view,
         previous: None,
     };
-    let telemetry = Telemetry::new();
     let mut record = RequestRecord {
         request_id: "req-1".into(),
         ..RequestRecord::default()
     };
+    let owner = plan.session.as_ref().and_then(|s| s.owner);
+    let mut attempts = Attempts::new(plan.candidates.clone(), Api::Chat.wire(), owner);
     let tried = try_candidates(
         transport,
-        (&telemetry, cooldowns),
+        cooldowns,
         &snapshot,
         &request,
-        plan,
+        (plan, &mut attempts),
         (&mut record, &crate::otel::RequestTrace::untraced(None)),
     )
     .await;
     let policy = snapshot.policy();
-    let failures = fallback_list(policy, &tried.failures);
-    let outcome = match tried.outcome {
+    let failures = attempts.fallback_list(policy);
+    let outcome = match tried {
         Tried::Answered {
             response,
             model,
@@ -186,8 +188,8 @@ async fn attempt_under(
             Ok((model.name.clone(), response.status().as_u16()))
         }
         Tried::Unbuildable(error) => Err(error),
-        Tried::Exhausted => Err(exhausted(policy, &tried.failures)),
-        Tried::OwnerKept => Err(ApiError::service_unavailable("the owner was kept")),
+        Tried::Ended(End::Exhausted) => Err(failures::exhausted(policy, &attempts)),
+        Tried::Ended(End::OwnerKept) => Err(ApiError::service_unavailable("the owner was kept")),
     };
     (outcome, failures, record)
 }
@@ -389,7 +391,7 @@ fn an_answer_keeps_its_headers_but_not_those_of_the_upstream_connection() {
             HeaderValue::from_static(value),
         );
     }
-    strip_hop_by_hop(&mut headers);
+    hygiene::strip_hop_by_hop(&mut headers);
     let mut left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
     left.sort_unstable();
     assert_eq!(left, ["content-type", "x-request-cost"]);

@@ -1,101 +1,82 @@
-//! The request path of `POST /v1/responses`: the pipeline's steps (intake, deciding,
-//! forwarding) with the router's stored responses around them.
+//! `POST /v1/responses`: the driver's steps (intake, deciding, forwarding) with the router's
+//! stored responses around them.
 //!
 //! Before deciding, a `previous_response_id` is looked up in the tenant's store. A stored one
 //! is expanded: the deciding steps see the whole conversation (its `history`, its tool loop),
 //! and the forwarder sends the turn as written to the response's owner and expanded to anyone
-//! else ([`Continuation`]). An unknown one stays `request.provider_state`, which the session
+//! else ([`Continuation`](crate::pipeline::continuation::Continuation)). An unknown one stays `request.provider_state`, which the session
 //! layer's built-in `provider state` hold keeps on its pinned owner. After forwarding, a 200
 //! answer is kept ([`capture`](crate::responses_state::capture)) unless the client sent
 //! `store: false` or the turn continues a conversation the router does not hold (it could not
 //! expand it later).
 
-use std::time::Instant;
-
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
-use hyper::header::{HeaderMap, CONTENT_TYPE};
-use hyper::{Request, Response, StatusCode};
+use hyper::header::CONTENT_TYPE;
+use hyper::{Response, StatusCode};
 use serde_json::Value;
+use src_compiler::hir::ModelId;
 use src_compiler::request::RequestView;
 use src_dsl::ast::FailMode;
 
+use crate::door::{Door, Intake, Prepared};
 use crate::headers::{self, session as state, TEXT_EVENT_STREAM};
 use crate::openai::{Api, ApiError};
-use crate::pipeline::answer::answer_error;
 use crate::pipeline::body::ProxyBody;
+use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::Plan;
-use crate::pipeline::forward::{self, Outgoing};
-use crate::pipeline::{self, intake, Decided, Parsed, Pipeline};
+use crate::pipeline::forward::{Answered, AnsweredBy};
+use crate::pipeline::intake;
 use crate::policy_store::Snapshot;
 use crate::responses_state::capture::{Capture, Keep, Producer};
-use crate::responses_state::chain::{self, Continuation};
+use crate::responses_state::chain;
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::{ResponseStates, Scope};
 
-/// Answers one `POST /v1/responses`.
-pub async fn handle(
-    pipeline: Pipeline<'_>,
-    states: &ResponseStates,
-    request: Request<Incoming>,
-    started: Instant,
-) -> Response<ProxyBody> {
-    let api = Api::Responses;
-    let done = pipeline::new_completion(pipeline, request.headers(), api.endpoint(), started);
-    let (parts, body) = request.into_parts();
-    let bytes = match intake::read_body(body, &parts.headers, pipeline.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(error) => return answer_error(done, error),
-    };
-    let (parsed, view) = match intake::parse(api, &bytes, &parts.headers, &done.trace) {
-        Ok(request) => request,
-        Err(error) => return answer_error(done, error),
-    };
-    let snapshot = pipeline.store.current();
-    let turn = match prepare(states, &snapshot, &parsed, view, &parts.headers).await {
-        Ok(turn) => turn,
-        Err(error) => return answer_error(done, error),
-    };
-    let request = Parsed {
-        api,
-        parsed: &parsed,
-        view: &turn.view,
-        headers: &parts.headers,
-    };
-    let (plan, mut done) = match pipeline::decide_step(pipeline, &snapshot, request, done).await {
-        Decided::Answer(response) => return response,
-        Decided::Forward { plan, done } => (plan, done),
-    };
-    if turn.provider_state {
-        let word = owner_word(&plan);
-        tracing::debug!(previous = word, "a response id the router does not hold");
-        done.record.previous = Some(word);
+/// The Responses door, over the router's stored conversations.
+pub struct Responses<'s> {
+    pub states: &'s ResponseStates,
+}
+
+impl Door for Responses<'_> {
+    type Turn = Turn;
+
+    fn api(&self) -> Api {
+        Api::Responses
     }
-    let outgoing = Outgoing {
-        api,
-        parts: &parts,
-        body: &bytes,
-        parsed: &parsed,
-        view: &turn.view,
-        previous: turn.continuation.as_ref(),
-    };
-    let response = forward::forward(
-        pipeline.upstream,
-        (pipeline.telemetry, pipeline.cooldowns),
-        &snapshot,
-        outgoing,
-        *plan,
-        *done,
-    )
-    .await;
-    turn.keep(states, &snapshot, response)
+
+    async fn prepare<'a>(
+        &'a self,
+        snapshot: &'a Snapshot,
+        request: Intake<'a>,
+    ) -> Result<Prepared<Turn>, ApiError> {
+        prepare(self.states, snapshot, request).await
+    }
+
+    fn decided(&self, turn: &Turn, plan: &Plan, done: &mut Completion) {
+        if turn.provider_state {
+            let word = owner_word(plan);
+            tracing::debug!(previous = word, "a response id the router does not hold");
+            done.record.previous = Some(word);
+        }
+    }
+
+    async fn finish<'a>(
+        &'a self,
+        snapshot: &'a Snapshot,
+        turn: Option<Turn>,
+        answered: Answered,
+    ) -> Response<ProxyBody> {
+        match (turn, answered.by) {
+            (Some(turn), AnsweredBy::Upstream(model)) => {
+                turn.keep(self.states, snapshot, model, answered.response)
+            }
+            _ => answered.response,
+        }
+    }
 }
 
 /// One turn of a conversation, as the router holds it.
-struct Turn {
-    /// The facts policies read: of the whole conversation when the router expanded it.
-    view: RequestView,
-    continuation: Option<Continuation>,
+pub struct Turn {
     /// The conversation's input up to this turn's answer.
     input: Vec<Value>,
     /// Where the answer is kept; `None` when it is not.
@@ -107,10 +88,13 @@ struct Turn {
 async fn prepare(
     states: &ResponseStates,
     snapshot: &Snapshot,
-    parsed: &Value,
-    view: RequestView,
-    headers: &HeaderMap,
-) -> Result<Turn, ApiError> {
+    request: Intake<'_>,
+) -> Result<Prepared<Turn>, ApiError> {
+    let Intake {
+        parsed,
+        view,
+        headers,
+    } = request;
     let policy = snapshot.policy();
     let stores = parsed.get("store").and_then(Value::as_bool) != Some(false);
     let scope = match states.scope(policy, &view) {
@@ -121,34 +105,40 @@ async fn prepare(
         }
     };
     let provider_state = view.provider_state;
-    let mut turn = Turn {
-        input: chain::input_items(parsed),
-        continuation: None,
-        keep_in: scope.clone().filter(|_| stores && !provider_state),
-        provider_state,
+    let as_written = |view| Prepared {
         view,
+        previous: None,
+        turn: Turn {
+            input: chain::input_items(parsed),
+            keep_in: scope.clone().filter(|_| stores && !provider_state),
+            provider_state,
+        },
     };
     let previous_id = parsed
         .get("previous_response_id")
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|id| !id.is_empty());
-    let (Some(id), Some(scope)) = (previous_id, scope) else {
-        return Ok(turn);
+    let (Some(id), Some(found_in)) = (previous_id, scope.clone()) else {
+        return Ok(as_written(view));
     };
-    let previous = match scope.store.get(&scope.tenant, id, states.now_ms()).await {
+    let previous = match found_in
+        .store
+        .get(&found_in.tenant, id, states.now_ms())
+        .await
+    {
         Ok(Some(bytes)) => match StoredResponse::decode(&bytes) {
             Ok(previous) => previous,
             Err(err) => {
                 tracing::warn!(%err, id, "a stored response is unreadable; its id is the provider's");
-                return Ok(turn);
+                return Ok(as_written(view));
             }
         },
-        Ok(None) => return Ok(turn),
+        Ok(None) => return Ok(as_written(view)),
         Err(err) => {
-            tracing::warn!(%err, id, store = scope.store.kind(), "cannot read a stored response");
+            tracing::warn!(%err, id, store = found_in.store.kind(), "cannot read a stored response");
             return match policy.failure.store {
-                FailMode::Open => Ok(turn),
+                FailMode::Open => Ok(as_written(view)),
                 FailMode::Closed => Err(ApiError::service_unavailable(
                     "the response store is unavailable",
                 )),
@@ -157,19 +147,24 @@ async fn prepare(
     };
     let history = chain::history(&previous, parsed);
     let Some(expanded) = chain::expanded_body(parsed, history.clone()) else {
-        return Ok(turn);
+        return Ok(as_written(view));
     };
-    turn.view =
+    let view =
         RequestView::from_responses(&expanded, intake::header_pairs(headers)).map_err(|err| {
             ApiError::bad_request(format!(
                 "the stored conversation `{id}` cannot continue: {err}"
             ))
         })?;
-    turn.provider_state = turn.view.provider_state;
-    turn.keep_in = Some(scope).filter(|_| stores && !turn.provider_state);
-    turn.continuation = Some(Continuation::new(&previous, &expanded));
-    turn.input = history;
-    Ok(turn)
+    let provider_state = view.provider_state;
+    Ok(Prepared {
+        previous: Some(chain::continuation(&previous, &expanded)),
+        turn: Turn {
+            input: history,
+            keep_in: Some(found_in).filter(|_| stores && !provider_state),
+            provider_state,
+        },
+        view,
+    })
 }
 
 /// Whether a turn the router cannot expand went to a presumed owner: the session's pin (kept,
@@ -182,11 +177,12 @@ fn owner_word(plan: &Plan) -> &'static str {
 }
 
 impl Turn {
-    /// The answer, kept once it has ended whole when it is a 200 from an upstream model.
+    /// The answer `model` made, kept once it has ended whole when it is a 200.
     fn keep(
         self,
         states: &ResponseStates,
         snapshot: &Snapshot,
+        model: ModelId,
         response: Response<ProxyBody>,
     ) -> Response<ProxyBody> {
         let Some(scope) = self.keep_in else {
@@ -195,7 +191,7 @@ impl Turn {
         if response.status() != StatusCode::OK {
             return response;
         }
-        let Some(producer) = producer(snapshot, response.headers()) else {
+        let Some(producer) = producer(snapshot, model) else {
             return response;
         };
         let sse = response
@@ -218,15 +214,9 @@ impl Turn {
     }
 }
 
-/// The model that answered, from the relayed answer's `x-sr-model` and `x-sr-path`.
-fn producer(snapshot: &Snapshot, answer: &HeaderMap) -> Option<Producer> {
-    let read = |name: &str| answer.get(name).and_then(|v| v.to_str().ok());
-    if read(headers::SR_PATH) != Some(headers::path::UPSTREAM) {
-        return None;
-    }
-    let policy = snapshot.policy();
-    let id = policy.model_by_name(read(headers::SR_MODEL)?)?;
-    let model = policy.models.get(id.index())?;
+/// The backend, served id and name of the model that answered.
+fn producer(snapshot: &Snapshot, model: ModelId) -> Option<Producer> {
+    let model = snapshot.policy().models.get(model.index())?;
     let endpoint = snapshot.endpoints.get(model.backend.index())?;
     Some(Producer {
         backend: endpoint.name.clone(),

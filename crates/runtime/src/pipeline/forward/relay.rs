@@ -1,0 +1,91 @@
+//! An upstream answer handed to the client: its head cleaned of the upstream connection's
+//! headers and given the router's, its body relayed by [`Relay`] (idle timeout, session
+//! outcomes, cache fill, cooldown verdict, a translation's rewrite).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use hyper::Response;
+
+use crate::cache::Fill;
+use crate::cooldown::Verdict;
+use crate::headers::{self, path, TEXT_EVENT_STREAM};
+use crate::hooks::UpstreamOutcomes;
+use crate::pipeline::answer::set_sr_headers;
+use crate::pipeline::body::{ProxyBody, Relay, Rewrite};
+use crate::pipeline::completion::Completion;
+use crate::pipeline::forward::hygiene::strip_hop_by_hop;
+
+/// What the relay of an upstream answer needs besides the answer.
+pub(super) struct Answer<'a> {
+    pub sent_at: Instant,
+    pub timeout: Duration,
+    pub protection: Option<&'a str>,
+    pub model: &'a str,
+    pub outcomes: Option<Arc<dyn UpstreamOutcomes>>,
+    /// Set when this answer, once whole, goes into the response cache.
+    pub fill: Option<Fill>,
+    pub verdict: Option<Verdict>,
+    /// Set when a whole JSON answer is rewritten for the client (a translated one).
+    pub rewrite: Option<Rewrite>,
+}
+
+pub(super) fn relay(
+    upstream: Response<Incoming>,
+    answer: Answer<'_>,
+    mut done: Completion,
+) -> Response<ProxyBody> {
+    let Answer {
+        sent_at,
+        timeout,
+        protection,
+        model,
+        outcomes,
+        fill,
+        verdict,
+        rewrite,
+    } = answer;
+    let (mut parts, body) = upstream.into_parts();
+    let sse = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
+    done.record.status = parts.status.as_u16();
+    done.record.path = path::UPSTREAM;
+    // The upstream's header map is the answer's: only the hop-by-hop names leave it, so the
+    // common answer (none of them) is relayed without copying a header.
+    strip_hop_by_hop(&mut parts.headers);
+    let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::new())));
+    *response.status_mut() = parts.status;
+    *response.headers_mut() = parts.headers;
+    let headers = response.headers_mut();
+    if sse {
+        // The relay may end a failed stream with an error event of its own.
+        headers.remove(hyper::header::CONTENT_LENGTH);
+    }
+    set_sr_headers(headers, &done.record, Some(model));
+    if let Some(protection) = protection.and_then(|p| HeaderValue::from_str(p).ok()) {
+        headers.insert(HeaderName::from_static(headers::SR_PROTECTION), protection);
+    }
+    let mut relay = Relay::new(body, sse, sent_at, done).with_idle_timeout(timeout);
+    if let Some(outcomes) = outcomes {
+        relay = relay.with_outcomes(outcomes, model);
+    }
+    if let Some(fill) = fill {
+        relay = relay.with_cache(fill);
+    }
+    if let Some(verdict) = verdict {
+        relay = relay.with_verdict(verdict);
+    }
+    if let Some(rewrite) = rewrite {
+        relay = relay.with_rewrite(rewrite);
+    }
+    *response.body_mut() = ProxyBody::Relay(Box::new(relay));
+    response
+}
+
