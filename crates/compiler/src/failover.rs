@@ -353,7 +353,10 @@ impl Attempts {
     fn fail(&mut self, model: ModelId, why: Why) {
         let lost = why.is_model_failure();
         self.failures.push(Failed { model, why });
-        let Some(rule) = self.owner.filter(|o| lost && o.model == model && self.more()) else {
+        let Some(rule) = self
+            .owner
+            .filter(|o| lost && o.model == model && self.more())
+        else {
             return;
         };
         if rule.on_loss == OwnerLost::Fail && !rule.observe {

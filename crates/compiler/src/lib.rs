@@ -15,6 +15,7 @@
 //!   for, routes, cache and session asks, the order of models to try; IO-free.
 //! - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
 //! - [`language`]: `language(TEXT)`: its label set and detector.
+//! - [`continuity`]: the switch protocol: how a switch away from a session's pin settles.
 //! - [`failover`]: the failover machine: which candidate is sent next, and how attempts end.
 //! - [`explain`]: one request decided offline with its trace, for `src explain` and the console.
 //! - [`testing`]: a policy's `test` blocks, run offline on a chosen engine.
@@ -25,6 +26,7 @@
 
 pub mod check;
 pub mod compiled;
+pub mod continuity;
 pub mod engine;
 pub mod eval;
 pub mod explain;

@@ -178,7 +178,10 @@ fn a_lost_owner_under_fail_keeps_the_call_unless_observed() {
     );
     a.next(&policy, &view("hi"), never);
     assert_eq!(a.answered(STRONG, 502), Judged::MovesOn);
-    assert_eq!(a.next(&policy, &view("hi"), never), Next::Done(End::OwnerKept));
+    assert_eq!(
+        a.next(&policy, &view("hi"), never),
+        Next::Done(End::OwnerKept)
+    );
     assert_eq!(a.owner_lost(), None);
 
     for (on_loss, observe) in [

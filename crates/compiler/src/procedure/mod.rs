@@ -250,6 +250,16 @@ impl<'a> Procedure<'a> {
         }
     }
 
+    /// The answer to [`Next::Cache`] when the caller found the cache does not apply after all
+    /// (the client's `cache-control` bypasses it, or the body has nothing the cache can key):
+    /// the decision records [`CacheUse::Bypass`], as for `cache = off`. Ignored when no lookup
+    /// was asked for.
+    pub fn cache_bypassed(&mut self) {
+        if let Stage::AwaitCache(proposal) = self.stage {
+            self.stage = Stage::Session(proposal, CacheUse::Bypass);
+        }
+    }
+
     /// The answer to [`Next::Session`]. Ignored when the session was not asked.
     pub fn session_answered(&mut self, answer: SessionAnswer) {
         if let Stage::AwaitSession(proposal, cache) = self.stage {

@@ -75,19 +75,13 @@ mod tests {
 
     #[test]
     fn each_pair_of_apis_has_its_dialect() {
-        assert_eq!(
-            of(Api::Messages, BackendApi::Anthropic),
-            Dialect::Native
-        );
+        assert_eq!(of(Api::Messages, BackendApi::Anthropic), Dialect::Native);
         assert_eq!(
             of(Api::Messages, BackendApi::OpenAi),
             Dialect::ChatForMessages
         );
         assert_eq!(of(Api::Chat, BackendApi::OpenAi), Dialect::Native);
-        assert_eq!(
-            of(Api::Responses, BackendApi::Anthropic),
-            Dialect::Unspoken
-        );
+        assert_eq!(of(Api::Responses, BackendApi::Anthropic), Dialect::Unspoken);
         assert_eq!(
             suffix(Dialect::ChatForMessages, Api::Messages),
             "/chat/completions"

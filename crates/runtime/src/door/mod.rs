@@ -46,6 +46,22 @@ use crate::pipeline::forward::{self, Answered, Outgoing};
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
 use crate::policy_store::Snapshot;
 
+/// The paths the router proxies, each with the API its requests are in: the one table the HTTP
+/// listener and the external processor both read.
+pub const PROXIED: [(&str, Api); 3] = [
+    ("/v1/chat/completions", Api::Chat),
+    ("/v1/responses", Api::Responses),
+    ("/v1/messages", Api::Messages),
+];
+
+/// The API of a proxied `path` (any method: a method other than POST is the listener's 405).
+pub fn proxied(path: &str) -> Option<Api> {
+    PROXIED
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|&(_, api)| api)
+}
+
 /// What one front door adds to the driver's steps.
 pub trait Door: Sync {
     /// What the door keeps from before deciding until its answer.
@@ -139,8 +155,7 @@ pub async fn run<D: Door>(
             return door.finish(&snapshot, None, answered).await;
         }
     };
-    let forwarding = match decide(pipeline, door, &snapshot, (&parts.headers, &bytes), done).await
-    {
+    let forwarding = match decide(pipeline, door, &snapshot, (&parts.headers, &bytes), done).await {
         Settled::Answer(answered, turn) => return door.finish(&snapshot, turn, answered).await,
         Settled::Forward(forwarding) => forwarding,
     };

@@ -1,7 +1,9 @@
 //! One HTTP request seen through Envoy's external processing stream, phase by phase, driving the
-//! same pipeline steps as the HTTP proxy: [`intake`] parses, [`decide_step`] decides (and makes
-//! the router's own answers), [`shape`](crate::pipeline::shape) builds what the chosen model is
-//! sent, and the request's [`Completion`] reports it once the response's status is known.
+//! same front doors as the HTTP proxy: [`door::decide_or_answer`] parses, prepares (a Responses
+//! turn continuing a stored conversation is expanded) and decides (and makes the router's own
+//! answers), the failover machine names the one candidate to send ([`first_sendable`]),
+//! [`shape`](crate::pipeline::shape) builds what it is sent, and the request's [`Completion`]
+//! reports it once the response's status is known.
 //!
 //! - request headers: a proxied path (`POST /v1/chat/completions`, `POST /v1/responses`) is
 //!   remembered; headers only the router may set are removed from what goes upstream; other
@@ -33,6 +35,10 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
 use hyper::Method;
 
+use crate::door::chat::Chat;
+use crate::door::messages::Messages;
+use crate::door::responses::Responses;
+use crate::door::{self, ToForward};
 use crate::extproc::wire::{self, Phase};
 use crate::headers::{self, path};
 use crate::hooks::UpstreamOutcomes;
@@ -41,10 +47,6 @@ use crate::pipeline::answer::{answer_error, set_sr_headers};
 use crate::pipeline::completion::Completion;
 use crate::pipeline::forward::{first_sendable, judge_status, note_plan};
 use crate::pipeline::shape::{dropped_credentials, set_model_headers, ShapeInput, Shaping};
-use crate::door::chat::Chat;
-use crate::door::responses::Responses;
-use crate::door::messages::Messages;
-use crate::door::{self, ToForward};
 use crate::pipeline::{new_completion, Pipeline};
 use crate::responses_state::ResponseStates;
 
@@ -170,10 +172,13 @@ impl Exchange {
         let started = Instant::now();
         let read = wire::read_headers(message.headers.as_ref());
         let remove = untrusted(&read.map);
-        let api = match (read.path.as_str(), read.method.as_str()) {
-            ("/v1/chat/completions", m) if m == Method::POST => Api::Chat,
-            ("/v1/responses", m) if m == Method::POST => Api::Responses,
-            _ => {
+        // Messages is not decided here yet: its candidates on OpenAI backends need an answer
+        // translated back, and the processor never sees the answer's body.
+        let decided = door::proxied(&read.path)
+            .filter(|api| *api != Api::Messages && read.method == Method::POST.as_str());
+        let api = match decided {
+            Some(api) => api,
+            None => {
                 self.stage = Stage::Passing;
                 return vec![wire::request_headers(wire::mutation(
                     &HeaderMap::new(),

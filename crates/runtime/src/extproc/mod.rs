@@ -73,7 +73,10 @@ impl Turn {
     /// reset); the exchange's report covers the request either way.
     async fn next(mut self) -> Option<(Vec<ProcessingResponse>, Turn)> {
         let message = self.inbound.message().await.ok()??;
-        let replies = self.exchange.step((self.app.pipeline(), &self.app.responses), message).await;
+        let replies = self
+            .exchange
+            .step((self.app.pipeline(), &self.app.responses), message)
+            .await;
         Some((replies, self))
     }
 }

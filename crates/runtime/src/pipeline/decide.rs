@@ -155,7 +155,11 @@ pub async fn decide(
             return Ok(Decision::Cached(hit));
         }
         CacheUse::Miss => answers.cache,
-        CacheUse::Bypass => Some(cache_step::passed(effects.cache, CacheResult::Bypass)),
+        // Bypassed by the cache step itself (its report is counted already), or by the route
+        // or the API before any lookup.
+        CacheUse::Bypass => answers
+            .cache
+            .or_else(|| Some(cache_step::passed(effects.cache, CacheResult::Bypass))),
         CacheUse::Skip => Some(cache_step::passed(effects.cache, CacheResult::Skip)),
         CacheUse::Undeclared | CacheUse::NotReached => None,
     };
@@ -285,8 +289,17 @@ async fn drive(
                         procedure.cache_answered(true);
                     }
                     Ok(Consulted::Forward(report)) => {
+                        // The client's directive or a body the cache cannot key bypasses it:
+                        // the procedure's decision says so, as the report does.
+                        if report
+                            .as_ref()
+                            .is_some_and(|r| r.result == CacheResult::Bypass)
+                        {
+                            procedure.cache_bypassed();
+                        } else {
+                            procedure.cache_answered(false);
+                        }
                         answers.cache = report;
-                        procedure.cache_answered(false);
                     }
                     Err(error) => {
                         answers.cache_error = true;

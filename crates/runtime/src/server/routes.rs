@@ -16,7 +16,7 @@ use crate::console;
 use crate::door;
 use crate::exposition::Format;
 use crate::headers::APPLICATION_JSON;
-use crate::openai::ApiError;
+use crate::openai::{Api, ApiError};
 use crate::pipeline::{self, body::ProxyBody, intake};
 use crate::responses_state;
 use crate::server::{admin, models_answer, outcome_access};
@@ -26,25 +26,28 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    if let Some(api) = door::proxied(&path) {
+        let pipeline = app.pipeline();
+        return match (api, &method) {
+            (Api::Chat, &Method::POST) => {
+                door::run(pipeline, &door::chat::Chat, request, started).await
+            }
+            (Api::Responses, &Method::POST) => {
+                let responses = door::responses::Responses {
+                    states: &app.responses,
+                };
+                door::run(pipeline, &responses, request, started).await
+            }
+            (Api::Messages, &Method::POST) => {
+                door::run(pipeline, &door::messages::Messages, request, started).await
+            }
+            (Api::Messages, _) => door::messages::refuse_method(pipeline, &request, started).await,
+            (Api::Chat | Api::Responses, _) => {
+                pipeline::refuse_method(pipeline, &request, started, "POST")
+            }
+        };
+    }
     match (path.as_str(), &method) {
-        ("/v1/chat/completions", &Method::POST) => {
-            door::run(app.pipeline(), &door::chat::Chat, request, started).await
-        }
-        ("/v1/responses", &Method::POST) => {
-            let responses = door::responses::Responses {
-                states: &app.responses,
-            };
-            door::run(app.pipeline(), &responses, request, started).await
-        }
-        ("/v1/messages", &Method::POST) => {
-            door::run(app.pipeline(), &door::messages::Messages, request, started).await
-        }
-        ("/v1/messages", _) => {
-            door::messages::refuse_method(app.pipeline(), &request, started).await
-        }
-        ("/v1/chat/completions" | "/v1/responses", _) => {
-            pipeline::refuse_method(app.pipeline(), &request, started, "POST")
-        }
         ("/v1/router/outcomes", &Method::POST) => outcomes(&app, request).await,
         ("/v1/router/outcomes", _) => not_allowed(&method, &path, "POST"),
         ("/v1/models", &Method::GET | &Method::HEAD) => {

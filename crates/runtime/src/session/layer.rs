@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use src_compiler::hir::{CheckedPolicy, ModelId, RouteId, SessionDef, StoreDef, TExpr, TExprKind};
 use src_compiler::request::RequestView;
-use src_dsl::ast::{FailMode, Missing, ProtectMode};
+use src_dsl::ast::{FailMode, Missing};
 
 use crate::headers::session as state;
 use crate::hooks::ModelSignals;
@@ -32,11 +32,12 @@ use crate::session::metrics::{
     StoreLabels, SwitchLabels,
 };
 use crate::session::pin::Pin;
-use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds, PROVIDER_STATE};
+use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds};
 use crate::session::store::{
     memory, redis, Cas, MemoryStore, OutcomeKey, OutcomeStats, Put, Recorded, RedisStore,
     SessionStore, StoreError, Verdict,
 };
+use src_compiler::continuity::{self, Switch};
 
 /// Rounds of the protocol before a pin that keeps changing under concurrent writers is given
 /// up on (each lost race adopts the winner's pin, so two rounds settle any ordinary race).
@@ -503,26 +504,24 @@ impl SessionLayer {
             if pinned == input.proposed {
                 return Ok((pinned, SessionState::Pinned, None));
             }
-            let held = if input.view.provider_state {
-                Some(PROVIDER_STATE.to_owned())
-            } else {
+            let policy_hold = if continuity::asks_holds(policy, input.view) {
                 self.holds(input, id, store, &pin, pinned, holds)
                     .await
                     .map_err(Stop::Holds)?
+            } else {
+                None
             };
-            let observe = policy
-                .protect
-                .as_ref()
-                .is_some_and(|p| p.mode == ProtectMode::Observe);
-            if let Some(rule) = &held {
-                if !observe {
+            let held = match continuity::settle(policy, input.view, policy_hold) {
+                Switch::Held(rule) => {
                     self.metrics
                         .holds
                         .get_or_create(&RuleLabels { rule: rule.clone() })
                         .inc();
-                    return Ok((pinned, SessionState::Held, held));
+                    return Ok((pinned, SessionState::Held, Some(rule)));
                 }
-            }
+                Switch::Observed(rule) => Some(rule),
+                Switch::Switched => None,
+            };
             let moved = pin.switched(proposed_name, route_name, now, held.as_deref());
             match store
                 .compare_and_set(id, &pin, &moved, ttl)

@@ -13,9 +13,8 @@ use src_compiler::CompiledPolicy;
 use crate::hooks::{BoxFuture, ModelSignals};
 use crate::session::store::OutcomeStats;
 
-/// The built-in hold, before the policy's own: a call that continues a conversation only its
-/// backend holds (`request.provider_state`) stays on the pinned model, its presumed owner.
-pub const PROVIDER_STATE: &str = "provider state";
+/// The built-in hold, before the policy's own (see [`src_compiler::continuity`]).
+pub use src_compiler::continuity::PROVIDER_STATE;
 
 /// A switch under consideration.
 #[derive(Debug, Clone, Copy, PartialEq)]

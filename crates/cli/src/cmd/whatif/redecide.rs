@@ -12,12 +12,12 @@
 
 use crate::cmd::explain::ModelRunner;
 use serde_json::Value;
+use src_compiler::continuity::{self, Switch};
 use src_compiler::eval::{HoldStep, ModelCall, ModelKind, ModelResult};
 use src_compiler::hir::{CheckedPolicy, LabelId, ModelId};
 use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
 use src_compiler::{CompiledPolicy, Next, Procedure, ProcedureError};
-use src_dsl::ast::ProtectMode;
 use src_runtime::record::model_name;
 
 /// A decision in names, as recorded and as re-decided.
@@ -258,7 +258,8 @@ pub fn redecide(
     }
 }
 
-/// Whether the new policy's `protect` keeps `pinned` against `proposed` (observe mode records
+/// Whether the new policy keeps `pinned` against `proposed`: the switch settled as the session
+/// layer settles it (the built-in `provider state` hold, then `protect`'s; observe mode records
 /// the hold but switches, so it keeps nothing).
 fn held(
     policy: &CompiledPolicy,
@@ -267,18 +268,34 @@ fn held(
     proposed: ModelId,
     answers: &mut ModelAnswers<'_>,
 ) -> Result<bool, String> {
-    let Some(protect) = &policy.checked.protect else {
-        return Ok(false);
+    let policy_hold = if continuity::asks_holds(&policy.checked, view) {
+        first_hold(policy, view, pinned, proposed, answers)?
+    } else {
+        None
     };
-    if protect.mode == ProtectMode::Observe {
-        return Ok(false);
-    }
+    Ok(matches!(
+        continuity::settle(&policy.checked, view, policy_hold),
+        Switch::Held(_)
+    ))
+}
+
+/// The name of the first of `protect`'s holds that holds for the switch.
+fn first_hold(
+    policy: &CompiledPolicy,
+    view: &RequestView,
+    pinned: ModelId,
+    proposed: ModelId,
+    answers: &mut ModelAnswers<'_>,
+) -> Result<Option<String>, String> {
+    let Some(protect) = &policy.checked.protect else {
+        return Ok(None);
+    };
     let mut evaluation = policy.evaluate(view);
     // Recent outcomes are not recorded: a hold that reads them does not hold, as for a new pin.
     for _ in 0..64 {
         match evaluation.hold_step(pinned, proposed, None, 0) {
-            HoldStep::Held(_) => return Ok(true),
-            HoldStep::NoHold => return Ok(false),
+            HoldStep::Held(i) => return Ok(protect.holds.get(i).map(|h| h.name.clone())),
+            HoldStep::NoHold => return Ok(None),
             HoldStep::Failed(_) => return Err("a model-backed `protect` hold failed".into()),
             HoldStep::NeedModels(calls) => {
                 let results = answers.answer(&calls)?;
@@ -289,4 +306,61 @@ fn held(
         }
     }
     Err("the `protect` holds did not settle".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use src_compiler::{check, compile, CheckOptions, EngineKind};
+
+    const POLICY: &str = r#"
+backend local { url = "http://127.0.0.1:9/v1" }
+model small { backend = local  serves = "org/small" }
+model big   { backend = local  serves = "org/big" }
+session { id = header("x-task") }
+signal hard = contains(prompt, ["prove"])
+route hard priority 10 { when hard  to big }
+route default { to small }
+"#;
+
+    fn policy() -> CompiledPolicy {
+        let source = src_compiler::load::from_texts(
+            std::path::PathBuf::from("."),
+            vec![(std::path::PathBuf::from("policy.sr"), POLICY.to_string())],
+        );
+        let outcome = check(source, &CheckOptions::default());
+        let checked = outcome.policy.unwrap_or_else(|| {
+            panic!("the policy checks: {:?}", outcome.diagnostics);
+        });
+        compile(checked, EngineKind::Interp).unwrap()
+    }
+
+    fn record(body: Value) -> Value {
+        json!({"api": "responses", "headers": [["x-task", "t1"]], "body": body,
+               "decision": {}, "session": {}, "models": []})
+    }
+
+    #[test]
+    fn a_turn_on_provider_state_stays_on_its_pin_as_serve_keeps_it() {
+        let policy = policy();
+        let mut runner = None;
+        // The router does not hold `resp_other`: the provider does, so the built-in hold keeps
+        // the turn on the pinned model although the route now proposes another.
+        let owned = record(json!({"model": "auto", "input": "prove it",
+                                  "previous_response_id": "resp_other"}));
+        let Redecided::Decided { outcome, .. } =
+            redecide(&policy, &owned, Some("small"), &mut runner)
+        else {
+            panic!("decided");
+        };
+        assert_eq!(outcome.model.as_deref(), Some("small"));
+        let fresh = record(json!({"model": "auto", "input": "prove it"}));
+        let Redecided::Decided { outcome, .. } =
+            redecide(&policy, &fresh, Some("small"), &mut runner)
+        else {
+            panic!("decided");
+        };
+        assert_eq!(outcome.model.as_deref(), Some("big"));
+    }
 }

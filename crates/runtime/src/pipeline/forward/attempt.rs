@@ -148,7 +148,10 @@ pub(super) async fn try_candidates<'p, T: Transport>(
             continue;
         };
         let Some(endpoint) = snapshot.endpoints.get(model.backend.index()) else {
-            attempts.failed(model_id, Why::Body("the model's backend has no endpoint".into()));
+            attempts.failed(
+                model_id,
+                Why::Body("the model's backend has no endpoint".into()),
+            );
             continue;
         };
         let moved = request

@@ -83,4 +83,3 @@ pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         }
     }
 }
-

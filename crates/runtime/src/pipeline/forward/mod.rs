@@ -40,9 +40,9 @@ use crate::otel::key;
 use crate::pipeline::answer::answer_error;
 use crate::pipeline::body::{ProxyBody, Rewrite};
 use crate::pipeline::completion::Completion;
+use crate::pipeline::continuation::Continuation;
 use crate::pipeline::decide::Plan;
 use crate::policy_store::Snapshot;
-use crate::pipeline::continuation::Continuation;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
 

@@ -88,4 +88,3 @@ pub(super) fn relay(
     *response.body_mut() = ProxyBody::Relay(Box::new(relay));
     response
 }
-

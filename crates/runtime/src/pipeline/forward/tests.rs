@@ -8,9 +8,9 @@ use http_body_util::BodyExt;
 use src_compiler::hir::RouteId;
 
 use super::*;
-use hyper::header::{HeaderMap, HeaderName};
 use crate::hooks::NoModelSignals;
 use crate::pipeline::fakes;
+use hyper::header::{HeaderMap, HeaderName};
 
 const POLICY: &str = r#"
 backend gpu { url = "http://127.0.0.1:9/v1" }
