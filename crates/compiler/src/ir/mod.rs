@@ -21,8 +21,6 @@ pub mod listing;
 mod lower;
 mod row;
 mod stages;
-#[cfg(test)]
-mod tests;
 
 pub use lower::{lower, LowerError};
 pub use row::{Row, Slot};
@@ -587,3 +585,6 @@ impl Program {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,8 +12,6 @@
 
 mod abi;
 mod emit;
-#[cfg(test)]
-mod tests;
 
 use crate::hir::{BlockId, RouteId};
 use crate::ir::{CondId, HoldOutcome, Outcome, Program, Row, Slot, Verdict};
@@ -255,3 +253,6 @@ fn define_part(
         emit::scan(b, row, program, range, scan_start, exit)
     })
 }
+
+#[cfg(test)]
+mod tests;

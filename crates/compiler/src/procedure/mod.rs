@@ -18,9 +18,6 @@
 //! cannot cache) or skipped (`skip when`); the session unless a block redirected; then the order
 //! in which models are tried.
 
-#[cfg(test)]
-mod tests;
-
 use crate::compiled::target::{self, Target};
 use crate::compiled::CompiledPolicy;
 use crate::eval::{CacheStep, GiveError};
@@ -454,3 +451,6 @@ fn candidates(policy: &CheckedPolicy, route: Option<RouteId>, first: ModelId) ->
     });
     candidates
 }
+
+#[cfg(test)]
+mod tests;
