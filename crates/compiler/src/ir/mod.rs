@@ -137,7 +137,7 @@ pub enum Atom {
     /// Two slots: the top label and its confidence.
     Classify(ClassifierId, TextExpr),
     Guard(GuardId, TextExpr),
-    /// The examples are shared with every [`crate::eval::ModelCall`] of the atom, not copied.
+    /// The examples are shared with every model call made for the atom, not copied.
     Similarity(EncoderId, TextExpr, std::sync::Arc<[String]>),
     Pinned,
     Proposed,

@@ -157,7 +157,7 @@ enum Scan {
 /// Conditions per compiled function. Code generation time grows faster than linearly with
 /// function size (measured: 100 routes 12 ms, 1,000 routes 240 ms as one function), so a long
 /// scan is split into parts that an entry function calls in order.
-const PART: usize = 64;
+pub(crate) const PART: usize = 64;
 
 fn define(module: &mut JITModule, program: &Program, scan: Scan) -> Result<FuncId, JitError> {
     let (name, range) = match scan {
@@ -253,6 +253,3 @@ fn define_part(
         emit::scan(b, row, program, range, scan_start, exit)
     })
 }
-
-#[cfg(test)]
-mod tests;
