@@ -49,7 +49,7 @@ impl Analysis {
     }
 
     /// The structural key of an expression; a signal has the key of its definition.
-    fn canon(&mut self, e: &TExpr) -> Key {
+    pub(super) fn canon(&mut self, e: &TExpr) -> Key {
         use TExprKind as K;
         if let K::Signal(s) = &e.kind {
             if let Some(k) = self.signal_keys.get(s.index()) {

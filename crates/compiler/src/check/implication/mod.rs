@@ -145,3 +145,6 @@ impl Checker<'_> {
         self.report(d);
     }
 }
+
+#[cfg(test)]
+mod tests;
