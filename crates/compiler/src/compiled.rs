@@ -3,18 +3,21 @@
 //!
 //! Besides the lowered program and its engine, compiling prepares everything a request would
 //! otherwise rebuild: one phrase automaton per phrase-list atom (the split phrase words of a
-//! `fuzzy` list), one regex per regex atom, and
-//! which atoms a `block` depends on (a failing model behind a block fails closed by default).
+//! `fuzzy` list), one regex per regex atom, which atoms a `block` depends on (a failing model
+//! behind a block fails closed by default), and the [`target`] table of what a request's `model`
+//! names.
+
+pub mod target;
 
 use crate::engine::{DecisionEngine, EngineKind, Interpreter};
 use crate::hir::CheckedPolicy;
 use crate::ir::{lower, Atom, Inst, LowerError, NodeId, Program};
 use crate::jit::{JitError, JitPolicy};
-use crate::procedure::target::{self, Target};
 use crate::text::{FuzzySet, PhraseSet};
 use regex::Regex;
 use std::collections::HashMap;
 use std::sync::Arc;
+use target::Target;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {

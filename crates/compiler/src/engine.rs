@@ -68,3 +68,6 @@ impl DecisionEngine for JitPolicy {
         JitPolicy::hold(self, row)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,6 @@
 //! Checked policies built directly, without the parser: small constructors for typed
 //! expressions and a builder with a fixed catalog (two models, one classifier `domain`, one
-//! guard, one encoder; more models on request).
+//! guard, one encoder; more models on request), and one worked example, [`routing_example`].
 //!
 //! For tests and benchmarks only: unit tests see it as `crate::fixture`; integration tests and
 //! benches get it through the `fixtures` feature, which the crate's dev-dependency on itself
@@ -343,4 +343,40 @@ impl PolicyBuilder {
     pub fn build(&self) -> CheckedPolicy {
         self.policy.clone()
     }
+}
+
+/// The routing policy of `tests/corpus/parse/ok/spec_routing.sr`, plus a cache skip.
+pub fn routing_example() -> CheckedPolicy {
+    let class = Type::Class(ClassSet::Classifier(DOMAIN));
+    let mut pb = PolicyBuilder::new();
+    let topic = pb.signal("topic", classify(prompt()));
+    let attack = pb.signal("attack", guard(prompt()));
+    let code_talk = pb.signal(
+        "code_talk",
+        contains(prompt(), &["stack trace", "compile error", "segfault"]),
+    );
+    pb.block(
+        "jailbreak",
+        cmp(CmpOp::Gt, sig(attack, Type::Score), float(0.7)),
+    )
+    .route(
+        "hard_math",
+        Some(and(
+            is(sig(topic, class), &[MATH]),
+            cmp(CmpOp::Gt, tokens(history()), int(2000)),
+        )),
+        STRONG,
+    )
+    .route(
+        "coding",
+        Some(or(
+            is(sig(topic, class), &[CODE]),
+            sig(code_talk, Type::Bool),
+        )),
+        STRONG,
+    )
+    .route("default", None, SMALL)
+    .hold("tool call in flight", request(RequestField::ToolLoop))
+    .skip_cache_when(cmp(CmpOp::Eq, header("x-no-cache"), s("1")));
+    pb.build()
 }

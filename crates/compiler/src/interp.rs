@@ -500,3 +500,6 @@ fn ordered<T: Ord>(op: CmpOp, a: &T, b: &T) -> bool {
         CmpOp::Ge => a >= b,
     }
 }
+
+#[cfg(test)]
+mod tests;

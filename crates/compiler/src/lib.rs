@@ -1,28 +1,40 @@
 //! The `.sr` compiler: a policy directory in, an immutable [`CompiledPolicy`] out, and the two
-//! engines that decide requests with it. The modules, phases first, in order:
+//! engines that decide requests with it.
 //!
-//! - [`load`](mod@load): `.sr` files from disk, parsed, with their source map.
-//! - [`check`](mod@check): names, types, catalogs and model directories; every diagnostic.
-//! - [`hir`]: the checked policy: names resolved to table indices, every expression typed.
-//! - [`ir`]: `lower` into the one IR both engines run, its listing, the row of slots they read.
-//! - [`compiled`]: `compile`: the lowered program with its engine, phrase automata and regexes.
-//! - [`engine`]: the [`DecisionEngine`] trait that puts both engines behind one interface.
-//! - [`interp`]: the reference interpreter, the executable meaning of the IR.
-//! - [`jit`]: the Cranelift JIT; its `abi` module holds the workspace's only `unsafe`.
-//! - [`request`]: the facts of one OpenAI-style request that policies read.
-//! - [`eval`]: staged evaluation of a request, computing only the atoms its decision needs.
-//! - [`procedure`]: the request procedure every front door drives: blocks, the model asked
-//!   for, routes, cache and session asks, the order of models to try; IO-free.
-//! - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
-//! - [`language`]: `language(TEXT)`: its label set and detector.
-//! - [`continuity`]: the switch protocol: how a switch away from a session's pin settles.
-//! - [`failover`]: the failover machine: which candidate is sent next, and how attempts end.
-//! - [`explain`]: one request decided offline with its trace, for `src explain` and the console.
-//! - [`testing`]: a policy's `test` blocks, run offline on a chosen engine.
-//! - [`vocabulary`]: the language's builtins (name, signature, doc, snippet), read by the
-//!   checker, the language server and the docs' table.
-//! - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
-//! - `fixture` (unit tests, `fixtures` feature): checked policies built without the parser.
+//! The top-level modules form layers: a module uses only modules of lower layers, never one of
+//! its own layer or above, so no two modules import each other, however indirectly. Unit tests
+//! follow the same rule, so a test that runs two siblings lives in the module above both (the
+//! semantics tables that run the interpreter and the JIT are `engine`'s). From the bottom:
+//!
+//! 0. Leaves, using no other module of the crate:
+//!    - [`load`](mod@load): `.sr` files from disk, parsed, with their source map.
+//!    - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
+//!    - [`language`]: `language(TEXT)`: its label set and detector.
+//!    - [`request`]: the facts of one OpenAI-style request that policies read.
+//!    - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
+//! 1. [`hir`]: the checked policy: names resolved to table indices, every expression typed.
+//! 2. Over the HIR:
+//!    - [`vocabulary`]: the language's builtins (name, signature, doc, snippet), read by the
+//!      checker, the language server and the docs' table.
+//!    - `fixture` (unit tests, `fixtures` feature): checked policies built without the parser.
+//!    - [`failover`]: the failover machine: which candidate is sent next, and how attempts end.
+//!    - [`continuity`]: the switch protocol: how a switch away from a session's pin settles.
+//! 3. The phases on either side of the HIR, `check` making it and `lower` reading it:
+//!    - [`check`](mod@check): names, types, catalogs and model directories; every diagnostic.
+//!    - [`ir`]: `lower` into the one IR both engines run, its listing, the row of slots they
+//!      read.
+//! 4. The two engines, siblings over the IR:
+//!    - [`interp`]: the reference interpreter, the executable meaning of the IR.
+//!    - [`jit`]: the Cranelift JIT; its `abi` module holds the workspace's only `unsafe`.
+//! 5. [`engine`]: the [`DecisionEngine`] trait that puts both engines behind one interface.
+//! 6. [`compiled`]: `compile`: the lowered program with its engine, phrase automata, regexes
+//!    and the table of what a request's `model` names.
+//! 7. [`eval`]: staged evaluation of a request, computing only the atoms its decision needs.
+//! 8. [`procedure`]: the request procedure every front door drives: blocks, the model asked
+//!    for, routes, cache and session asks, the order of models to try; IO-free.
+//! 9. [`testing`]: a policy's `test` blocks, run offline on a chosen engine.
+//! 10. [`explain`]: one request decided offline with its trace, for `src explain` and the
+//!     console.
 
 pub mod check;
 pub mod compiled;

@@ -253,7 +253,7 @@ fn models_list(policy: &CheckedPolicy, created: u64) -> Bytes {
         }
     }
     for model in &policy.models {
-        let serving = src_compiler::procedure::target::models_serving(policy, &model.serves);
+        let serving = src_compiler::compiled::target::models_serving(policy, &model.serves);
         if serving.len() == 1 && listed.insert(&model.serves) {
             data.push(json!({
                 "id": model.serves, "object": "model", "created": created,

@@ -36,9 +36,6 @@ mod types;
 mod unused;
 mod wire;
 
-#[cfg(test)]
-mod unit_tests;
-
 use crate::hir::{
     BackendDef, BlockDef, CacheDef, CheckedPolicy, ClassifierDef, EncoderDef, FailureDef, GuardDef,
     ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr, TestDef,
@@ -314,3 +311,6 @@ fn quote(s: &str) -> String {
     out.push('"');
     out
 }
+
+#[cfg(test)]
+mod unit_tests;

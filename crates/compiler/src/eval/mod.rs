@@ -16,8 +16,6 @@
 //! [`Step::Failed`]: the runtime answers 503.
 
 mod atoms;
-#[cfg(test)]
-mod tests;
 
 use crate::compiled::CompiledPolicy;
 use crate::hir::{ClassSet, ClassifierId, EncoderId, GuardId, LabelId, ModelId, SignalId, Value};
@@ -625,3 +623,6 @@ fn kind_name(kind: SlotKind) -> &'static str {
         SlotKind::Model => "a model",
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,8 +21,6 @@ pub mod listing;
 mod lower;
 mod row;
 mod stages;
-#[cfg(test)]
-mod tests;
 
 pub use lower::{lower, LowerError};
 pub use row::{Row, Slot};
@@ -139,7 +137,7 @@ pub enum Atom {
     /// Two slots: the top label and its confidence.
     Classify(ClassifierId, TextExpr),
     Guard(GuardId, TextExpr),
-    /// The examples are shared with every [`crate::eval::ModelCall`] of the atom, not copied.
+    /// The examples are shared with every model call made for the atom, not copied.
     Similarity(EncoderId, TextExpr, std::sync::Arc<[String]>),
     Pinned,
     Proposed,
@@ -587,3 +585,6 @@ impl Program {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,8 +12,6 @@
 
 mod abi;
 mod emit;
-#[cfg(test)]
-mod tests;
 
 use crate::hir::{BlockId, RouteId};
 use crate::ir::{CondId, HoldOutcome, Outcome, Program, Row, Slot, Verdict};
@@ -159,7 +157,7 @@ enum Scan {
 /// Conditions per compiled function. Code generation time grows faster than linearly with
 /// function size (measured: 100 routes 12 ms, 1,000 routes 240 ms as one function), so a long
 /// scan is split into parts that an entry function calls in order.
-const PART: usize = 64;
+pub(crate) const PART: usize = 64;
 
 fn define(module: &mut JITModule, program: &Program, scan: Scan) -> Result<FuncId, JitError> {
     let (name, range) = match scan {

@@ -18,10 +18,7 @@
 //! cannot cache) or skipped (`skip when`); the session unless a block redirected; then the order
 //! in which models are tried.
 
-pub mod target;
-#[cfg(test)]
-mod tests;
-
+use crate::compiled::target::{self, Target};
 use crate::compiled::CompiledPolicy;
 use crate::eval::{CacheStep, GiveError};
 use crate::eval::{Evaluation, FailedModels, ModelCall, ModelResult, Step, SupplyError};
@@ -29,7 +26,6 @@ use crate::hir::{BlockActionDef, BlockId, CheckedPolicy, ModelId, RouteId, Signa
 use crate::ir::{CondOwner, Outcome, Verdict};
 use crate::request::RequestView;
 use src_dsl::ast::FailMode;
-pub use target::Target;
 
 /// What the route step proposed, before the cache and the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,3 +461,6 @@ fn candidates(policy: &CheckedPolicy, route: Option<RouteId>, first: ModelId) ->
     });
     candidates
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,12 +1,12 @@
-//! Semantics tables, each case run on the interpreter and the JIT: the expected values come
+//! Semantics tables, each case run on both engines, the interpreter and the JIT: the expected values come
 //! from the language rules (Kleene logic, wrapping integers, IEEE floats), not from either
 //! engine.
 
-use super::JitPolicy;
 use crate::fixture::*;
 use crate::hir::{ArithOp, CmpOp, RequestField, RouteId, Type};
 use crate::interp;
 use crate::ir::{lower, Atom, HoldOutcome, Outcome, Program, Row, Slot, TextExpr, Verdict};
+use crate::jit::{JitPolicy, PART};
 
 /// Bool inputs `p`, `q`; int inputs `x`, `y`; float inputs `f`, `g`.
 fn p() -> crate::hir::TExpr {
@@ -286,7 +286,7 @@ fn jit_policy_is_send_and_sync() {
 fn long_scans_split_into_parts_agree_with_the_interpreter() {
     // More conditions than one compiled part holds, for both scans, with the decisive
     // condition in every part in turn.
-    let n = 3 * super::PART as i64 + 5;
+    let n = 3 * PART as i64 + 5;
     let mut pb = PolicyBuilder::new();
     let safe = pb.signal("safe", cmp(CmpOp::Lt, f(), float(0.5)));
     pb.block("b", and(p(), cmp(CmpOp::Gt, x(), int(n))));
@@ -336,7 +336,9 @@ fn long_scans_split_into_parts_agree_with_the_interpreter() {
     // The rows reached decisions in several parts, not just the first.
     let late = decided
         .iter()
-        .filter(|o| matches!(o, Outcome::Decided(Verdict::Route(RouteId(r))) if *r as usize > 2 * super::PART))
+        .filter(
+            |o| matches!(o, Outcome::Decided(Verdict::Route(RouteId(r))) if *r as usize > 2 * PART),
+        )
         .count();
     assert!(late > 0, "{decided:?}");
 }
