@@ -12,7 +12,7 @@
 //! - [`from_chat`] and [`stream`]: a chat answer, whole or streamed, as Messages;
 //! - [`translate`]: the relayed answer rewritten on its way to the client.
 //!
-//! The door itself is [`crate::door::messages`].
+//! The door itself is `door::messages`, above this module.
 
 pub mod dialect;
 pub mod from_chat;

@@ -9,7 +9,7 @@
 pub enum Api {
     Chat,
     Responses,
-    /// Anthropic's `/v1/messages` (see [`crate::anthropic`]).
+    /// Anthropic's `/v1/messages` (docs/anthropic.md).
     Messages,
 }
 

@@ -1,5 +1,5 @@
 //! The steps of a proxied request (docs/language.md, "What happens to a request"), one module
-//! per step; the front doors drive them through [`crate::door`]:
+//! per step; the front doors (the `door` module, above this one) drive them:
 //!
 //! - [`intake`]: read the body within its limit and extract the request's facts;
 //! - [`decide`]: blocks, model resolution, routes, then the response cache ([`cache_step`]) and

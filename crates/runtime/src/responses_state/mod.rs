@@ -20,7 +20,7 @@
 //! - [`capture`]: a relayed answer (JSON or event stream) turned into a stored response;
 //! - [`endpoints`]: `GET`/`DELETE /v1/responses/{id}` and its `input_items`.
 //!
-//! The request path of `POST /v1/responses` is the door [`crate::door::responses`].
+//! The request path of `POST /v1/responses` is the door `door::responses`, above this module.
 
 pub mod capture;
 pub mod chain;
