@@ -8,6 +8,7 @@
 use serde_json::{json, Value as Json};
 
 use crate::eval::{ModelCall, ModelKind, ModelResult};
+use crate::failover::{Attempts, Next as FailoverNext, Wire};
 use crate::hir::{CheckedPolicy, SignalId, TExprKind, Value};
 use crate::interp::Trace;
 use crate::ir::CondOwner;
@@ -58,10 +59,14 @@ pub enum ExplainError {
     Procedure(String),
 }
 
-/// Decides `request` offline and reports why, as `src explain --format json` prints it.
+/// Decides `request` (which came in through `wire`) offline and reports why, as `src explain
+/// --format json` prints it. Its `model` is the candidate the failover machine sends to first
+/// with every backend up and nothing cooling down (a backend that does not speak `wire`, or a
+/// context too small, is skipped as `src serve` skips it, and listed under `unsendable`).
 pub fn explain(
     policy: &CompiledPolicy,
     request: &RequestView,
+    wire: Wire,
     givens: &[(SignalId, Value)],
     models: &mut dyn ModelAnswers,
 ) -> Result<Json, ExplainError> {
@@ -110,7 +115,12 @@ pub fn explain(
     let route = decision
         .route
         .map(|r| checked.routes[r.index()].name.clone());
-    let model = decision.candidates.first().copied();
+    let mut attempts = Attempts::new(decision.candidates.clone(), wire, None);
+    let model = match attempts.next(checked, request, |_| None) {
+        FailoverNext::Send { model, .. } => Some(model),
+        FailoverNext::Done(_) => None,
+    };
+    let unsendable = attempts.fallback_list(checked);
     let signals: serde_json::Map<String, Json> = evaluation
         .signal_values()
         .into_iter()
@@ -139,6 +149,7 @@ pub fn explain(
         "serves": model_def.map(|m| m.serves.clone()),
         "backend": model_def.map(|m| checked.backends[m.backend.index()].name.clone()),
         "candidates": candidates,
+        "unsendable": unsendable,
         "signals": signals,
         "skipped": skipped,
         "trace": trace_json(checked, &trace),
@@ -243,4 +254,47 @@ fn trace_json(checked: &CheckedPolicy, trace: &Trace) -> Json {
         })
         .collect();
     Json::Array(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check, compile, CheckOptions, EngineKind};
+
+    struct NoModels;
+
+    impl ModelAnswers for NoModels {
+        fn answer(
+            &mut self,
+            _: &CheckedPolicy,
+            _: &[ModelCall],
+        ) -> Result<Vec<ModelResult>, ModelsUnavailable> {
+            Err(ModelsUnavailable::CannotRun("none here".into()))
+        }
+    }
+
+    #[test]
+    fn the_model_is_the_first_candidate_whose_backend_speaks_the_api() {
+        let text = r#"
+backend local  { url = "http://127.0.0.1:9/v1" }
+backend claude { url = "http://127.0.0.1:8/v1"  api = anthropic }
+model small { backend = local   serves = "org/small" }
+model big   { backend = claude  serves = "claude-big" }
+route default { to big else small }
+"#;
+        let source = crate::load::from_texts(
+            std::path::PathBuf::from("."),
+            vec![(std::path::PathBuf::from("p.sr"), text.to_string())],
+        );
+        let outcome = check(source, &CheckOptions::default());
+        assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+        let policy = compile(outcome.policy.unwrap(), EngineKind::Interp).unwrap();
+        let view = RequestView::from_prompt("hello", None, Vec::<(String, String)>::new());
+        let chat = explain(&policy, &view, Wire::Chat, &[], &mut NoModels).unwrap();
+        assert_eq!(chat["model"], "small");
+        assert_eq!(chat["unsendable"], json!(["big:api"]));
+        assert_eq!(chat["candidates"], json!(["big", "small"]));
+        let messages = explain(&policy, &view, Wire::Messages, &[], &mut NoModels).unwrap();
+        assert_eq!(messages["model"], "big");
+    }
 }

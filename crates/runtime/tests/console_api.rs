@@ -326,7 +326,13 @@ async fn the_explain_box_answers_what_the_compilers_explainer_answers() -> TestR
             ))
         }
     }
-    let direct = src_compiler::explain::explain(&policy, &view, &[], &mut NoModels)?;
+    let direct = src_compiler::explain::explain(
+        &policy,
+        &view,
+        src_compiler::failover::Wire::Chat,
+        &[],
+        &mut NoModels,
+    )?;
     assert_eq!(e, direct);
 
     // A default-route prompt: the trace says why the higher route lost.

@@ -12,6 +12,7 @@ use anyhow::{anyhow, Context, Result};
 use serde_json::Value as Json;
 use src_compiler::eval::{ModelCall, ModelResult};
 use src_compiler::explain::{ExplainError, ModelAnswers, ModelsUnavailable};
+use src_compiler::failover::Wire;
 use src_compiler::hir::{CheckedPolicy, LabelId, Type, Value};
 use src_compiler::request::RequestView;
 use src_compiler::{compile, CompiledPolicy};
@@ -71,7 +72,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     if args.ir {
         println!("{}", policy.program.listing());
     }
-    let explanation = explain(&policy, &request, &givens)?;
+    let explanation = explain(&policy, (&request.0, request.1), &givens)?;
     match args.format {
         Format::Json => println!("{}", explanation),
         Format::Human => print_human(&explanation),
@@ -79,9 +80,9 @@ pub fn run(args: Args) -> Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-fn build_request(args: &Args, headers: &[(String, String)]) -> Result<RequestView> {
+fn build_request(args: &Args, headers: &[(String, String)]) -> Result<(RequestView, Wire)> {
     if let Some(prompt) = &args.prompt {
-        return Ok(RequestView::from_prompt(prompt, None, headers));
+        return Ok((RequestView::from_prompt(prompt, None, headers), Wire::Chat));
     }
     let path = args
         .request
@@ -91,12 +92,13 @@ fn build_request(args: &Args, headers: &[(String, String)]) -> Result<RequestVie
         .with_context(|| format!("cannot read `{}`", path.display()))?;
     let body: Json = serde_json::from_str(&text)
         .with_context(|| format!("`{}` is not valid JSON", path.display()))?;
-    let view = if body.get("input").is_some() && body.get("messages").is_none() {
-        RequestView::from_responses(&body, headers)
+    let (view, wire) = if body.get("input").is_some() && body.get("messages").is_none() {
+        (RequestView::from_responses(&body, headers), Wire::Responses)
     } else {
-        RequestView::from_chat(&body, headers)
+        (RequestView::from_chat(&body, headers), Wire::Chat)
     };
-    view.with_context(|| format!("`{}` is not a valid request", path.display()))
+    let view = view.with_context(|| format!("`{}` is not a valid request", path.display()))?;
+    Ok((view, wire))
 }
 
 /// Parses `SIGNAL=VALUE` by the signal's type.
@@ -144,14 +146,16 @@ fn parse_given(
 /// ONNX runtime (started on the first call that needs it).
 fn explain(
     policy: &CompiledPolicy,
-    request: &RequestView,
+    (request, wire): (&RequestView, Wire),
     givens: &[(src_compiler::hir::SignalId, Value)],
 ) -> Result<Json> {
     let mut models = LazyRunner(None);
-    src_compiler::explain::explain(policy, request, givens, &mut models).map_err(|e| match e {
-        ExplainError::Given(e) => anyhow!("--given: {e}"),
-        other => anyhow!("{other}"),
-    })
+    src_compiler::explain::explain(policy, request, wire, givens, &mut models).map_err(
+        |e| match e {
+            ExplainError::Given(e) => anyhow!("--given: {e}"),
+            other => anyhow!("{other}"),
+        },
+    )
 }
 
 /// The model runtime, loaded when a request first needs it.
@@ -232,6 +236,15 @@ fn print_human(e: &Json) {
     }
     if let (Some(m), Some(serves), Some(backend)) = (s("model"), s("serves"), s("backend")) {
         println!("  model `{m}` = `{serves}` on backend `{backend}`");
+    }
+    let unsendable: Vec<&str> = e["unsendable"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .collect();
+    if !unsendable.is_empty() {
+        println!("  skipped before it: {}", unsendable.join(", "));
     }
     let tried: Vec<&str> = e["candidates"]
         .as_array()

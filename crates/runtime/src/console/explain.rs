@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use src_compiler::eval::{ModelCall, ModelResult};
 use src_compiler::explain::{explain, ModelAnswers, ModelsUnavailable};
+use src_compiler::failover::Wire;
 use src_compiler::hir::CheckedPolicy;
 use src_compiler::request::RequestView;
 
@@ -26,18 +27,18 @@ pub async fn answer(
 ) -> Result<Value, ApiError> {
     let body: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
-    let view = request_view(&body)?;
+    let (view, wire) = request_view(&body)?;
     let handle = tokio::runtime::Handle::current();
     let decided = tokio::task::spawn_blocking(move || {
         let mut runner = Runner { models, handle };
-        explain(&snapshot.compiled, &view, &[], &mut runner)
+        explain(&snapshot.compiled, &view, wire, &[], &mut runner)
     })
     .await
     .map_err(|e| ApiError::internal(format!("the explain task failed: {e}")))?;
     decided.map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-fn request_view(body: &Value) -> Result<RequestView, ApiError> {
+fn request_view(body: &Value) -> Result<(RequestView, Wire), ApiError> {
     let headers: Vec<(String, String)> = match body.get("headers") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Object(map)) => map
@@ -53,17 +54,22 @@ fn request_view(body: &Value) -> Result<RequestView, ApiError> {
         let prompt = prompt
             .as_str()
             .ok_or_else(|| ApiError::bad_request("`prompt` must be a string"))?;
-        return Ok(RequestView::from_prompt(prompt, None, &headers));
+        return Ok((RequestView::from_prompt(prompt, None, &headers), Wire::Chat));
     }
     let request = body
         .get("request")
         .ok_or_else(|| ApiError::bad_request("give `prompt` or `request`"))?;
-    let view = if request.get("input").is_some() && request.get("messages").is_none() {
-        RequestView::from_responses(request, &headers)
+    let (view, wire) = if request.get("input").is_some() && request.get("messages").is_none() {
+        (
+            RequestView::from_responses(request, &headers),
+            Wire::Responses,
+        )
     } else {
-        RequestView::from_chat(request, &headers)
+        (RequestView::from_chat(request, &headers), Wire::Chat)
     };
-    view.map_err(|e| ApiError::bad_request(format!("`request` is not a valid request: {e}")))
+    let view =
+        view.map_err(|e| ApiError::bad_request(format!("`request` is not a valid request: {e}")))?;
+    Ok((view, wire))
 }
 
 /// The server's model runtime, driven from the explainer's blocking thread.
