@@ -41,10 +41,10 @@ for bin in "${binaries[@]}"; do
   # `> callee (Nx)` (valgrind 3.19) or `=> callee (Nx)`; no match leaves 0, reported below.
   requests=$({ grep -E '(^|[[:space:]])=?> +.*sim::request::GenerateRequest::parse \(' <<<"$tree" || true; } |
     sed -E 's/.*\(([0-9,]+)x\).*$/\1/' | tr -d , | awk '{s += $1} END {print s + 0}')
-  # The request handler's future, polled from the server's connection task (the handler is
-  # `pipeline::handle` now, `proxy::handle` in older builds).
+  # The request handler's future, polled from the server's connection task (the handler is the
+  # door driver's `door::run` now, `pipeline::handle` or `proxy::handle` in older builds).
   router=$(callgrind_annotate --auto=no --inclusive=yes "$out" 2>/dev/null |
-    { grep -E 'src_runtime::(pipeline|proxy)::handle::\{\{closure\}\} \[' || true; } | head -n 1 |
+    { grep -E 'src_runtime::(door::run|pipeline::handle|proxy::handle)(<[^ ]*>)?::\{\{closure\}\} \[' || true; } | head -n 1 |
     awk '{print $1}' | tr -d ,)
   if [ "${requests:-0}" -eq 0 ] || [ -z "$router" ]; then
     echo "$bin: no routed requests counted" >&2

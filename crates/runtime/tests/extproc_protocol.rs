@@ -549,3 +549,37 @@ async fn a_model_cooling_down_is_skipped_as_the_proxy_skips_it() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_backend_that_does_not_speak_the_api_is_skipped_as_the_proxy_skips_it() -> TestResult {
+    // `big` is on an Anthropic backend: a chat request has no form it could take there.
+    let policy = r#"
+backend sim    { url = "http://127.0.0.1:9/v1"  simulated = true }
+backend claude { url = "http://127.0.0.1:9/v1"  api = anthropic }
+model small { backend = sim     serves = "Qwen/Qwen3-0.6B" }
+model big   { backend = claude  serves = "claude-sonnet-4-5" }
+route default { to big else small }
+"#;
+    let router = Router::start_with(policy, |cfg| {
+        cfg.extproc = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    })
+    .await?;
+    let addr = router.server.extproc_addr.ok_or("no external processor")?;
+    let mut stream = Stream::open(addr).await?;
+    stream
+        .ask(headers(&post("/v1/chat/completions"), false))
+        .await?;
+    let sent = stream.ask(body(&user("hello"))).await?;
+    assert_eq!(sent.body()?["model"], "Qwen/Qwen3-0.6B");
+    assert_eq!(sent.set_headers()?["x-selected-model"], "Qwen/Qwen3-0.6B");
+    let answered = stream.ask(response_headers("200")).await?;
+    let decision = answered.set_headers()?;
+    assert_eq!(decision["x-sr-model"], "small");
+    assert_eq!(decision["x-sr-fallbacks"], "big:api");
+
+    // The proxy door answers from the same model.
+    let proxied = router.chat(&user("hello"), &[]).await?;
+    assert_eq!(proxied.header("x-sr-model"), Some("small"));
+    assert_eq!(proxied.header("x-sr-fallbacks"), Some("big:api"));
+    Ok(())
+}

@@ -387,6 +387,35 @@ async fn a_slow_body_is_a_408() -> TestResult {
     still_serves(&router).await
 }
 
+#[tokio::test]
+async fn a_slow_body_is_a_408_on_every_door_in_its_own_error_shape() -> TestResult {
+    let router = Router::start_with(POLICY, |cfg| {
+        cfg.limits.body_read_timeout = Duration::from_millis(300);
+    })
+    .await?;
+    for (path, kind) in [
+        ("/v1/chat/completions", "\"request_timeout\""),
+        ("/v1/responses", "\"request_timeout\""),
+        ("/v1/messages", "\"type\":\"error\""),
+    ] {
+        let mut slow = TcpStream::connect(router.server.addr).await?;
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+             content-length: 100\r\n\r\n{{\"model\":"
+        );
+        slow.write_all(head.as_bytes()).await?;
+        let raw = read_answer(&mut slow).await?;
+        assert_eq!(
+            status_line(&raw),
+            "HTTP/1.1 408 Request Timeout",
+            "{path}: {raw}"
+        );
+        assert!(raw.contains(kind), "{path}: {raw}");
+    }
+    assert_eq!(upstream_requests(&router), 0);
+    still_serves(&router).await
+}
+
 /// Reads one answer (its head and a `content-length` body) from `stream`.
 async fn read_answer(stream: &mut TcpStream) -> TestResult<String> {
     let mut out = Vec::new();
