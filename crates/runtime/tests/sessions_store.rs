@@ -340,11 +340,11 @@ async fn redis_keys_expire_and_follow_the_documented_layout() {
         .put_if_absent(&key, &Pin::first("small", None, T0), 100)
         .await
         .unwrap();
-    let ttl = server.command("PTTL sr:v1:pin:tenant:short-lived");
+    let ttl = server.command("PTTL sr:v1:{tenant:short-lived}:pin");
     let remaining: i64 = ttl.trim().trim_start_matches(':').parse().unwrap();
     assert!((1..=200).contains(&remaining), "PTTL answered {ttl}");
     assert!(server
-        .command("HGET sr:v1:pin:tenant:short-lived m")
+        .command("HGET sr:v1:{tenant:short-lived}:pin m")
         .contains("small"));
     let mut gone = false;
     for _ in 0..100 {

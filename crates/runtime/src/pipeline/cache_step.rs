@@ -18,19 +18,20 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
-use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId, StoreDef};
+use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId};
 use src_compiler::request::RequestView;
-use src_dsl::ast::FailMode;
 
 use crate::cache::directive::Directive;
 use crate::cache::fill::Fill;
 use crate::cache::layer::{CacheLayer, DEFAULT_TTL_MS};
 use crate::cache::replay;
 use crate::cache::scope::{self, ScopeParts};
-use crate::cache::store::{CacheError, Nearest};
+use crate::cache::store::Nearest;
 use crate::headers::cache as word;
 use crate::openai::{Api, ApiError};
 use crate::policy_store::Snapshot;
+use crate::store::failure::{self, Failed, Site};
+use crate::store::{kind_of, StoreError};
 
 /// What the cache did with a request: the value of `x-sr-cache` and of the log's `cache`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +149,7 @@ pub async fn lookup(
     );
     let store = match layer.store(&def.store) {
         Ok(store) => store,
-        Err(err) => return store_failed(layer, policy, (kind_of(&def.store), "connect"), &err),
+        Err(err) => return store_failed(layer, policy, (kind_of(&def.store), "connect"), err),
     };
     let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
     let vector: Arc<[f32]> = embedding.vector.into();
@@ -161,7 +162,7 @@ pub async fn lookup(
             .await
         {
             Ok(nearest) => nearest,
-            Err(err) => return store_failed(layer, policy, (store.kind(), "lookup"), &err),
+            Err(err) => return store_failed(layer, policy, (store.kind(), "lookup"), err),
         }
     };
     layer.metrics.observe(store.as_ref());
@@ -218,34 +219,30 @@ pub fn passed(layer: &CacheLayer, result: CacheResult) -> CacheReport {
     }
 }
 
-/// The store's kind before it is built, as [`crate::cache::CacheStore::kind`] names it.
-fn kind_of(def: &StoreDef) -> &'static str {
-    match def {
-        StoreDef::Memory => "memory",
-        StoreDef::Redis(_) => "redis",
-    }
-}
-
 /// `failure.store`: open goes on without the cache, closed answers 503.
 fn store_failed(
     layer: &CacheLayer,
     policy: &CheckedPolicy,
-    (store, op): (&'static str, &'static str),
-    err: &CacheError,
+    (kind, op): (&'static str, &'static str),
+    err: StoreError,
 ) -> Result<Consulted, ApiError> {
-    tracing::warn!(%err, store, op, kind = err.kind(), "cache store failed");
-    layer.metrics.store_error(store, op, err.kind());
-    match policy.failure.store {
-        FailMode::Open => Ok(report(layer, CacheResult::Error)),
-        FailMode::Closed => {
+    layer.metrics.store_error(kind, op, err.kind());
+    let site = Site {
+        store: "cache",
+        kind,
+        op,
+    };
+    match failure::judge(policy.failure.store, site, err) {
+        Failed::Refuse(refusal) => {
             layer.metrics.lookup(word::ERROR);
             Err(ApiError::new(
                 hyper::StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
                 Some("cache"),
-                "the cache store is unavailable",
+                refusal.message(),
             ))
         }
+        Failed::Skip(_) => Ok(report(layer, CacheResult::Error)),
     }
 }
 

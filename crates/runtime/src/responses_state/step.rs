@@ -18,7 +18,6 @@ use hyper::header::{HeaderMap, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 use serde_json::Value;
 use src_compiler::request::RequestView;
-use src_dsl::ast::FailMode;
 
 use crate::headers::{self, session as state, TEXT_EVENT_STREAM};
 use crate::openai::{Api, ApiError};
@@ -32,6 +31,7 @@ use crate::responses_state::capture::{Capture, Keep, Producer};
 use crate::responses_state::chain::{self, Continuation};
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::{ResponseStates, Scope};
+use crate::store::failure::{self, Failed, Site};
 
 /// Answers one `POST /v1/responses`.
 pub async fn handle(
@@ -146,12 +146,14 @@ async fn prepare(
         },
         Ok(None) => return Ok(turn),
         Err(err) => {
-            tracing::warn!(%err, id, store = scope.store.kind(), "cannot read a stored response");
-            return match policy.failure.store {
-                FailMode::Open => Ok(turn),
-                FailMode::Closed => Err(ApiError::service_unavailable(
-                    "the response store is unavailable",
-                )),
+            let site = Site {
+                store: "response",
+                kind: scope.store.kind(),
+                op: "get",
+            };
+            return match failure::judge(policy.failure.store, site, err) {
+                Failed::Skip(_) => Ok(turn),
+                Failed::Refuse(refusal) => Err(ApiError::service_unavailable(refusal.message())),
             };
         }
     };
