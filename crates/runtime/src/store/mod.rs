@@ -3,10 +3,9 @@
 //! registries ([`Links`], [`StoreSet`]) with every store timeout ([`Timeouts`]), the one
 //! `failure.store` verdict ([`failure`]) and the stores' clock ([`clock`]).
 //!
-//! The stores themselves — pins ([`crate::session::store`]), cached answers
-//! ([`crate::cache::store`]), stored responses ([`crate::responses_state::store`]), shared
-//! cooldowns ([`crate::cooldown`]) and the shared model memo — live with what they serve and
-//! are built on this layer. It imports nothing from them, nor from the pipeline, the console or
+//! The stores themselves — pins (`session::store`), cached answers (`cache::store`), stored
+//! responses (`responses_state::store`), shared cooldowns (`cooldown`) and the shared model memo
+//! (`models::shared_memo`) — live with what they serve and are built on this layer. It imports nothing from them, nor from the pipeline, the console or
 //! the models: a new store kind (Redis Cluster, Sentinel, a vector database) starts here.
 //!
 //! - [`error`]: [`StoreError`], one for every store;
