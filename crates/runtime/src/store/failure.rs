@@ -24,17 +24,6 @@ pub struct Site {
     pub op: &'static str,
 }
 
-/// A store step's result under `failure.store`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Guarded<T> {
-    /// The store answered.
-    Value(T),
-    /// It failed and the mode is `open`: go on as though it held nothing.
-    Skip(StoreError),
-    /// It failed and the mode is `closed`: refuse the request.
-    Refuse(Refusal),
-}
-
 /// A request refused because a store failed under `failure.store = closed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -64,14 +53,8 @@ pub enum Failed {
 }
 
 /// `result` under `mode`: its value, or the failure logged once and judged.
-pub fn guard<T>(mode: FailMode, site: Site, result: Result<T, StoreError>) -> Guarded<T> {
-    match result {
-        Ok(value) => Guarded::Value(value),
-        Err(err) => match judge(mode, site, err) {
-            Failed::Skip(err) => Guarded::Skip(err),
-            Failed::Refuse(refusal) => Guarded::Refuse(refusal),
-        },
-    }
+pub fn guard<T>(mode: FailMode, site: Site, result: Result<T, StoreError>) -> Result<T, Failed> {
+    result.map_err(|err| judge(mode, site, err))
 }
 
 /// A failure under `mode`, logged once.
@@ -94,13 +77,12 @@ pub fn judge(mode: FailMode, site: Site, err: StoreError) -> Failed {
     }
 }
 
-impl<T> Guarded<T> {
-    /// The failure, when there was one.
-    pub fn error(&self) -> Option<&StoreError> {
+impl Failed {
+    /// What failed.
+    pub fn error(&self) -> &StoreError {
         match self {
-            Guarded::Value(_) => None,
-            Guarded::Skip(err) => Some(err),
-            Guarded::Refuse(refusal) => Some(&refusal.error),
+            Failed::Skip(err) => err,
+            Failed::Refuse(refusal) => &refusal.error,
         }
     }
 }
@@ -121,17 +103,21 @@ mod tests {
 
     #[test]
     fn a_value_passes_whatever_the_mode() {
-        assert_eq!(guard(FailMode::Open, SITE, Ok(1)), Guarded::Value(1));
-        assert_eq!(guard(FailMode::Closed, SITE, Ok(1)), Guarded::Value(1));
+        assert_eq!(guard(FailMode::Open, SITE, Ok(1)), Ok(1));
+        assert_eq!(guard(FailMode::Closed, SITE, Ok(1)), Ok(1));
     }
 
     #[test]
     fn open_skips_and_closed_refuses_with_a_503() {
         let skipped = guard(FailMode::Open, SITE, down());
-        assert!(matches!(skipped, Guarded::Skip(StoreError::Unavailable(_))));
-        let Guarded::Refuse(refusal) = guard(FailMode::Closed, SITE, down()) else {
+        assert!(matches!(
+            skipped,
+            Err(Failed::Skip(StoreError::Unavailable(_)))
+        ));
+        let Err(Failed::Refuse(refusal)) = guard(FailMode::Closed, SITE, down()) else {
             panic!("closed refuses");
         };
+        assert_eq!(refusal.error, *Failed::Refuse(refusal.clone()).error());
         assert_eq!(refusal.status(), 503);
         assert_eq!(refusal.message(), "the cache store is unavailable");
         assert_eq!(refusal.error.kind(), "unavailable");
