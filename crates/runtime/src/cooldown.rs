@@ -9,7 +9,8 @@
 //! The state is kept by model name, so it outlives reloads. When the policy has a Redis store
 //! (the session's, else the cache's), a cooldown that starts on one replica is written there
 //! (`KeySpace::cooldown`, expiring with the cooldown, on the server's shared Redis link) and
-//! every replica reads those keys on each `sync` tick, so the whole fleet skips the model; the failure counts stay per replica.
+//! every replica reads those keys on each `sync` tick, so the whole fleet skips the model; the
+//! failure counts stay per replica.
 //! Redis is never waited for on the request path: the write is a task of its own, and the read
 //! runs beside the readiness probes.
 

@@ -3,19 +3,19 @@
 //!
 //! All keys live under one versioned prefix, `sr:v1:`, so a future layout can live beside this
 //! one. Key parts that come from clients or policies (tenants, session ids, idempotency keys,
-//! model names) are escaped — `%` → `%25`, `:` → `%3A`, `{` → `%7B`, `}` → `%7D` — so no part
-//! can spell another's key or smuggle in a hash tag of its own.
+//! model names) are escaped — `%` → `%25`, `:` → `%3A`, `{` → `%7B`, `}` → `%7D` — so no
+//! part can spell another's key or smuggle in a hash tag of its own.
 //!
-//! | key | holds | written by |
-//! |---|---|---|
-//! | `sr:v1:{TENANT:SESSION}:pin` | a hash: `m` model, `r` route, `t` turns, `c` created ms, `s` last seen ms, `v` version, `h` switch history (JSON) | session store |
-//! | `sr:v1:{TENANT:SESSION}:out:MODEL` | a list of `pass`/`fail`, newest first, trimmed to the outcome window | session store |
-//! | `sr:v1:{TENANT:SESSION}:idem:KEY` | an outcome's idempotency key, kept for ten minutes | session store |
-//! | `sr:v1:cache:{SCOPE}` | the scope's entries, newest first (hex sha256 scope) | cache store |
-//! | `sr:v1:cache:{SCOPE}:body:ID` | one cached answer body (hex id) | cache store |
-//! | `sr:v1:resp:TENANT:ID` | one stored `/v1/responses` answer | response store |
-//! | `sr:v1:memo:DIGEST` | one model answer (hex sha256 of model, role, device and text) | model memo |
-//! | `sr:v1:{cooldown}:MODEL` | a cooldown in force, expiring with it | cooldowns |
+//! | key | holds (written by) |
+//! |---|---|
+//! | `sr:v1:{TENANT:SESSION}:pin` | a session's pin, a hash (session store) |
+//! | `sr:v1:{TENANT:SESSION}:out:MODEL` | a model's recent `pass`/`fail` list (session store) |
+//! | `sr:v1:{TENANT:SESSION}:idem:KEY` | an outcome's idempotency key, ten minutes (session store) |
+//! | `sr:v1:cache:{SCOPE}` | a scope's entries, newest first; hex sha256 scope (cache store) |
+//! | `sr:v1:cache:{SCOPE}:body:ID` | one cached answer body; hex id (cache store) |
+//! | `sr:v1:resp:TENANT:ID` | one stored `/v1/responses` answer (response store) |
+//! | `sr:v1:memo:DIGEST` | one model answer; hex sha256 of the memo key (model memo) |
+//! | `sr:v1:{cooldown}:MODEL` | a cooldown in force, expiring with it (cooldowns) |
 //!
 //! The part in braces is the key's Redis Cluster hash tag: only it is hashed, so every key one
 //! atomic step touches lands in one slot. A session's pin, outcome windows and idempotency keys

@@ -5,8 +5,9 @@
 //!
 //! The stores themselves — pins (`session::store`), cached answers (`cache::store`), stored
 //! responses (`responses_state::store`), shared cooldowns (`cooldown`) and the shared model memo
-//! (`models::shared_memo`) — live with what they serve and are built on this layer. It imports nothing from them, nor from the pipeline, the console or
-//! the models: a new store kind (Redis Cluster, Sentinel, a vector database) starts here.
+//! (`models::shared_memo`) — live with what they serve and are built on this layer. It imports
+//! nothing from them, nor from the pipeline, the console or the models: a new store kind (Redis
+//! Cluster, Sentinel, a vector database) starts here.
 //!
 //! - [`error`]: [`StoreError`], one for every store;
 //! - [`keyspace`]: [`KeySpace`], every key the runtime writes and its Cluster hash tag;

@@ -1,9 +1,11 @@
 //! The shared store (`store = redis("redis://…")`): pins every router replica sees.
 //!
-//! Each session's keys — its pin hash, its outcome windows, its idempotency keys — are named
-//! by [`KeySpace`] and share the session's Redis Cluster hash tag, so every script below touches
-//! one slot. Every step is one Lua script or one command, hence one round trip and atomic: the hot path
-//! reads the pin and slides it in the same script; the first pin is created only if absent (the
+//! Each session's keys — its pin hash (`m` model, `r` route, empty for none, `t` turns, `c`
+//! created ms, `s` last seen ms, `v` version, `h` switch history as JSON), its outcome windows
+//! (`pass`/`fail`, newest first, trimmed to the window) and its idempotency keys — are named by
+//! [`KeySpace`] and share the session's Redis Cluster hash tag, so every script below touches one
+//! slot. Every step is one Lua script or one command, hence one round trip and atomic: the hot
+//! path reads the pin and slides it in the same script; the first pin is created only if absent (the
 //! hash analogue of `SET NX PX`); a switch is a compare-and-set on the version it read. The
 //! connection is multiplexed and reconnects by itself, and every call has a timeout, so a dead
 //! Redis costs a request at most that long and the store recovers when Redis returns.
