@@ -96,6 +96,7 @@ async fn start(name: &'static str, memo: MemoOptions, models: &Path) -> Result<S
         models: Arc::new(OnnxModels::new(options)),
         sessions: Arc::new(NoSessions),
         log: RequestLog::Off,
+        links: Default::default(),
     };
     let server = src_runtime::spawn(cfg, components).await?;
     Ok(Side {

@@ -16,6 +16,7 @@ use crate::readiness::Readiness;
 use crate::record::Recorder;
 use crate::responses_state::ResponseStates;
 use crate::session::SessionLayer;
+use crate::store::Links;
 use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
 
@@ -44,6 +45,9 @@ pub struct Components {
     pub models: Arc<dyn ModelSignals>,
     pub sessions: Arc<dyn Sessions>,
     pub log: RequestLog,
+    /// The Redis links the server's stores share: the cache, stored responses and cooldowns
+    /// the server builds, and (in [`Components::standard`]) the sessions and the model memo.
+    pub links: Arc<Links>,
 }
 
 impl Components {
@@ -65,19 +69,23 @@ impl Components {
     }
 
     fn standard_without_log() -> Components {
-        let models: Arc<dyn ModelSignals> = Arc::new(crate::models::OnnxModels::new(
+        let links = Arc::new(Links::new());
+        let models: Arc<dyn ModelSignals> = Arc::new(crate::models::OnnxModels::with_links(
             crate::models::ModelOptions::from_env(),
+            Arc::clone(&links),
         ));
         Components {
             sessions: Arc::new(
                 SessionLayer::new(
-                    Arc::new(crate::session::SystemClock),
+                    Arc::new(crate::store::SystemClock),
                     crate::session::SessionOptions::from_env(),
                 )
-                .with_models(Arc::clone(&models)),
+                .with_models(Arc::clone(&models))
+                .with_links(Arc::clone(&links)),
             ),
             models,
             log: RequestLog::Off,
+            links,
         }
     }
 }

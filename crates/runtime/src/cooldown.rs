@@ -8,8 +8,9 @@
 //!
 //! The state is kept by model name, so it outlives reloads. When the policy has a Redis store
 //! (the session's, else the cache's), a cooldown that starts on one replica is written there
-//! (`sr:v1:cooldown:{model}`, expiring with the cooldown) and every replica reads those keys on
-//! each `sync` tick, so the whole fleet skips the model; the failure counts stay per replica.
+//! (`KeySpace::cooldown`, expiring with the cooldown, on the server's shared Redis link) and
+//! every replica reads those keys on each `sync` tick, so the whole fleet skips the model; the
+//! failure counts stay per replica.
 //! Redis is never waited for on the request path: the write is a task of its own, and the read
 //! runs beside the readiness probes.
 
@@ -22,17 +23,13 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use redis::aio::ConnectionManager;
 use serde_json::{json, Value};
 use src_compiler::hir::{CheckedPolicy, CooldownDef, StoreDef};
 
 use crate::log::rfc3339;
 use crate::metrics as names;
-use crate::redis_link;
+use crate::store::{KeySpace, Links, Redis, Timeouts};
 use crate::telemetry::ModelLabels;
-
-/// Each Redis call of the cooldown is bounded by this (as the stores' calls are by theirs).
-const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct State {
@@ -50,8 +47,8 @@ struct State {
 #[derive(Default)]
 pub struct Cooldowns {
     models: Mutex<HashMap<String, State>>,
-    /// The Redis connection of the policy's store, opened for the URL it is keyed by.
-    link: Mutex<Option<(String, ConnectionManager)>>,
+    /// The server's Redis links, shared with its stores.
+    links: Arc<Links>,
     trips: Family<ModelLabels, Counter>,
     cooling: Family<ModelLabels, Gauge<i64, AtomicI64>>,
 }
@@ -59,6 +56,14 @@ pub struct Cooldowns {
 impl Cooldowns {
     pub fn new() -> Cooldowns {
         Cooldowns::default()
+    }
+
+    /// Shares cooldowns through `links`, the server's shared Redis links.
+    pub fn with_links(links: Arc<Links>) -> Cooldowns {
+        Cooldowns {
+            links,
+            ..Cooldowns::default()
+        }
     }
 
     pub fn register_metrics(&self, registry: &mut Registry) {
@@ -207,45 +212,44 @@ impl Cooldowns {
         }
     }
 
-    fn connection(&self, url: &str) -> Option<ConnectionManager> {
-        let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*link {
-            Some((open, conn)) if open == url => Some(conn.clone()),
-            _ => match redis_link::connect(url, REDIS_TIMEOUT) {
-                Ok(conn) => {
-                    *link = Some((url.to_owned(), conn.clone()));
-                    Some(conn)
-                }
-                Err(err) => {
-                    tracing::warn!(?err, "cooldowns cannot be shared: no Redis connection");
-                    None
-                }
-            },
+    fn connection(&self, url: &str) -> Option<Redis> {
+        match self.links.redis(url, Timeouts::default().cooldown) {
+            Ok(redis) => Some(redis),
+            Err(err) => {
+                tracing::warn!(?err, "cooldowns cannot be shared: no Redis connection");
+                None
+            }
         }
     }
 
     async fn publish(&self, url: &str, model: &str, rule: CooldownDef) {
-        let Some(mut conn) = self.connection(url) else {
+        let Some(redis) = self.connection(url) else {
             return;
         };
+        let mut conn = redis.connection();
         let mut cmd = redis::cmd("SET");
-        cmd.arg(key(model)).arg(1).arg("PX").arg(rule.millis);
+        cmd.arg(KeySpace::cooldown(model))
+            .arg(1)
+            .arg("PX")
+            .arg(rule.millis);
         let set = cmd.query_async::<()>(&mut conn);
-        if let Err(err) = redis_link::bounded(REDIS_TIMEOUT, "cooldown.set", set).await {
+        if let Err(err) = redis.bounded("cooldown.set", set).await {
             tracing::warn!(model, ?err, "a cooldown could not be shared through Redis");
         }
     }
 
     async fn read_shared(&self, url: &str, policy: &CheckedPolicy) {
-        let Some(mut conn) = self.connection(url) else {
+        let Some(redis) = self.connection(url) else {
             return;
         };
+        let mut conn = redis.connection();
+        // Every cooldown key has the same hash tag: one pipeline, one Redis Cluster slot.
         let mut pipe = redis::pipe();
         for model in &policy.models {
-            pipe.cmd("PTTL").arg(key(&model.name));
+            pipe.cmd("PTTL").arg(KeySpace::cooldown(&model.name));
         }
         let read = pipe.query_async::<Vec<i64>>(&mut conn);
-        let left = match redis_link::bounded(REDIS_TIMEOUT, "cooldown.read", read).await {
+        let left = match redis.bounded("cooldown.read", read).await {
             Ok(left) => left,
             Err(err) => {
                 tracing::debug!(?err, "shared cooldowns could not be read");
@@ -320,8 +324,4 @@ fn shared_url(policy: &CheckedPolicy) -> Option<String> {
             StoreDef::Redis(url) => Some(url.as_str().to_owned()),
             StoreDef::Memory => None,
         })
-}
-
-fn key(model: &str) -> String {
-    format!("sr:v1:cooldown:{model}")
 }

@@ -23,7 +23,8 @@
 //! - [`record`]: `--record`: decided requests appended to bounded files for `src whatif`.
 //! - [`catalog`]: what a backend says it serves, for `src check --live`.
 //! - [`sim`]: an OpenAI-compatible simulated backend with a latency model and a prefix cache.
-//! - `redis_link`: the lazily connected, time-bounded Redis connections the stores share.
+//! - [`store`]: the layer under every store: one error, every Redis key name, the shared Redis
+//!   links and store registries with their timeouts, `failure.store`, and the stores' clock.
 //! - `shard`: which serving shard a thread is, and values kept one per shard.
 //!
 //! **Leaves**: import no layer above.
@@ -59,11 +60,11 @@ pub mod models;
 pub mod policy_store;
 pub mod readiness;
 pub mod record;
-mod redis_link;
 pub mod responses_state;
 pub mod session;
 mod shard;
 pub mod sim;
+pub mod store;
 
 pub mod config;
 pub mod cooldown;

@@ -39,6 +39,7 @@ async fn a_missing_library_refuses_model_policies_and_serves_the_rest() -> TestR
         models: Arc::new(OnnxModels::new(ModelOptions::default())),
         sessions: Arc::new(src_runtime::hooks::NoSessions),
         log: src_runtime::log::RequestLog::Off,
+        links: Default::default(),
     };
     let mut cfg = ServeConfig::ephemeral(dir.path());
     cfg.watch = false;

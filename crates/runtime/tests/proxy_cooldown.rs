@@ -137,7 +137,7 @@ async fn a_cooldown_is_shared_through_the_policy_s_redis() -> TestResult {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         let ttl: i64 = redis
-            .command("PTTL sr:v1:cooldown:first")
+            .command("PTTL sr:v1:{cooldown}:first")
             .trim()
             .trim_start_matches(':')
             .parse()?;

@@ -105,6 +105,7 @@ impl Router {
             models: Arc::new(NoModelSignals),
             sessions: Arc::new(sessions),
             log: RequestLog::Off,
+            links: Default::default(),
         };
         let server = src_runtime::spawn(cfg, components).await.unwrap();
         Router {

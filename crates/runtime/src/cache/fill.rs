@@ -18,7 +18,7 @@ use crate::cache::metrics::CacheMetrics;
 use crate::cache::scope::Scope;
 use crate::cache::store::{CacheStore, Inserted};
 use crate::openai::Api;
-use crate::session::clock::Clock;
+use crate::store::clock::Clock;
 
 /// The most of an event stream kept for assembly: streaming costs many bytes per token of text,
 /// so a stream may be far larger than the answer it assembles into.

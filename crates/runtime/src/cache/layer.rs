@@ -3,15 +3,15 @@
 //! keeps the memory store's entries; scopes include the encoder's fingerprint, so a reload that
 //! changes the encoder never compares new vectors with old ones).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use src_compiler::hir::StoreDef;
 
 use crate::cache::metrics::CacheMetrics;
-use crate::cache::store::{CacheError, CacheStore, MemoryCache, RedisCache};
+use crate::cache::store::{CacheStore, MemoryCache, RedisCache};
 use crate::hooks::ModelSignals;
-use crate::session::clock::{Clock, SystemClock};
+use crate::store::{Clock, Links, StoreError, StoreSet, SystemClock, Timeouts};
 
 /// How long an entry answers when the policy's `cache` declares no `ttl`: one hour.
 pub const DEFAULT_TTL_MS: u64 = 60 * 60 * 1000;
@@ -38,7 +38,7 @@ impl Default for CacheOptions {
             max_entries: 10_000,
             max_bytes: 256 << 20,
             max_entry_bytes: 1 << 20,
-            redis_timeout: crate::session::store::redis::DEFAULT_TIMEOUT,
+            redis_timeout: Timeouts::default().cache,
         }
     }
 }
@@ -60,9 +60,7 @@ impl CacheOptions {
         if let Some(n) = read("SRC_CACHE_MAX_ENTRY_BYTES") {
             options.max_entry_bytes = size(n);
         }
-        if let Some(ms) = read("SRC_CACHE_REDIS_TIMEOUT_MS") {
-            options.redis_timeout = Duration::from_millis(ms.max(1));
-        }
+        options.redis_timeout = Timeouts::from_lookup(read).cache;
         options.max_entry_bytes = options.max_entry_bytes.min(MAX_ENTRY_LIMIT);
         options
     }
@@ -73,7 +71,8 @@ pub struct CacheLayer {
     pub(crate) models: Arc<dyn ModelSignals>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) options: CacheOptions,
-    stores: Mutex<Vec<(StoreDef, Arc<dyn CacheStore>)>>,
+    stores: StoreSet<dyn CacheStore>,
+    links: Arc<Links>,
     pub(crate) metrics: CacheMetrics,
 }
 
@@ -87,7 +86,8 @@ impl CacheLayer {
                 max_entry_bytes: options.max_entry_bytes.min(MAX_ENTRY_LIMIT),
                 ..options
             },
-            stores: Mutex::new(Vec::new()),
+            stores: StoreSet::new(),
+            links: Arc::default(),
             metrics: CacheMetrics::default(),
         }
     }
@@ -100,7 +100,13 @@ impl CacheLayer {
 
     /// Serves `def` from `store` instead of building one (tests, embedding).
     pub fn with_store(self, def: StoreDef, store: Arc<dyn CacheStore>) -> CacheLayer {
-        self.lock_stores().push((def, store));
+        self.stores.insert(def, store);
+        self
+    }
+
+    /// Builds Redis stores on `links`, the server's shared Redis links.
+    pub fn with_links(mut self, links: Arc<Links>) -> CacheLayer {
+        self.links = links;
         self
     }
 
@@ -116,33 +122,22 @@ impl CacheLayer {
         self.metrics.register(registry);
     }
 
-    fn lock_stores(&self) -> MutexGuard<'_, Vec<(StoreDef, Arc<dyn CacheStore>)>> {
-        self.stores
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// The store a policy names, built on first use and kept across reloads that name it again.
-    pub fn store(&self, def: &StoreDef) -> Result<Arc<dyn CacheStore>, CacheError> {
-        let mut stores = self.lock_stores();
-        if let Some((_, store)) = stores.iter().find(|(d, _)| d == def) {
-            return Ok(Arc::clone(store));
-        }
+    pub fn store(&self, def: &StoreDef) -> Result<Arc<dyn CacheStore>, StoreError> {
         let o = self.options;
-        let store: Arc<dyn CacheStore> = match def {
-            StoreDef::Memory => Arc::new(MemoryCache::new(
-                o.max_entries,
-                o.max_bytes,
-                o.max_entry_bytes,
-            )),
-            StoreDef::Redis(url) => Arc::new(RedisCache::connect(
-                url.as_str(),
-                o.redis_timeout,
-                o.max_entry_bytes,
-            )?),
-        };
-        stores.push((def.clone(), Arc::clone(&store)));
-        Ok(store)
+        self.stores.get_or_build(def, |def| {
+            Ok(match def {
+                StoreDef::Memory => Arc::new(MemoryCache::new(
+                    o.max_entries,
+                    o.max_bytes,
+                    o.max_entry_bytes,
+                )),
+                StoreDef::Redis(url) => Arc::new(RedisCache::on(
+                    self.links.redis(url.as_str(), o.redis_timeout)?,
+                    o.max_entry_bytes,
+                )),
+            })
+        })
     }
 }
 

@@ -37,4 +37,4 @@ pub use fill::Fill;
 pub use layer::{CacheLayer, CacheOptions, DEFAULT_TTL_MS};
 pub use metrics::CacheMetrics;
 pub use scope::Scope;
-pub use store::{CacheError, CacheStore, Inserted, MemoryCache, Nearest, RedisCache, PER_SCOPE};
+pub use store::{CacheStore, Inserted, MemoryCache, Nearest, RedisCache, PER_SCOPE};

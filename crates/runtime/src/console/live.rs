@@ -24,7 +24,7 @@ use tokio::sync::broadcast;
 
 use crate::console::recent::{Decision, Recent};
 use crate::log::{rfc3339_now, RequestRecord};
-use crate::session::clock::{Clock, SystemClock};
+use crate::store::clock::{Clock, SystemClock};
 
 /// Lines a connected page may fall behind before it skips ahead.
 const BACKLOG: usize = 1024;

@@ -16,7 +16,6 @@ use hyper::{Response, StatusCode};
 use serde_json::Value;
 use src_compiler::hir::ModelId;
 use src_compiler::request::RequestView;
-use src_dsl::ast::FailMode;
 
 use crate::door::{Door, Intake, Prepared};
 use crate::headers::{self, session as state, TEXT_EVENT_STREAM};
@@ -31,6 +30,7 @@ use crate::responses_state::capture::{Capture, Keep, Producer};
 use crate::responses_state::chain;
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::{ResponseStates, Scope};
+use crate::store::failure::{self, Failed, Site};
 
 /// The Responses door, over the router's stored conversations.
 pub struct Responses<'s> {
@@ -136,12 +136,14 @@ async fn prepare(
         },
         Ok(None) => return Ok(as_written(view)),
         Err(err) => {
-            tracing::warn!(%err, id, store = found_in.store.kind(), "cannot read a stored response");
-            return match policy.failure.store {
-                FailMode::Open => Ok(as_written(view)),
-                FailMode::Closed => Err(ApiError::service_unavailable(
-                    "the response store is unavailable",
-                )),
+            let site = Site {
+                store: "response",
+                kind: found_in.store.kind(),
+                op: "get",
+            };
+            return match failure::judge(policy.failure.store, site, err) {
+                Failed::Skip(_) => Ok(as_written(view)),
+                Failed::Refuse(refusal) => Err(ApiError::service_unavailable(refusal.message())),
             };
         }
     };

@@ -52,7 +52,7 @@ impl Default for MemoOptions {
             bytes: DEFAULT_MEMO_BYTES,
             shared: false,
             shared_ttl: DEFAULT_SHARED_TTL,
-            redis_timeout: crate::session::store::redis::DEFAULT_TIMEOUT,
+            redis_timeout: crate::store::Timeouts::default().session,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::batch::Batcher;
 use super::memo::{MemoKey, MemoOptions, ModelMemo, Source};
 use super::metrics::{ModelLabel, ModelMetrics};
 use super::shared_memo::SharedMemo;
+use crate::store::Links;
 
 /// Why a text has no answer: the `reason` label of `src_model_failures_total`.
 pub(crate) type Reason = &'static str;
@@ -26,10 +27,10 @@ pub(crate) struct Recall {
 }
 
 impl Recall {
-    pub fn new(options: MemoOptions, metrics: ModelMetrics) -> Recall {
+    pub fn new(options: MemoOptions, metrics: ModelMetrics, links: Arc<Links>) -> Recall {
         let memo = ModelMemo::new(options.bytes);
         let shared = (options.shared && memo.enabled())
-            .then(|| SharedMemo::new(options.redis_timeout, options.shared_ttl));
+            .then(|| SharedMemo::new(options.redis_timeout, options.shared_ttl, links));
         Recall {
             memo,
             shared,

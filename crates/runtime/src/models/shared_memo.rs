@@ -1,62 +1,52 @@
 //! The model memo's shared tier: answers kept in the policy's Redis session store, so a text one
 //! replica ran its model on costs the others no model call.
 //!
-//! One key per answer, `sr:v1:memo:{hex sha256 of the memo key}`, holding the row as
+//! One key per answer (`KeySpace::memo`: the hex sha256 of the memo key), holding the row as
 //! little-endian `f32`s and expiring after the configured ttl. A lookup waits at most the
 //! session store's timeout (less when the model's own deadline is nearer); a store is sent in
 //! the background and never delays the request. Any failure — Redis down, slow, or answering
 //! something that is not a row — only means the model runs here.
 
-use std::fmt::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-
 use super::memo::MemoKey;
-use crate::redis_link;
+use crate::store::{link, KeySpace, Links, Redis};
 
-/// Answers shared through Redis; one connection, for the URL last asked for.
+/// Answers shared through Redis, on the server's shared Redis links.
 pub(crate) struct SharedMemo {
     timeout: Duration,
     ttl: Duration,
-    link: Mutex<Option<(String, ConnectionManager)>>,
+    links: Arc<Links>,
 }
 
 impl SharedMemo {
-    pub fn new(timeout: Duration, ttl: Duration) -> SharedMemo {
+    pub fn new(timeout: Duration, ttl: Duration, links: Arc<Links>) -> SharedMemo {
         SharedMemo {
             timeout,
             ttl,
-            link: Mutex::new(None),
+            links,
         }
     }
 
-    fn connection(&self, url: &str) -> Option<ConnectionManager> {
-        let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*link {
-            Some((open, conn)) if open == url => Some(conn.clone()),
-            _ => match redis_link::connect(url, self.timeout) {
-                Ok(conn) => {
-                    *link = Some((url.to_owned(), conn.clone()));
-                    Some(conn)
-                }
-                Err(err) => {
-                    tracing::warn!(?err, "model answers cannot be shared: no Redis connection");
-                    None
-                }
-            },
+    fn connection(&self, url: &str) -> Option<Redis> {
+        match self.links.redis(url, self.timeout) {
+            Ok(redis) => Some(redis),
+            Err(err) => {
+                tracing::warn!(?err, "model answers cannot be shared: no Redis connection");
+                None
+            }
         }
     }
 
     /// The answer another replica stored for `key`, waiting at most the store timeout or
     /// `left`, whichever is shorter.
     pub async fn get(&self, url: &str, key: &MemoKey, left: Duration) -> Option<Arc<[f32]>> {
-        let mut conn = self.connection(url)?;
+        let mut conn = self.connection(url)?.connection();
         let mut cmd = redis::cmd("GET");
         cmd.arg(redis_key(key));
         let read = cmd.query_async::<Option<Vec<u8>>>(&mut conn);
-        match redis_link::bounded(self.timeout.min(left), "memo.get", read).await {
+        match link::bounded(self.timeout.min(left), "memo.get", read).await {
             Ok(Some(bytes)) => decode(&bytes),
             Ok(None) => None,
             Err(err) => {
@@ -68,7 +58,7 @@ impl SharedMemo {
 
     /// Stores `row` for the other replicas, in the background.
     pub fn put(&self, url: &str, key: &MemoKey, row: &[f32]) {
-        let Some(mut conn) = self.connection(url) else {
+        let Some(redis) = self.connection(url) else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -80,10 +70,10 @@ impl SharedMemo {
                 .unwrap_or(u64::MAX)
                 .max(1),
         );
-        let timeout = self.timeout;
+        let mut conn = redis.connection();
         runtime.spawn(async move {
             let write = cmd.query_async::<()>(&mut conn);
-            if let Err(err) = redis_link::bounded(timeout, "memo.set", write).await {
+            if let Err(err) = redis.bounded("memo.set", write).await {
                 tracing::debug!(?err, "a model answer could not be shared");
             }
         });
@@ -92,13 +82,7 @@ impl SharedMemo {
 
 /// The Redis key of a memo entry.
 pub fn redis_key(key: &MemoKey) -> String {
-    let digest = key.digest();
-    let mut out = String::with_capacity(11 + 64);
-    out.push_str("sr:v1:memo:");
-    for b in digest {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    KeySpace::memo(&key.digest())
 }
 
 fn encode(row: &[f32]) -> Vec<u8> {

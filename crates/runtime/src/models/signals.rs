@@ -87,9 +87,7 @@ impl ModelOptions {
         if let Some(s) = read("SRC_MODEL_MEMO_SHARED_TTL_S") {
             options.memo.shared_ttl = Duration::from_secs(s.max(1));
         }
-        if let Some(ms) = read("SRC_SESSION_REDIS_TIMEOUT_MS") {
-            options.memo.redis_timeout = Duration::from_millis(ms.max(1));
-        }
+        options.memo.redis_timeout = crate::store::Timeouts::from_lookup(read).session;
         options
     }
 }
@@ -137,10 +135,16 @@ impl Default for OnnxModels {
 
 impl OnnxModels {
     pub fn new(options: ModelOptions) -> OnnxModels {
+        OnnxModels::with_links(options, Arc::default())
+    }
+
+    /// As [`OnnxModels::new`], sharing model answers through `links`, the server's shared Redis
+    /// links.
+    pub fn with_links(options: ModelOptions, links: Arc<crate::store::Links>) -> OnnxModels {
         let metrics = ModelMetrics::default();
         OnnxModels {
             options,
-            recall: Recall::new(options.memo, metrics.clone()),
+            recall: Recall::new(options.memo, metrics.clone(), links),
             metrics,
             loaded: Mutex::new(HashMap::new()),
             examples: Mutex::new(HashMap::new()),

@@ -18,19 +18,20 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
-use src_compiler::hir::{BlockId, CheckedPolicy, ModelId, RouteId, StoreDef};
+use src_compiler::hir::{BlockId, ModelId, RouteId};
 use src_compiler::request::RequestView;
-use src_dsl::ast::FailMode;
 
 use crate::cache::directive::Directive;
 use crate::cache::fill::Fill;
 use crate::cache::layer::{CacheLayer, DEFAULT_TTL_MS};
 use crate::cache::replay;
 use crate::cache::scope::{self, ScopeParts};
-use crate::cache::store::{CacheError, Nearest};
+use crate::cache::store::Nearest;
 use crate::headers::cache as word;
 use crate::openai::{Api, ApiError};
 use crate::policy_store::Snapshot;
+use crate::store::failure::{self, Failed, Site};
+use crate::store::kind_of;
 
 /// What the cache did with a request: the value of `x-sr-cache` and of the log's `cache`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,9 +147,11 @@ pub async fn lookup(
         },
         body,
     );
-    let store = match layer.store(&def.store) {
+    let mode = policy.failure.store;
+    let connect = site(kind_of(&def.store), "connect");
+    let store = match failure::guard(mode, connect, layer.store(&def.store)) {
         Ok(store) => store,
-        Err(err) => return store_failed(layer, policy, (kind_of(&def.store), "connect"), &err),
+        Err(failed) => return store_failed(layer, connect, failed),
     };
     let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
     let vector: Arc<[f32]> = embedding.vector.into();
@@ -156,12 +159,13 @@ pub async fn lookup(
     let nearest = if directive.no_cache {
         Nearest::default()
     } else {
-        match store
+        let lookup = site(store.kind(), "lookup");
+        let found = store
             .nearest(&scope, &vector, def.threshold, now, ttl_ms)
-            .await
-        {
+            .await;
+        match failure::guard(mode, lookup, found) {
             Ok(nearest) => nearest,
-            Err(err) => return store_failed(layer, policy, (store.kind(), "lookup"), &err),
+            Err(failed) => return store_failed(layer, lookup, failed),
         }
     };
     layer.metrics.observe(store.as_ref());
@@ -218,34 +222,31 @@ pub fn passed(layer: &CacheLayer, result: CacheResult) -> CacheReport {
     }
 }
 
-/// The store's kind before it is built, as [`crate::cache::CacheStore::kind`] names it.
-fn kind_of(def: &StoreDef) -> &'static str {
-    match def {
-        StoreDef::Memory => "memory",
-        StoreDef::Redis(_) => "redis",
+/// Where the cache store failed.
+fn site(kind: &'static str, op: &'static str) -> Site {
+    Site {
+        store: "cache",
+        kind,
+        op,
     }
 }
 
 /// `failure.store`: open goes on without the cache, closed answers 503.
-fn store_failed(
-    layer: &CacheLayer,
-    policy: &CheckedPolicy,
-    (store, op): (&'static str, &'static str),
-    err: &CacheError,
-) -> Result<Consulted, ApiError> {
-    tracing::warn!(%err, store, op, kind = err.kind(), "cache store failed");
-    layer.metrics.store_error(store, op, err.kind());
-    match policy.failure.store {
-        FailMode::Open => Ok(report(layer, CacheResult::Error)),
-        FailMode::Closed => {
+fn store_failed(layer: &CacheLayer, site: Site, failed: Failed) -> Result<Consulted, ApiError> {
+    layer
+        .metrics
+        .store_error(site.kind, site.op, failed.error().kind());
+    match failed {
+        Failed::Refuse(refusal) => {
             layer.metrics.lookup(word::ERROR);
             Err(ApiError::new(
                 hyper::StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
                 Some("cache"),
-                "the cache store is unavailable",
+                refusal.message(),
             ))
         }
+        Failed::Skip(_) => Ok(report(layer, CacheResult::Error)),
     }
 }
 

@@ -20,7 +20,7 @@ use crate::hooks::BoxFuture;
 use crate::pipeline::body::{BoxError, ProxyBody};
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::Scope;
-use crate::session::clock::Clock;
+use crate::store::clock::Clock;
 
 /// Statuses of a response worth continuing.
 const KEPT_STATUSES: [&str; 2] = ["completed", "incomplete"];

@@ -184,12 +184,12 @@ fn not_found(id: &str) -> ApiError {
     )
 }
 
-fn unavailable(err: &crate::session::store::StoreError) -> ApiError {
+fn unavailable(err: &crate::store::StoreError) -> ApiError {
     tracing::warn!(%err, "the response store failed");
     ApiError::service_unavailable("the response store is unavailable")
 }
 
-fn store_failed(err: &crate::session::store::StoreError) -> Response<ProxyBody> {
+fn store_failed(err: &crate::store::StoreError) -> Response<ProxyBody> {
     unavailable(err).into_response()
 }
 

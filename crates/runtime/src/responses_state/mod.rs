@@ -28,16 +28,14 @@ pub mod endpoints;
 pub mod record;
 pub mod store;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use src_compiler::hir::{CheckedPolicy, StoreDef};
 use src_compiler::request::RequestView;
 
-use crate::session::clock::{Clock, SystemClock};
 use crate::session::identity;
-use crate::session::store::StoreError;
-use crate::session::SessionOptions;
+use crate::store::{Clock, Links, StoreError, StoreSet, SystemClock, Timeouts};
 
 pub use record::StoredResponse;
 pub use store::{MemoryResponses, RedisResponses, ResponseStore};
@@ -70,7 +68,7 @@ impl Default for ResponseOptions {
             memory_entries: DEFAULT_MEMORY_ENTRIES,
             memory_bytes: DEFAULT_MEMORY_BYTES,
             max_entry_bytes: DEFAULT_MAX_ENTRY_BYTES,
-            redis_timeout: SessionOptions::default().redis_timeout,
+            redis_timeout: Timeouts::default().session,
         }
     }
 }
@@ -83,7 +81,7 @@ impl ResponseOptions {
         let env = crate::config::env_number;
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).max(1);
         let mut options = ResponseOptions {
-            redis_timeout: SessionOptions::from_env().redis_timeout,
+            redis_timeout: Timeouts::from_lookup(env).session,
             ..ResponseOptions::default()
         };
         if let Some(ms) = env("SRC_RESPONSES_TTL_MS") {
@@ -107,7 +105,8 @@ impl ResponseOptions {
 pub struct ResponseStates {
     options: ResponseOptions,
     clock: Arc<dyn Clock>,
-    stores: Mutex<Vec<(StoreDef, Arc<dyn ResponseStore>)>>,
+    stores: StoreSet<dyn ResponseStore>,
+    links: Arc<Links>,
 }
 
 impl Default for ResponseStates {
@@ -128,8 +127,15 @@ impl ResponseStates {
         ResponseStates {
             options,
             clock,
-            stores: Mutex::new(Vec::new()),
+            stores: StoreSet::new(),
+            links: Arc::default(),
         }
+    }
+
+    /// Builds Redis stores on `links`, the server's shared Redis links.
+    pub fn with_links(mut self, links: Arc<Links>) -> ResponseStates {
+        self.links = links;
+        self
     }
 
     pub fn options(&self) -> &ResponseOptions {
@@ -164,24 +170,16 @@ impl ResponseStates {
     }
 
     fn store(&self, def: &StoreDef) -> Result<Arc<dyn ResponseStore>, StoreError> {
-        let mut stores = self
-            .stores
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, store)) = stores.iter().find(|(d, _)| d == def) {
-            return Ok(Arc::clone(store));
-        }
-        let store: Arc<dyn ResponseStore> = match def {
-            StoreDef::Memory => Arc::new(MemoryResponses::new(
-                self.options.memory_entries,
-                self.options.memory_bytes,
-            )),
-            StoreDef::Redis(url) => Arc::new(RedisResponses::connect(
-                url.as_str(),
-                self.options.redis_timeout,
-            )?),
-        };
-        stores.push((def.clone(), Arc::clone(&store)));
-        Ok(store)
+        self.stores.get_or_build(def, |def| {
+            Ok(match def {
+                StoreDef::Memory => Arc::new(MemoryResponses::new(
+                    self.options.memory_entries,
+                    self.options.memory_bytes,
+                )),
+                StoreDef::Redis(url) => Arc::new(RedisResponses::on(
+                    self.links.redis(url.as_str(), self.options.redis_timeout)?,
+                )),
+            })
+        })
     }
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::session::store::StoreError;
+use crate::store::StoreError;
 
 /// A response the router answered and keeps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

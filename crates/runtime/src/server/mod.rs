@@ -193,8 +193,16 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         None => None,
     };
     let extproc_addr = extproc_listener.as_ref().map(|(_, addr)| *addr);
-    let cache = CacheLayer::new(Arc::clone(&components.models), CacheOptions::from_env());
-    let cooldowns = Arc::new(crate::cooldown::Cooldowns::new());
+    let cache = CacheLayer::new(Arc::clone(&components.models), CacheOptions::from_env())
+        .with_links(Arc::clone(&components.links));
+    let cooldowns = Arc::new(crate::cooldown::Cooldowns::with_links(Arc::clone(
+        &components.links,
+    )));
+    let responses = crate::responses_state::ResponseStates::new(
+        Arc::new(crate::store::SystemClock),
+        crate::responses_state::ResponseOptions::from_env(),
+    )
+    .with_links(Arc::clone(&components.links));
     let readiness = Readiness::with_cooldowns(Arc::clone(&cooldowns));
     let mut telemetry = Telemetry::with_extra(|registry| {
         cooldowns.register_metrics(registry);
@@ -223,10 +231,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         sims,
         cache,
         recorder,
-        responses: crate::responses_state::ResponseStates::new(
-            Arc::new(crate::session::SystemClock),
-            crate::responses_state::ResponseOptions::from_env(),
-        ),
+        responses,
         cooldowns,
         cfg,
     });

@@ -16,16 +16,15 @@
 //! A failing store follows `failure.store`: `open` forwards the proposal without affinity
 //! (`store-unavailable`, counted), `closed` answers 503.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use src_compiler::hir::{CheckedPolicy, ModelId, RouteId, SessionDef, StoreDef, TExpr, TExprKind};
 use src_compiler::request::RequestView;
-use src_dsl::ast::{FailMode, Missing};
+use src_dsl::ast::Missing;
 
 use crate::headers::session as state;
 use crate::hooks::ModelSignals;
-use crate::session::clock::{Clock, SystemClock};
 use crate::session::identity::{identify, Identity};
 use crate::session::metrics::{
     OutcomeLabels, OwnerLostLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels,
@@ -37,6 +36,8 @@ use crate::session::store::{
     memory, redis, Cas, MemoryStore, OutcomeKey, OutcomeStats, Put, Recorded, RedisStore,
     SessionStore, StoreError, Verdict,
 };
+use crate::store::failure::{self, Failed, Site};
+use crate::store::{kind_of, Clock, Links, StoreSet, SystemClock, Timeouts};
 use src_compiler::continuity::{self, Switch};
 
 /// Rounds of the protocol before a pin that keeps changing under concurrent writers is given
@@ -104,9 +105,7 @@ impl SessionOptions {
         if let Some(n) = crate::config::env_number("SRC_SESSION_MEMORY_CAPACITY") {
             options.memory_capacity = usize::try_from(n).unwrap_or(usize::MAX).max(1);
         }
-        if let Some(ms) = crate::config::env_number("SRC_SESSION_REDIS_TIMEOUT_MS") {
-            options.redis_timeout = Duration::from_millis(ms.max(1));
-        }
+        options.redis_timeout = Timeouts::from_lookup(crate::config::env_number).session;
         options
     }
 }
@@ -259,7 +258,8 @@ pub struct SessionLayer {
     clock: Arc<dyn Clock>,
     models: Option<Arc<dyn ModelSignals>>,
     options: SessionOptions,
-    stores: Mutex<Vec<(StoreDef, Arc<dyn SessionStore>)>>,
+    stores: StoreSet<dyn SessionStore>,
+    links: Arc<Links>,
     metrics: Arc<SessionMetrics>,
 }
 
@@ -275,7 +275,8 @@ impl SessionLayer {
             clock,
             models: None,
             options,
-            stores: Mutex::new(Vec::new()),
+            stores: StoreSet::new(),
+            links: Arc::default(),
             metrics: Arc::default(),
         }
     }
@@ -292,7 +293,13 @@ impl SessionLayer {
 
     /// Serves `def` from `store` instead of building one (tests, embedding).
     pub fn with_store(self, def: StoreDef, store: Arc<dyn SessionStore>) -> SessionLayer {
-        self.lock_stores().push((def, store));
+        self.stores.insert(def, store);
+        self
+    }
+
+    /// Builds Redis stores on `links`, the server's shared Redis links.
+    pub fn with_links(mut self, links: Arc<Links>) -> SessionLayer {
+        self.links = links;
         self
     }
 
@@ -304,27 +311,16 @@ impl SessionLayer {
         self.clock.now_ms()
     }
 
-    fn lock_stores(&self) -> std::sync::MutexGuard<'_, Vec<(StoreDef, Arc<dyn SessionStore>)>> {
-        self.stores
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// The store a policy names, built on first use and kept across reloads that name it again.
     pub fn store(&self, def: &StoreDef) -> Result<Arc<dyn SessionStore>, StoreError> {
-        let mut stores = self.lock_stores();
-        if let Some((_, store)) = stores.iter().find(|(d, _)| d == def) {
-            return Ok(Arc::clone(store));
-        }
-        let store: Arc<dyn SessionStore> = match def {
-            StoreDef::Memory => Arc::new(MemoryStore::new(self.options.memory_capacity)),
-            StoreDef::Redis(url) => Arc::new(RedisStore::connect(
-                url.as_str(),
-                self.options.redis_timeout,
-            )?),
-        };
-        stores.push((def.clone(), Arc::clone(&store)));
-        Ok(store)
+        self.stores.get_or_build(def, |def| {
+            Ok(match def {
+                StoreDef::Memory => Arc::new(MemoryStore::new(self.options.memory_capacity)),
+                StoreDef::Redis(url) => Arc::new(RedisStore::on(
+                    self.links.redis(url.as_str(), self.options.redis_timeout)?,
+                )),
+            })
+        })
     }
 
     /// Decides the call's continuity; `holds` answers `protect` for it.
@@ -337,7 +333,7 @@ impl SessionLayer {
         };
         let store = match self.store(&def.store) {
             Ok(store) => store,
-            Err(err) => return self.store_failed(input, "connect", "none", &err),
+            Err(err) => return self.store_failed(input, "connect", kind_of(&def.store), err),
         };
         match self.run(input, def, &identity, store.as_ref(), holds).await {
             Ok((model, state, protection)) => {
@@ -349,7 +345,7 @@ impl SessionLayer {
                     ticket: Some(self.new_ticket(def, identity, store)),
                 }
             }
-            Err(Stop::Store(op, err)) => self.store_failed(input, op, store.kind(), &err),
+            Err(Stop::Store(op, err)) => self.store_failed(input, op, store.kind(), err),
             Err(Stop::Holds(message)) => Continuity::Reject {
                 status: 503,
                 message: format!("cannot decide whether the session's pin holds: {message}"),
@@ -397,24 +393,33 @@ impl SessionLayer {
         }
     }
 
+    /// `failure.store`: open forwards the proposal without affinity, closed answers 503.
     fn store_failed(
         &self,
         input: ContinuityInput<'_>,
         op: &'static str,
-        store: &'static str,
-        err: &StoreError,
+        kind: &'static str,
+        err: StoreError,
     ) -> Continuity {
         self.metrics
             .store_errors
             .get_or_create(&StoreErrorLabels {
-                store,
+                store: kind,
                 op,
                 kind: err.kind(),
             })
             .inc();
-        tracing::warn!(%err, op, "session store failed");
-        match input.policy.failure.store {
-            FailMode::Open => {
+        let site = Site {
+            store: "session",
+            kind,
+            op,
+        };
+        match failure::judge(input.policy.failure.store, site, err) {
+            Failed::Refuse(refusal) => Continuity::Reject {
+                status: refusal.status(),
+                message: refusal.message(),
+            },
+            Failed::Skip(_) => {
                 self.count(SessionState::StoreUnavailable);
                 Continuity::Forward {
                     model: input.proposed,
@@ -423,10 +428,6 @@ impl SessionLayer {
                     ticket: None,
                 }
             }
-            FailMode::Closed => Continuity::Reject {
-                status: 503,
-                message: "the session store is unavailable".into(),
-            },
         }
     }
 

@@ -6,8 +6,8 @@
 //! HTTP 200 from a model says nothing about whether its answer was right, so the client (an
 //! agent harness, a test runner) reports it; `protect` reads the result as
 //! `outcomes(pinned).fail_rate` and `.count`. `model` defaults to the session's pinned model.
-//! A retry with the same `idempotency_key` within ten minutes is acknowledged and not counted
-//! twice.
+//! A retry with the same `idempotency_key` for the same session within ten minutes is
+//! acknowledged and not counted twice.
 //!
 //! The tenant is derived from the reporting request exactly as for a chat call (its API key's
 //! hash, or the policy's `tenant` expression), never taken from the body: a body's `tenant`

@@ -120,6 +120,7 @@ pub async fn start(
         models,
         sessions: Arc::new(NoSessions),
         log: RequestLog::Off,
+        links: Default::default(),
     };
     src_runtime::spawn(cfg, components).await
 }

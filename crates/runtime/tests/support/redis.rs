@@ -1,6 +1,8 @@
 //! A real `redis-server` for tests: started on a free port with persistence off, ready once it
 //! answers PING, killed when dropped. `kill` and `restart` (same port) let tests take Redis
-//! away under load and bring it back.
+//! away under load and bring it back. `start_cluster` starts a one-node Redis Cluster owning
+//! every slot: it answers like a plain server but refuses, as every cluster does, a script or
+//! transaction whose keys hash to more than one slot (CROSSSLOT).
 
 #![allow(
     dead_code,
@@ -18,6 +20,8 @@ const READY_WITHIN: Duration = Duration::from_secs(10);
 pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
+    /// The node's cluster configuration file, for a cluster node.
+    cluster: Option<std::path::PathBuf>,
 }
 
 impl RedisServer {
@@ -26,12 +30,48 @@ impl RedisServer {
     pub fn start() -> RedisServer {
         for _ in 0..5 {
             let port = free_port();
-            let mut server = RedisServer { child: None, port };
+            let mut server = RedisServer {
+                child: None,
+                port,
+                cluster: None,
+            };
             if server.spawn() {
                 return server;
             }
         }
         panic!("redis-server did not start on any free port");
+    }
+
+    /// Starts a one-node Redis Cluster that owns all 16384 slots, ready once its state is `ok`.
+    pub fn start_cluster() -> RedisServer {
+        for _ in 0..5 {
+            let port = free_port();
+            let nodes = std::env::temp_dir()
+                .join(format!("src-test-nodes-{}-{port}.conf", std::process::id()));
+            let _ = std::fs::remove_file(&nodes);
+            let mut server = RedisServer {
+                child: None,
+                port,
+                cluster: Some(nodes),
+            };
+            if !server.spawn() {
+                continue;
+            }
+            let added = server.command("CLUSTER ADDSLOTSRANGE 0 16383");
+            assert!(
+                added.starts_with("+OK"),
+                "CLUSTER ADDSLOTSRANGE answered {added}"
+            );
+            let deadline = Instant::now() + READY_WITHIN;
+            while Instant::now() < deadline {
+                if server.command("CLUSTER INFO").contains("cluster_state:ok") {
+                    return server;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            panic!("the one-node cluster on {port} never became ok");
+        }
+        panic!("redis-server did not start a cluster node on any free port");
     }
 
     pub fn url(&self) -> String {
@@ -73,20 +113,23 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
+        let mut command = Command::new("redis-server");
+        command.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]);
+        if let Some(nodes) = &self.cluster {
+            command
+                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                .arg(nodes);
+        }
+        let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
         let mut child = match child {
             Ok(c) => c,
             Err(e) => panic!(
@@ -114,6 +157,9 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(nodes) = &self.cluster {
+            let _ = std::fs::remove_file(nodes);
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 
 use crate::cache::scope::Scope;
-use crate::cache::store::{live, similarity, CacheError, CacheStore, Inserted, Nearest, PER_SCOPE};
+use crate::cache::store::{live, similarity, CacheStore, Inserted, Nearest, StoreError, PER_SCOPE};
 use crate::hooks::BoxFuture;
 
 /// Bytes counted per entry besides its body and vector (maps, ids, timestamps).
@@ -257,7 +257,7 @@ impl CacheStore for MemoryCache {
         threshold: f64,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Nearest, CacheError>> {
+    ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
         ready(Ok(self.find(scope, vector, threshold, now_ms, ttl_ms)))
     }
 
@@ -268,7 +268,7 @@ impl CacheStore for MemoryCache {
         body: Bytes,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Inserted, CacheError>> {
+    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
         ready(Ok(self.put(scope, vector, body, now_ms, ttl_ms)))
     }
 

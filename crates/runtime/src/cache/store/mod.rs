@@ -11,52 +11,15 @@ pub mod redis;
 pub use self::memory::MemoryCache;
 pub use self::redis::RedisCache;
 
-use std::time::Duration;
-
 use bytes::Bytes;
 
 use crate::cache::scope::Scope;
 use crate::hooks::BoxFuture;
+pub use crate::store::StoreError;
 
 /// Entries compared per scope: the newest this many are kept (and scanned on each lookup), in
 /// both stores.
 pub const PER_SCOPE: usize = 64;
-
-/// What a store failure was.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CacheError {
-    #[error("cache store did not answer `{op}` within {after:?}")]
-    Timeout { op: &'static str, after: Duration },
-    #[error("cache store unavailable: {0}")]
-    Unavailable(String),
-    #[error("cache store answered something unreadable: {0}")]
-    Corrupt(String),
-    #[error("cache store is misconfigured: {0}")]
-    Config(String),
-}
-
-impl From<crate::redis_link::LinkError> for CacheError {
-    fn from(e: crate::redis_link::LinkError) -> Self {
-        use crate::redis_link::LinkError;
-        match e {
-            LinkError::Timeout { op, after } => CacheError::Timeout { op, after },
-            LinkError::Unavailable(why) => CacheError::Unavailable(why),
-            LinkError::Config(why) => CacheError::Config(why),
-        }
-    }
-}
-
-impl CacheError {
-    /// A short, fixed word for logs.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            CacheError::Timeout { .. } => "timeout",
-            CacheError::Unavailable(_) => "unavailable",
-            CacheError::Corrupt(_) => "corrupt",
-            CacheError::Config(_) => "config",
-        }
-    }
-}
 
 /// The answer of [`CacheStore::nearest`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -89,7 +52,7 @@ pub trait CacheStore: Send + Sync {
         threshold: f64,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Nearest, CacheError>>;
+    ) -> BoxFuture<'a, Result<Nearest, StoreError>>;
 
     /// Stores an answer under `scope`, kept for at most `ttl_ms`.
     fn insert<'a>(
@@ -99,7 +62,7 @@ pub trait CacheStore: Send + Sync {
         body: Bytes,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Inserted, CacheError>>;
+    ) -> BoxFuture<'a, Result<Inserted, StoreError>>;
 
     /// Entries held, when the store can tell cheaply (the memory store; not Redis).
     fn entries(&self) -> Option<u64> {

@@ -1,10 +1,11 @@
 //! The shared cache store (`store = redis("redis://…")`): answers every router replica reads.
 //!
-//! Layout, under the same versioned prefix as the session store's keys:
-//! - `sr:v1:cache:{scope}` — a list, newest first, capped at [`PER_SCOPE`] elements, of
-//!   `id (16 bytes) | created ms (u64 LE) | embedding (f32 LE…)`; it expires `ttl` after the
+//! Keys are named by [`KeySpace`], tagged by scope so a scope's list and bodies share one Redis
+//! Cluster slot:
+//! - the scope's list (`KeySpace::cache_list`) — newest first, capped at [`PER_SCOPE`] elements,
+//!   of `id (16 bytes) | created ms (u64 LE) | embedding (f32 LE…)`; it expires `ttl` after the
 //!   last answer stored in the scope;
-//! - `sr:v1:cache:body:{id}` — the answer body, expiring `ttl` after it was stored.
+//! - each answer body (`KeySpace::cache_body`), expiring `ttl` after it was stored.
 //!
 //! A lookup is one `LRANGE` of the scope (scored here), then, only for a hit, one `GET` of the
 //! best entry's body; a body that expired or was evicted in between is a miss. Storing is one
@@ -19,18 +20,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use redis::RedisError;
 
-use crate::cache::scope::{hex, Scope};
-use crate::cache::store::{live, similarity, CacheError, CacheStore, Inserted, Nearest, PER_SCOPE};
+use crate::cache::scope::Scope;
+use crate::cache::store::{live, similarity, CacheStore, Inserted, Nearest, StoreError, PER_SCOPE};
 use crate::hooks::BoxFuture;
-use crate::redis_link;
+use crate::store::{KeySpace, Redis};
 
 /// Bytes of an element before its embedding.
 const HEADER: usize = 16 + 8;
 
 /// Answers in a Redis server shared by every replica.
 pub struct RedisCache {
-    conn: redis_link::Link,
-    timeout: Duration,
+    conn: Redis,
     max_entry_bytes: usize,
 }
 
@@ -42,30 +42,36 @@ impl RedisCache {
         url: &str,
         timeout: Duration,
         max_entry_bytes: usize,
-    ) -> Result<RedisCache, CacheError> {
-        let conn = redis_link::Link::connect(url, timeout)?;
-        Ok(RedisCache {
-            conn,
-            timeout,
+    ) -> Result<RedisCache, StoreError> {
+        Ok(RedisCache::on(
+            Redis::connect(url, timeout)?,
             max_entry_bytes,
-        })
+        ))
+    }
+
+    /// A store on `conn`, a link shared through [`crate::store::Links`].
+    pub fn on(conn: Redis, max_entry_bytes: usize) -> RedisCache {
+        RedisCache {
+            conn,
+            max_entry_bytes,
+        }
     }
 
     async fn bounded<T>(
         &self,
         op: &'static str,
         step: impl Future<Output = Result<T, RedisError>>,
-    ) -> Result<T, CacheError> {
-        Ok(redis_link::bounded(self.timeout, op, step).await?)
+    ) -> Result<T, StoreError> {
+        self.conn.bounded(op, step).await
     }
 }
 
 pub(crate) fn list_key(scope: &Scope) -> String {
-    format!("sr:v1:cache:{}", scope.hex())
+    KeySpace::cache_list(&scope.0)
 }
 
-pub(crate) fn body_key(id: &[u8]) -> String {
-    format!("sr:v1:cache:body:{}", hex(id))
+pub(crate) fn body_key(scope: &Scope, id: &[u8]) -> String {
+    KeySpace::cache_body(&scope.0, id)
 }
 
 /// One list element.
@@ -111,7 +117,7 @@ impl CacheStore for RedisCache {
         threshold: f64,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Nearest, CacheError>> {
+    ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.connection();
             let elements: Vec<Vec<u8>> = self
@@ -150,7 +156,9 @@ impl CacheStore for RedisCache {
             let body: Option<Vec<u8>> = self
                 .bounded(
                     "get",
-                    redis::cmd("GET").arg(body_key(&id)).query_async(&mut conn),
+                    redis::cmd("GET")
+                        .arg(body_key(scope, &id))
+                        .query_async(&mut conn),
                 )
                 .await?;
             Ok(Nearest {
@@ -167,7 +175,7 @@ impl CacheStore for RedisCache {
         body: Bytes,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Inserted, CacheError>> {
+    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
         Box::pin(async move {
             if body.len() > self.max_entry_bytes {
                 return Ok(Inserted::TooLarge);
@@ -178,7 +186,7 @@ impl CacheStore for RedisCache {
             let mut pipe = redis::pipe();
             pipe.atomic()
                 .cmd("SET")
-                .arg(body_key(&id))
+                .arg(body_key(scope, &id))
                 .arg(body.as_ref())
                 .arg("PX")
                 .arg(ttl)
@@ -223,7 +231,11 @@ mod tests {
     #[test]
     fn keys_are_versioned_and_per_scope() {
         let scope = Scope([0xab; 32]);
-        assert_eq!(list_key(&scope), format!("sr:v1:cache:{}", "ab".repeat(32)));
-        assert_eq!(body_key(&[1, 2]), "sr:v1:cache:body:0102");
+        let hex = "ab".repeat(32);
+        assert_eq!(list_key(&scope), format!("sr:v1:cache:{{{hex}}}"));
+        assert_eq!(
+            body_key(&scope, &[1, 2]),
+            format!("sr:v1:cache:{{{hex}}}:body:0102")
+        );
     }
 }

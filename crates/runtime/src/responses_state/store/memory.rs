@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::hooks::BoxFuture;
 use crate::responses_state::store::ResponseStore;
-use crate::session::store::StoreError;
+use crate::store::StoreError;
 
 /// Bytes counted per entry besides its value (keys, maps, timestamps).
 const OVERHEAD: usize = 128;

@@ -12,7 +12,7 @@ pub use self::redis::RedisResponses;
 use bytes::Bytes;
 
 use crate::hooks::BoxFuture;
-use crate::session::store::StoreError;
+use crate::store::StoreError;
 
 /// Stored responses, encoded (see [`crate::responses_state::StoredResponse::encode`]).
 pub trait ResponseStore: Send + Sync {

@@ -1,35 +1,34 @@
 //! The shared response store (`session { store = redis("redis://…") }`): responses every router
 //! replica reads, so a conversation stored through one replica continues through another.
 //!
-//! One string per response, `sr:v1:resp:{tenant}:{id}`, written with `SET … PX ttl`; key parts
-//! are escaped as the pin keys are, so no tenant or id can spell another's key. The connection
-//! is the session store's kind (`crate::redis_link`): lazy, reconnecting, every call bounded.
+//! One string per response (`KeySpace::response`), written with `SET … PX ttl`; key parts are
+//! escaped, so no tenant or id can spell another's key. The connection is a shared
+//! [`crate::store::link`]: lazy, reconnecting, every call bounded.
 
 use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use redis::aio::ConnectionManager;
 use redis::RedisError;
 
 use crate::hooks::BoxFuture;
-use crate::redis_link;
 use crate::responses_state::store::ResponseStore;
-use crate::session::store::StoreError;
+use crate::store::{KeySpace, Redis, StoreError};
 
 /// Responses in a Redis server shared by every replica.
 pub struct RedisResponses {
-    conn: ConnectionManager,
-    timeout: Duration,
+    conn: Redis,
 }
 
 impl RedisResponses {
     /// A store for `url`; connects lazily. Must be called inside a Tokio runtime.
     pub fn connect(url: &str, timeout: Duration) -> Result<RedisResponses, StoreError> {
-        Ok(RedisResponses {
-            conn: redis_link::connect(url, timeout)?,
-            timeout,
-        })
+        Ok(RedisResponses::on(Redis::connect(url, timeout)?))
+    }
+
+    /// A store on `conn`, a link shared through [`crate::store::Links`].
+    pub fn on(conn: Redis) -> RedisResponses {
+        RedisResponses { conn }
     }
 
     async fn bounded<T>(
@@ -37,16 +36,12 @@ impl RedisResponses {
         op: &'static str,
         step: impl Future<Output = Result<T, RedisError>>,
     ) -> Result<T, StoreError> {
-        Ok(redis_link::bounded(self.timeout, op, step).await?)
+        self.conn.bounded(op, step).await
     }
 }
 
-fn escape(part: &str) -> String {
-    part.replace('%', "%25").replace(':', "%3A")
-}
-
 fn response_key(tenant: &str, id: &str) -> String {
-    format!("sr:v1:resp:{}:{}", escape(tenant), escape(id))
+    KeySpace::response(tenant, id)
 }
 
 impl ResponseStore for RedisResponses {
@@ -61,7 +56,7 @@ impl ResponseStore for RedisResponses {
         _now_ms: u64,
     ) -> BoxFuture<'a, Result<Option<Bytes>, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let key = response_key(tenant, id);
             let value: Option<Vec<u8>> = self
                 .bounded("get", redis::cmd("GET").arg(&key).query_async(&mut conn))
@@ -79,7 +74,7 @@ impl ResponseStore for RedisResponses {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let key = response_key(tenant, id);
             let mut command = redis::cmd("SET");
             command
@@ -99,7 +94,7 @@ impl ResponseStore for RedisResponses {
         _now_ms: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.connection();
             let key = response_key(tenant, id);
             let removed: u64 = self
                 .bounded("delete", redis::cmd("DEL").arg(&key).query_async(&mut conn))

@@ -25,7 +25,7 @@ pub const DEFAULT_CAPACITY: usize = 100_000;
 pub struct MemoryStore {
     pins: Mutex<Lru<Identity, Pin>>,
     outcomes: Mutex<Lru<OutcomeKey, VecDeque<Verdict>>>,
-    seen_keys: Mutex<Lru<(String, String), ()>>,
+    seen_keys: Mutex<Lru<(Identity, String), ()>>,
 }
 
 impl MemoryStore {
@@ -180,7 +180,7 @@ impl SessionStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Recorded, StoreError>> {
         if let Some(idem) = idempotency {
             let mut seen = lock(&self.seen_keys);
-            let scoped = (key.session.tenant.clone(), idem.to_owned());
+            let scoped = (key.session.clone(), idem.to_owned());
             if seen.get(&scoped, now_ms).is_some() {
                 return ready(Ok(Recorded::Duplicate));
             }

@@ -14,11 +14,10 @@ pub mod redis;
 pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;
 
-use std::time::Duration;
-
 use crate::hooks::BoxFuture;
 use crate::session::identity::Identity;
 use crate::session::pin::Pin;
+pub use crate::store::StoreError;
 
 /// Outcomes kept per (tenant, session, model): `fail_rate` and `count` describe at most this
 /// many of the most recent ones.
@@ -30,42 +29,6 @@ pub const IDEMPOTENCY_MS: u64 = 10 * 60 * 1000;
 /// How long a pin (and its outcome windows) is kept after its last touch, given its idle ttl.
 pub fn retain_ms(ttl_ms: u64) -> u64 {
     ttl_ms.saturating_mul(2).max(1)
-}
-
-/// What a store failure was.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    #[error("session store did not answer `{op}` within {after:?}")]
-    Timeout { op: &'static str, after: Duration },
-    #[error("session store unavailable: {0}")]
-    Unavailable(String),
-    #[error("session store answered something unreadable: {0}")]
-    Corrupt(String),
-    #[error("session store is misconfigured: {0}")]
-    Config(String),
-}
-
-impl From<crate::redis_link::LinkError> for StoreError {
-    fn from(e: crate::redis_link::LinkError) -> Self {
-        use crate::redis_link::LinkError;
-        match e {
-            LinkError::Timeout { op, after } => StoreError::Timeout { op, after },
-            LinkError::Unavailable(why) => StoreError::Unavailable(why),
-            LinkError::Config(why) => StoreError::Config(why),
-        }
-    }
-}
-
-impl StoreError {
-    /// A short, fixed word for metric labels.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StoreError::Timeout { .. } => "timeout",
-            StoreError::Unavailable(_) => "unavailable",
-            StoreError::Corrupt(_) => "corrupt",
-            StoreError::Config(_) => "config",
-        }
-    }
 }
 
 /// The answer of [`SessionStore::put_if_absent`].
@@ -184,7 +147,7 @@ pub trait SessionStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Cas, StoreError>>;
 
     /// Appends a verdict to the model's window in the session, unless `idempotency` (scoped to
-    /// the session's tenant) was recorded within [`IDEMPOTENCY_MS`].
+    /// the session) was recorded within [`IDEMPOTENCY_MS`].
     fn record_outcome<'a>(
         &'a self,
         key: &'a OutcomeKey,

@@ -1,15 +1,11 @@
 //! The shared store (`store = redis("redis://…")`): pins every router replica sees.
 //!
-//! Layout, all under one versioned prefix so a future format can live beside this one:
-//! - `sr:v1:pin:{tenant}:{id}` — a hash: `m` model, `r` route (empty: none), `t` turns,
-//!   `c` created ms, `s` last seen ms, `v` version, `h` switch history (JSON);
-//! - `sr:v1:out:{tenant}:{id}:{model}` — a list of `pass`/`fail`, newest first, trimmed to the
-//!   outcome window;
-//! - `sr:v1:idem:{tenant}:{key}` — an outcome's idempotency key, kept for ten minutes.
-//!
-//! Key parts are escaped (`%` → `%25`, `:` → `%3A`) so no tenant or id can spell another's key.
-//! Every step is one Lua script or one command, hence one round trip and atomic: the hot path
-//! reads the pin and slides it in the same script; the first pin is created only if absent (the
+//! Each session's keys — its pin hash (`m` model, `r` route, empty for none, `t` turns, `c`
+//! created ms, `s` last seen ms, `v` version, `h` switch history as JSON), its outcome windows
+//! (`pass`/`fail`, newest first, trimmed to the window) and its idempotency keys — are named by
+//! [`KeySpace`] and share the session's Redis Cluster hash tag, so every script below touches one
+//! slot. Every step is one Lua script or one command, hence one round trip and atomic: the hot
+//! path reads the pin and slides it in the same script; the first pin is created only if absent (the
 //! hash analogue of `SET NX PX`); a switch is a compare-and-set on the version it read. The
 //! connection is multiplexed and reconnects by itself, and every call has a timeout, so a dead
 //! Redis costs a request at most that long and the store recovers when Redis returns.
@@ -21,16 +17,16 @@ use std::time::Duration;
 use redis::{RedisError, Script};
 
 use crate::hooks::BoxFuture;
-use crate::redis_link;
 use crate::session::identity::Identity;
 use crate::session::pin::{Pin, SwitchRecord};
 use crate::session::store::{
     retain_ms, Cas, OutcomeKey, OutcomeStats, Put, Recorded, SessionStore, StoreError, Verdict,
     IDEMPOTENCY_MS, OUTCOME_WINDOW,
 };
+use crate::store::{KeySpace, Redis};
 
 /// Default bound on every Redis call.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+pub const DEFAULT_TIMEOUT: Duration = crate::store::DEFAULT_TIMEOUT;
 
 const GET_TOUCH: &str = r"
 local h = redis.call('HGETALL', KEYS[1])
@@ -77,7 +73,7 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, {}}
 ";
 
-/// KEYS[1] the window; KEYS[2], when given, the idempotency key.
+/// KEYS[1] the window; KEYS[2], when given, the idempotency key (both in the session's slot).
 const RECORD: &str = r"
 if #KEYS == 2 then
   if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[4]) then return 0 end
@@ -90,8 +86,7 @@ return 1
 
 /// Pins in a Redis server shared by every replica.
 pub struct RedisStore {
-    conn: redis_link::Link,
-    timeout: Duration,
+    conn: Redis,
     get_touch: Script,
     touch: Script,
     put_if_absent: Script,
@@ -104,16 +99,19 @@ impl RedisStore {
     /// at startup only fails the calls made while it is down. Must be called inside a Tokio
     /// runtime.
     pub fn connect(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        let conn = redis_link::Link::connect(url, timeout)?;
-        Ok(RedisStore {
+        Ok(RedisStore::on(Redis::connect(url, timeout)?))
+    }
+
+    /// A store on `conn`, a link shared through [`crate::store::Links`].
+    pub fn on(conn: Redis) -> RedisStore {
+        RedisStore {
             conn,
-            timeout,
             get_touch: Script::new(GET_TOUCH),
             touch: Script::new(TOUCH),
             put_if_absent: Script::new(PUT_IF_ABSENT),
             compare_and_set: Script::new(COMPARE_AND_SET),
             record: Script::new(RECORD),
-        })
+        }
     }
 
     /// Runs one store step under the timeout.
@@ -122,20 +120,9 @@ impl RedisStore {
         op: &'static str,
         step: impl Future<Output = Result<T, RedisError>>,
     ) -> Result<T, StoreError> {
-        Ok(redis_link::bounded(self.timeout, op, step).await?)
+        self.conn.bounded(op, step).await
     }
 }
-
-fn escape(part: &str) -> String {
-    part.replace('%', "%25").replace(':', "%3A")
-}
-
-fn unescape(part: &str) -> String {
-    part.replace("%3A", ":").replace("%25", "%")
-}
-
-/// Where every pin key starts.
-const PIN_PREFIX: &str = "sr:v1:pin:";
 
 /// Keys `SCAN` is asked for per step, and the most steps one listing takes: the console's
 /// listing costs Redis a bounded amount of work however many pins it holds.
@@ -144,28 +131,20 @@ const SCAN_STEPS: usize = 20;
 
 /// The identity a pin key names.
 fn identity_of(key: &str) -> Option<Identity> {
-    let (tenant, id) = key.strip_prefix(PIN_PREFIX)?.split_once(':')?;
-    Some(Identity {
-        tenant: unescape(tenant),
-        id: unescape(id),
-    })
+    let (tenant, id) = KeySpace::pin_identity(key)?;
+    Some(Identity { tenant, id })
 }
 
 pub(crate) fn pin_key(key: &Identity) -> String {
-    format!("sr:v1:pin:{}:{}", escape(&key.tenant), escape(&key.id))
+    KeySpace::pin(&key.tenant, &key.id)
 }
 
 fn outcome_key(key: &OutcomeKey) -> String {
-    format!(
-        "sr:v1:out:{}:{}:{}",
-        escape(&key.session.tenant),
-        escape(&key.session.id),
-        escape(&key.model)
-    )
+    KeySpace::outcomes(&key.session.tenant, &key.session.id, &key.model)
 }
 
-fn idempotency_key(tenant: &str, key: &str) -> String {
-    format!("sr:v1:idem:{}:{}", escape(tenant), escape(key))
+fn idempotency_key(session: &Identity, key: &str) -> String {
+    KeySpace::idempotency(&session.tenant, &session.id, key)
 }
 
 /// The hash fields of a pin, in `HSET` argument order.
@@ -245,7 +224,7 @@ impl SessionStore for RedisStore {
                         redis::cmd("SCAN")
                             .arg(cursor)
                             .arg("MATCH")
-                            .arg(format!("{PIN_PREFIX}*"))
+                            .arg(KeySpace::pin_pattern())
                             .arg("COUNT")
                             .arg(SCAN_COUNT)
                             .query_async(&mut conn),
@@ -394,7 +373,7 @@ impl SessionStore for RedisStore {
             let mut conn = self.conn.connection();
             let mut call = self.record.key(outcome_key(key));
             if let Some(idem) = idempotency {
-                call.key(idempotency_key(&key.session.tenant, idem));
+                call.key(idempotency_key(&key.session, idem));
             }
             call.arg(verdict_word(verdict))
                 .arg(OUTCOME_WINDOW)
@@ -461,7 +440,8 @@ mod tests {
     fn key_parts_cannot_spell_another_tenants_key() {
         assert_ne!(pin_key(&id("a:b", "c")), pin_key(&id("a", "b:c")));
         assert_ne!(pin_key(&id("a%3Ab", "c")), pin_key(&id("a:b", "c")));
-        assert_eq!(pin_key(&id("t", "s-1")), "sr:v1:pin:t:s-1");
+        assert_eq!(pin_key(&id("t", "s-1")), "sr:v1:{t:s-1}:pin");
+        assert_eq!(identity_of(&pin_key(&id("a:b", "c"))), Some(id("a:b", "c")));
     }
 
     #[test]

@@ -1,35 +1,23 @@
-//! The Redis connections the shared stores (session pins, the response cache) are built on:
-//! multiplexed connections, one for each serving shard ([`Link`]), that connect lazily and
-//! reconnect by themselves, and every call bounded by the store's timeout, so a dead Redis costs
-//! a request at most that long.
+//! The Redis connections every shared store is built on: multiplexed connections, one for each
+//! serving shard ([`Link`]), that connect lazily and reconnect by themselves, and every call
+//! bounded by its user's timeout ([`Redis::bounded`]), so a dead Redis costs a request at most
+//! that long.
 //!
 //! Store URLs come from the checker as [`src_compiler::hir::RedisUrl`]s, which accept only what
 //! this client opens (the tests below hold the two together); what can still fail here is the
 //! environment: a server that is down or slow.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError};
 
 use crate::shard::{PerShard, DEFAULT_SLOTS};
+use crate::store::error::StoreError;
 
-/// Why a Redis call produced nothing; each store turns it into its own error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LinkError {
-    Timeout { op: &'static str, after: Duration },
-    Unavailable(String),
-    Config(String),
-}
-
-/// A lazy connection to `url` (nothing is sent until the first call). Must be called inside a
-/// Tokio runtime.
-pub(crate) fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, LinkError> {
-    manager(open(url)?, timeout)
-}
-
-fn manager(client: Client, timeout: Duration) -> Result<ConnectionManager, LinkError> {
+fn manager(client: Client, timeout: Duration) -> Result<ConnectionManager, StoreError> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))
@@ -37,13 +25,13 @@ fn manager(client: Client, timeout: Duration) -> Result<ConnectionManager, LinkE
         .set_min_delay(Duration::from_millis(10))
         .set_max_delay(timeout);
     ConnectionManager::new_lazy_with_config(client, config)
-        .map_err(|e| LinkError::Config(e.to_string()))
+        .map_err(|e| StoreError::Config(e.to_string()))
 }
 
 /// Lazy connections to one Redis, one for each serving shard (and one for the threads off the
 /// shards): a call made on a shard goes out on a connection whose task runs on that shard, not
 /// through a wake-up of whichever thread made the connection first.
-pub(crate) struct Link {
+pub struct Link {
     client: Client,
     timeout: Duration,
     /// The connection made with the link, for the threads off the shards and as the fallback.
@@ -54,7 +42,7 @@ pub(crate) struct Link {
 impl Link {
     /// Checks `url` and prepares the first connection (nothing is sent until the first call).
     /// Must be called inside a Tokio runtime.
-    pub(crate) fn connect(url: &str, timeout: Duration) -> Result<Link, LinkError> {
+    pub fn connect(url: &str, timeout: Duration) -> Result<Link, StoreError> {
         let client = open(url)?;
         let first = manager(client.clone(), timeout)?;
         Ok(Link {
@@ -66,7 +54,7 @@ impl Link {
     }
 
     /// The calling thread's connection, made on its first call (inside that thread's runtime).
-    pub(crate) fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> ConnectionManager {
         if crate::shard::slot() == 0 {
             return self.first.clone();
         }
@@ -80,27 +68,64 @@ impl Link {
     }
 }
 
+/// One store's use of a [`Link`]: the shared connections and the store's bound on each call.
+#[derive(Clone)]
+pub struct Redis {
+    link: Arc<Link>,
+    timeout: Duration,
+}
+
+impl Redis {
+    pub(crate) fn new(link: Arc<Link>, timeout: Duration) -> Redis {
+        Redis { link, timeout }
+    }
+
+    /// A link of its own (not shared through a registry), for a store built alone.
+    pub fn connect(url: &str, timeout: Duration) -> Result<Redis, StoreError> {
+        Ok(Redis::new(Arc::new(Link::connect(url, timeout)?), timeout))
+    }
+
+    /// The calling thread's connection.
+    pub fn connection(&self) -> ConnectionManager {
+        self.link.connection()
+    }
+
+    /// The bound on each call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Runs one call under the store's timeout; `op` names it in the error.
+    pub async fn bounded<T>(
+        &self,
+        op: &'static str,
+        step: impl Future<Output = Result<T, RedisError>>,
+    ) -> Result<T, StoreError> {
+        bounded(self.timeout, op, step).await
+    }
+}
+
 /// The client of `url`; opening one connects to nothing.
-fn open(url: &str) -> Result<Client, LinkError> {
-    Client::open(url).map_err(|e| LinkError::Config(format!("`{}`: {e}", redact(url))))
+fn open(url: &str) -> Result<Client, StoreError> {
+    Client::open(url).map_err(|e| StoreError::Config(format!("`{}`: {e}", redact(url))))
 }
 
 /// Runs one call under `timeout`; `op` names it in the error.
-pub(crate) async fn bounded<T>(
+pub async fn bounded<T>(
     timeout: Duration,
     op: &'static str,
     step: impl Future<Output = Result<T, RedisError>>,
-) -> Result<T, LinkError> {
+) -> Result<T, StoreError> {
     match tokio::time::timeout(timeout, step).await {
-        Err(_) => Err(LinkError::Timeout { op, after: timeout }),
-        Ok(Err(e)) if e.is_timeout() => Err(LinkError::Timeout { op, after: timeout }),
-        Ok(Err(e)) => Err(LinkError::Unavailable(e.to_string())),
+        Err(_) => Err(StoreError::Timeout { op, after: timeout }),
+        Ok(Err(e)) if e.is_timeout() => Err(StoreError::Timeout { op, after: timeout }),
+        Ok(Err(e)) => Err(StoreError::Unavailable(e.to_string())),
         Ok(Ok(v)) => Ok(v),
     }
 }
 
 /// The URL without its password, for messages.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://…@{}", &url[..scheme], &url[at + 1..])
@@ -120,7 +145,7 @@ mod tests {
             "redis://…@host:6379/0"
         );
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        let Err(LinkError::Config(why)) = open("redis://:hunter2@host:notaport") else {
+        let Err(StoreError::Config(why)) = open("redis://:hunter2@host:notaport") else {
             panic!("a bad port is a configuration error");
         };
         assert!(!why.contains("hunter2"), "{why}");

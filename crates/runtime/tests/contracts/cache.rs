@@ -1,0 +1,157 @@
+//! The cache store contract: what every `CacheStore` (memory, Redis, a Redis Cluster node) must
+//! do — answer the nearest live entry of a scope, with its body only at the threshold, keep
+//! scopes apart, forget entries at their ttl, keep the newest `PER_SCOPE` per scope and refuse
+//! bodies over the size limit.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use src_runtime::cache::{CacheStore, Inserted, Nearest, Scope, PER_SCOPE};
+
+const TTL: u64 = 60_000;
+/// The per-entry size limit the stores under test are built with.
+pub const MAX_ENTRY_BYTES: usize = 1_024;
+
+/// The clock starts here, and each step of the contract runs at its own time: the memory store
+/// reads the caller's time, Redis its own, so a step never sees another's expired entries.
+fn t0() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn scope(n: u8) -> Scope {
+    Scope([n; 32])
+}
+
+fn unit(x: f32, y: f32) -> Vec<f32> {
+    let norm = (x * x + y * y).sqrt();
+    vec![x / norm, y / norm]
+}
+
+async fn an_empty_scope_has_no_nearest_entry(store: &dyn CacheStore) {
+    let near = store
+        .nearest(&scope(1), &unit(1.0, 0.0), 0.5, t0(), TTL)
+        .await
+        .unwrap();
+    assert_eq!(near, Nearest::default());
+}
+
+async fn the_nearest_entry_answers_at_the_threshold(store: &dyn CacheStore) {
+    let now = t0();
+    let s = scope(2);
+    let stored = store
+        .insert(&s, &unit(1.0, 0.0), Bytes::from_static(b"east"), now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(stored, Inserted::Stored);
+    store
+        .insert(&s, &unit(0.0, 1.0), Bytes::from_static(b"north"), now, TTL)
+        .await
+        .unwrap();
+    let near = store
+        .nearest(&s, &unit(1.0, 0.1), 0.9, now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(near.body.as_deref(), Some(&b"east"[..]));
+    assert!(near.score.is_some_and(|s| s > 0.99), "{near:?}");
+    // Nearest, but below the threshold: the score and no body.
+    let far = store
+        .nearest(&s, &unit(1.0, 1.0), 0.99, now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(far.body, None);
+    assert!(far.score.is_some_and(|s| s < 0.99 && s > 0.5), "{far:?}");
+}
+
+async fn scopes_are_isolated(store: &dyn CacheStore) {
+    let now = t0();
+    store
+        .insert(
+            &scope(3),
+            &unit(1.0, 0.0),
+            Bytes::from_static(b"a"),
+            now,
+            TTL,
+        )
+        .await
+        .unwrap();
+    let other = store
+        .nearest(&scope(4), &unit(1.0, 0.0), 0.0, now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(other, Nearest::default());
+}
+
+async fn entries_end_at_their_ttl(store: &dyn CacheStore) {
+    let now = t0();
+    let s = scope(5);
+    let ttl = 200;
+    store
+        .insert(&s, &unit(1.0, 0.0), Bytes::from_static(b"brief"), now, ttl)
+        .await
+        .unwrap();
+    let live = store
+        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 1, ttl)
+        .await
+        .unwrap();
+    assert_eq!(live.body.as_deref(), Some(&b"brief"[..]));
+    tokio::time::sleep(std::time::Duration::from_millis(ttl + 100)).await;
+    let later = t0();
+    let gone = store
+        .nearest(&s, &unit(1.0, 0.0), 0.9, later, ttl)
+        .await
+        .unwrap();
+    assert_eq!(gone.body, None, "an entry outlived its ttl");
+}
+
+async fn a_scope_keeps_its_newest_entries(store: &dyn CacheStore) {
+    let now = t0();
+    let s = scope(6);
+    store
+        .insert(&s, &unit(1.0, 0.0), Bytes::from_static(b"oldest"), now, TTL)
+        .await
+        .unwrap();
+    // Each newer entry a degree apart (none so alike that a store may merge them), all far from
+    // the oldest.
+    for i in 0..PER_SCOPE {
+        let angle = (60.0 + i as f32).to_radians();
+        let body = Bytes::from(format!("newer-{i}"));
+        store
+            .insert(&s, &unit(angle.cos(), angle.sin()), body, now + 1, TTL)
+            .await
+            .unwrap();
+    }
+    let near = store
+        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 2, TTL)
+        .await
+        .unwrap();
+    assert_eq!(near.body, None, "the oldest entry was kept beyond the cap");
+}
+
+async fn bodies_over_the_limit_are_not_stored(store: &dyn CacheStore) {
+    let now = t0();
+    let s = scope(7);
+    let big = Bytes::from(vec![b'x'; MAX_ENTRY_BYTES + 1]);
+    let answer = store
+        .insert(&s, &unit(1.0, 0.0), big, now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(answer, Inserted::TooLarge);
+    let near = store
+        .nearest(&s, &unit(1.0, 0.0), 0.0, now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(near, Nearest::default());
+}
+
+/// Every step of the contract, in turn, on one store built with [`MAX_ENTRY_BYTES`].
+pub async fn contract(store: Arc<dyn CacheStore>) {
+    an_empty_scope_has_no_nearest_entry(store.as_ref()).await;
+    the_nearest_entry_answers_at_the_threshold(store.as_ref()).await;
+    scopes_are_isolated(store.as_ref()).await;
+    entries_end_at_their_ttl(store.as_ref()).await;
+    a_scope_keeps_its_newest_entries(store.as_ref()).await;
+    bodies_over_the_limit_are_not_stored(store.as_ref()).await;
+}
