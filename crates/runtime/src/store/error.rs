@@ -1,7 +1,7 @@
 //! The one error every store answers — pins, cached answers, stored responses, shared
 //! cooldowns and the shared model memo alike — so a failure reads, logs and counts the same
-//! whichever store it came from. Which store failed is told by the caller (see
-//! [`crate::store::failure`]), not by the error.
+//! whichever store it came from. Which store failed is told by the caller (the
+//! `failure` guard), not by the error.
 
 use std::time::Duration;
 
