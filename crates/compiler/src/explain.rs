@@ -115,7 +115,7 @@ pub fn explain(
     let route = decision
         .route
         .map(|r| checked.routes[r.index()].name.clone());
-    let mut attempts = Attempts::new(decision.candidates.clone(), wire, None);
+    let mut attempts = Attempts::new(&decision.candidates, wire, None);
     let model = match attempts.next(checked, request, |_| None) {
         FailoverNext::Send { model, .. } => Some(model),
         FailoverNext::Done(_) => None,

@@ -259,8 +259,8 @@ impl Exhausted {
 
 /// The attempts of one request over its decision's candidates.
 #[derive(Debug, Clone)]
-pub struct Attempts {
-    candidates: Vec<ModelId>,
+pub struct Attempts<'c> {
+    candidates: &'c [ModelId],
     /// The index of the next candidate to consider.
     at: usize,
     wire: Wire,
@@ -272,8 +272,8 @@ pub struct Attempts {
     failures: Vec<Failed>,
 }
 
-impl Attempts {
-    pub fn new(candidates: Vec<ModelId>, wire: Wire, owner: Option<OwnerRule>) -> Attempts {
+impl<'c> Attempts<'c> {
+    pub fn new(candidates: &'c [ModelId], wire: Wire, owner: Option<OwnerRule>) -> Attempts<'c> {
         Attempts {
             candidates,
             at: 0,

@@ -33,7 +33,7 @@ fn never(_: &ModelDef) -> Option<Duration> {
 #[test]
 fn the_first_candidate_is_sent_and_its_answer_relayed() {
     let policy = policy(false);
-    let mut a = Attempts::new(vec![STRONG, SMALL], Wire::Chat, None);
+    let mut a = Attempts::new(&[STRONG, SMALL], Wire::Chat, None);
     assert_eq!(
         a.next(&policy, &view("hi"), never),
         Next::Send {
@@ -49,7 +49,7 @@ fn the_first_candidate_is_sent_and_its_answer_relayed() {
 fn a_backend_that_does_not_speak_the_api_is_skipped_for_chat_and_responses_only() {
     let policy = policy(true);
     for wire in [Wire::Chat, Wire::Responses] {
-        let mut a = Attempts::new(vec![STRONG, SMALL], wire, None);
+        let mut a = Attempts::new(&[STRONG, SMALL], wire, None);
         assert_eq!(
             a.next(&policy, &view("hi"), never),
             Next::Send {
@@ -60,7 +60,7 @@ fn a_backend_that_does_not_speak_the_api_is_skipped_for_chat_and_responses_only(
         );
         assert_eq!(a.fallback_list(&policy), vec!["strong:api".to_string()]);
     }
-    let mut a = Attempts::new(vec![STRONG, SMALL], Wire::Messages, None);
+    let mut a = Attempts::new(&[STRONG, SMALL], Wire::Messages, None);
     assert_eq!(
         a.next(&policy, &view("hi"), never),
         Next::Send {
@@ -68,7 +68,7 @@ fn a_backend_that_does_not_speak_the_api_is_skipped_for_chat_and_responses_only(
             reach: Reach::Native
         }
     );
-    let mut a = Attempts::new(vec![SMALL], Wire::Messages, None);
+    let mut a = Attempts::new(&[SMALL], Wire::Messages, None);
     assert_eq!(
         a.next(&policy, &view("hi"), never),
         Next::Send {
@@ -82,12 +82,12 @@ fn a_backend_that_does_not_speak_the_api_is_skipped_for_chat_and_responses_only(
 fn only_unspoken_and_too_long_skips_are_a_400() {
     let mut policy = policy(true);
     policy.models[0].context = Some(1);
-    let mut a = Attempts::new(vec![STRONG, SMALL], Wire::Chat, None);
+    let mut a = Attempts::new(&[STRONG, SMALL], Wire::Chat, None);
     let long = view("a request of a good many words, longer than one token");
     assert_eq!(a.next(&policy, &long, never), Next::Done(End::Exhausted));
     assert_eq!(a.exhausted(), Exhausted::Unspoken);
     assert_eq!(a.exhausted().status(), 400);
-    let mut a = Attempts::new(vec![SMALL], Wire::Chat, None);
+    let mut a = Attempts::new(&[SMALL], Wire::Chat, None);
     assert_eq!(a.next(&policy, &long, never), Next::Done(End::Exhausted));
     assert_eq!(a.exhausted(), Exhausted::TooLong);
 }
@@ -95,7 +95,7 @@ fn only_unspoken_and_too_long_skips_are_a_400() {
 #[test]
 fn a_model_cooling_down_is_skipped_with_its_time_left() {
     let policy = policy(false);
-    let mut a = Attempts::new(vec![STRONG, SMALL], Wire::Chat, None);
+    let mut a = Attempts::new(&[STRONG, SMALL], Wire::Chat, None);
     let cooling = |m: &ModelDef| (m.name == "strong").then_some(Duration::from_millis(1500));
     assert_eq!(
         a.next(&policy, &view("hi"), cooling),
@@ -117,7 +117,7 @@ fn a_model_cooling_down_is_skipped_with_its_time_left() {
 fn a_5xx_always_moves_on_and_a_404_or_429_only_while_another_remains() {
     let policy = policy(false);
     for status in [404, 429, 500, 503] {
-        let mut a = Attempts::new(vec![STRONG, SMALL], Wire::Chat, None);
+        let mut a = Attempts::new(&[STRONG, SMALL], Wire::Chat, None);
         a.next(&policy, &view("hi"), never);
         assert_eq!(a.answered(STRONG, status), Judged::MovesOn, "{status}");
         a.next(&policy, &view("hi"), never);
@@ -133,7 +133,7 @@ fn a_5xx_always_moves_on_and_a_404_or_429_only_while_another_remains() {
             assert_eq!(last, Judged::Answer(Health::Failed), "{status}");
         }
     }
-    let mut a = Attempts::new(vec![STRONG, SMALL], Wire::Chat, None);
+    let mut a = Attempts::new(&[STRONG, SMALL], Wire::Chat, None);
     a.next(&policy, &view("hi"), never);
     assert_eq!(a.answered(STRONG, 400), Judged::Answer(Health::Neutral));
 }
@@ -152,7 +152,7 @@ fn the_last_failure_names_the_exhausted_answer() {
         (Why::Body("no".into()), Exhausted::BadGateway),
         (Why::Status(500), Exhausted::Unavailable),
     ] {
-        let mut a = Attempts::new(vec![SMALL], Wire::Chat, None);
+        let mut a = Attempts::new(&[SMALL], Wire::Chat, None);
         a.next(&policy, &view("hi"), never);
         a.failed(SMALL, why);
         assert_eq!(
@@ -172,7 +172,7 @@ fn a_lost_owner_under_fail_keeps_the_call_unless_observed() {
         observe,
     };
     let mut a = Attempts::new(
-        vec![STRONG, SMALL],
+        &[STRONG, SMALL],
         Wire::Chat,
         Some(rule(OwnerLost::Fail, false)),
     );
@@ -189,11 +189,7 @@ fn a_lost_owner_under_fail_keeps_the_call_unless_observed() {
         (OwnerLost::Fallback, false),
         (OwnerLost::Move, false),
     ] {
-        let mut a = Attempts::new(
-            vec![STRONG, SMALL],
-            Wire::Chat,
-            Some(rule(on_loss, observe)),
-        );
+        let mut a = Attempts::new(&[STRONG, SMALL], Wire::Chat, Some(rule(on_loss, observe)));
         a.next(&policy, &view("hi"), never);
         a.failed(STRONG, Why::Status(503));
         assert_eq!(
@@ -216,7 +212,7 @@ fn a_skipped_owner_is_not_lost() {
         observe: false,
     };
     let cooling = |m: &ModelDef| (m.name == "strong").then_some(Duration::from_secs(3));
-    let mut a = Attempts::new(vec![STRONG, SMALL], Wire::Chat, Some(rule));
+    let mut a = Attempts::new(&[STRONG, SMALL], Wire::Chat, Some(rule));
     assert_eq!(
         a.next(&policy, &view("hi"), cooling),
         Next::Send {

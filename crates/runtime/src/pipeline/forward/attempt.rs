@@ -92,7 +92,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
     cooldowns: &Arc<Cooldowns>,
     snapshot: &'p Snapshot,
     request: &Outgoing<'_>,
-    (plan, attempts): (&Plan, &mut Attempts),
+    (plan, attempts): (&Plan, &mut Attempts<'_>),
     (record, trace): (&mut RequestRecord, &RequestTrace),
 ) -> Tried<'p, T::Body> {
     let policy = snapshot.policy();

@@ -11,7 +11,7 @@ use crate::pipeline::forward::{count_fallback, too_long};
 use crate::telemetry::Telemetry;
 
 /// The answer when every candidate failed (see [`Attempts::exhausted`]).
-pub fn exhausted(policy: &CheckedPolicy, attempts: &Attempts) -> ApiError {
+pub fn exhausted(policy: &CheckedPolicy, attempts: &Attempts<'_>) -> ApiError {
     let detail = attempts.detail(policy);
     match attempts.exhausted() {
         Exhausted::TooLong => too_long(&detail),
@@ -31,7 +31,7 @@ pub fn exhausted(policy: &CheckedPolicy, attempts: &Attempts) -> ApiError {
 }
 
 /// Counts each candidate that was skipped or failed, under its reason, with a debug line.
-pub fn count(telemetry: &Telemetry, policy: &CheckedPolicy, attempts: &Attempts) {
+pub fn count(telemetry: &Telemetry, policy: &CheckedPolicy, attempts: &Attempts<'_>) {
     for failed in attempts.failures() {
         let Some(model) = policy.models.get(failed.model.index()) else {
             continue;
@@ -47,7 +47,7 @@ pub fn count(telemetry: &Telemetry, policy: &CheckedPolicy, attempts: &Attempts)
 pub fn report(
     outcomes: Option<&dyn UpstreamOutcomes>,
     policy: &CheckedPolicy,
-    attempts: &Attempts,
+    attempts: &Attempts<'_>,
 ) {
     let Some(outcomes) = outcomes else {
         return;

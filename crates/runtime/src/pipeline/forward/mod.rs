@@ -133,7 +133,7 @@ pub async fn forward(
     let session_outcomes = plan.session.as_ref().and_then(|s| s.outcomes.clone());
     let fill = plan.cache.as_ref().and_then(|c| c.fill.clone());
     let owner = plan.session.as_ref().and_then(|s| s.owner);
-    let mut attempts = Attempts::new(plan.candidates.clone(), request.api.wire(), owner);
+    let mut attempts = Attempts::new(&plan.candidates, request.api.wire(), owner);
 
     let tried = try_candidates(
         upstream,
@@ -293,7 +293,7 @@ pub fn first_sendable(
     view: &RequestView,
     fallbacks: &mut Vec<String>,
 ) -> Result<(ModelId, Dialect), ApiError> {
-    let mut attempts = Attempts::new(candidates.to_vec(), api.wire(), None);
+    let mut attempts = Attempts::new(candidates, api.wire(), None);
     let next = attempts.next(policy, view, |m| cooldowns.cooling(&m.name));
     failures::count(telemetry, policy, &attempts);
     *fallbacks = attempts.fallback_list(policy);

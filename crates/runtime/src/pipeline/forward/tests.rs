@@ -162,7 +162,7 @@ async fn attempt_under(
         ..RequestRecord::default()
     };
     let owner = plan.session.as_ref().and_then(|s| s.owner);
-    let mut attempts = Attempts::new(plan.candidates.clone(), Api::Chat.wire(), owner);
+    let mut attempts = Attempts::new(&plan.candidates, Api::Chat.wire(), owner);
     let tried = try_candidates(
         transport,
         cooldowns,
