@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use src_runtime::models::{load_from, ModelOptions, OnnxModels};
-use src_runtime::{Components, ServeConfig, ServeError};
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use src_runtime::{Components, ServeError};
+use src_testkit::TestResult;
 
 #[tokio::test]
 async fn a_missing_library_refuses_model_policies_and_serves_the_rest() -> TestResult {
@@ -40,8 +39,7 @@ async fn a_missing_library_refuses_model_policies_and_serves_the_rest() -> TestR
         sessions: Arc::new(src_runtime::hooks::NoSessions),
         log: src_runtime::log::RequestLog::Off,
     };
-    let mut cfg = ServeConfig::ephemeral(dir.path());
-    cfg.watch = false;
+    let cfg = src_testkit::config(dir.path());
     match src_runtime::spawn(cfg.clone(), models()).await {
         Err(ServeError::Policy(failure)) => {
             let d = failure.diagnostics.first().ok_or("no diagnostic")?;

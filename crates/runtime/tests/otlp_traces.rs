@@ -4,8 +4,6 @@
 //! span. A collector that is down or never answers must fail and slow down no request; what it
 //! loses is counted in `src_trace_spans_dropped_total`.
 
-mod proxy_support;
-
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -19,10 +17,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use proxy_support::{user, Router, TestResult, PATIENCE, POLICY};
 use serde_json::json;
 use src_runtime::otel::OtlpOptions;
 use src_runtime::trace::parse_traceparent;
+use src_testkit::{user, Router, TestResult, PATIENCE, POLICY};
 use tokio::net::TcpListener;
 
 /// Spans an in-test collector received.

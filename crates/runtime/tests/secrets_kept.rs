@@ -5,8 +5,6 @@
 //! request log lines, every file of the record directory, every OTLP export body and the
 //! metrics page.
 
-mod proxy_support;
-
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -18,9 +16,9 @@ use hyper::Response;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
-use proxy_support::{user, Router, TestResult, PATIENCE, POLICY};
 use serde_json::json;
 use src_runtime::otel::OtlpOptions;
+use src_testkit::{user, Router, TestResult, PATIENCE, POLICY};
 use tokio::net::TcpListener;
 
 const BEARER_SECRET: &str = "sk-live-4c1d2e9f8a7b";

@@ -7,10 +7,6 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-mod support {
-    pub mod redis;
-}
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +14,7 @@ use src_runtime::session::store::{
     Cas, OutcomeKey, OutcomeStats, Put, Recorded, SessionStore, Verdict, OUTCOME_WINDOW,
 };
 use src_runtime::session::{Identity, MemoryStore, Pin, RedisStore};
-use support::redis::RedisServer;
+use src_testkit::redis::RedisServer;
 
 const TTL: u64 = 60_000;
 const T0: u64 = 1_700_000_000_000;

@@ -2,13 +2,8 @@
 //! answers PING, killed when dropped. `kill` and `restart` (same port) let tests take Redis
 //! away under load and bring it back.
 
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the helpers"
-)]
-
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,7 +20,7 @@ impl RedisServer {
     /// installed — install it with `apt-get install -y redis-server`.
     pub fn start() -> RedisServer {
         for _ in 0..5 {
-            let port = free_port();
+            let port = crate::free_port();
             let mut server = RedisServer { child: None, port };
             if server.spawn() {
                 return server;
@@ -114,13 +109,6 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
-        Ok(addr) => addr.port(),
-        Err(e) => panic!("no free port: {e}"),
     }
 }
 
