@@ -3,8 +3,8 @@
 //! in-process over a policy in a temporary directory ([`router`]), a real `redis-server` on a
 //! free port ([`redis`]), upstreams that record what the router sent and answer as scripted
 //! ([`upstream`]) or fail on purpose at the TCP level ([`fault`]), an Envoy `ext_proc` client
-//! ([`extproc`]), the built-in simulator's client ([`sim`]) and the model and cache harnesses
-//! ([`models`], [`cache`]).
+//! ([`extproc`]), every front door driven alike ([`doors`]), the built-in simulator's client
+//! ([`sim`]) and the model and cache harnesses ([`models`], [`cache`]).
 //!
 //! It links `src-runtime`, so it is only ever a dev-dependency: the runtime's own unit tests keep
 //! their fakes in the runtime crate (a second copy of its types would not be theirs).
@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 pub mod cache;
+pub mod doors;
 pub mod extproc;
 pub mod fault;
 pub mod http;
