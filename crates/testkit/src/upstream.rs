@@ -32,6 +32,8 @@ pub struct Seen {
     pub headers: HeaderMap,
     /// The body as JSON (`null` when it was empty or not JSON).
     pub body: Value,
+    /// The body as sent.
+    pub bytes: Bytes,
 }
 
 /// One scripted answer.
@@ -49,6 +51,15 @@ impl Reply {
             status: 200,
             content_type: "application/json",
             body: body.to_string(),
+        }
+    }
+
+    /// An answer of `status` with an empty body.
+    pub fn empty(status: u16) -> Reply {
+        Reply {
+            status,
+            content_type: "application/octet-stream",
+            body: String::new(),
         }
     }
 
@@ -71,6 +82,8 @@ static ARRIVALS: AtomicU64 = AtomicU64::new(0);
 pub struct Upstream {
     /// Its base URL, up to `/v1`.
     pub url: String,
+    /// `http://127.0.0.1:PORT`, without a path.
+    pub origin: String,
     seen: Arc<Mutex<Vec<Seen>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -87,7 +100,8 @@ impl Upstream {
         script: impl Fn(&Seen) -> Reply + Send + Sync + 'static,
     ) -> TestResult<Upstream> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://127.0.0.1:{}/v1", listener.local_addr()?.port());
+        let origin = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
+        let url = format!("{origin}/v1");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&seen);
         let script: Script = Arc::new(script);
@@ -104,7 +118,12 @@ impl Upstream {
                 });
             }
         });
-        Ok(Upstream { url, seen, task })
+        Ok(Upstream {
+            url,
+            origin,
+            seen,
+            task,
+        })
     }
 
     /// An upstream answering every API with [`canned`] answers of `status`, signed `name`.
@@ -164,6 +183,7 @@ async fn answer(
         path,
         headers,
         body,
+        bytes,
     };
     let reply = script(&request);
     seen.lock()
