@@ -253,8 +253,7 @@ async fn run_async(case: &Case, policy: &Path, door: Door) -> TestResult {
     let mut filled = text.clone();
     if text.contains("{models}") {
         src_testkit::models::load_library()?;
-        let models = src_testkit::models::repo().join("models").canonicalize()?;
-        filled = filled.replace("{models}", &models.display().to_string());
+        filled = src_testkit::models::with_models(&text)?;
     }
     for name in placeholders(&text) {
         let status = case.upstreams.get(&name).map_or(200, |s| s.status);

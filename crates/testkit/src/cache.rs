@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use src_runtime::log::RequestLog;
 use src_runtime::{Components, ServerHandle};
 
-use crate::models::{load_library, repo, sample};
+use crate::models::{load_library, sample, with_models};
 use crate::{Http, TestResult, PATIENCE};
 
 /// The providers and the encoder every cache policy here uses; `{models}` is the repository's
@@ -103,9 +103,7 @@ pub async fn serve(policy: &str) -> TestResult<Served> {
 }
 
 pub fn write_policy(dir: &Path, policy: &str) -> TestResult {
-    let models = repo().join("models").canonicalize()?;
-    let text = policy.replace("{models}", &models.display().to_string());
-    std::fs::write(dir.join("policy.sr"), text)?;
+    std::fs::write(dir.join("policy.sr"), with_models(policy)?)?;
     Ok(())
 }
 

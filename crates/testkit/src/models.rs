@@ -78,6 +78,14 @@ pub fn floats(v: &Value) -> TestResult<Vec<f32>> {
         .collect()
 }
 
+/// `policy` with `{models}` replaced by the absolute path of the repository's `models/`.
+pub fn with_models(policy: &str) -> TestResult<String> {
+    let models = repo().join("models").canonicalize().map_err(|e| {
+        format!("the repository's `models/` is missing ({e}): run `scripts/models.sh` first")
+    })?;
+    Ok(policy.replace("{models}", &models.display().to_string()))
+}
+
 /// A running router over a policy whose model paths point at the repository's models.
 pub struct Served {
     pub server: ServerHandle,
@@ -89,10 +97,8 @@ pub struct Served {
 /// `{models}` in `policy` becomes the absolute path of the repository's `models/`.
 pub async fn serve(policy: &str, options: ModelOptions) -> TestResult<Served> {
     load_library()?;
-    let models_root = repo().join("models").canonicalize()?;
     let dir = tempfile::tempdir()?;
-    let text = policy.replace("{models}", &models_root.display().to_string());
-    std::fs::write(dir.path().join("policy.sr"), text)?;
+    std::fs::write(dir.path().join("policy.sr"), with_models(policy)?)?;
     let models = Arc::new(OnnxModels::new(options));
     let server = start(dir.path(), Arc::clone(&models)).await?;
     Ok(Served {
