@@ -6,9 +6,6 @@
 //!
 //! Needs `redis-server` on the PATH for the Redis case (it is started on a free port).
 
-#[path = "../tests/support/redis.rs"]
-mod redis_support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -118,7 +115,7 @@ fn bench(c: &mut Criterion) {
     };
     let memory =
         SessionLayer::default().with_store(StoreDef::Memory, Arc::new(MemoryStore::default()));
-    let server = redis_support::RedisServer::start();
+    let server = src_testkit::redis::RedisServer::start();
     let redis_store = rt
         .block_on(async { RedisStore::connect(&server.url(), Duration::from_secs(1)) })
         .unwrap_or_else(|e| panic!("{e}"));

@@ -3,10 +3,8 @@
 //! backend and refreshes the cache, both leave the cache out, and any other value is a 400 that
 //! never reaches the backend.
 
-mod cache_support;
-mod models_support;
-
-use cache_support::{chat, serve, Answer, Served, TestResult, PARAPHRASE, PASSWORD, PROVIDERS};
+use src_testkit::cache::{chat, serve, Answer, Served, PARAPHRASE, PASSWORD, PROVIDERS};
+use src_testkit::TestResult;
 
 async fn cached() -> TestResult<Served> {
     serve(&format!(

@@ -3,16 +3,11 @@
 //! paraphrase on replica B, whose backend is never asked — and `failure.store` with Redis down:
 //! `open` goes on without the cache, `closed` answers 503.
 
-mod cache_support;
-mod models_support;
-mod support {
-    pub mod redis;
-}
-
 use std::time::{Duration, Instant};
 
-use cache_support::{serve, TestResult, PARAPHRASE, PASSWORD, PATIENCE, PROVIDERS, UNRELATED};
-use support::redis::RedisServer;
+use src_testkit::cache::{serve, PARAPHRASE, PASSWORD, PROVIDERS, UNRELATED};
+use src_testkit::redis::RedisServer;
+use src_testkit::{TestResult, PATIENCE};
 
 fn policy(store: &str, failure: &str) -> String {
     format!(

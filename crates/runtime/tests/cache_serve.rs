@@ -8,13 +8,11 @@
 //! a cache the server cannot serve refuses the policy, while a TLS Redis store the checker
 //! accepts loads.
 
-mod cache_support;
-mod models_support;
-
-use cache_support::{
-    chat, serve, write_policy, Served, TestResult, PARAPHRASE, PASSWORD, PROVIDERS, UNRELATED,
-};
 use serde_json::{json, Value};
+use src_testkit::cache::{
+    chat, serve, write_policy, Served, PARAPHRASE, PASSWORD, PROVIDERS, UNRELATED,
+};
+use src_testkit::TestResult;
 
 fn policy(cache: &str, routes: &str) -> String {
     format!(
@@ -58,7 +56,7 @@ async fn a_paraphrase_is_answered_from_the_cache_and_an_unrelated_prompt_is_not(
 
     let metrics = served.metrics().await?;
     let count = |result: &str| {
-        cache_support::sample(
+        src_testkit::models::sample(
             &metrics,
             "src_cache_lookups_total",
             &format!("result=\"{result}\""),
@@ -66,7 +64,7 @@ async fn a_paraphrase_is_answered_from_the_cache_and_an_unrelated_prompt_is_not(
     };
     assert_eq!((count("hit"), count("miss")), (1.0, 2.0), "{metrics}");
     assert!(
-        cache_support::sample(
+        src_testkit::models::sample(
             &metrics,
             "src_requests_total",
             "route=\"default\",model=\"small\",status=\"200\",path=\"cache\",door=\"proxy\""
@@ -157,12 +155,12 @@ async fn a_route_with_cache_off_never_caches() -> TestResult {
     // The encoder never ran for the bypassed requests.
     let metrics = served.metrics().await?;
     assert_eq!(
-        cache_support::sample(&metrics, "src_model_calls_total", "model=\"minilm\""),
+        src_testkit::models::sample(&metrics, "src_model_calls_total", "model=\"minilm\""),
         0.0,
         "{metrics}"
     );
     assert_eq!(
-        cache_support::sample(&metrics, "src_cache_lookups_total", "result=\"bypass\""),
+        src_testkit::models::sample(&metrics, "src_cache_lookups_total", "result=\"bypass\""),
         2.0
     );
     // Other routes still cache.
@@ -194,7 +192,7 @@ async fn skip_when_skips_the_cache_computing_its_model_signals() -> TestResult {
     assert_eq!(served.backend_requests(), 4);
     let metrics = served.metrics().await?;
     assert_eq!(
-        cache_support::sample(&metrics, "src_cache_lookups_total", "result=\"skip\""),
+        src_testkit::models::sample(&metrics, "src_cache_lookups_total", "result=\"skip\""),
         3.0,
         "{metrics}"
     );
@@ -206,8 +204,9 @@ async fn a_prompt_a_similarity_signal_embedded_is_not_embedded_again() -> TestRe
     let cache = r#"threshold = 0.9
       skip when similarity(minilm, prompt, ["what time is it right now"]) > 0.7"#;
     let served = serve(&policy(cache, "")).await?;
-    let calls =
-        |metrics: &str| cache_support::sample(metrics, "src_model_calls_total", "model=\"minilm\"");
+    let calls = |metrics: &str| {
+        src_testkit::models::sample(metrics, "src_model_calls_total", "model=\"minilm\"")
+    };
     let before = calls(&served.metrics().await?);
     // `skip when` embeds the prompt; the cache lookup reuses that embedding.
     assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
@@ -348,7 +347,7 @@ async fn a_reload_keeps_the_store_and_applies_the_new_threshold() -> TestResult 
     served.server.reload().await;
     let started = std::time::Instant::now();
     while served.server.generation() < 2 {
-        assert!(started.elapsed() < cache_support::PATIENCE, "no reload");
+        assert!(started.elapsed() < src_testkit::PATIENCE, "no reload");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     // The paraphrase (≈ 0.99) is now too far; the very same prompt still hits the kept entry.
@@ -365,7 +364,7 @@ async fn a_cache_the_server_cannot_serve_refuses_the_policy() -> TestResult {
     );
     let dir = tempfile::tempdir()?;
     write_policy(dir.path(), &text)?;
-    match cache_support::start(dir.path()).await {
+    match src_testkit::cache::start(dir.path()).await {
         Ok(_) => panic!("a cache whose encoder cannot load was served"),
         Err(err) => {
             let message = err.to_string();
@@ -377,7 +376,7 @@ async fn a_cache_the_server_cannot_serve_refuses_the_policy() -> TestResult {
     }
     let bad_url = policy(r#"threshold = 0.9  store = redis("http://not-redis")"#, "");
     write_policy(dir.path(), &bad_url)?;
-    match cache_support::start(dir.path()).await {
+    match src_testkit::cache::start(dir.path()).await {
         Ok(_) => panic!("a cache whose store cannot exist was served"),
         Err(err) => {
             let message = err.to_string();

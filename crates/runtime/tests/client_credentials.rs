@@ -5,11 +5,9 @@
 //! the client's and the others are dropped unless it says `client_auth = forward`; a cookie
 //! never travels.
 
-mod proxy_support;
-
-use proxy_support::{Router, TestResult};
 use serde_json::json;
 use src_runtime::sim::{SimConfig, SimHandle, SimModel};
+use src_testkit::{Router, TestResult};
 
 const KEY_VAR: &str = "SRC_TEST_CLIENT_CREDENTIALS_KEY";
 const BACKEND_KEY: &str = "sk-backend-own";

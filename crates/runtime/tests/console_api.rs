@@ -3,14 +3,12 @@
 //! policy picture with its warnings, the explain box (the same answer as the compiler's
 //! explainer), and the reload history with a failed reload's diagnostics.
 
-mod proxy_support;
-
 use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::Method;
-use proxy_support::{user, Http, Router, TestResult, PATIENCE};
 use serde_json::{json, Value};
+use src_testkit::{user, Http, Router, TestResult, PATIENCE};
 
 const POLICY: &str = r#"
 backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
@@ -401,10 +399,6 @@ async fn health_lists_reloads_with_a_failed_reloads_rendered_diagnostics() -> Te
     Ok(())
 }
 
-mod support {
-    pub mod redis;
-}
-
 fn session_policy(store: &str) -> String {
     format!(
         r#"
@@ -527,7 +521,7 @@ async fn sessions_in_memory_are_listed_by_tenant() -> TestResult {
 
 #[tokio::test]
 async fn sessions_in_redis_are_listed_by_tenant_with_a_bounded_scan() -> TestResult {
-    let redis = support::redis::RedisServer::start();
+    let redis = src_testkit::redis::RedisServer::start();
     let store = format!("store = redis({:?})", redis.url());
     let router = Router::start(&session_policy(&store)).await?;
     sessions_are_listed_by_tenant(&router, "redis").await?;

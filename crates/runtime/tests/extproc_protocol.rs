@@ -3,218 +3,16 @@
 //! real server on the built-in simulator. What Envoy then does with the answers is tested with
 //! the real Envoy in the CLI's `envoy_extproc` tests.
 
-mod proxy_support;
-
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
-use envoy_types::pb::envoy::extensions::filters::http::ext_proc::v3::processing_mode::BodySendMode;
-use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_client::ExternalProcessorClient;
 use envoy_types::pb::envoy::service::ext_proc::v3::{
-    body_mutation, processing_request, processing_response, CommonResponse, HeaderMutation,
-    HttpBody, HttpHeaders, HttpTrailers, ImmediateResponse, ProcessingRequest, ProcessingResponse,
-    ProtocolConfiguration, StreamedBodyResponse,
+    processing_request, processing_response, HttpBody, HttpTrailers,
 };
-use proxy_support::{user, Router, TestResult, POLICY};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
-use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
-
-/// One processing stream, as Envoy opens one per HTTP request.
-struct Stream {
-    send: mpsc::Sender<ProcessingRequest>,
-    answers: Streaming<ProcessingResponse>,
-}
-
-impl Stream {
-    async fn open(addr: SocketAddr) -> TestResult<Stream> {
-        let mut client = ExternalProcessorClient::connect(format!("http://{addr}")).await?;
-        let (send, outgoing) = mpsc::channel(4);
-        let answers = client
-            .process(ReceiverStream::new(outgoing))
-            .await?
-            .into_inner();
-        Ok(Stream { send, answers })
-    }
-
-    async fn ask(&mut self, request: processing_request::Request) -> TestResult<Reply> {
-        self.tell(ProcessingRequest {
-            request: Some(request),
-            ..ProcessingRequest::default()
-        })
-        .await?;
-        self.answer().await
-    }
-
-    /// Sends without waiting for an answer, as Envoy does in full duplex.
-    async fn tell(&mut self, message: ProcessingRequest) -> TestResult {
-        self.send.send(message).await?;
-        Ok(())
-    }
-
-    async fn answer(&mut self) -> TestResult<Reply> {
-        let answer = self.answers.message().await?.ok_or("the stream ended")?;
-        answer
-            .response
-            .map(Reply)
-            .ok_or_else(|| "an empty answer".into())
-    }
-}
-
-/// A message as Envoy sends it with the body `FULL_DUPLEX_STREAMED`; `first` carries the
-/// mode, as the stream's first message does.
-fn duplex(request: processing_request::Request, first: bool) -> ProcessingRequest {
-    ProcessingRequest {
-        request: Some(request),
-        protocol_config: first.then(|| ProtocolConfiguration {
-            request_body_mode: BodySendMode::FullDuplexStreamed as i32,
-            ..ProtocolConfiguration::default()
-        }),
-        ..ProcessingRequest::default()
-    }
-}
-
-fn chunk(bytes: &[u8], end_of_stream: bool) -> processing_request::Request {
-    processing_request::Request::RequestBody(HttpBody {
-        body: bytes.to_vec(),
-        end_of_stream,
-        ..HttpBody::default()
-    })
-}
-
-struct Reply(processing_response::Response);
-
-impl Reply {
-    fn common(&self) -> TestResult<&CommonResponse> {
-        let common = match &self.0 {
-            processing_response::Response::RequestHeaders(h)
-            | processing_response::Response::ResponseHeaders(h) => h.response.as_ref(),
-            processing_response::Response::RequestBody(b) => b.response.as_ref(),
-            other => return Err(format!("not a continue: {other:?}").into()),
-        };
-        common.ok_or_else(|| "no common response".into())
-    }
-
-    fn immediate(&self) -> TestResult<&ImmediateResponse> {
-        match &self.0 {
-            processing_response::Response::ImmediateResponse(i) => Ok(i),
-            other => Err(format!("not an immediate response: {other:?}").into()),
-        }
-    }
-
-    fn streamed(&self) -> TestResult<&StreamedBodyResponse> {
-        match self
-            .common()?
-            .body_mutation
-            .as_ref()
-            .and_then(|b| b.mutation.as_ref())
-        {
-            Some(body_mutation::Mutation::StreamedResponse(streamed)) => Ok(streamed),
-            other => Err(format!("no streamed body: {other:?}").into()),
-        }
-    }
-
-    fn set_headers(&self) -> TestResult<HashMap<String, String>> {
-        Ok(set(self.common()?.header_mutation.as_ref()))
-    }
-
-    fn removed(&self) -> TestResult<Vec<String>> {
-        Ok(self
-            .common()?
-            .header_mutation
-            .as_ref()
-            .map(|m| m.remove_headers.clone())
-            .unwrap_or_default())
-    }
-
-    fn body(&self) -> TestResult<Value> {
-        match self
-            .common()?
-            .body_mutation
-            .as_ref()
-            .and_then(|b| b.mutation.as_ref())
-        {
-            Some(body_mutation::Mutation::Body(bytes)) => Ok(serde_json::from_slice(bytes)?),
-            other => Err(format!("no body mutation: {other:?}").into()),
-        }
-    }
-}
-
-fn set(mutation: Option<&HeaderMutation>) -> HashMap<String, String> {
-    mutation
-        .into_iter()
-        .flat_map(|m| &m.set_headers)
-        .filter_map(|o| o.header.as_ref())
-        .map(|h| {
-            (
-                h.key.clone(),
-                String::from_utf8_lossy(&h.raw_value).into_owned(),
-            )
-        })
-        .collect()
-}
-
-/// Headers as Envoy 1.40 sends them: bytes in `raw_value`, `value` empty.
-fn headers(pairs: &[(&str, &str)], end_of_stream: bool) -> processing_request::Request {
-    headers_of(pairs, end_of_stream, true)
-}
-
-fn headers_of(
-    pairs: &[(&str, &str)],
-    end_of_stream: bool,
-    raw: bool,
-) -> processing_request::Request {
-    processing_request::Request::RequestHeaders(HttpHeaders {
-        headers: Some(HeaderMap {
-            headers: pairs
-                .iter()
-                .map(|(k, v)| HeaderValue {
-                    key: (*k).into(),
-                    value: if raw { String::new() } else { (*v).into() },
-                    raw_value: if raw {
-                        v.as_bytes().to_vec()
-                    } else {
-                        Vec::new()
-                    },
-                })
-                .collect(),
-        }),
-        end_of_stream,
-        ..HttpHeaders::default()
-    })
-}
-
-fn post(path: &str) -> Vec<(&str, &str)> {
-    vec![
-        (":method", "POST"),
-        (":path", path),
-        (":authority", "gateway"),
-        ("content-type", "application/json"),
-    ]
-}
-
-fn body(value: &Value) -> processing_request::Request {
-    processing_request::Request::RequestBody(HttpBody {
-        body: value.to_string().into_bytes(),
-        end_of_stream: true,
-        ..HttpBody::default()
-    })
-}
-
-fn response_headers(status: &str) -> processing_request::Request {
-    processing_request::Request::ResponseHeaders(HttpHeaders {
-        headers: Some(HeaderMap {
-            headers: vec![HeaderValue {
-                key: ":status".into(),
-                raw_value: status.as_bytes().to_vec(),
-                ..HeaderValue::default()
-            }],
-        }),
-        ..HttpHeaders::default()
-    })
-}
+use src_testkit::extproc::{
+    body, chunk, duplex, headers, headers_of, post, response_headers, set, Stream,
+};
+use src_testkit::{user, Router, TestResult, POLICY};
 
 async fn router() -> TestResult<(Router, SocketAddr)> {
     let router = Router::start_with(POLICY, |cfg| {
@@ -397,7 +195,7 @@ async fn a_reload_is_seen_by_the_next_stream() -> TestResult {
     let changed = POLICY.replace("route default { to small }", "route default { to safe }");
     std::fs::write(router.policy_path(), changed)?;
     router.server.reload().await;
-    let deadline = tokio::time::Instant::now() + proxy_support::PATIENCE;
+    let deadline = tokio::time::Instant::now() + src_testkit::PATIENCE;
     while router.server.generation() < 2 {
         if tokio::time::Instant::now() > deadline {
             return Err("the policy was not reloaded".into());

@@ -6,13 +6,11 @@
 //! that the same server still answers an ordinary request. Protocol-level cases use a raw TCP
 //! client, since a well-behaved HTTP client cannot send them.
 
-mod proxy_support;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use proxy_support::{raw_exchange, user, Answer, Router, TestResult, PATIENCE, POLICY};
 use serde_json::{json, Value};
+use src_testkit::{raw_exchange, user, Answer, Router, TestResult, PATIENCE, POLICY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

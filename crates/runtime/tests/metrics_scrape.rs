@@ -6,8 +6,6 @@
 //! Both binaries come from Debian's `prometheus` package (`scripts/setup.sh` installs it); a
 //! missing one fails the test with a message saying so.
 
-mod proxy_support;
-
 use std::convert::Infallible;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
@@ -18,8 +16,8 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper::{Method, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use proxy_support::{user, Http, Router, TestResult, POLICY};
 use serde_json::Value;
+use src_testkit::{user, Http, Router, TestResult, POLICY};
 use tokio::net::TcpListener;
 
 const OPENMETRICS_ACCEPT: &str =
@@ -169,12 +167,6 @@ async fn text_only_relay(target: String) -> TestResult<std::net::SocketAddr> {
     Ok(addr)
 }
 
-fn free_port() -> TestResult<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// The metadata Prometheus keeps for `metric` from the targets of `job`.
 async fn target_metadata(
     client: &Http,
@@ -203,7 +195,7 @@ async fn a_real_prometheus_reads_counters_with_their_help_in_both_formats() -> T
         router.server.addr
     );
     std::fs::write(dir.path().join("prometheus.yml"), config)?;
-    let port = free_port()?;
+    let port = src_testkit::free_port();
     let child = Command::new("prometheus")
         .arg(format!(
             "--config.file={}",

@@ -2,14 +2,13 @@
 //! directory, corrupt `model.onnx`, labels that differ from `id2label`, a guard whose unsafe
 //! label cannot be told — never a panic, and the old policy keeps serving on a reload.
 
-mod models_support;
-
 use std::path::Path;
 use std::sync::Arc;
 
-use models_support::{load_library, model_dir, start, TestResult};
 use src_runtime::models::{ModelOptions, OnnxModels};
 use src_runtime::ServeError;
+use src_testkit::models::{load_library, model_dir, start};
+use src_testkit::TestResult;
 
 const HEAD: &str = r#"
 backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use src_runtime::models::{load_from, ModelOptions, OnnxModels};
-use src_runtime::{Components, ServeConfig, ServeError};
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use src_runtime::{Components, ServeError};
+use src_testkit::TestResult;
 
 #[tokio::test]
 async fn a_missing_library_refuses_model_policies_and_serves_the_rest() -> TestResult {
@@ -41,8 +40,7 @@ async fn a_missing_library_refuses_model_policies_and_serves_the_rest() -> TestR
         log: src_runtime::log::RequestLog::Off,
         links: Default::default(),
     };
-    let mut cfg = ServeConfig::ephemeral(dir.path());
-    cfg.watch = false;
+    let cfg = src_testkit::config(dir.path());
     match src_runtime::spawn(cfg.clone(), models()).await {
         Err(ServeError::Policy(failure)) => {
             let d = failure.diagnostics.first().ok_or("no diagnostic")?;

@@ -5,18 +5,16 @@
 //! sharing on, a second replica over the same real `redis-server` answers from what the first
 //! one's models said. Concurrent requests for the same text run each model once.
 
-mod models_support;
-mod support {
-    pub mod redis;
-}
-
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use models_support::{sample, serve, Served, TestResult};
+use hyper::Method;
 use serde_json::{json, Value};
 use src_runtime::models::{MemoOptions, ModelOptions};
-use support::redis::RedisServer;
+use src_testkit::models::{sample, serve, Served};
+use src_testkit::redis::RedisServer;
+use src_testkit::TestResult;
+use src_testkit::PATIENCE;
 
 const HEAD: &str = r#"
 backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
@@ -35,9 +33,6 @@ route default             { to small }
 "#;
 
 const TASK: &str = "What is the derivative of x^3 + 2x with respect to x? Check it with the tool.";
-
-/// How long a test waits for something that happens in the background (a reload, a write).
-const PATIENCE: Duration = Duration::from_secs(20);
 
 fn policy(models: &str, session: &str) -> String {
     format!(
@@ -77,13 +72,13 @@ fn tool_loop_turn(turn: usize) -> Value {
 
 async fn send(served: &Served, body: &Value) -> TestResult<(u16, Option<String>)> {
     let url = format!("http://{}/v1/chat/completions", served.server.addr);
-    let (status, headers, answer) = served.client.post(&url, body.to_string()).await?;
-    let route = headers
-        .get("x-sr-route")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-    Ok((status, route))
+    let answer = served
+        .client
+        .send(Method::POST, &url, body.to_string(), &[])
+        .await?;
+    let route = answer.header("x-sr-route").map(str::to_owned);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    Ok((answer.status, route))
 }
 
 fn count(metrics: &str, name: &str, model: &str) -> f64 {
@@ -180,7 +175,10 @@ async fn reloaded(served: &Served) -> TestResult {
 async fn a_changed_model_file_is_not_answered_from_the_memo() -> TestResult {
     let copies = tempfile::tempdir()?;
     for name in ["prompt_guard", "domain"] {
-        copy_model(&models_support::model_dir(name)?, &copies.path().join(name))?;
+        copy_model(
+            &src_testkit::models::model_dir(name)?,
+            &copies.path().join(name),
+        )?;
     }
     let text = policy(&copies.path().display().to_string(), "");
     let served = serve(&text, options(MemoOptions::default())).await?;

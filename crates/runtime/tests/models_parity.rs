@@ -2,11 +2,10 @@
 //! onnxruntime + tokenizers) computes for the same texts: encoder embeddings and classifier
 //! logits to 1e-4, token counts exactly, in one batch and one text at a time.
 
-mod models_support;
-
-use models_support::{floats, load_library, model_dir, reference, TestResult};
 use src_dsl::ast::Device;
 use src_runtime::models::{softmax, verify, Model, Role};
+use src_testkit::models::{floats, load_library, model_dir, reference};
+use src_testkit::TestResult;
 
 const TOLERANCE: f32 = 1e-4;
 

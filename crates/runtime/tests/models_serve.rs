@@ -3,12 +3,11 @@
 //! and `similarity` route, a request a cheap signal settles runs no model, concurrent requests
 //! share batches, and a timed-out model applies the policy's `failure` mode.
 
-mod models_support;
-
 use std::time::Duration;
 
-use models_support::{sample, serve, TestResult};
 use src_runtime::models::{BatchOptions, ModelOptions};
+use src_testkit::models::{sample, serve};
+use src_testkit::TestResult;
 
 const POLICY: &str = r#"
 backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }

@@ -4,84 +4,57 @@
 //! span. A collector that is down or never answers must fail and slow down no request; what it
 //! loses is counted in `src_trace_spans_dropped_total`.
 
-mod proxy_support;
-
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper::Response;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use proxy_support::{user, Router, TestResult, PATIENCE, POLICY};
 use serde_json::json;
 use src_runtime::otel::OtlpOptions;
 use src_runtime::trace::parse_traceparent;
+use src_testkit::upstream::{Reply, Seen, Upstream};
+use src_testkit::{user, Router, TestResult, PATIENCE, POLICY};
 use tokio::net::TcpListener;
 
 /// Spans an in-test collector received.
-#[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<Span>>>);
+struct Received(Upstream);
 
 impl Received {
     fn spans(&self) -> Vec<Span> {
         self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .seen()
+            .into_iter()
+            .filter_map(export)
+            .flat_map(|e| e.resource_spans)
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .collect()
     }
 }
 
-/// An OTLP/HTTP collector on `127.0.0.1:0` that keeps every span it is sent.
+/// The export request of a well-formed OTLP/HTTP protobuf `POST /v1/traces`.
+fn export(seen: Seen) -> Option<ExportTraceServiceRequest> {
+    let protobuf = seen
+        .headers
+        .get("content-type")
+        .is_some_and(|v| v == "application/x-protobuf");
+    if seen.path != "/v1/traces" || !protobuf {
+        return None;
+    }
+    ExportTraceServiceRequest::decode(seen.bytes).ok()
+}
+
+/// An OTLP/HTTP collector on `127.0.0.1:0` that keeps every span it is sent (and answers
+/// anything else with a 400).
 async fn collector() -> TestResult<(String, Received)> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let received = Received::default();
-    let kept = received.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let kept = kept.clone();
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let kept = kept.clone();
-                async move {
-                    let path_ok = request.uri().path() == "/v1/traces";
-                    let protobuf = request
-                        .headers()
-                        .get("content-type")
-                        .is_some_and(|v| v == "application/x-protobuf");
-                    let body = request.into_body().collect().await.map(|b| b.to_bytes());
-                    let mut response = Response::new(Full::new(Bytes::new()));
-                    match body.ok().map(ExportTraceServiceRequest::decode) {
-                        Some(Ok(export)) if path_ok && protobuf => {
-                            let spans = export
-                                .resource_spans
-                                .into_iter()
-                                .flat_map(|r| r.scope_spans)
-                                .flat_map(|s| s.spans);
-                            kept.0
-                                .lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .extend(spans);
-                        }
-                        _ => *response.status_mut() = hyper::StatusCode::BAD_REQUEST,
-                    }
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            tokio::spawn(async move {
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok((url, received))
+    let upstream = Upstream::start(|seen| match export(seen.clone()) {
+        Some(_) => Reply::empty(200),
+        None => Reply::empty(400),
+    })
+    .await?;
+    Ok((upstream.origin.clone(), Received(upstream)))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -285,9 +258,7 @@ async fn drops_counted(router: &Router, reason: &str) -> TestResult<f64> {
 #[tokio::test]
 async fn a_collector_that_is_down_fails_no_request_and_its_losses_are_counted() -> TestResult {
     // A port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = src_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let router = Router::start_with(POLICY, |cfg| {
         cfg.otlp = Some(OtlpOptions {

@@ -3,14 +3,12 @@
 //! admin token in `x-sr-outcome-token`, `keys` only one carrying a key of `SRC_OUTCOME_KEYS`; a
 //! refused report is a 401 in OpenAI's shape and is not counted.
 
-mod proxy_support;
-
 use std::sync::Arc;
 
-use proxy_support::{user, Router, TestResult};
 use serde_json::json;
 use src_runtime::config::AdminToken;
 use src_runtime::session::{SessionLayer, SessionOptions, SystemClock};
+use src_testkit::{user, Router, TestResult};
 
 const SID: (&str, &str) = ("x-session-id", "task-1");
 

@@ -5,20 +5,14 @@
 //! or stalls after its head is such a failure too; one that ends whole is not. `src_backend_up`
 //! reports the readiness probes.
 
-mod fault_support;
-mod proxy_support;
-mod support {
-    pub mod redis;
-}
-
 use std::time::Duration;
 
-use fault_support::{After, Peer, Script};
 use http_body_util::BodyExt;
 use hyper::Method;
-use proxy_support::{user, Router, TestResult, PATIENCE};
 use serde_json::{json, Value};
-use support::redis::RedisServer;
+use src_testkit::fault::{After, Peer, Script};
+use src_testkit::redis::RedisServer;
+use src_testkit::{user, Router, TestResult, PATIENCE};
 
 fn policy(peer_url: &str, extra: &str) -> String {
     format!(

@@ -2,12 +2,10 @@
 //! `failure.backend`, 502/503/504), requests longer than a model's context, and every kind of
 //! bad input (malformed JSON, wrong types, missing fields, wrong methods, oversized bodies).
 
-mod proxy_support;
-
-use proxy_support::{raw_exchange, user, Router, TestResult, POLICY};
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
 use src_runtime::sim::{SimConfig, SimFaults, SimHandle, SimModel};
+use src_testkit::{raw_exchange, user, Router, TestResult, POLICY};
 
 /// A port nothing listens on.
 async fn closed_port() -> TestResult<(tokio::net::TcpSocket, u16)> {

@@ -1,4 +1,4 @@
-//! Upstream faults, each from a backend that fails on purpose (`fault_support`): a reset before
+//! Upstream faults, each from a backend that fails on purpose (`src_testkit::fault`): a reset before
 //! the answer and a silence past the backend's `timeout` move on to the `else` models; a 429
 //! moves on while another model remains and passes through (with `retry-after`) from the last;
 //! each candidate is tried once. After the first byte nothing can move on: a stream that resets
@@ -6,14 +6,11 @@
 //! reaches the client as a broken body, never as a complete one, and a malformed event passes
 //! through untouched.
 
-mod fault_support;
-mod proxy_support;
-
-use fault_support::{After, Peer, Script};
 use http_body_util::BodyExt;
 use hyper::Method;
-use proxy_support::{user, Router, TestResult, PATIENCE};
 use serde_json::{json, Value};
+use src_testkit::fault::{After, Peer, Script};
+use src_testkit::{user, Router, TestResult, PATIENCE};
 
 /// `first` on the faulty peer (backend `timeout = 300ms`), `else spare` on the simulator for
 /// prompts with "fallback"; `first` alone otherwise.

@@ -3,21 +3,10 @@
 //! backend that calls tools, and natively over a scripted Anthropic backend; errors, blocks
 //! and sessions in Anthropic's shape with the router's headers.
 
-mod proxy_support;
-
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
-
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use proxy_support::{Answer, Router, TestResult, POLICY};
+use hyper::Method;
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
+use src_testkit::upstream::{Reply, Seen, Upstream};
+use src_testkit::{Answer, Router, TestResult, POLICY};
 
 fn message(text: &str) -> Value {
     json!({"model": "auto", "max_tokens": 64, "messages": [{"role": "user", "content": text}]})
@@ -275,93 +264,20 @@ async fn a_session_pins_its_model_and_an_open_tool_loop_holds_it() -> TestResult
     Ok(())
 }
 
-/// What a scripted backend saw of one request.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    headers: hyper::HeaderMap,
-    body: Value,
-}
-
-/// A backend on `127.0.0.1:0` that answers Anthropic's `/v1/messages` natively and OpenAI's
-/// `/v1/chat/completions` with a tool call (or, once the call's result is in, with text that
-/// quotes it), whole or streamed; it records every request.
-struct Scripted {
-    url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Scripted {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Scripted {
-    async fn start() -> TestResult<Scripted> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://127.0.0.1:{}/v1", listener.local_addr()?.port());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&seen);
-        let task = tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let log = Arc::clone(&log);
-                tokio::spawn(async move {
-                    let service = service_fn(move |r| scripted_answer(r, Arc::clone(&log)));
-                    let _ = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tcp), service)
-                        .await;
-                });
-            }
-        });
-        Ok(Scripted { url, seen, task })
-    }
-
-    fn requests(&self, path: &str) -> Vec<Seen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|s| s.path == path)
-            .cloned()
-            .collect()
-    }
-}
-
-async fn scripted_answer(
-    request: Request<Incoming>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let path = request.uri().path().to_owned();
-    let headers = request.headers().clone();
-    let bytes = request
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    seen.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(Seen {
-            path: path.clone(),
-            headers,
-            body: body.clone(),
-        });
+/// The answers of a scripted backend (a [`Upstream`] records every request): Anthropic's
+/// `/v1/messages` natively and OpenAI's `/v1/chat/completions` with a tool call (or, once the
+/// call's result is in, with text that quotes it), whole or streamed.
+fn scripted_answer(seen: &Seen) -> Reply {
+    let body = &seen.body;
     let stream = body["stream"] == true;
-    let (content_type, text) = match path.as_str() {
-        "/v1/messages" if stream => ("text/event-stream", NATIVE_STREAM.to_owned()),
-        "/v1/messages" => (
-            "application/json",
-            json!({
-                "id": "msg_native", "type": "message", "role": "assistant", "model": body["model"],
-                "content": [{"type": "text", "text": "native answer"}],
-                "stop_reason": "end_turn", "stop_sequence": null,
-                "usage": {"input_tokens": 5, "output_tokens": 2}
-            })
-            .to_string(),
-        ),
+    match seen.path.as_str() {
+        "/v1/messages" if stream => Reply::stream(NATIVE_STREAM),
+        "/v1/messages" => Reply::json(&json!({
+            "id": "msg_native", "type": "message", "role": "assistant", "model": body["model"],
+            "content": [{"type": "text", "text": "native answer"}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 5, "output_tokens": 2}
+        })),
         "/v1/chat/completions" => {
             let last = body["messages"]
                 .as_array()
@@ -371,15 +287,9 @@ async fn scripted_answer(
             if last["role"] == "tool" {
                 let text = format!("the tool said {}", last["content"].as_str().unwrap_or(""));
                 if stream {
-                    (
-                        "text/event-stream",
-                        chat_stream(&[json!({"content": text})], "stop"),
-                    )
+                    Reply::stream(chat_stream(&[json!({"content": text})], "stop"))
                 } else {
-                    (
-                        "application/json",
-                        chat_answer(json!({"role": "assistant", "content": text}), "stop"),
-                    )
+                    chat_answer(json!({"role": "assistant", "content": text}), "stop")
                 }
             } else if stream {
                 let deltas = [
@@ -388,25 +298,16 @@ async fn scripted_answer(
                     json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":"}}]}),
                     json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
                 ];
-                ("text/event-stream", chat_stream(&deltas, "tool_calls"))
+                Reply::stream(chat_stream(&deltas, "tool_calls"))
             } else {
                 let reply = json!({"role": "assistant", "content": null, "tool_calls": [
                     {"id": "call_9", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}
                 ]});
-                ("application/json", chat_answer(reply, "tool_calls"))
+                chat_answer(reply, "tool_calls")
             }
         }
-        _ => (
-            "application/json",
-            json!({"object": "list", "data": []}).to_string(),
-        ),
-    };
-    let mut response = Response::new(Full::new(Bytes::from(text)));
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(content_type),
-    );
-    Ok(response)
+        _ => Reply::json(&json!({"object": "list", "data": []})),
+    }
 }
 
 /// A native Messages stream: the input tokens in `message_start`, the output tokens in the
@@ -429,14 +330,13 @@ const NATIVE_STREAM: &str = concat!(
     "data: {\"type\":\"message_stop\"}\n\n",
 );
 
-fn chat_answer(message: Value, finish: &str) -> String {
-    json!({
+fn chat_answer(message: Value, finish: &str) -> Reply {
+    Reply::json(&json!({
         "id": "chatcmpl-9", "object": "chat.completion", "model": "tool-model",
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {"prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26,
                   "prompt_tokens_details": {"cached_tokens": 16}}
-    })
-    .to_string()
+    }))
 }
 
 fn chat_stream(deltas: &[Value], finish: &str) -> String {
@@ -474,7 +374,7 @@ const WEATHER: &str = r#"[{"name": "weather", "description": "the weather in a c
 #[tokio::test]
 async fn a_tool_use_round_trip_through_translation() -> TestResult {
     std::env::set_var("SRC_TEST_ANTHROPIC_KEY", "sk-ant-test");
-    let backend = Scripted::start().await?;
+    let backend = Upstream::start(scripted_answer).await?;
     let router = Router::start(&scripted_policy(&backend.url)).await?;
     let tools: Value = serde_json::from_str(WEATHER)?;
     let ask = json!({"model": "auto", "max_tokens": 64, "tools": tools,
@@ -594,7 +494,7 @@ async fn a_tool_use_round_trip_through_translation() -> TestResult {
 #[tokio::test]
 async fn an_anthropic_backend_gets_the_request_natively_and_chat_skips_it() -> TestResult {
     std::env::set_var("SRC_TEST_ANTHROPIC_KEY", "sk-ant-test");
-    let backend = Scripted::start().await?;
+    let backend = Upstream::start(scripted_answer).await?;
     let router = Router::start(&scripted_policy(&backend.url)).await?;
     let body = message("a native question");
     let answer = messages(&router, &body, &[("x-api-key", "sk-client")]).await?;
@@ -649,7 +549,7 @@ async fn an_anthropic_backend_gets_the_request_natively_and_chat_skips_it() -> T
 #[tokio::test]
 async fn a_native_stream_has_its_usage_logged() -> TestResult {
     std::env::set_var("SRC_TEST_ANTHROPIC_KEY", "sk-ant-test");
-    let backend = Scripted::start().await?;
+    let backend = Upstream::start(scripted_answer).await?;
     let router = Router::start(&scripted_policy(&backend.url)).await?;
     let mut body = message("a native question");
     body["stream"] = json!(true);

@@ -3,16 +3,14 @@
 //! pays for route-only models, failures follow `failure.classifier`, and without a model runtime
 //! such policies are refused at load.
 
-mod proxy_support;
-
 use std::sync::{Arc, Mutex, PoisonError};
 
-use proxy_support::{user, Router, TestResult};
 use serde_json::json;
 use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
 use src_compiler::hir::{CheckedPolicy, LabelId};
 use src_dsl::Diagnostic;
 use src_runtime::hooks::{BoxFuture, ModelSignals, SignalError};
+use src_testkit::{user, Router, TestResult};
 
 /// Answers every call from fixed values and records which models were asked.
 #[derive(Default)]
@@ -169,7 +167,7 @@ async fn failed_model_signals_follow_the_failure_mode() -> TestResult {
 async fn without_a_model_runtime_such_policies_are_refused_at_load() -> TestResult {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("policy.sr"), policy(""))?;
-    let cfg = src_runtime::ServeConfig::ephemeral(dir.path());
+    let cfg = src_testkit::config(dir.path());
     let mut components = src_runtime::Components::with_log(src_runtime::log::RequestLog::Off);
     components.models = Arc::new(src_runtime::hooks::NoModelSignals);
     let error = match src_runtime::spawn(cfg, components).await {

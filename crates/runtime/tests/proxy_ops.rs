@@ -1,12 +1,10 @@
 //! The operator's side of `src serve`: `/healthz`, `/readyz` (backend probes), `/metrics`, and
 //! the admin listener's policy report.
 
-mod proxy_support;
-
 use std::time::Duration;
 
-use proxy_support::{user, Http, Router, TestResult, PATIENCE, POLICY};
 use serde_json::json;
+use src_testkit::{user, Http, Router, TestResult, PATIENCE, POLICY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -288,8 +286,7 @@ async fn an_admin_token_guards_every_admin_path() -> TestResult {
 async fn an_admin_listener_off_loopback_refuses_to_start_without_a_token() -> TestResult {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("policy.sr"), POLICY)?;
-    let mut cfg = src_runtime::ServeConfig::ephemeral(dir.path());
-    cfg.watch = false;
+    let mut cfg = src_testkit::config(dir.path());
     cfg.admin = "0.0.0.0:0".parse()?;
     let refused = src_runtime::spawn(cfg.clone(), src_runtime::Components::standard()).await;
     let message = refused.err().map(|e| e.to_string()).unwrap_or_default();

@@ -2,12 +2,10 @@
 //! and shows its diagnostics on the admin listener, SIGHUP reloads, and requests under load
 //! never fail while policies are swapped.
 
-mod proxy_support;
-
 use std::time::Duration;
 
-use proxy_support::{user, Http, Router, TestResult, PATIENCE};
 use serde_json::Value;
+use src_testkit::{user, Http, Router, TestResult, PATIENCE};
 
 fn policy(default_model: &str) -> String {
     format!(

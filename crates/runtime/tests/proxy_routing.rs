@@ -2,11 +2,9 @@
 //! prompt, blocks, explicit models and aliases, unknown models, plugins and header propagation,
 //! `/v1/models` and `/v1/responses`.
 
-mod proxy_support;
-
-use proxy_support::{user, Router, TestResult, POLICY};
 use serde_json::json;
 use src_runtime::trace::parse_traceparent;
+use src_testkit::{user, Router, TestResult, POLICY};
 
 /// The simulator's answers start with `[served-id]`.
 fn served_by(content: &str) -> &str {

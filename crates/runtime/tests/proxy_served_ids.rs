@@ -2,10 +2,8 @@
 //! the backend, and `src serve` takes an id bound to one logical model as that model, refuses
 //! one bound to several, and lists them in `GET /v1/models`.
 
-mod proxy_support;
-
-use proxy_support::{Router, TestResult};
 use serde_json::{json, Value};
+use src_testkit::{Router, TestResult};
 
 fn quickstart() -> TestResult<String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

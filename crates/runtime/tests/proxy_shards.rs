@@ -2,24 +2,21 @@
 //! shared runtime; both answer the same, with shards and without, and a server with shards shuts
 //! down cleanly.
 
-mod proxy_support;
-
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use proxy_support::{user, Router, TestResult, POLICY};
+use http_body_util::BodyExt;
+use hyper::Method;
 use serde_json::Value;
+use src_testkit::{user, Http, Router, TestResult, POLICY};
 
 /// One chat completion over HTTP/2 with prior knowledge (h2c), as a multiplexing gateway sends.
 async fn chat_h2(router: &Router, body: &Value) -> TestResult<(u16, Value)> {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
-        .http2_only(true)
-        .build_http();
-    let request = hyper::Request::post(router.url("/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))?;
-    let response = client.request(request).await?;
+    let response = Http::http2_only()
+        .open(
+            Method::POST,
+            &router.url("/v1/chat/completions"),
+            body.to_string(),
+            &[],
+        )
+        .await?;
     assert_eq!(response.version(), hyper::Version::HTTP_2);
     let status = response.status().as_u16();
     let bytes = response.into_body().collect().await?.to_bytes();
@@ -51,7 +48,7 @@ async fn many_connections_at_once_are_all_answered() -> TestResult {
     let mut calls = Vec::new();
     for _ in 0..24 {
         // A client each, so that each call opens its own connection.
-        let client = proxy_support::Http::new();
+        let client = src_testkit::Http::new();
         let url = router.url("/v1/chat/completions");
         let body = body.to_string();
         calls.push(tokio::spawn(async move {

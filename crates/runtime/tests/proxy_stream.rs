@@ -2,15 +2,13 @@
 //! buffered whole), usage evidence is read on the way without touching the bytes (unknown stays
 //! `null`), and a client that goes away cancels the upstream request.
 
-mod proxy_support;
-
 use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::Method;
-use proxy_support::{Http, Router, TestResult, PATIENCE};
 use serde_json::{json, Value};
 use src_runtime::sim::{SimConfig, SimHandle, SimModel};
+use src_testkit::{Http, Router, TestResult, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};

@@ -3,8 +3,6 @@
 //! the handshake fails as a connect failure (502, or the `else` model), and `/readyz` says why.
 //! HTTP/2 is used when the backend offers it through ALPN, HTTP/1.1 otherwise.
 
-mod proxy_support;
-
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,10 +15,10 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use proxy_support::{user, Router, TestResult, PATIENCE};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{json, Value};
+use src_testkit::{user, Router, TestResult, PATIENCE};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -423,8 +421,7 @@ async fn a_bad_ca_file_refuses_to_start() -> TestResult {
         (missing, "cannot read the backend CA bundle"),
         (not_pem, "holds no certificate"),
     ] {
-        let mut cfg = src_runtime::ServeConfig::ephemeral(policy_dir.path());
-        cfg.watch = false;
+        let mut cfg = src_testkit::config(policy_dir.path());
         cfg.backend_ca = Some(path.clone());
         let err = match src_runtime::spawn(
             cfg,

@@ -2,15 +2,10 @@
 //! HTTP, and a real `redis-server` shared by two routers. A route on a header forces the switch,
 //! and the simulators' request logs show what each backend was really sent.
 
-mod proxy_support;
-mod support {
-    pub mod redis;
-}
-
 use hyper::Method;
-use proxy_support::{Answer, Router, TestResult};
 use serde_json::{json, Value};
-use support::redis::RedisServer;
+use src_testkit::redis::RedisServer;
+use src_testkit::{Answer, Router, TestResult};
 
 /// Two models on two backends; `x-move: yes` routes to the second.
 fn policy(extra: &str) -> String {

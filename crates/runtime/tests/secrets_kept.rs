@@ -5,23 +5,16 @@
 //! request log lines, every file of the record directory, every OTLP export body and the
 //! metrics page.
 
-mod proxy_support;
-
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper::Response;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
-use proxy_support::{user, Router, TestResult, PATIENCE, POLICY};
 use serde_json::json;
 use src_runtime::otel::OtlpOptions;
-use tokio::net::TcpListener;
+use src_testkit::upstream::{Reply, Upstream};
+use src_testkit::{user, Router, TestResult, PATIENCE, POLICY};
 
 const BEARER_SECRET: &str = "sk-live-4c1d2e9f8a7b";
 const X_API_KEY_SECRET: &str = "xak-93be51d0";
@@ -29,15 +22,11 @@ const API_KEY_SECRET: &str = "azk-77f0c2aa";
 const PROXY_SECRET: &str = "cHJveHktc2VjcmV0LTkx";
 
 /// Every export body the collector received, as sent.
-#[derive(Clone, Default)]
-struct Exports(Arc<Mutex<Vec<Bytes>>>);
+struct Exports(Upstream);
 
 impl Exports {
     fn all(&self) -> Vec<Bytes> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.0.seen().into_iter().map(|s| s.bytes).collect()
     }
 
     fn span_count(&self) -> usize {
@@ -51,34 +40,10 @@ impl Exports {
     }
 }
 
+/// An OTLP/HTTP collector that keeps every body it is sent and answers `200`.
 async fn collector() -> TestResult<(String, Exports)> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let exports = Exports::default();
-    let kept = exports.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let kept = kept.clone();
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let kept = kept.clone();
-                async move {
-                    if let Ok(body) = request.into_body().collect().await {
-                        kept.0
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .push(body.to_bytes());
-                    }
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
-                }
-            });
-            tokio::spawn(async move {
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok((url, exports))
+    let upstream = Upstream::start(|_| Reply::empty(200)).await?;
+    Ok((upstream.origin.clone(), Exports(upstream)))
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {

@@ -8,31 +8,23 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-mod support {
-    pub mod redis;
-}
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::header::HeaderMap;
-use hyper::{Method, Request};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper::Method;
 use serde_json::{json, Value};
 use src_runtime::hooks::NoModelSignals;
 use src_runtime::log::RequestLog;
 use src_runtime::session::{Clock, ManualClock, SessionLayer, SessionOptions, SystemClock};
-use src_runtime::{Components, ServeConfig, ServerHandle};
-use support::redis::RedisServer;
+use src_runtime::{Components, ServerHandle};
+use src_testkit::redis::RedisServer;
+use src_testkit::{Http, PATIENCE};
 
 /// Bounds waits for asynchronous effects (an outcome recorded off the request path); never a
 /// measure of speed.
-const PATIENCE: Duration = Duration::from_secs(20);
-
 fn policy(mode: &str, extra_session: &str, extra_holds: &str) -> String {
     format!(
         r#"
@@ -56,7 +48,7 @@ protect {{
 struct Router {
     server: ServerHandle,
     _dir: tempfile::TempDir,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Http,
 }
 
 struct Answer {
@@ -91,9 +83,7 @@ impl Router {
     async fn with_clock(policy: &str, clock: Arc<dyn Clock>) -> Router {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("policy.sr"), policy).unwrap();
-        let mut cfg = ServeConfig::ephemeral(dir.path());
-        cfg.sim_time_scale = 0.0;
-        cfg.watch = false;
+        let cfg = src_testkit::config(dir.path());
         let sessions = SessionLayer::new(
             clock,
             SessionOptions {
@@ -111,22 +101,17 @@ impl Router {
         Router {
             server,
             _dir: dir,
-            client: Client::builder(TokioExecutor::new()).build(HttpConnector::new()),
+            client: Http::new(),
         }
     }
 
     async fn send(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> Answer {
-        let mut request = Request::builder()
-            .method(Method::POST)
-            .uri(format!("http://{}{path}", self.server.addr))
-            .header("content-type", "application/json");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body.to_string())))
+        let url = format!("http://{}{path}", self.server.addr);
+        let response = self
+            .client
+            .open(Method::POST, &url, body.to_string(), headers)
+            .await
             .unwrap();
-        let response = self.client.request(request).await.unwrap();
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let body = match response.into_body().collect().await {
@@ -150,13 +135,12 @@ impl Router {
     }
 
     async fn metrics(&self) -> String {
-        let request = Request::builder()
-            .uri(format!("http://{}/metrics", self.server.addr))
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let response = self.client.request(request).await.unwrap();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        String::from_utf8_lossy(&body).into_owned()
+        let url = format!("http://{}/metrics", self.server.addr);
+        self.client
+            .send(Method::GET, &url, "", &[])
+            .await
+            .unwrap()
+            .text()
     }
 
     /// The requests the simulator received, oldest first.
@@ -493,13 +477,13 @@ async fn bad_outcome_reports_are_refused() {
     let orphan = json!({"session": "never-seen", "verdict": "pass", "idempotency_key": "k"});
     assert_eq!(router.outcome(&orphan, &h).await.status, 404);
     // Malformed JSON.
-    let request = Request::builder()
-        .method(Method::POST)
-        .uri(format!("http://{}/v1/router/outcomes", router.server.addr))
-        .body(Full::new(Bytes::from_static(b"{\"session\":")))
+    let url = format!("http://{}/v1/router/outcomes", router.server.addr);
+    let response = router
+        .client
+        .send(Method::POST, &url, &b"{\"session\":"[..], &[])
+        .await
         .unwrap();
-    let response = router.client.request(request).await.unwrap();
-    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(response.status, 400);
 }
 
 /// Polls the metrics text until it contains `line`.
@@ -620,14 +604,16 @@ async fn a_redis_outage_follows_failure_store_and_recovers() {
         tokio::spawn(async move {
             let mut statuses = Vec::new();
             for i in 0..20 {
-                let request = Request::builder()
-                    .method(Method::POST)
-                    .uri(format!("http://{addr}/v1/chat/completions"))
-                    .header("content-type", "application/json")
-                    .header(SID, format!("load-{}", i % 5))
-                    .body(Full::new(Bytes::from(user("segfault").to_string())))
+                let sid = format!("load-{}", i % 5);
+                let response = client
+                    .open(
+                        Method::POST,
+                        &format!("http://{addr}/v1/chat/completions"),
+                        user("segfault").to_string(),
+                        &[(SID, sid.as_str())],
+                    )
+                    .await
                     .unwrap();
-                let response = client.request(request).await.unwrap();
                 statuses.push(response.status().as_u16());
                 let _ = response.into_body().collect().await;
             }

@@ -3,11 +3,9 @@
 //! the next call (503 with `Retry-After` and the pin kept, or a fallback reported as a switch).
 //! Also session identities read from the request body.
 
-mod proxy_support;
-
-use proxy_support::{Answer, Router, TestResult};
 use serde_json::{json, Value};
 use src_runtime::sim::{SimConfig, SimHandle, SimModel};
+use src_testkit::{Answer, Router, TestResult};
 
 const SMALL: &str = "Qwen/Qwen3-0.6B";
 const STRONG: &str = "Qwen/Qwen3-8B";

@@ -9,10 +9,6 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-mod support {
-    pub mod redis;
-}
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -462,7 +458,7 @@ async fn replicas_agree_on_a_first_call_race_in_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_agree_on_a_first_call_race_in_redis() {
-    let server = support::redis::RedisServer::start();
+    let server = src_testkit::redis::RedisServer::start();
     let url = server.url();
     let store = Arc::new(RedisStore::connect(&url, Duration::from_secs(2)).unwrap());
     let def = StoreDef::Redis(RedisUrl::parse(&url).unwrap());
@@ -473,7 +469,7 @@ async fn replicas_agree_on_a_first_call_race_in_redis() {
 /// processes would): a session started on one continues on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_continues_across_replicas_sharing_redis() {
-    let server = support::redis::RedisServer::start();
+    let server = src_testkit::redis::RedisServer::start();
     let compiled = compile(&policy_with_store(
         "enforce",
         "route",

@@ -7,16 +7,12 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-mod support {
-    pub mod redis;
-}
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use src_runtime::session::store::{Put, SessionStore};
 use src_runtime::session::{Identity, MemoryStore, Pin, RedisStore};
-use support::redis::RedisServer;
+use src_testkit::redis::RedisServer;
 
 const TTL: u64 = 60_000;
 const T0: u64 = 1_700_000_000_000;

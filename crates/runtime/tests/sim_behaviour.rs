@@ -2,15 +2,13 @@
 //! injected faults, over real HTTP on 127.0.0.1:0. No assertion depends on how fast the machine
 //! is: simulated times come from response headers, waits are bounded polls.
 
-mod sim_support;
-
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use sim_support::*;
 use src_runtime::headers::{SIM_FAULT, SIM_PREFILL_MS, SIM_QUEUE_MS};
 use src_runtime::openai::{Usage, UsageScanner};
 use src_runtime::sim::{ModelLoad, SimConfig, SimFaults, SimModel};
+use src_testkit::sim::*;
 
 fn cached(answer: &Value) -> Option<u64> {
     answer["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64()

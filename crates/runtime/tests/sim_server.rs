@@ -1,14 +1,12 @@
 //! The simulator as an OpenAI server: answer shapes, streaming, errors, endpoints and the
 //! received-request log, over real HTTP on 127.0.0.1:0.
 
-mod sim_support;
-
 use bytes::Bytes;
 use serde_json::{json, Value};
-use sim_support::*;
 use src_runtime::headers::{SIM_DECODE_MS, SIM_PREFILL_MS, SIM_QUEUE_MS};
 use src_runtime::openai::{ErrorBody, UsageScanner};
 use src_runtime::sim::{self, SimConfig, SimModel};
+use src_testkit::sim::*;
 
 #[tokio::test]
 async fn non_stream_answer_is_an_openai_chat_completion() -> TestResult {

@@ -9,15 +9,13 @@
 //! default), and it prints its figures (requests, reloads, the process's RSS at start, after
 //! every 100 rewrites and at the end); nothing is asserted about time or size.
 
-mod proxy_support;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use proxy_support::{user, Router, TestResult, PATIENCE};
 use src_runtime::log::RequestLog;
+use src_testkit::{user, Router, TestResult, PATIENCE};
 
 const CLIENTS: usize = 16;
 

@@ -19,19 +19,13 @@
 //! is counted in the metrics. The run lasts `SRC_SOAK_SECS` (9 by default, a third each for up,
 //! down and back) and prints its figures; nothing is asserted about time.
 
-mod models_support;
-mod proxy_support;
-mod support {
-    pub mod redis;
-}
-
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use proxy_support::{user, Answer, Router, TestResult, PATIENCE};
 use src_runtime::log::RequestLog;
-use support::redis::RedisServer;
+use src_testkit::redis::RedisServer;
+use src_testkit::{user, Answer, Router, TestResult, PATIENCE};
 
 const CLIENTS: usize = 16;
 const SID: &str = "x-session-id";
@@ -65,7 +59,7 @@ fn policy(url: &str, failure: &str, kind: Kind) -> TestResult<String> {
     Ok(match kind {
         Kind::Session => session_policy(url, failure),
         Kind::Cache => {
-            let minilm = models_support::model_dir("minilm")?;
+            let minilm = src_testkit::models::model_dir("minilm")?;
             format!(
                 r#"
 backend sim {{ url = "http://127.0.0.1:9/v1"  simulated = true }}
@@ -292,7 +286,7 @@ async fn pair(
     id: &str,
     (first, second): (&serde_json::Value, &serde_json::Value),
     together: bool,
-) -> TestResult<(proxy_support::Answer, proxy_support::Answer)> {
+) -> TestResult<(src_testkit::Answer, src_testkit::Answer)> {
     for attempt in 0..20 {
         let id = format!("{id}-{attempt}");
         let h = [(SID, id.as_str())];
@@ -304,7 +298,7 @@ async fn pair(
             let x = a.chat(first, &h).await?;
             (x, b.chat(second, &h).await?)
         };
-        let spoiled = |r: &proxy_support::Answer| {
+        let spoiled = |r: &src_testkit::Answer| {
             r.status == 503 || r.header("x-sr-session") == Some("store-unavailable")
         };
         if !spoiled(&x) && !spoiled(&y) {
@@ -360,7 +354,7 @@ fn with_store(answer: &Answer, kind: Kind) -> bool {
 async fn soak(failure: &str, kind: Kind) -> TestResult {
     let open = failure == "open";
     if kind == Kind::Cache {
-        models_support::load_library()?;
+        src_testkit::models::load_library()?;
     }
     let mut redis = RedisServer::start();
     let text = policy(&redis.url(), failure, kind)?;

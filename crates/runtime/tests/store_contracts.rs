@@ -11,10 +11,6 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-mod support {
-    pub mod redis;
-}
-
 mod contracts {
     pub mod cache;
     pub mod responses;
@@ -29,7 +25,7 @@ use src_runtime::cache::{MemoryCache, RedisCache};
 use src_runtime::responses_state::{MemoryResponses, RedisResponses};
 use src_runtime::session::{MemoryStore, RedisStore};
 use src_runtime::store::{KeySpace, Links};
-use support::redis::RedisServer;
+use src_testkit::redis::RedisServer;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 

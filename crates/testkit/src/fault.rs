@@ -3,11 +3,6 @@
 //! [`Script`] it was given (a status with headers, an event stream that ends, resets or stalls,
 //! a JSON body cut short, or a reset before any byte), and counts the `POST`s it got.
 
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the helpers"
-)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::TestResult;
 
 /// How an event stream goes on after its pieces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,35 +1,23 @@
-//! Shared harness of the response cache tests: a real `src serve` on `127.0.0.1:0` over the
+//! The harness of the response cache tests: a real `src serve` on `127.0.0.1:0` over the
 //! built-in simulator, the repository's real MiniLM encoder through ONNX Runtime, request lines
 //! kept in memory, and a small HTTP client that sends API keys and reads event streams.
 //!
 //! Nothing here skips: a missing `models/` directory or ONNX Runtime library fails the test with
-//! the command that provides it (see `models_support`).
-
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the helpers"
-)]
+//! the command that provides it (see [`crate::models`]).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use hyper::header::HeaderMap;
-use hyper::Request;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper::Method;
 use serde_json::{json, Value};
 use src_runtime::log::RequestLog;
-use src_runtime::{Components, ServeConfig, ServerHandle};
+use src_runtime::{Components, ServerHandle};
 
-pub use crate::models_support::{load_library, repo, sample, TestResult};
-
-/// Bounds waits for asynchronous effects (an answer stored after it was relayed); never a
-/// measure of speed.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+use crate::models::{load_library, sample, with_models};
+use crate::{Http, TestResult, PATIENCE};
 
 /// The providers and the encoder every cache policy here uses; `{models}` is the repository's
 /// `models/` directory.
@@ -51,7 +39,7 @@ pub struct Served {
     pub server: ServerHandle,
     pub dir: tempfile::TempDir,
     pub lines: Arc<Mutex<Vec<Value>>>,
-    pub client: Client<HttpConnector, Full<Bytes>>,
+    pub client: Http,
 }
 
 /// One answer.
@@ -110,14 +98,12 @@ pub async fn serve(policy: &str) -> TestResult<Served> {
         server,
         dir,
         lines,
-        client: Client::builder(TokioExecutor::new()).build(HttpConnector::new()),
+        client: Http::new(),
     })
 }
 
 pub fn write_policy(dir: &Path, policy: &str) -> TestResult {
-    let models = repo().join("models").canonicalize()?;
-    let text = policy.replace("{models}", &models.display().to_string());
-    std::fs::write(dir.join("policy.sr"), text)?;
+    std::fs::write(dir.join("policy.sr"), with_models(policy)?)?;
     Ok(())
 }
 
@@ -126,10 +112,7 @@ pub async fn start(
     dir: &Path,
 ) -> Result<(ServerHandle, Arc<Mutex<Vec<Value>>>), Box<dyn std::error::Error + Send + Sync>> {
     load_library()?;
-    let mut cfg = ServeConfig::ephemeral(dir);
-    cfg.sim_time_scale = 0.0;
-    cfg.watch = false;
-    cfg.probe_interval = Duration::from_millis(100);
+    let cfg = crate::config(dir);
     let (log, lines) = RequestLog::memory();
     let server = src_runtime::spawn(cfg, Components::with_log(log)).await?;
     Ok((server, lines))
@@ -162,32 +145,26 @@ impl Served {
         key: &str,
         headers: &[(&str, &str)],
     ) -> TestResult<Answer> {
-        let mut request = Request::post(format!("http://{}{path}", self.server.addr))
-            .header("content-type", "application/json");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
+        let bearer = format!("Bearer {key}");
+        let mut all = headers.to_vec();
         if !key.is_empty() {
-            request = request.header("authorization", format!("Bearer {key}"));
+            all.push(("authorization", bearer.as_str()));
         }
-        let request = request.body(Full::new(Bytes::from(body.to_string())))?;
-        let response = self.client.request(request).await?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let body = response.into_body().collect().await?.to_bytes();
+        let url = format!("http://{}{path}", self.server.addr);
+        let answer = self
+            .client
+            .send(Method::POST, &url, body.to_string(), &all)
+            .await?;
         Ok(Answer {
-            status,
-            headers,
-            body,
+            status: answer.status,
+            headers: answer.headers,
+            body: answer.body,
         })
     }
 
     pub async fn metrics(&self) -> TestResult<String> {
-        let request = Request::get(format!("http://{}/metrics", self.server.addr))
-            .body(Full::new(Bytes::new()))?;
-        let response = self.client.request(request).await?;
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok(String::from_utf8_lossy(&body).into_owned())
+        let url = format!("http://{}/metrics", self.server.addr);
+        Ok(self.client.send(Method::GET, &url, "", &[]).await?.text())
     }
 
     /// The value of `name{labels}` on `/metrics` (0 when absent).

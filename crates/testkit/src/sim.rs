@@ -1,24 +1,19 @@
-//! A small real HTTP client for talking to the simulator in tests.
-
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the helpers"
-)]
+//! The built-in simulator on its own (`src_runtime::sim`): a configuration of two paced models,
+//! a client bound to its base URL, and readers of what it streams.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::{Request, Response};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper::{Method, Response};
 use serde_json::{json, Value};
 use src_runtime::sim::{SimConfig, SimHandle, SimModel};
 
+pub use crate::{Answer, TestResult};
+
+/// Any failure of a test step.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
-pub type TestResult = Result<(), Error>;
 
 pub const MODEL: &str = "Qwen/Qwen3-8B";
 pub const SMALL: &str = "Qwen/Qwen3-0.6B";
@@ -37,39 +32,16 @@ pub async fn sim(cfg: SimConfig) -> Result<(SimHandle, Http), Error> {
     let handle = SimHandle::spawn(cfg).await?;
     let http = Http {
         base: handle.base_url(),
-        client: Client::builder(TokioExecutor::new()).build_http(),
+        client: crate::Http::new(),
     };
     Ok((handle, http))
 }
 
+/// A client of one simulator: paths are relative to its base URL.
 #[derive(Clone)]
 pub struct Http {
     pub base: String,
-    client: Client<HttpConnector, Full<Bytes>>,
-}
-
-/// A fully read answer.
-pub struct Answer {
-    pub status: u16,
-    pub headers: hyper::HeaderMap,
-    pub body: Bytes,
-}
-
-impl Answer {
-    pub fn json(&self) -> Result<Value, Error> {
-        Ok(serde_json::from_slice(&self.body)?)
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    pub fn header_f64(&self, name: &str) -> Result<f64, Error> {
-        let value = self
-            .header(name)
-            .ok_or_else(|| format!("no `{name}` header"))?;
-        Ok(value.parse()?)
-    }
+    client: crate::Http,
 }
 
 impl Http {
@@ -80,17 +52,9 @@ impl Http {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> Result<Response<Incoming>, Error> {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("content-type", "application/json");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        Ok(self
-            .client
-            .request(request.body(Full::new(body.into()))?)
-            .await?)
+        let method = Method::from_bytes(method.as_bytes())?;
+        let url = format!("{}{path}", self.base);
+        self.client.open(method, &url, body, headers).await
     }
 
     pub async fn call(
@@ -101,14 +65,7 @@ impl Http {
         body: impl Into<Bytes>,
     ) -> Result<Answer, Error> {
         let response = self.send(method, path, headers, body).await?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok(Answer {
-            status,
-            headers,
-            body,
-        })
+        crate::http::read(response).await
     }
 
     pub async fn chat(&self, body: &Value) -> Result<Answer, Error> {

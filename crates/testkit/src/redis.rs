@@ -4,13 +4,8 @@
 //! every slot: it answers like a plain server but refuses, as every cluster does, a script or
 //! transaction whose keys hash to more than one slot (CROSSSLOT).
 
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the helpers"
-)]
-
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,7 +24,7 @@ impl RedisServer {
     /// installed — install it with `apt-get install -y redis-server`.
     pub fn start() -> RedisServer {
         for _ in 0..5 {
-            let port = free_port();
+            let port = crate::free_port();
             let mut server = RedisServer {
                 child: None,
                 port,
@@ -45,7 +40,7 @@ impl RedisServer {
     /// Starts a one-node Redis Cluster that owns all 16384 slots, ready once its state is `ok`.
     pub fn start_cluster() -> RedisServer {
         for _ in 0..5 {
-            let port = free_port();
+            let port = crate::free_port();
             let nodes = std::env::temp_dir()
                 .join(format!("src-test-nodes-{}-{port}.conf", std::process::id()));
             let _ = std::fs::remove_file(&nodes);
@@ -160,13 +155,6 @@ impl Drop for RedisServer {
         if let Some(nodes) = &self.cluster {
             let _ = std::fs::remove_file(nodes);
         }
-    }
-}
-
-fn free_port() -> u16 {
-    match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
-        Ok(addr) => addr.port(),
-        Err(e) => panic!("no free port: {e}"),
     }
 }
 
