@@ -51,6 +51,7 @@ pub mod server;
 
 pub mod anthropic;
 pub mod pipeline;
+pub mod relay;
 
 pub mod backends;
 pub mod cache;

@@ -37,8 +37,8 @@ use tokio::sync::watch;
 use crate::app::App;
 use crate::headers::APPLICATION_JSON;
 use crate::openai::ApiError;
-use crate::pipeline::body::ProxyBody;
 use crate::pipeline::intake;
+use crate::relay::body::ProxyBody;
 
 /// Where the console's API lives on the admin listener.
 pub const API_PREFIX: &str = "/v1/console/";

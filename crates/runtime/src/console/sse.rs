@@ -16,7 +16,7 @@ use hyper::Response;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::console::live::LiveFeed;
-use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::relay::body::{BoxError, ProxyBody};
 
 /// A comment sent this often keeps proxies and the page's reader from timing the stream out.
 const HEARTBEAT: Duration = Duration::from_secs(15);
