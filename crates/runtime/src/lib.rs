@@ -81,6 +81,7 @@ pub mod telemetry;
 pub mod tls;
 pub mod trace;
 pub mod upstream;
+pub mod watch;
 
 pub use app::Components;
 pub use config::{AdminToken, ServeArgs, ServeConfig};

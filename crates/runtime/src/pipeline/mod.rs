@@ -144,7 +144,7 @@ pub async fn decide_step(
             }
             _ => None,
         };
-        done.record.watched = Some(crate::console::who::who(
+        done.record.watched = Some(crate::watch::who::who(
             snapshot.policy(),
             request.view,
             session,
