@@ -100,7 +100,18 @@ pub struct RequestRecord {
     /// Who sent it, as the console shows it: filled only while a console page watches the
     /// live stream, and never written to the log.
     #[serde(skip)]
-    pub watched: Option<crate::console::who::Who>,
+    pub watched: Option<Who>,
+}
+
+/// Who sent a request, as the console shows it (worked out by the `watch` module).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Who {
+    pub tenant: String,
+    pub session: Option<String>,
+    /// Characters of the text `prompt` reads.
+    pub prompt_chars: usize,
+    /// That text, cut to the length a live line carries, when prompt display is on.
+    pub prompt: Option<String>,
 }
 
 /// Lines waiting for the writer thread.

@@ -74,9 +74,9 @@ pub struct Telemetry {
     /// The request phases' spans (off unless `--otlp` is given).
     pub spans: Spans,
     /// The console's stream of decisions (silent while no page watches).
-    pub live: crate::console::live::LiveFeed,
+    pub live: crate::watch::live::LiveFeed,
     /// Samples of `requests` for the console's per-minute and per-hour counts.
-    pub counts: crate::console::counts::Counts,
+    pub counts: crate::watch::counts::Counts,
 }
 
 /// Routing takes microseconds: 1 µs to ~16 ms.

@@ -87,7 +87,7 @@ pub fn message(bytes: &[u8]) -> Option<Bytes> {
 }
 
 /// [`message`], and the usage the chat answer reports as the relay reads it: a relay that
-/// rewrites the answer ([`crate::pipeline::body::Rewrite`]) reads it once for both.
+/// rewrites the answer ([`crate::relay::body::Rewrite`]) reads it once for both.
 pub fn message_and_usage(bytes: &[u8]) -> Option<(Bytes, Option<Usage>)> {
     let chat: ChatCompletion = serde_json::from_slice(bytes).ok()?;
     let choice = chat.choices.into_iter().next()?;

@@ -21,7 +21,7 @@ use crate::anthropic::stream::StreamTranslator;
 use crate::anthropic::wire;
 use crate::cache::Fill;
 use crate::headers::{APPLICATION_JSON, TEXT_EVENT_STREAM};
-use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::relay::body::{BoxError, ProxyBody};
 
 /// The Messages form of a relayed chat answer; `fill`, when set, receives a whole 200 answer.
 pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Response<ProxyBody> {

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Method, Response};
 
-use crate::pipeline::body::ProxyBody;
+use crate::relay::body::ProxyBody;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/console.js");

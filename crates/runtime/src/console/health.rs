@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::app::App;
-use crate::console::scrape::{self, Sample};
 use crate::exposition::Format;
 use crate::log::rfc3339;
 use crate::metrics as names;
+use crate::watch::scrape::{self, Sample};
 
 pub fn report(app: &App) -> Value {
     let snapshot = app.store.current();

@@ -4,27 +4,25 @@
 //!
 //! - [`assets`]: the page's files, served without the admin token (they hold no data; the page
 //!   asks for the token and sends it with every API call).
-//! - [`live`] and [`sse`]: the stream of decisions, free when nobody watches.
-//! - [`counts`]: requests per route and model over the last minute and hour.
+//! - [`sse`]: the stream of decisions ([`crate::watch::live`]), free when nobody watches.
+//! - counts: requests per route and model over the last minute and hour
+//!   ([`crate::watch::counts`]).
 //! - [`picture`]: the policy as blocks → routes → models → backends.
 //! - [`explain`]: the explain box, the compiler's explainer on the loaded policy.
 //! - [`health`]: probes, reload history, model latency, cache hit ratio.
-//! - sessions: the pins of the policy's store, listed by the session layer.
-//! - [`scrape`]: the server's metrics read back as numbers.
-//! - [`who`]: the tenant and session of a watched request.
+//! - sessions: the pins of the policy's store, listed by the session layer, with their recent
+//!   decisions ([`crate::watch::recent`]).
 //!
-//! API paths are under [`API_PREFIX`]; each answers the admin API's error shape.
+//! What the request path keeps for these pages (the feed, the counts, who sent a request) is
+//! the [`crate::watch`] module's, below the pipeline; the console itself sits above the server's
+//! state ([`App`]) it reads. API paths are under [`API_PREFIX`]; each answers the admin API's
+//! error shape.
 
 pub mod assets;
-pub mod counts;
 pub mod explain;
 pub mod health;
-pub mod live;
 pub mod picture;
-pub mod recent;
-pub mod scrape;
 pub mod sse;
-pub mod who;
 
 use std::sync::Arc;
 
@@ -37,8 +35,9 @@ use tokio::sync::watch;
 use crate::app::App;
 use crate::headers::APPLICATION_JSON;
 use crate::openai::ApiError;
-use crate::pipeline::body::ProxyBody;
 use crate::pipeline::intake;
+use crate::relay::body::ProxyBody;
+use crate::watch::{counts, live};
 
 /// Where the console's API lives on the admin listener.
 pub const API_PREFIX: &str = "/v1/console/";

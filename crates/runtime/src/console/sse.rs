@@ -15,8 +15,8 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::Response;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::console::live::LiveFeed;
-use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::relay::body::{BoxError, ProxyBody};
+use crate::watch::live::LiveFeed;
 
 /// A comment sent this often keeps proxies and the page's reader from timing the stream out.
 const HEARTBEAT: Duration = Duration::from_secs(15);

@@ -4,9 +4,9 @@ use hyper::Response;
 
 use crate::door::{Door, Intake, Prepared};
 use crate::openai::{Api, ApiError};
-use crate::pipeline::body::ProxyBody;
 use crate::pipeline::forward::Answered;
 use crate::policy_store::Snapshot;
+use crate::relay::body::ProxyBody;
 
 /// The chat completions door.
 pub struct Chat;

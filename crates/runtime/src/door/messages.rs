@@ -16,10 +16,10 @@ use crate::anthropic::wire;
 use crate::door::{Door, Intake, Prepared};
 use crate::headers;
 use crate::openai::{Api, ApiError};
-use crate::pipeline::body::ProxyBody;
 use crate::pipeline::forward::{Answered, AnsweredBy};
 use crate::pipeline::{self, Pipeline};
 use crate::policy_store::Snapshot;
+use crate::relay::body::ProxyBody;
 
 /// The Messages door.
 pub struct Messages;

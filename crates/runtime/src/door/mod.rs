@@ -38,13 +38,13 @@ use src_compiler::request::RequestView;
 
 use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::answer_error;
-use crate::pipeline::body::ProxyBody;
-use crate::pipeline::completion::Completion;
 use crate::pipeline::continuation::Continuation;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::{self, Answered, Outgoing};
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
 use crate::policy_store::Snapshot;
+use crate::relay::body::ProxyBody;
+use crate::relay::completion::Completion;
 
 /// The paths the router proxies, each with the API its requests are in: the one table the HTTP
 /// listener and the external processor both read.

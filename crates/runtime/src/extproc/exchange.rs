@@ -44,10 +44,10 @@ use crate::headers::{self, path};
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::{answer_error, set_sr_headers};
-use crate::pipeline::completion::Completion;
 use crate::pipeline::forward::{first_sendable, judge_status, note_plan};
 use crate::pipeline::shape::{dropped_credentials, set_model_headers, ShapeInput, Shaping};
 use crate::pipeline::{new_completion, Pipeline};
+use crate::relay::completion::Completion;
 use crate::responses_state::ResponseStates;
 
 /// Where one request stands.

@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::Response;
 
-use crate::pipeline::body::ProxyBody;
+use crate::relay::body::ProxyBody;
 
 /// The headers of one message: the pseudo-headers Envoy reports, and the rest.
 #[derive(Debug, Default)]

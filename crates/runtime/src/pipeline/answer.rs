@@ -11,10 +11,10 @@ use hyper::{Response, StatusCode};
 use crate::headers::{self, path, APPLICATION_JSON, NONE_VALUE, TEXT_EVENT_STREAM};
 use crate::log::RequestRecord;
 use crate::openai::ApiError;
-use crate::pipeline::body::ProxyBody;
 use crate::pipeline::cache_step::CachedAnswer;
-use crate::pipeline::completion::Completion;
 use crate::policy_store::Snapshot;
+use crate::relay::body::ProxyBody;
+use crate::relay::completion::Completion;
 
 /// A block's refusal: its status, message and name.
 pub fn refuse(

@@ -17,8 +17,8 @@ use crate::hooks::{
     BoxFuture, Embedding, ModelSignals, SessionInput, SessionOutcome, Sessions, SignalError,
 };
 use crate::log::RequestLog;
-use crate::pipeline::completion::Completion;
 use crate::policy_store::{compile_policy, Snapshot};
+use crate::relay::completion::Completion;
 use crate::telemetry::Telemetry;
 
 /// Compiles `source` (one `policy.sr`) and attaches its backends, which must not be simulated.

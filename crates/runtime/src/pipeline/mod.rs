@@ -6,18 +6,16 @@
 //!   the session layer, under one policy snapshot; model-backed signals come from [`signals`];
 //! - [`forward`]: send to the first candidate model that answers ([`rewrite`] and
 //!   [`json_edit`] shape its body, [`shape`] its body and router-set headers), relayed through
-//!   [`body`];
+//!   [`crate::relay::body`];
 //! - [`answer`]: what the router answers itself (errors, refusals, cache hits);
-//! - [`completion`]: the request's one log line and its metrics.
+//! - the request's one log line and its metrics: its [`crate::relay::completion`].
 //!
 //! Steps take the pieces of the server they use ([`Pipeline`] lends them for one request), never
 //! the server itself, so each is tested with fakes and without a listener. Every request ends in
 //! exactly one log line.
 
 pub mod answer;
-pub mod body;
 pub mod cache_step;
-pub mod completion;
 pub mod continuation;
 pub mod decide;
 pub mod forward;
@@ -41,13 +39,13 @@ use crate::hooks::{ModelSignals, Sessions};
 use crate::log::RequestLog;
 use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::{answer_error, refuse};
-use crate::pipeline::body::ProxyBody;
-use crate::pipeline::completion::Completion;
 use crate::pipeline::decide::{Asked, Decision, Effects, Facts, Plan};
 use crate::pipeline::forward::{Answered, AnsweredBy};
 use crate::pipeline::signals::Signals;
 use crate::policy_store::{PolicyStore, Snapshot};
 use crate::record::Recorder;
+use crate::relay::body::ProxyBody;
+use crate::relay::completion::Completion;
 use crate::telemetry::{BlockLabels, Telemetry};
 use crate::upstream::Upstream;
 
@@ -146,7 +144,7 @@ pub async fn decide_step(
             }
             _ => None,
         };
-        done.record.watched = Some(crate::console::who::who(
+        done.record.watched = Some(crate::watch::who::who(
             snapshot.policy(),
             request.view,
             session,

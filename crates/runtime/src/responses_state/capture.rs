@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::cache::fill::MAX_STREAM_BYTES;
 use crate::hooks::BoxFuture;
-use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::relay::body::{BoxError, ProxyBody};
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::Scope;
 use crate::store::clock::Clock;

@@ -13,9 +13,9 @@ use src_compiler::request::RequestView;
 
 use crate::headers::APPLICATION_JSON;
 use crate::openai::ApiError;
-use crate::pipeline::body::ProxyBody;
 use crate::pipeline::intake;
 use crate::policy_store::Snapshot;
+use crate::relay::body::ProxyBody;
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::{ResponseStates, Scope};
 

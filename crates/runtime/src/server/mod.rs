@@ -218,8 +218,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         telemetry.spans = Spans::export(otlp, client, tokio::runtime::Handle::current(), drops)?;
         tracing::info!(collector = %otlp.endpoint, "exporting request spans over OTLP/HTTP");
     }
-    telemetry.live =
-        crate::console::live::LiveFeed::new(cfg.console_prompts, cfg.console_live_rate);
+    telemetry.live = crate::watch::live::LiveFeed::new(cfg.console_prompts, cfg.console_live_rate);
     let telemetry = Arc::new(telemetry);
     telemetry.generation.set(snapshot.generation);
     let app = Arc::new(App {

@@ -17,7 +17,8 @@ use crate::door;
 use crate::exposition::Format;
 use crate::headers::APPLICATION_JSON;
 use crate::openai::{Api, ApiError};
-use crate::pipeline::{self, body::ProxyBody, intake};
+use crate::pipeline::{self, intake};
+use crate::relay::body::ProxyBody;
 use crate::responses_state;
 use crate::server::{admin, models_answer, outcome_access};
 

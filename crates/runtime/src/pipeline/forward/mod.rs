@@ -13,7 +13,7 @@
 //! with a 503 and `Retry-After` (`fail`), or let the fallbacks answer and report the switch
 //! (`x-sr-session: switched`, `x-sr-switch-reason: owner-lost`).
 //! Once an answer's head has arrived it is relayed as is; a failure after that is told to the
-//! client by the relay (see [`crate::pipeline::body`]). When the proposed model answers a cache
+//! client by the relay (see [`crate::relay::body`]). When the proposed model answers a cache
 //! miss, the relay also hands the whole answer to the cache.
 
 use std::future::Future;
@@ -38,11 +38,11 @@ use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
 use crate::otel::key;
 use crate::pipeline::answer::answer_error;
-use crate::pipeline::body::{ProxyBody, Rewrite};
-use crate::pipeline::completion::Completion;
 use crate::pipeline::continuation::Continuation;
 use crate::pipeline::decide::Plan;
 use crate::policy_store::Snapshot;
+use crate::relay::body::{ProxyBody, Rewrite};
+use crate::relay::completion::Completion;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
 

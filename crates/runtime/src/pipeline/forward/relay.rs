@@ -16,9 +16,9 @@ use crate::cooldown::Verdict;
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
 use crate::hooks::UpstreamOutcomes;
 use crate::pipeline::answer::set_sr_headers;
-use crate::pipeline::body::{ProxyBody, Relay, Rewrite};
-use crate::pipeline::completion::Completion;
 use crate::pipeline::forward::hygiene::strip_hop_by_hop;
+use crate::relay::body::{ProxyBody, Relay, Rewrite};
+use crate::relay::completion::Completion;
 
 /// What the relay of an upstream answer needs besides the answer.
 pub(super) struct Answer<'a> {

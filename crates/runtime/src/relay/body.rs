@@ -34,7 +34,7 @@ use crate::cache::Fill;
 use crate::cooldown::Verdict;
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Usage, UsageScanner};
-use crate::pipeline::completion::Completion;
+use crate::relay::completion::Completion;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

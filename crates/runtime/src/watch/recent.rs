@@ -90,7 +90,7 @@ impl Recent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::console::who::Who;
+    use crate::log::Who;
 
     fn record(tenant: &str, session: Option<&str>, route: &str) -> RequestRecord {
         RequestRecord {

@@ -22,9 +22,9 @@ use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::console::recent::{Decision, Recent};
 use crate::log::{rfc3339_now, RequestRecord};
 use crate::store::clock::{Clock, SystemClock};
+use crate::watch::recent::{Decision, Recent};
 
 /// Lines a connected page may fall behind before it skips ahead.
 const BACKLOG: usize = 1024;

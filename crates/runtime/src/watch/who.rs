@@ -1,23 +1,15 @@
 //! The tenant and session of a request, as the console shows them: the tenant the session layer
 //! would scope it to (the policy's `tenant` expression, else a hash of the API key, never the key)
 //! and its session id (hashed when long), and the prompt's length (its text only where the
-//! operator enabled prompt display). Worked out only while a page watches the live stream.
+//! operator enabled prompt display). Worked out only while a page watches the live stream, and
+//! carried by the request's record ([`Who`] is the log's, as the record is).
 
 use src_compiler::hir::CheckedPolicy;
 use src_compiler::request::RequestView;
 
+use crate::log::Who;
 use crate::session::identity::{tenant, tenant_of_key};
 use crate::session::listing::shown_id;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Who {
-    pub tenant: String,
-    pub session: Option<String>,
-    /// Characters of the text `prompt` reads.
-    pub prompt_chars: usize,
-    /// That text, at most [`PROMPT_SHOWN`] characters, when prompt display is on.
-    pub prompt: Option<String>,
-}
 
 /// Characters of a prompt a live line carries at most.
 pub const PROMPT_SHOWN: usize = 500;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::console::scrape;
+use crate::watch::scrape;
 
 /// How often the counters are sampled.
 pub const EVERY: Duration = Duration::from_secs(5);
