@@ -10,7 +10,8 @@ use crate::anthropic::wire::{API_KEY_HEADER, BETA_HEADER, DEFAULT_VERSION, VERSI
 use crate::backends::Endpoint;
 use crate::openai::Api;
 
-/// How a request reaches one backend: the failover machine's [`Reach`], which also decides
+/// How a request reaches one backend: the failover machine's
+/// [`Reach`](src_compiler::failover::Reach), which also decides
 /// which candidates a request may be sent to at all.
 pub use src_compiler::failover::Reach as Dialect;
 

@@ -104,8 +104,9 @@ where
     });
 }
 
-/// [`read_body`] within a time bound too: `(bytes, time)`. A client that has not sent the whole
-/// body in time (a slow-loris upload) gets 408 and its connection back.
+/// Reads the whole body within its size and time bounds, `(bytes, time)`: the only way a door
+/// reads one, so none can forget the time bound. Over the size it is a 413 as soon as that is
+/// known; a client that has not sent the whole body in time (a slow-loris upload) gets 408 and its connection back.
 pub async fn read_body_within<B>(
     body: B,
     headers: &HeaderMap,
