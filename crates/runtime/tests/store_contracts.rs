@@ -1,6 +1,7 @@
 //! Every store kind against the same contracts, on its real server: the session, cache and
 //! response stores in memory, on a `redis-server`, and on a one-node Redis Cluster (which
-//! refuses any script or transaction whose keys span two hash slots). Beside them, the key
+//! refuses any script or transaction whose keys span two hash slots), and the cooldowns one
+//! replica shares with another through Redis and through the cluster node. Beside them, the key
 //! layout itself: every key one multi-key step touches hashes to one Cluster slot, computed here
 //! with the Cluster specification's CRC16 and checked against the server's own `CLUSTER
 //! KEYSLOT`.
@@ -13,6 +14,7 @@
 
 mod contracts {
     pub mod cache;
+    pub mod cooldown;
     pub mod responses;
     pub mod session;
 }
@@ -72,6 +74,14 @@ async fn redis_stores_keep_the_contracts_on_a_cluster_node() {
     redis_contracts(&server).await;
     // The contracts wrote keys of every kind; the node accepted each multi-key step.
     assert!(server.command("DBSIZE").starts_with(':'));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_cooldowns_keep_the_contract_on_redis_and_a_cluster_node() {
+    let server = RedisServer::start();
+    contracts::cooldown::contract(&server.url()).await;
+    let cluster = RedisServer::start_cluster();
+    contracts::cooldown::contract(&cluster.url()).await;
 }
 
 /// The cluster fixture is a real check: it refuses what a cluster refuses.
