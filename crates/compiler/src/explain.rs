@@ -8,7 +8,7 @@
 use serde_json::{json, Value as Json};
 
 use crate::eval::{ModelCall, ModelKind, ModelResult};
-use crate::failover::{Attempts, Next as FailoverNext, Wire};
+use crate::failover::{Attempts, Wire};
 use crate::hir::{CheckedPolicy, SignalId, TExprKind, Value};
 use crate::interp::Trace;
 use crate::ir::CondOwner;
@@ -115,11 +115,10 @@ pub fn explain(
     let route = decision
         .route
         .map(|r| checked.routes[r.index()].name.clone());
+    let model = Attempts::first_up(checked, &decision.candidates, wire, request);
+    // What the machine skipped before it (every candidate, when none can take the request).
     let mut attempts = Attempts::new(&decision.candidates, wire, None);
-    let model = match attempts.next(checked, request, |_| None) {
-        FailoverNext::Send { model, .. } => Some(model),
-        FailoverNext::Done(_) => None,
-    };
+    attempts.next(checked, request, |_| None);
     let unsendable = attempts.fallback_list(checked);
     let signals: serde_json::Map<String, Json> = evaluation
         .signal_values()

@@ -328,6 +328,20 @@ impl<'c> Attempts<'c> {
         (u64::try_from(count).unwrap_or(0) > context).then_some((count, context))
     }
 
+    /// The candidate a request is sent to first with every backend up and nothing cooling down:
+    /// the model `src explain`, `--record` and `src whatif` report for a decision.
+    pub fn first_up(
+        policy: &CheckedPolicy,
+        candidates: &[ModelId],
+        wire: Wire,
+        view: &RequestView,
+    ) -> Option<ModelId> {
+        match Attempts::new(candidates, wire, None).next(policy, view, |_| None) {
+            Next::Send { model, .. } => Some(model),
+            Next::Done(_) => None,
+        }
+    }
+
     /// Whether another candidate remains after the one last sent to.
     pub fn more(&self) -> bool {
         self.at < self.candidates.len()

@@ -31,6 +31,7 @@ use std::time::Instant;
 use hyper::header::{HeaderMap, HeaderValue, ALLOW};
 use hyper::{Request, Response};
 use serde_json::Value;
+use src_compiler::failover::Attempts;
 use src_compiler::hir::BlockId;
 use src_compiler::request::RequestView;
 
@@ -210,7 +211,7 @@ fn record_line(
         api,
         parsed,
         headers,
-        ..
+        view,
     } = request;
     let headers: Vec<(String, String)> = headers
         .iter()
@@ -247,7 +248,9 @@ fn record_line(
                 serde_json::json!({
                     "block": plan.block.and_then(block_name),
                     "route": plan.route.and_then(|r| policy.routes.get(r.index())).map(|r| r.name.clone()),
-                    "model": plan.candidates.first().and_then(model),
+                    "model": Attempts::first_up(policy, &plan.candidates, api.wire(), view)
+                        .as_ref()
+                        .and_then(model),
                     "candidates": plan.candidates.iter().filter_map(model).collect::<Vec<_>>(),
                 }),
                 serde_json::json!({

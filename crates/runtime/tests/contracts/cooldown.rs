@@ -46,9 +46,15 @@ pub async fn contract(url: &str) {
         if let Some(left) = b.cooling("strong") {
             break left;
         }
-        assert!(Instant::now() < deadline, "the cooldown never reached the other replica");
+        assert!(
+            Instant::now() < deadline,
+            "the cooldown never reached the other replica"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(left > Duration::from_secs(59 * 60), "{left:?} of the hour set");
+    assert!(
+        left > Duration::from_secs(59 * 60),
+        "{left:?} of the hour set"
+    );
     assert_eq!(b.cooling("small"), None, "only the model that failed");
 }

@@ -14,6 +14,7 @@ use crate::cmd::explain::ModelRunner;
 use serde_json::Value;
 use src_compiler::continuity::{self, Switch};
 use src_compiler::eval::{HoldStep, ModelCall, ModelKind, ModelResult};
+use src_compiler::failover::{Attempts, Wire};
 use src_compiler::hir::{CheckedPolicy, LabelId, ModelId};
 use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
@@ -161,10 +162,10 @@ pub fn redecide(
         .filter_map(|h| Some((h[0].as_str()?.to_string(), h[1].as_str()?.to_string())))
         .collect();
     let body = &record["body"];
-    let view = match record["api"].as_str() {
-        Some("responses") => RequestView::from_responses(body, &headers),
-        Some("messages") => RequestView::from_messages(body, &headers),
-        _ => RequestView::from_chat(body, &headers),
+    let (view, wire) = match record["api"].as_str() {
+        Some("responses") => (RequestView::from_responses(body, &headers), Wire::Responses),
+        Some("messages") => (RequestView::from_messages(body, &headers), Wire::Messages),
+        _ => (RequestView::from_chat(body, &headers), Wire::Chat),
     };
     let view = match view {
         Ok(v) => v,
@@ -245,7 +246,7 @@ pub fn redecide(
             .route
             .and_then(|r| checked.routes.get(r.index()))
             .map(|r| r.name.clone()),
-        model: decision.candidates.first().copied().and_then(name),
+        model: Attempts::first_up(checked, &decision.candidates, wire, &view).and_then(name),
         refused: decision
             .refusal
             .as_ref()
@@ -358,6 +359,37 @@ route default { to small }
         let fresh = record(json!({"model": "auto", "input": "prove it"}));
         let Redecided::Decided { outcome, .. } =
             redecide(&policy, &fresh, Some("small"), &mut runner)
+        else {
+            panic!("decided");
+        };
+        assert_eq!(outcome.model.as_deref(), Some("big"));
+    }
+
+    #[test]
+    fn the_model_is_the_one_serve_sends_to_when_the_first_backend_cannot_take_the_api() {
+        let text = r#"
+backend local  { url = "http://127.0.0.1:9/v1" }
+backend claude { url = "http://127.0.0.1:8/v1"  api = anthropic }
+model small { backend = local   serves = "org/small" }
+model big   { backend = claude  serves = "claude-big" }
+route default { to big else small }
+"#;
+        let source = src_compiler::load::from_texts(
+            std::path::PathBuf::from("."),
+            vec![(std::path::PathBuf::from("policy.sr"), text.to_string())],
+        );
+        let checked = check(source, &CheckOptions::default()).policy.unwrap();
+        let policy = compile(checked, EngineKind::Interp).unwrap();
+        let chat = json!({"api": "chat", "headers": [], "decision": {}, "session": {},
+            "models": [], "body": {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}});
+        let Redecided::Decided { outcome, .. } = redecide(&policy, &chat, None, &mut None) else {
+            panic!("decided");
+        };
+        assert_eq!(outcome.model.as_deref(), Some("small"));
+        let mut messages = chat.clone();
+        messages["api"] = json!("messages");
+        messages["body"]["max_tokens"] = json!(8);
+        let Redecided::Decided { outcome, .. } = redecide(&policy, &messages, None, &mut None)
         else {
             panic!("decided");
         };
