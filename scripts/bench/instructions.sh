@@ -8,7 +8,9 @@
 #   in a worktree with `cargo bench -p src-runtime --bench proxy --no-run` and pass the
 #   executable it prints). Without arguments the bench of this checkout is built and measured.
 #
-# For each binary the `through_router` bench runs under callgrind for BENCH_PROFILE_SECONDS (20)
+# For each binary the chat `through_router` bench (alone: a plain filter would also match
+# `messages_through_router`, whose requests cost more and would mix into the average in
+# proportions that differ from run to run) runs under callgrind for BENCH_PROFILE_SECONDS (20)
 # of its own time. The router's share is the inclusive count of its request handler, divided by
 # the requests the simulator behind it parsed; the whole process (client, router, simulator) is
 # reported too, setup included.
@@ -32,7 +34,7 @@ printf '%-60s %12s %14s %14s\n' binary requests 'router/req' 'process/req'
 for bin in "${binaries[@]}"; do
   out=$work/$(basename "$bin").out
   valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
-    through_router >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+    --exact chat_completion/through_router >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
   # `--auto=no`: a binary with line tables would also get its sources annotated, and each call
   # line there (`=> callee (Nx)`) would count the simulator's parses a second time.
@@ -41,11 +43,14 @@ for bin in "${binaries[@]}"; do
   # `> callee (Nx)` (valgrind 3.19) or `=> callee (Nx)`; no match leaves 0, reported below.
   requests=$({ grep -E '(^|[[:space:]])=?> +.*sim::request::GenerateRequest::parse \(' <<<"$tree" || true; } |
     sed -E 's/.*\(([0-9,]+)x\).*$/\1/' | tr -d , | awk '{s += $1} END {print s + 0}')
-  # The request handler's future, polled from the server's connection task (the handler is the
-  # door driver's `door::run` now, `pipeline::handle` or `proxy::handle` in older builds).
-  router=$(callgrind_annotate --auto=no --inclusive=yes "$out" 2>/dev/null |
-    { grep -E 'src_runtime::(door::run|pipeline::handle|proxy::handle)(<[^ ]*>)?::\{\{closure\}\} \[' || true; } | head -n 1 |
-    awk '{print $1}' | tr -d ,)
+  # The API listener's handler future, polled from the server's connection task: the route
+  # match and everything a proxied request does (the door driver is inlined into it). Builds
+  # without that function are measured at their request handler (`pipeline::handle`, or
+  # `proxy::handle` in the oldest).
+  annotated=$(callgrind_annotate --auto=no --inclusive=yes "$out" 2>/dev/null)
+  router=$({ grep -E 'src_runtime::server::routes::api::\{\{closure\}\} \[' <<<"$annotated" ||
+    grep -E 'src_runtime::(pipeline|proxy)::handle::\{\{closure\}\} \[' <<<"$annotated" || true; } |
+    head -n 1 | awk '{print $1}' | tr -d ,)
   if [ "${requests:-0}" -eq 0 ] || [ -z "$router" ]; then
     echo "$bin: no routed requests counted" >&2
     exit 1

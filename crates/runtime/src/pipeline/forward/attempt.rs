@@ -253,6 +253,10 @@ fn chat_form(
     plan: &Plan,
     snapshot: &Snapshot,
 ) -> Option<Result<ChatForm, Untranslatable>> {
+    // Only a Messages request is ever translated.
+    if request.api != Api::Messages {
+        return None;
+    }
     let policy = snapshot.policy();
     let translated = plan.candidates.iter().any(|id| {
         policy
