@@ -297,10 +297,12 @@ fn policy_files(path: &Path, checked: &CheckedPolicy) -> Result<Vec<PolicyFile>>
         .collect();
     if !heavy.is_empty() {
         eprintln!(
-            "warning: the policy reads {} (relative to {}); the ConfigMap does not hold model files: \
-             provide them there from the image or a volume",
+            "warning: the policy reads {} (relative to {}); the ConfigMap does not hold model files \
+             and nothing can be mounted inside it: the Deployment mounts the claim `…-models` at {}, \
+             which the policy names as `../models/NAME`",
             heavy.join(", "),
-            k8s::POLICY_DIR
+            k8s::POLICY_DIR,
+            k8s::MODELS_DIR
         );
     }
     Ok(files)
