@@ -361,6 +361,7 @@ mod tests {
         assert_eq!(cfg.backend_ca, None);
         assert_eq!(cfg.otlp, None);
         assert_eq!(cfg.extproc, None);
+        assert_eq!(cfg.drain, Duration::from_secs(10));
         Ok(())
     }
 
@@ -384,6 +385,8 @@ mod tests {
             "http://127.0.0.1:4318",
             "--extproc",
             "127.0.0.1:9002",
+            "--drain",
+            "25",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -397,6 +400,7 @@ mod tests {
             Some("http://127.0.0.1:4318".to_owned())
         );
         assert_eq!(cfg.extproc.map(|a| a.port()), Some(9002));
+        assert_eq!(cfg.drain, Duration::from_secs(25));
         Ok(())
     }
 
