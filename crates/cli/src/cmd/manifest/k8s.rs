@@ -61,7 +61,7 @@ fn reads_models(checked: &CheckedPolicy) -> bool {
 }
 
 /// The command line of the router's container, after the image's entrypoint (`src`).
-pub fn serve_args(extproc_port: u16, drain: u64) -> Vec<String> {
+fn serve_args(extproc_port: u16, drain: u64) -> Vec<String> {
     [
         "serve",
         POLICY_DIR,
