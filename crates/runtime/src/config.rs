@@ -226,7 +226,7 @@ impl From<EngineArg> for EngineKind {
 }
 
 /// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
-/// [--no-watch] [--backend-ca FILE] [--otlp URL] [--extproc ADDR]`.
+/// [--no-watch] [--backend-ca FILE] [--otlp URL] [--extproc ADDR] [--drain SECONDS]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
