@@ -2,7 +2,7 @@
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
 # for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
 # for the metrics tests, Chromium and its WebDriver for the console test, the `openai` Python client for the client test, Envoy for the gateway
-# tests, `jsonschema` for the SARIF test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
+# tests, `jsonschema` for the SARIF test, `kubernetes-validate` and PyYAML for the manifest test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
 # OpenAPI test, and the model directories (scripts/models.sh); with SETUP_BENCH=1 also the
 # proxies of the proxy benchmark (scripts/bench/peers.sh).
 # Idempotent.
@@ -53,6 +53,15 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import jsonschema' 
   echo "== JSON Schema validator ($venv)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'jsonschema==4.26.0'
+fi
+
+# The Kubernetes schema validator (the OpenAPI schemas bundled, so it runs offline) and PyYAML,
+# a YAML 1.1 reader, that hold `src manifest --format k8s` to what Kubernetes accepts.
+venv=.cache/venv-k8s
+if [[ ! -x "$venv/bin/kubernetes-validate" ]] || ! "$venv/bin/python" -c 'import yaml' 2>/dev/null; then
+  echo "== Kubernetes schema validator ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'kubernetes-validate==1.37.0' 'PyYAML==6.0.4'
 fi
 
 # NVIDIA Dynamo's frontend and mocker workers for tests/e2e/dynamo (about 700 MB, no torch).

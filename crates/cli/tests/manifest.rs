@@ -435,13 +435,73 @@ fn k8s_deploys_src_serve_with_the_policy_in_a_config_map() {
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["ports"][0]["containerPort"], 8801);
-    // The key comes from a Secret the manifest names but does not hold.
-    let env = &container["env"][0];
-    assert_eq!(env["name"], "VLLM_CODE_API_KEY");
+    // The keys come from Secrets the manifest names but does not hold.
+    let env = |name: &str| {
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no `{name}`"))["valueFrom"]["secretKeyRef"]
+            .clone()
+    };
     assert_eq!(
-        env["valueFrom"]["secretKeyRef"]["name"],
+        env("VLLM_CODE_API_KEY")["name"],
         "src-production-backend-keys"
     );
+    // A non-loopback admin listener needs the token.
+    assert!(args.windows(2).any(|w| w == ["--admin", "0.0.0.0:8802"]));
+    assert_eq!(env("SRC_ADMIN_TOKEN")["name"], "src-production-admin");
+    assert_eq!(env("SRC_ADMIN_TOKEN")["key"], "token");
+    // The external processor Envoy is pointed at (`--extproc-address`, port 50051 by default).
+    assert!(args.windows(2).any(|w| w == ["--extproc", "0.0.0.0:50051"]));
+    assert_eq!(container["ports"][2]["containerPort"], 50051);
+    assert!(container["resources"]["requests"]["memory"].is_string());
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["runAsNonRoot"], true);
+    assert!(security["runAsUser"].as_u64().unwrap() > 0);
+    assert_eq!(security["capabilities"]["drop"][0], "ALL");
+    let mount = |path: &str| {
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("nothing mounted at {path}"))["name"]
+            .clone()
+    };
+    let volume = |name: &Value| {
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| &v["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert!(volume(&mount("/tmp"))["emptyDir"].is_object());
+    // The policy reads model directories: they come from a claim beside the policy.
+    assert_eq!(
+        volume(&mount("/etc/src/models"))["persistentVolumeClaim"]["claimName"],
+        "src-production-models"
+    );
+    // The grace period covers the pre-stop wait and the drain.
+    let drain: u64 = args
+        .windows(2)
+        .find(|w| w[0] == "--drain")
+        .map(|w| w[1].parse().unwrap())
+        .expect("--drain");
+    let pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .unwrap();
+    assert!(pod["terminationGracePeriodSeconds"].as_u64().unwrap() > pre_stop + drain);
+    // Envoy resolves every replica of the external processor.
+    let extproc = kind(&docs, "Service", "src-production-extproc").expect("an ExtProc Service");
+    assert_eq!(extproc["spec"]["clusterIP"], "None");
+    assert_eq!(extproc["spec"]["ports"][0]["port"], 50051);
     assert_eq!(
         deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"],
         "src-production"

@@ -19,6 +19,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8801";
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:8802";
 /// Default request body limit: 10 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 10 << 20;
+/// Default time open connections and streams get to finish after shutdown is asked for.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -45,6 +47,9 @@ pub struct ServeConfig {
     pub reload_debounce: Duration,
     /// Watch the policy files and reload on change (SIGHUP reloads either way).
     pub watch: bool,
+    /// After Ctrl-C or SIGTERM, how long open API and admin connections and external
+    /// processing streams get to finish before they are closed.
+    pub drain: Duration,
     /// Time scale of the built-in simulator's latency model for `simulated = true` backends
     /// (1.0 = the modelled latencies; tests use a small value).
     pub sim_time_scale: f64,
@@ -172,6 +177,7 @@ impl ServeConfig {
             probe_timeout: Duration::from_secs(2),
             reload_debounce: Duration::from_millis(200),
             watch: true,
+            drain: DEFAULT_DRAIN,
             sim_time_scale: 1.0,
             admin_token: None,
             simulator: SimConfig::default(),
@@ -220,7 +226,7 @@ impl From<EngineArg> for EngineKind {
 }
 
 /// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
-/// [--no-watch] [--backend-ca FILE] [--otlp URL] [--extproc ADDR]`.
+/// [--no-watch] [--backend-ca FILE] [--otlp URL] [--extproc ADDR] [--drain SECONDS]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
@@ -245,6 +251,10 @@ pub struct ServeArgs {
     /// Do not watch the policy files (SIGHUP still reloads).
     #[arg(long)]
     pub no_watch: bool,
+    /// After Ctrl-C or SIGTERM, how long open connections and external processing streams get
+    /// to finish before they are closed, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_DRAIN.as_secs())]
+    pub drain: u64,
     /// Extra certificate authorities (a PEM bundle) trusted for `https` backends, on top of the
     /// platform's trust store.
     #[arg(long, value_name = "FILE")]
@@ -283,6 +293,7 @@ impl From<ServeArgs> for ServeConfig {
             engine: args.engine.into(),
             max_body_bytes: args.max_body_bytes,
             watch: !args.no_watch,
+            drain: Duration::from_secs(args.drain),
             backend_ca: args.backend_ca,
             admin_token: AdminToken::from_env(),
             record: args.record,
@@ -350,6 +361,7 @@ mod tests {
         assert_eq!(cfg.backend_ca, None);
         assert_eq!(cfg.otlp, None);
         assert_eq!(cfg.extproc, None);
+        assert_eq!(cfg.drain, Duration::from_secs(10));
         Ok(())
     }
 
@@ -373,6 +385,8 @@ mod tests {
             "http://127.0.0.1:4318",
             "--extproc",
             "127.0.0.1:9002",
+            "--drain",
+            "25",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -386,6 +400,7 @@ mod tests {
             Some("http://127.0.0.1:4318".to_owned())
         );
         assert_eq!(cfg.extproc.map(|a| a.port()), Some(9002));
+        assert_eq!(cfg.drain, Duration::from_secs(25));
         Ok(())
     }
 

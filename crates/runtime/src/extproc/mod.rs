@@ -15,7 +15,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
@@ -29,10 +28,6 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::app::App;
 pub use exchange::Exchange;
-
-/// Streams still open after shutdown was asked for get this long (Envoy keeps its HTTP/2
-/// connection to the processor open for as long as it may).
-const DRAIN: Duration = Duration::from_secs(10);
 
 /// The gRPC service: one [`Exchange`] per stream.
 #[derive(Clone)]
@@ -117,8 +112,10 @@ impl Stream for Answers {
 }
 
 /// Serves the external processor on `listener` until `stop` changes, then drains open streams
-/// for a bounded time.
+/// for `cfg.drain` (Envoy keeps its HTTP/2 connection to the processor open for as long as it
+/// may).
 pub async fn serve(listener: TcpListener, app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    let drain = app.cfg.drain;
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let (stopping, mut stopping_rx) = watch::channel(false);
     let server = tonic::transport::Server::builder()
@@ -132,7 +129,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut stop: watch::Receiv
         _ = stop.changed() => {}
     }
     let _ = stopping.send(true);
-    match tokio::time::timeout(DRAIN, server).await {
+    match tokio::time::timeout(drain, server).await {
         Ok(result) => report(result),
         Err(_) => tracing::warn!("external processing streams still open after the drain period"),
     }

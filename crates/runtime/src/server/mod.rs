@@ -39,8 +39,6 @@ use crate::telemetry::Telemetry;
 use crate::upstream::Upstream;
 use shards::Shards;
 
-/// In-flight connections get this long to finish after shutdown is asked for.
-const DRAIN: Duration = Duration::from_secs(10);
 /// Queued spans get this long to reach the collector at shutdown.
 const SPAN_DRAIN: Duration = Duration::from_secs(3);
 
@@ -354,7 +352,7 @@ async fn accept_loop(
         }
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN, graceful.shutdown())
+    if tokio::time::timeout(app.cfg.drain, graceful.shutdown())
         .await
         .is_err()
     {

@@ -6,7 +6,16 @@
 //! that Service is the operator's edit, since the URL is part of the policy.
 //!
 //! API keys named by `api_key = env(..)` come from a Secret (`<app>-backend-keys`, one entry
-//! per variable) that the manifest references and never contains.
+//! per variable) and the admin listener's bearer token (`SRC_ADMIN_TOKEN`, which `src serve`
+//! requires on a non-loopback admin address) from the Secret `<app>-admin` (key `token`); the
+//! manifest references both and contains neither.
+//!
+//! The pod runs as a non-root user on a read-only root filesystem with an `emptyDir` at `/tmp`;
+//! the external processor gets a headless Service so that Envoy, which keeps long-lived HTTP/2
+//! connections, resolves every replica instead of one virtual IP. On termination the pod
+//! leaves the endpoints (`preStop` sleep), then `src serve` drains for `--drain` seconds; the
+//! grace period covers both. Model files come from a volume at [`MODELS_DIR`], beside the
+//! policy, since nothing can be mounted inside the read-only ConfigMap volume.
 
 use super::names::Names;
 use super::{Options, PolicyFile};
@@ -16,8 +25,19 @@ use src_compiler::hir::{CheckedPolicy, StoreDef};
 
 /// Where the ConfigMap is mounted; `src serve` is given this directory.
 pub const POLICY_DIR: &str = "/etc/src/policy";
+/// Where the model volume is mounted: `../models/NAME` in the policy.
+pub const MODELS_DIR: &str = "/etc/src/models";
 pub const API_PORT: u16 = 8801;
 pub const ADMIN_PORT: u16 = 8802;
+/// The environment variable `src serve` reads the admin token from.
+const ADMIN_TOKEN_ENV: &str = src_runtime::AdminToken::ENV;
+/// Seconds the pod stays up after it is told to stop and before `src serve` gets SIGTERM, so
+/// that endpoints (and Envoy) stop sending it new requests first.
+const PRE_STOP_SECONDS: u64 = 5;
+/// Seconds of the grace period beyond the pre-stop wait and the drain.
+const GRACE_MARGIN_SECONDS: u64 = 5;
+/// The user the container runs as (the conventional `nonroot` of distroless images).
+const RUN_AS_USER: u64 = 65532;
 const REDIS_IMAGE: &str = "redis:7";
 const REDIS_PORT: u16 = 6379;
 
@@ -29,6 +49,33 @@ pub fn uses_redis(checked: &CheckedPolicy) -> bool {
         .into_iter()
         .flatten()
         .any(|s| matches!(s, StoreDef::Redis(_)))
+}
+
+/// Whether the policy reads model directories or tokenizers, which come from the model volume.
+fn reads_models(checked: &CheckedPolicy) -> bool {
+    !checked.classifiers.is_empty()
+        || !checked.guards.is_empty()
+        || !checked.encoders.is_empty()
+        || checked.router.tokenizer.is_some()
+        || checked.models.iter().any(|m| m.tokenizer.is_some())
+}
+
+/// The command line of the router's container, after the image's entrypoint (`src`).
+fn serve_args(extproc_port: u16, drain: u64) -> Vec<String> {
+    [
+        "serve",
+        POLICY_DIR,
+        "--listen",
+        &format!("0.0.0.0:{API_PORT}"),
+        "--admin",
+        &format!("0.0.0.0:{ADMIN_PORT}"),
+        "--extproc",
+        &format!("0.0.0.0:{extproc_port}"),
+        "--drain",
+        &drain.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// The ConfigMap key of a file: its path when that is a valid key (`[-._a-zA-Z0-9]+`, as
@@ -84,8 +131,37 @@ pub fn documents(
             })
         })
         .collect();
+    env.push(json!({
+        "name": ADMIN_TOKEN_ENV,
+        "valueFrom": {"secretKeyRef": {"name": format!("{app}-admin"), "key": "token"}},
+    }));
     env.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     env.dedup();
+    let (_, extproc_port) = opts.extproc()?;
+    if extproc_port == API_PORT || extproc_port == ADMIN_PORT {
+        return Err(anyhow!(
+            "--extproc-address: port {extproc_port} is the API's or the admin listener's"
+        ));
+    }
+    let drain = src_runtime::config::DEFAULT_DRAIN.as_secs();
+    let extproc = names
+        .name(&format!("{app}-extproc"))
+        .map_err(|e| anyhow!("cannot name the external processor's Service: {e}"))?;
+    let mut mounts = vec![
+        json!({"name": "policy", "mountPath": POLICY_DIR, "readOnly": true}),
+        json!({"name": "tmp", "mountPath": "/tmp"}),
+    ];
+    let mut volumes = vec![
+        json!({"name": "policy", "configMap": {"name": config_map, "items": items}}),
+        json!({"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}),
+    ];
+    if reads_models(checked) {
+        mounts.push(json!({"name": "models", "mountPath": MODELS_DIR, "readOnly": true}));
+        volumes.push(json!({
+            "name": "models",
+            "persistentVolumeClaim": {"claimName": format!("{app}-models"), "readOnly": true},
+        }));
+    }
     let probe = |path: &str| {
         json!({
             "httpGet": {"path": path, "port": "http"},
@@ -110,24 +186,41 @@ pub fn documents(
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
+                        "terminationGracePeriodSeconds": PRE_STOP_SECONDS + drain + GRACE_MARGIN_SECONDS,
+                        "securityContext": {
+                            "runAsNonRoot": true,
+                            "runAsUser": RUN_AS_USER,
+                            "runAsGroup": RUN_AS_USER,
+                            "fsGroup": RUN_AS_USER,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
                         "containers": [{
                             "name": "src",
                             "image": opts.image,
-                            "args": [
-                                "serve", POLICY_DIR,
-                                "--listen", format!("0.0.0.0:{API_PORT}"),
-                                "--admin", format!("0.0.0.0:{ADMIN_PORT}"),
-                            ],
+                            "args": serve_args(extproc_port, drain),
                             "ports": [
                                 {"name": "http", "containerPort": API_PORT},
                                 {"name": "admin", "containerPort": ADMIN_PORT},
+                                {"name": "grpc", "containerPort": extproc_port},
                             ],
                             "env": env,
+                            "resources": {
+                                "requests": {"cpu": "500m", "memory": "256Mi"},
+                                "limits": {"cpu": "2", "memory": "1Gi"},
+                            },
+                            "securityContext": {
+                                "allowPrivilegeEscalation": false,
+                                "readOnlyRootFilesystem": true,
+                                "runAsNonRoot": true,
+                                "runAsUser": RUN_AS_USER,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}},
                             "livenessProbe": probe("/healthz"),
                             "readinessProbe": probe("/readyz"),
-                            "volumeMounts": [{"name": "policy", "mountPath": POLICY_DIR, "readOnly": true}],
+                            "volumeMounts": mounts,
                         }],
-                        "volumes": [{"name": "policy", "configMap": {"name": config_map, "items": items}}],
+                        "volumes": volumes,
                     },
                 },
             },
@@ -139,6 +232,21 @@ pub fn documents(
             "spec": {
                 "selector": {"app.kubernetes.io/name": app},
                 "ports": [{"name": "http", "port": API_PORT, "targetPort": "http"}],
+            },
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": extproc, "labels": labels},
+            "spec": {
+                "clusterIP": "None",
+                "selector": {"app.kubernetes.io/name": app},
+                "ports": [{
+                    "name": "grpc",
+                    "port": extproc_port,
+                    "targetPort": "grpc",
+                    "appProtocol": "kubernetes.io/h2c",
+                }],
             },
         }),
     ];

@@ -8,6 +8,8 @@
 //!   stores in Redis;
 //! - [`names`]: the DNS-1123 names all of them use.
 //!
+//! - [`yaml`]: the YAML they are written in.
+//!
 //! Output is YAML (one document per object, `---` between them) on standard output, or a file
 //! in `--out DIR`.
 
@@ -15,6 +17,7 @@ mod envoy;
 mod httproute;
 mod k8s;
 pub mod names;
+mod yaml;
 
 use super::policy::load_checked;
 use crate::output::Color;
@@ -209,7 +212,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             k8s::documents(&checked, &files, &opts, &mut names)?
         }
     };
-    let yaml = to_yaml(&docs)?;
+    let yaml = to_yaml(&docs);
     match &args.out {
         Some(dir) => {
             std::fs::create_dir_all(dir)
@@ -224,14 +227,10 @@ pub fn run(args: Args) -> Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// The documents as one YAML stream.
-pub fn to_yaml(docs: &[Value]) -> Result<String> {
-    let parts = docs
-        .iter()
-        .map(serde_norway::to_string)
-        .collect::<Result<Vec<_>, _>>()
-        .context("cannot write YAML")?;
-    Ok(parts.join("---\n"))
+/// The documents as one YAML stream, readable alike by YAML 1.1 and 1.2 readers ([`yaml`]).
+pub fn to_yaml(docs: &[Value]) -> String {
+    let parts: Vec<String> = docs.iter().map(yaml::document).collect();
+    parts.join("---\n")
 }
 
 /// Every file `src serve` reads to check the policy: its `.sr` files, the backends' catalogs and
@@ -298,10 +297,12 @@ fn policy_files(path: &Path, checked: &CheckedPolicy) -> Result<Vec<PolicyFile>>
         .collect();
     if !heavy.is_empty() {
         eprintln!(
-            "warning: the policy reads {} (relative to {}); the ConfigMap does not hold model files: \
-             provide them there from the image or a volume",
+            "warning: the policy reads {} (relative to {}); the ConfigMap does not hold model files \
+             and nothing can be mounted inside it: the Deployment mounts the claim `…-models` at {}, \
+             which the policy names as `../models/NAME`",
             heavy.join(", "),
-            k8s::POLICY_DIR
+            k8s::POLICY_DIR,
+            k8s::MODELS_DIR
         );
     }
     Ok(files)
