@@ -2,36 +2,20 @@
 
 use hyper::Response;
 
-use crate::door::{Door, Intake, Prepared};
-use crate::openai::{Api, ApiError};
+use crate::door::Plain;
+use crate::openai::Api;
 use crate::pipeline::forward::Answered;
-use crate::policy_store::Snapshot;
 use crate::relay::body::ProxyBody;
 
 /// The chat completions door.
 pub struct Chat;
 
-impl Door for Chat {
-    type Turn = ();
-
+impl Plain for Chat {
     fn api(&self) -> Api {
         Api::Chat
     }
 
-    async fn prepare<'a>(
-        &'a self,
-        _snapshot: &'a Snapshot,
-        request: Intake<'a>,
-    ) -> Result<Prepared<()>, ApiError> {
-        Ok(request.as_it_came())
-    }
-
-    async fn finish<'a>(
-        &'a self,
-        _snapshot: &'a Snapshot,
-        _turn: Option<()>,
-        answered: Answered,
-    ) -> Response<ProxyBody> {
+    async fn answer(&self, answered: Answered) -> Response<ProxyBody> {
         answered.response
     }
 }

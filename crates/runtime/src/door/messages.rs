@@ -13,38 +13,22 @@ use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Request, Response};
 
 use crate::anthropic::wire;
-use crate::door::{Door, Intake, Prepared};
+use crate::door::Plain;
 use crate::headers;
-use crate::openai::{Api, ApiError};
+use crate::openai::Api;
 use crate::pipeline::forward::{Answered, AnsweredBy};
 use crate::pipeline::{self, Pipeline};
-use crate::policy_store::Snapshot;
 use crate::relay::body::ProxyBody;
 
 /// The Messages door.
 pub struct Messages;
 
-impl Door for Messages {
-    type Turn = ();
-
+impl Plain for Messages {
     fn api(&self) -> Api {
         Api::Messages
     }
 
-    async fn prepare<'a>(
-        &'a self,
-        _snapshot: &'a Snapshot,
-        request: Intake<'a>,
-    ) -> Result<Prepared<()>, ApiError> {
-        Ok(request.as_it_came())
-    }
-
-    async fn finish<'a>(
-        &'a self,
-        _snapshot: &'a Snapshot,
-        _turn: Option<()>,
-        answered: Answered,
-    ) -> Response<ProxyBody> {
+    async fn answer(&self, answered: Answered) -> Response<ProxyBody> {
         match answered.by {
             AnsweredBy::Router => in_anthropic_shape(answered.response).await,
             AnsweredBy::Cache | AnsweredBy::Upstream(_) => answered.response,

@@ -6,7 +6,8 @@
 //! before deciding ([`Door::prepare`]: Responses expands a stored conversation), what it notes
 //! once the plan is known ([`Door::decided`]), and how it answers ([`Door::finish`]: Messages
 //! rewrites the router's own answers into Anthropic's envelope, Responses keeps an answer for the
-//! next turn). The driver owns the rest:
+//! next turn); a door that keeps nothing between the two is a [`Plain`] one. The driver owns the
+//! rest:
 //!
 //! 1. the body, read within its size and time bounds ([`intake::read_body_within`]): a client
 //!    that stops sending gets a 408 on every door;
@@ -89,6 +90,40 @@ pub trait Door: Sync {
         turn: Option<Self::Turn>,
         answered: Answered,
     ) -> impl Future<Output = Response<ProxyBody>> + Send + 'a;
+}
+
+/// A door that keeps nothing from before deciding until its answer (chat, Messages): it names
+/// its API and may reshape the answer; the request goes to the deciding steps as it came.
+pub trait Plain: Sync {
+    fn api(&self) -> Api;
+
+    /// The door's answer to the client.
+    fn answer(&self, answered: Answered) -> impl Future<Output = Response<ProxyBody>> + Send;
+}
+
+impl<D: Plain> Door for D {
+    type Turn = ();
+
+    fn api(&self) -> Api {
+        Plain::api(self)
+    }
+
+    async fn prepare<'a>(
+        &'a self,
+        _snapshot: &'a Snapshot,
+        request: Intake<'a>,
+    ) -> Result<Prepared<()>, ApiError> {
+        Ok(request.as_it_came())
+    }
+
+    async fn finish<'a>(
+        &'a self,
+        _snapshot: &'a Snapshot,
+        _turn: Option<()>,
+        answered: Answered,
+    ) -> Response<ProxyBody> {
+        self.answer(answered).await
+    }
 }
 
 /// A parsed request, as a door's [`Door::prepare`] sees it.
