@@ -8,43 +8,11 @@ use http_body_util::BodyExt;
 use hyper::Method;
 use serde_json::{json, Value};
 use src_runtime::sim::{SimConfig, SimHandle, SimModel};
+use src_testkit::fault::read_request;
 use src_testkit::{Http, Router, TestResult, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-
-/// Reads one request (head and `content-length` body); returns its request line.
-async fn read_request(stream: &mut TcpStream) -> TestResult<String> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut byte).await?;
-        if n == 0 {
-            return Err("connection closed before a request".into());
-        }
-        buf.extend_from_slice(&byte[..n]);
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().to_owned())
-                })
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(0);
-            while buf.len() < end + 4 + length {
-                let n = stream.read(&mut byte).await?;
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&byte[..n]);
-            }
-            return Ok(text.lines().next().unwrap_or_default().to_owned());
-        }
-    }
-}
 
 /// What the scripted upstream saw of its streaming request.
 #[derive(Debug, PartialEq)]

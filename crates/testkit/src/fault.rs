@@ -192,7 +192,7 @@ async fn wait_for_close(stream: &mut TcpStream) {
 }
 
 /// Reads one request (head and `content-length` body); returns its request line.
-async fn read_request(stream: &mut TcpStream) -> TestResult<String> {
+pub async fn read_request(stream: &mut TcpStream) -> TestResult<String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
