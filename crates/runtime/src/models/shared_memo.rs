@@ -104,6 +104,7 @@ fn decode(bytes: &[u8]) -> Option<Arc<[f32]>> {
 mod tests {
     use super::*;
     use crate::models::Role;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn a_row_survives_the_wire() {
@@ -146,5 +147,95 @@ mod tests {
         assert_eq!(keys.len(), 5);
         assert!(redis_key(&base).starts_with("sr:v1:memo:"));
         assert_eq!(redis_key(&base).len(), "sr:v1:memo:".len() + 64);
+    }
+
+    fn key(text: &str) -> MemoKey {
+        MemoKey {
+            model: "fingerprint".into(),
+            role: Role::Classifier,
+            device: "cpu",
+            text: Sha256::digest(text.as_bytes()).into(),
+        }
+    }
+
+    /// Polls `read` until it answers `want`: a background write lands a moment after `put`.
+    async fn eventually(
+        memo: &SharedMemo,
+        url: &str,
+        key: &MemoKey,
+        want: Option<&[f32]>,
+    ) -> Option<Arc<[f32]>> {
+        let deadline = std::time::Instant::now() + src_testkit::PATIENCE;
+        loop {
+            let got = memo.get(url, key, Duration::from_secs(2)).await;
+            if got.as_deref() == want || std::time::Instant::now() > deadline {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The shared tier's contract on any Redis deployment: what one replica stores another
+    /// reads through its own link, nothing else is found, a value that is not a row is no
+    /// answer, and an entry expires after the ttl.
+    async fn contract(url: &str) {
+        let timeout = Duration::from_secs(2);
+        let ttl = Duration::from_millis(300);
+        let a = SharedMemo::new(timeout, ttl, Arc::new(Links::new()));
+        let b = SharedMemo::new(timeout, ttl, Arc::new(Links::new()));
+        let row = [0.5f32, 0.25, -2.0];
+        let stored = key("a text one replica classified");
+        assert_eq!(
+            b.get(url, &stored, timeout).await,
+            None,
+            "nothing stored yet"
+        );
+        a.put(url, &stored, &row);
+        let got = eventually(&b, url, &stored, Some(&row)).await;
+        assert_eq!(
+            got.as_deref(),
+            Some(&row[..]),
+            "the other replica reads the row"
+        );
+        assert_eq!(
+            b.get(url, &key("another text"), timeout).await,
+            None,
+            "another text has no answer"
+        );
+
+        let garbage = key("a text whose entry was overwritten");
+        let links = Links::new();
+        let redis = links.redis(url, timeout).expect("a link");
+        let mut conn = redis.connection();
+        redis::cmd("SET")
+            .arg(redis_key(&garbage))
+            .arg("not a row")
+            .query_async::<()>(&mut conn)
+            .await
+            .expect("SET");
+        assert_eq!(b.get(url, &garbage, timeout).await, None, "not a row");
+
+        let gone = eventually(&b, url, &stored, None).await;
+        assert_eq!(gone, None, "the entry expires after its ttl");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_answers_keep_the_contract_on_redis_and_a_cluster_node() {
+        let server = src_testkit::redis::RedisServer::start();
+        contract(&server.url()).await;
+        let cluster = src_testkit::redis::RedisServer::start_cluster();
+        contract(&cluster.url()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unreachable_store_only_means_no_answer() {
+        let memo = SharedMemo::new(
+            Duration::from_millis(200),
+            Duration::from_secs(60),
+            Arc::new(Links::new()),
+        );
+        let url = "redis://127.0.0.1:9/";
+        memo.put(url, &key("x"), &[1.0]);
+        assert_eq!(memo.get(url, &key("x"), Duration::from_secs(1)).await, None);
     }
 }
