@@ -10,6 +10,8 @@ use predicates::str::contains;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+mod support;
+
 fn src() -> Command {
     Command::cargo_bin("src").expect("the src binary is built")
 }
@@ -334,6 +336,51 @@ fn explain_names_missing_givens() {
         .stderr(contains("--given attack="));
 }
 
+/// A Messages body's top-level `system` and its `tool_use`/`tool_result` history decide as the
+/// `/v1/messages` door decides them, told from the body alone or with `--api`.
+#[test]
+fn explain_reads_a_messages_body_as_the_messages_door_does() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "p.sr",
+        r#"backend b { url = "http://127.0.0.1:9/v1" }
+model small { backend = b  serves = "s" }
+model big   { backend = b  serves = "g" }
+signal reviewer = contains(system, ["review code"])
+route coding priority 10 { when reviewer or request.tool_loop to big }
+route default { to small }
+"#,
+    );
+    let explain = |body: &Value, extra: &[&str]| -> Value {
+        let file = dir.path().join("request.json");
+        std::fs::write(&file, body.to_string()).unwrap();
+        let out = src()
+            .args(["explain", "--format", "json", "--request"])
+            .arg(&file)
+            .args(extra)
+            .arg(dir.path().join("p.sr"))
+            .assert()
+            .success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let system = serde_json::json!({"model": "auto", "max_tokens": 64,
+        "system": "you review code", "messages": [{"role": "user", "content": "look"}]});
+    assert_eq!(explain(&system, &[])["route"], "coding");
+    assert_eq!(explain(&system, &["--api", "messages"])["route"], "coding");
+    assert_eq!(
+        explain(&system, &["--api", "chat"])["route"],
+        "default",
+        "read as chat, the top-level system is not there"
+    );
+    let tool_loop = serde_json::json!({"model": "auto", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a b"}]}
+    ]});
+    assert_eq!(explain(&tool_loop, &[])["route"], "coding");
+}
+
 #[test]
 fn explain_engines_agree() {
     let run = |engine: &str| {
@@ -387,4 +434,47 @@ fn check_verifies_onnx_graphs_against_their_declaration() {
         &policy(&models.join("domain").display().to_string()),
     );
     src().arg("check").arg(&good).assert().success();
+}
+
+/// A reload that fails logs one valid JSON line (no key twice) saying why, and every line the
+/// server wrote around it is valid too (checked when the server stops).
+#[test]
+fn a_failed_reload_logs_one_valid_json_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = std::fs::read_to_string(repo("examples/quickstart/policy.sr")).unwrap();
+    write(dir.path(), "policy.sr", &policy);
+    let server = support::Server::start_with(dir.path(), &[]);
+    write(
+        dir.path(),
+        "policy.sr",
+        &policy.replacen("route default", "route default default", 1),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let failed = loop {
+        if let Some(line) = server
+            .log()
+            .into_iter()
+            .find(|l| l.contains("policy reload failed"))
+        {
+            break line;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failed reload logged: {:?}",
+            server.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    src_testkit::log_lines::check(&failed).unwrap();
+    let doc: Value = serde_json::from_str(&failed).unwrap();
+    assert_eq!(doc["level"], "ERROR");
+    assert!(
+        doc["fields"]["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{failed}"
+    );
+    assert!(doc["fields"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("previous policy keeps serving")));
 }

@@ -1,12 +1,16 @@
 //! `src explain` and `src serve` drive the compiler's one request procedure, so they must agree
 //! on every request: the same block, route, model and order of models to try.
 //!
-//! Each request is explained (`src explain --request --format json`) and sent twice to a real
-//! `src serve` on the built-in simulator: once as it is (the block, route and model answer in
-//! `x-sr-block`, `x-sr-route`, `x-sr-model`), and once with `x-sim-fault: error=503`, so that
-//! every model fails and `x-sr-fallbacks` lists the whole order tried. The requests are every
-//! `test` case of the decision corpus that serve can answer and a generated set
-//! (`agree_support`); `explain_extproc_agree.rs` sends the same ones through Envoy.
+//! Each request is written in the API of each HTTP door (chat, Responses, Anthropic Messages,
+//! as the test kit's `Door::body` translates it), explained from that body as the door's client
+//! sends it (`src explain --request --format json`, which tells the API from the body and the
+//! `anthropic-version` header), and sent twice to that door of a real `src serve` on the
+//! built-in simulator: once as it is (the block, route and model answer in `x-sr-block`,
+//! `x-sr-route`, `x-sr-model`), and once with `x-sim-fault: error=503`, so that every model
+//! fails and `x-sr-fallbacks` lists the whole order tried. A body a door refuses (a chat tool
+//! message has no Messages form) must be refused by explain too. The requests are every `test`
+//! case of the decision corpus that serve can answer and a generated set (`agree_support`);
+//! `explain_extproc_agree.rs` sends the same ones through Envoy.
 
 #![allow(
     clippy::expect_used,
@@ -18,24 +22,47 @@ mod agree_support;
 mod support;
 
 use agree_support::{corpus_suites, explain, generated_suites, Case, Outcome, Suite};
+use src_testkit::doors::Door;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 use support::Server;
 
+/// `case` as `door`'s client writes it.
+fn through(case: &Case, door: Door, client_headers: &[(&str, &str)]) -> Case {
+    let mut headers = case.headers.clone();
+    headers.extend(
+        client_headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    Case {
+        name: format!("{} ({})", case.name, door.name()),
+        body: door.body(&case.body),
+        headers,
+    }
+}
+
 /// What the differential test asks of a running `src serve`.
 trait Asks {
-    fn send(&self, case: &Case, extra: &[(&str, &str)]) -> (u16, Vec<(String, String)>);
-    fn outcome(&self, case: &Case) -> Outcome;
+    fn send(&self, door: Door, case: &Case, extra: &[(&str, &str)])
+        -> (u16, Vec<(String, String)>);
+    fn outcome(&self, door: Door, case: &Case) -> Outcome;
 }
 
 impl Asks for Server {
-    /// Sends one chat completion; answers the status and the response headers.
-    fn send(&self, case: &Case, extra: &[(&str, &str)]) -> (u16, Vec<(String, String)>) {
+    /// Sends one request through `door`; answers the status and the response headers.
+    fn send(
+        &self,
+        door: Door,
+        case: &Case,
+        extra: &[(&str, &str)],
+    ) -> (u16, Vec<(String, String)>) {
         let body = case.body.to_string();
         let mut request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+            "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
              content-length: {}\r\nconnection: close\r\n",
+            door.path(),
             self.addr,
             body.len()
         );
@@ -71,7 +98,7 @@ impl Asks for Server {
         (status, headers)
     }
 
-    fn outcome(&self, case: &Case) -> Outcome {
+    fn outcome(&self, door: Door, case: &Case) -> Outcome {
         let header = |headers: &[(String, String)], name: &str| {
             headers
                 .iter()
@@ -79,16 +106,16 @@ impl Asks for Server {
                 .map(|(_, v)| v.clone())
                 .filter(|v| v != "-")
         };
-        let (status, headers) = self.send(case, &[]);
+        let (status, headers) = self.send(door, case, &[]);
         let block = header(&headers, "x-sr-block");
         let refused = block.is_some() && !(200..300).contains(&status);
-        if status == 404 {
+        if status == 404 || (status == 400 && block.is_none()) {
             return Outcome {
                 block: None,
                 route: None,
                 model: None,
                 tried: vec![],
-                error: Some(404),
+                error: Some(status),
             };
         }
         assert!(
@@ -96,7 +123,7 @@ impl Asks for Server {
             "{}: src serve answered {status}",
             case.name
         );
-        let (_, failed) = self.send(case, &[("x-sim-fault", "error=503")]);
+        let (_, failed) = self.send(door, case, &[("x-sim-fault", "error=503")]);
         let tried = if refused {
             vec![]
         } else {
@@ -127,23 +154,28 @@ impl Asks for Server {
     }
 }
 
-#[test]
-fn explain_and_serve_decide_every_request_alike() {
+/// Explains and serves every request through `door`; fails on any disagreement.
+fn agree_through(door: Door, client_headers: &[(&str, &str)]) {
     let suites: Vec<Suite> = corpus_suites()
         .into_iter()
         .chain(generated_suites())
         .collect();
     assert!(suites.len() >= 6, "the corpus lost its served policies");
     let mut compared = 0;
+    let mut decided = 0;
     let mut disagreements = Vec::new();
     let mut fallbacks_seen = 0;
     for suite in &suites {
         let server = Server::start(suite.dir.path());
         for case in &suite.cases {
-            let explained = explain(suite.dir.path(), case);
-            let served = server.outcome(case);
+            let case = through(case, door, client_headers);
+            let explained = explain(suite.dir.path(), &case);
+            let served = server.outcome(door, &case);
             if explained.tried.len() > 1 {
                 fallbacks_seen += 1;
+            }
+            if explained.error.is_none() {
+                decided += 1;
             }
             if explained != served {
                 disagreements.push(format!(
@@ -161,5 +193,22 @@ fn explain_and_serve_decide_every_request_alike() {
         disagreements.join("\n")
     );
     assert!(compared >= 60, "only {compared} requests compared");
+    assert!(decided >= 40, "only {decided} requests decided");
     assert!(fallbacks_seen > 0, "no request had models to fall back on");
+}
+
+#[test]
+fn explain_and_serve_decide_every_chat_request_alike() {
+    agree_through(Door::Chat, &[]);
+}
+
+#[test]
+fn explain_and_serve_decide_every_responses_request_alike() {
+    agree_through(Door::Responses, &[]);
+}
+
+/// The official Anthropic client sends `anthropic-version`; explain tells the API by it.
+#[test]
+fn explain_and_serve_decide_every_messages_request_alike() {
+    agree_through(Door::Messages, &[("anthropic-version", "2023-06-01")]);
 }

@@ -5,6 +5,10 @@
 //! `src explain` and the operator console of `src serve` both call [`explain`], so the two
 //! cannot disagree; each brings its own way of answering model-backed signals ([`ModelAnswers`]).
 
+mod body;
+
+pub use body::{detect, read_body};
+
 use serde_json::{json, Value as Json};
 
 use crate::eval::{ModelCall, ModelKind, ModelResult};

@@ -232,9 +232,10 @@ pub async fn reload_once(app: &Arc<App>, reloaded: &watch::Sender<u64>, cause: &
 
 fn fail(app: &App, failure: LoadFailure, cause: &str) {
     count(app, result::ERROR);
+    // Not `message`: that is the event's own text, and a JSON line must not hold a key twice.
     tracing::error!(
         cause,
-        message = %failure.message,
+        error = %failure.message,
         diagnostics = %failure.human(),
         "policy reload failed; the previous policy keeps serving"
     );

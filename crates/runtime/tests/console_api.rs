@@ -352,6 +352,30 @@ async fn the_explain_box_answers_what_the_compilers_explainer_answers() -> TestR
     .await?;
     assert_eq!(e["route"], "coding");
 
+    // An Anthropic Messages body, told from its blocks, decided as `/v1/messages` decides it:
+    // a user message of tool results is no user turn, so the prompt is the question before.
+    let messages = json!({"model": "auto", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "stack trace here"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "sh", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+    ]});
+    let (status, e) = explain(&router, json!({"request": messages})).await?;
+    assert_eq!(status, 200, "{e}");
+    assert_eq!(e["route"], "coding");
+    let (status, e) = explain(&router, json!({"request": messages, "api": "messages"})).await?;
+    assert_eq!((status, &e["route"]), (200, &json!("coding")), "{e}");
+    let (status, e) = explain(&router, json!({"request": messages, "api": "chat"})).await?;
+    assert_eq!(
+        (status, &e["route"]),
+        (200, &json!("default")),
+        "read as chat, the last user message is the results: {e}"
+    );
+    let (status, e) = explain(&router, json!({"request": messages, "api": "grpc"})).await?;
+    assert_eq!(status, 400);
+    assert!(e["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("`messages`")));
+
     // Bad input: the API's error shape.
     let (status, e) = explain(&router, json!({"nothing": 1})).await?;
     assert_eq!(status, 400);

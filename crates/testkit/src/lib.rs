@@ -4,7 +4,8 @@
 //! free port ([`redis`]), upstreams that record what the router sent and answer as scripted
 //! ([`upstream`]) or fail on purpose at the TCP level ([`fault`]), an Envoy `ext_proc` client
 //! ([`extproc`]), every front door driven alike ([`doors`]), the built-in simulator's client
-//! ([`sim`]) and the model and cache harnesses ([`models`], [`cache`]).
+//! ([`sim`]), the model and cache harnesses ([`models`], [`cache`]) and the check every log
+//! line must pass ([`log_lines`]).
 //!
 //! It links `src-runtime`, so it is only ever a dev-dependency: the runtime's own unit tests keep
 //! their fakes in the runtime crate (a second copy of its types would not be theirs).
@@ -22,6 +23,7 @@ pub mod doors;
 pub mod extproc;
 pub mod fault;
 pub mod http;
+pub mod log_lines;
 pub mod models;
 pub mod redis;
 pub mod router;

@@ -27,9 +27,13 @@ pub struct Args {
     /// The last user message of the request to explain.
     #[arg(long, conflicts_with = "request", required_unless_present = "request")]
     prompt: Option<String>,
-    /// A JSON chat completion (or responses) request body to explain.
+    /// A JSON request body to explain: a chat completion, a Responses request or an Anthropic
+    /// Messages request (told apart by what only each has; `--api` says which).
     #[arg(long, value_name = "FILE.json")]
     request: Option<PathBuf>,
+    /// The door the `--request` body comes through, when telling it from the body is not wanted.
+    #[arg(long, value_enum, requires = "request")]
+    api: Option<ApiArg>,
     /// A request header, `NAME=VALUE` (repeatable).
     #[arg(long = "header", value_name = "K=V")]
     headers: Vec<String>,
@@ -45,6 +49,27 @@ pub struct Args {
     format: Format,
     #[arg(long, value_enum, default_value_t)]
     color: Color,
+}
+
+/// The front doors of `src serve` whose bodies explain reads.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ApiArg {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/responses`.
+    Responses,
+    /// `POST /v1/messages` (Anthropic).
+    Messages,
+}
+
+impl From<ApiArg> for Wire {
+    fn from(api: ApiArg) -> Wire {
+        match api {
+            ApiArg::Chat => Wire::Chat,
+            ApiArg::Responses => Wire::Responses,
+            ApiArg::Messages => Wire::Messages,
+        }
+    }
 }
 
 fn split_pair<'a>(flag: &str, pair: &'a str) -> Result<(&'a str, &'a str)> {
@@ -92,13 +117,8 @@ fn build_request(args: &Args, headers: &[(String, String)]) -> Result<(RequestVi
         .with_context(|| format!("cannot read `{}`", path.display()))?;
     let body: Json = serde_json::from_str(&text)
         .with_context(|| format!("`{}` is not valid JSON", path.display()))?;
-    let (view, wire) = if body.get("input").is_some() && body.get("messages").is_none() {
-        (RequestView::from_responses(&body, headers), Wire::Responses)
-    } else {
-        (RequestView::from_chat(&body, headers), Wire::Chat)
-    };
-    let view = view.with_context(|| format!("`{}` is not a valid request", path.display()))?;
-    Ok((view, wire))
+    src_compiler::explain::read_body(&body, headers, args.api.map(Wire::from))
+        .with_context(|| format!("`{}` is not a valid request", path.display()))
 }
 
 /// Parses `SIGNAL=VALUE` by the signal's type.

@@ -211,16 +211,19 @@ pub fn explain(policy: &Path, case: &Case) -> Outcome {
     let output = command.args(["--format", "json"]).output().expect("runs");
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            stderr.contains("which the policy does not declare"),
-            "src explain failed: {stderr}"
-        );
+        let error = if stderr.contains("which the policy does not declare") {
+            404
+        } else if stderr.contains("is not a valid request") {
+            400
+        } else {
+            panic!("src explain failed: {stderr}")
+        };
         return Outcome {
             block: None,
             route: None,
             model: None,
             tried: vec![],
-            error: Some(404),
+            error: Some(error),
         };
     }
     let doc: Value = serde_json::from_slice(&output.stdout).expect("explain prints JSON");

@@ -1,5 +1,6 @@
 //! Helpers the replay, eval, what-if and differential tests share: a real `src serve` child
-//! process, and a tiny upstream that answers every request with one canned response.
+//! process (every line it logs held to `src_testkit::log_lines::check` when it stops), and a
+//! tiny upstream that answers every request with one canned response.
 
 #![allow(
     clippy::expect_used,
@@ -14,6 +15,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 pub fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,24 +27,27 @@ pub fn src() -> Command {
     Command::cargo_bin("src").expect("the src binary is built")
 }
 
-/// `src serve` on free ports, stopped when dropped.
+/// `src serve` on free ports, stopped when dropped; a log line that is not one JSON object with
+/// unique keys fails the test then.
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
+    /// Every line logged so far.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
     pub fn start(policy: &Path) -> Server {
+        Server::start_with(policy, &["--no-watch"])
+    }
+
+    /// [`Server::start`] with `extra` arguments instead of `--no-watch`.
+    pub fn start_with(policy: &Path, extra: &[&str]) -> Server {
         let mut child = src()
             .arg("serve")
             .arg(policy)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--admin",
-                "127.0.0.1:0",
-                "--no-watch",
-            ])
+            .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -54,17 +59,28 @@ impl Server {
                 let _ = child.kill();
                 panic!("src serve stopped before serving: {seen:?}");
             };
-            if let Some(addr) = serde_json::from_str::<Value>(&line)
+            let listen = serde_json::from_str::<Value>(&line)
                 .ok()
-                .and_then(|v| v["fields"]["listen"].as_str().map(String::from))
-            {
+                .and_then(|v| v["fields"]["listen"].as_str().map(String::from));
+            seen.push(line);
+            if let Some(addr) = listen {
                 break addr.parse().expect("a socket address");
             }
-            seen.push(line);
         };
-        // Keep reading the request log so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
+        let log = Arc::new(Mutex::new(seen));
+        // Keep reading the log so the server never blocks on a full pipe.
+        let kept = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().expect("the log").push(line);
+            }
+        });
+        Server { child, addr, log }
+    }
+
+    /// The lines logged so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().expect("the log").clone()
     }
 
     pub fn base_url(&self) -> String {
@@ -76,6 +92,19 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            return;
+        }
+        let bad: Vec<String> = self
+            .log()
+            .iter()
+            .filter_map(|line| src_testkit::log_lines::check(line).err())
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "src serve logged bad lines:\n{}",
+            bad.join("\n")
+        );
     }
 }
 

@@ -3,14 +3,15 @@
 //! page and the CLI answer alike; model-backed signals run on this server's model runtime, and
 //! nothing is sent upstream or looked up in a cache or a session store.
 //!
-//! Body: `{"prompt": "...", "headers": {"name": "value"}}` or `{"request": {chat or responses
-//! body}, "headers": {...}}`.
+//! Body: `{"prompt": "...", "headers": {"name": "value"}}` or `{"request": {a chat, Responses or
+//! Messages body}, "headers": {...}, "api": "chat" | "responses" | "messages"}` (`api` optional:
+//! the body's shape tells, as `src explain` tells it).
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use src_compiler::eval::{ModelCall, ModelResult};
-use src_compiler::explain::{explain, ModelAnswers, ModelsUnavailable};
+use src_compiler::explain::{explain, read_body, ModelAnswers, ModelsUnavailable};
 use src_compiler::failover::Wire;
 use src_compiler::hir::CheckedPolicy;
 use src_compiler::request::RequestView;
@@ -59,17 +60,22 @@ fn request_view(body: &Value) -> Result<(RequestView, Wire), ApiError> {
     let request = body
         .get("request")
         .ok_or_else(|| ApiError::bad_request("give `prompt` or `request`"))?;
-    let (view, wire) = if request.get("input").is_some() && request.get("messages").is_none() {
-        (
-            RequestView::from_responses(request, &headers),
-            Wire::Responses,
-        )
-    } else {
-        (RequestView::from_chat(request, &headers), Wire::Chat)
+    let api = match body.get("api") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(api)) => Some(match api.as_str() {
+            "chat" => Wire::Chat,
+            "responses" => Wire::Responses,
+            "messages" => Wire::Messages,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "`api` is `{other}`; give `chat`, `responses` or `messages`"
+                )))
+            }
+        }),
+        Some(_) => return Err(ApiError::bad_request("`api` must be a string")),
     };
-    let view =
-        view.map_err(|e| ApiError::bad_request(format!("`request` is not a valid request: {e}")))?;
-    Ok((view, wire))
+    read_body(request, &headers, api)
+        .map_err(|e| ApiError::bad_request(format!("`request` is not a valid request: {e}")))
 }
 
 /// The server's model runtime, driven from the explainer's blocking thread.

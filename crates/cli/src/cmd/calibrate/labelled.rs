@@ -65,12 +65,9 @@ fn parse_line(line: &str) -> Result<Labelled> {
         (Some(Json::String(p)), None) => RequestView::from_prompt(p, None, &[]),
         (Some(_), None) => bail!("`prompt` must be a string"),
         (None, Some(body)) => {
-            let view = if body.get("input").is_some() && body.get("messages").is_none() {
-                RequestView::from_responses(body, &[])
-            } else {
-                RequestView::from_chat(body, &[])
-            };
-            view.map_err(|e| anyhow!("`request` is not a valid request: {e}"))?
+            src_compiler::explain::read_body(body, &[], None)
+                .map_err(|e| anyhow!("`request` is not a valid request: {e}"))?
+                .0
         }
         (None, None) => bail!("a labelled request needs `prompt` or `request`"),
     };
