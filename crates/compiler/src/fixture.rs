@@ -259,6 +259,7 @@ impl PolicyBuilder {
             router: RouterDef {
                 names: vec!["auto".into()],
                 tokenizer: None,
+                anonymous: src_dsl::ast::Anonymous::Isolate,
             },
             tests: vec![],
         };

@@ -430,6 +430,8 @@ pub struct RouterDef {
     /// Defaults to `["auto"]`.
     pub names: Vec<String>,
     pub tokenizer: Option<PathBuf>,
+    /// What requests without a credential share; `isolate` unless the policy says `share`.
+    pub anonymous: src_dsl::ast::Anonymous,
 }
 
 /// A value a test stubs for a signal with `given`.

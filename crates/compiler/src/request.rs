@@ -40,7 +40,8 @@ pub struct RequestView {
     pub system: String,
     /// Header names lowercased; values as received.
     pub headers: Vec<(String, String)>,
-    /// Bearer token from `authorization`.
+    /// The credential: the bearer token of `authorization`, else its whole value, else
+    /// `api-key`, else `x-api-key` (see [`credential`]).
     pub api_key: Option<String>,
     pub tools: i64,
     pub turns: i64,
@@ -352,10 +353,7 @@ impl Facts {
         for (name, _) in &mut headers {
             name.make_ascii_lowercase();
         }
-        let api_key = headers
-            .iter()
-            .find(|(n, _)| n == "authorization")
-            .and_then(|(_, v)| bearer_token(v));
+        let api_key = credential(&headers);
         Facts {
             view: RequestView {
                 headers,
@@ -651,6 +649,27 @@ fn push_line(out: &mut String, line: &str) {
         out.push('\n');
     }
     out.push_str(line);
+}
+
+/// The request's credential, in every form a door accepts (the forms `client_auth` forwards):
+/// the bearer token of `authorization`, else its whole value (`Basic …` and other schemes), else
+/// Azure's `api-key`, else Anthropic's `x-api-key`. Whoever holds one credential is one tenant,
+/// whichever header carries it.
+fn credential(headers: &[(String, String)]) -> Option<String> {
+    let value = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(auth) = value("authorization") {
+        return Some(bearer_token(auth).unwrap_or_else(|| auth.to_owned()))
+            .filter(|k| !k.is_empty() && !k.eq_ignore_ascii_case("bearer"));
+    }
+    value("api-key")
+        .or_else(|| value("x-api-key"))
+        .map(str::to_owned)
 }
 
 fn bearer_token(value: &str) -> Option<String> {

@@ -362,11 +362,23 @@ pub struct Failure {
     pub cooldown: Option<Spanned<Duration>>,
 }
 
-/// `router { names = ["auto"] tokenizer = "tokenizer.json" }`
+/// `router { names = ["auto"] tokenizer = "tokenizer.json" anonymous = isolate|share }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Router {
     pub names: Option<Spanned<Vec<Spanned<String>>>>,
     pub tokenizer: Option<Spanned<String>>,
+    /// Whether requests without a credential share cached answers and stored responses.
+    pub anonymous: Option<Spanned<Anonymous>>,
+}
+
+/// What requests that carry no credential may share (`router { anonymous = .. }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Anonymous {
+    /// No cache reads or writes and no stored responses: nobody could tell two such clients apart.
+    #[default]
+    Isolate,
+    /// One anonymous tenant for all of them: an open fleet that serves keyless clients alike.
+    Share,
 }
 
 /// The input of a test case.

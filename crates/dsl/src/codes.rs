@@ -94,6 +94,7 @@ codes! {
     // Deployment (`src check --envoy`): the policy against the gateway config that runs it.
     FAIL_OPEN_ENFORCEMENT = "W020": "an enforcing policy behind a fail-open gateway";
     EXTPROC_TIMEOUT = "W021": "model signals can outlast the gateway's message timeout";
+    ANONYMOUS_SHARED = "W030": "requests without a credential share answers and stored responses";
 }
 
 /// The title of a code, if it is known.

@@ -84,7 +84,7 @@ pub mod fields {
         "cooldown_after",
         "cooldown",
     ];
-    pub const ROUTER: &[&str] = &["names", "tokenizer"];
+    pub const ROUTER: &[&str] = &["names", "tokenizer", "anonymous"];
     pub const TEST: &[&str] = &["prompt", "messages", "system", "header", "given", "expect"];
 }
 

@@ -96,6 +96,31 @@ impl Checker<'_> {
             cooldown,
         });
         let router = self.decls.router.map(|(r, _)| r);
+        if let Some(share) = router
+            .and_then(|r| r.anonymous.as_ref())
+            .filter(|a| a.value == src_dsl::ast::Anonymous::Share)
+        {
+            let cache = if self.decls.cache.is_some() {
+                "cached answers and "
+            } else {
+                ""
+            };
+            self.report(
+                Diagnostic::warning(
+                    codes::ANONYMOUS_SHARED,
+                    format!(
+                        "requests without a credential share {cache}stored responses: any \
+                         client without a key reads what another one was answered"
+                    ),
+                    share.span,
+                )
+                .with_label_message("one tenant for every keyless client")
+                .with_help(
+                    "keep `share` only for an open fleet whose clients send no key; \
+                     `anonymous = isolate` (the default) gives them no cache and no stored responses",
+                ),
+            );
+        }
         self.parts.router = Some(RouterDef {
             names: router
                 .and_then(|r| r.names.as_ref())
@@ -104,6 +129,10 @@ impl Checker<'_> {
             tokenizer: router
                 .and_then(|r| r.tokenizer.as_ref())
                 .map(|t| self.resolve_path(&t.value)),
+            anonymous: router
+                .and_then(|r| r.anonymous.as_ref())
+                .map(|a| a.value)
+                .unwrap_or_default(),
         });
     }
 

@@ -8,8 +8,8 @@
 //! message would be. A user message made only of results is no user turn (chat sends those as
 //! `tool` messages alone), so a conversation ending in results is in a tool loop, as is one
 //! whose last `tool_use` id has no `tool_result` yet. `metadata.user_id` and `max_tokens` are
-//! checked for shape; the API key is the bearer token or, as Anthropic's clients send it,
-//! `x-api-key`.
+//! checked for shape; the API key is read as on every door, so Anthropic's clients' `x-api-key`
+//! is one.
 
 use super::{
     body_object, missing, parts_text, read_common, required_str, wrong, At, Facts, IntoHeaders,
@@ -25,14 +25,6 @@ impl RequestView {
     pub fn from_messages(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
         let obj = body_object(body)?;
         let mut facts = Facts::new(headers);
-        if facts.view.api_key.is_none() {
-            facts.view.api_key = facts
-                .view
-                .header("x-api-key")
-                .map(str::trim)
-                .filter(|k| !k.is_empty())
-                .map(str::to_owned);
-        }
         read_common(obj, &mut facts.view)?;
         match obj.get("max_tokens") {
             None => return Err(missing("max_tokens")),

@@ -83,6 +83,7 @@ by_eq!(
     ProtectMode,
     OwnerLost,
     FailMode,
+    Anonymous,
     UnaryOp,
     BinOp
 );
@@ -120,7 +121,7 @@ by_fields! {
     Hold { name, when; skip span }
     Protect { mode, holds, owner_lost }
     Failure { classifier, store, backend, cooldown_after, cooldown }
-    Router { names, tokenizer }
+    Router { names, tokenizer, anonymous }
     Given { signal, value }
     Test { name, input, system, headers, givens, expect }
     Duration { millis, text }

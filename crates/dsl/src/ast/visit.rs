@@ -49,6 +49,8 @@ macro_rules! visitor {
             Mode(&'a $($m)? Spanned<ProtectMode>),
             OwnerLost(&'a $($m)? Spanned<OwnerLost>),
             FailMode(&'a $($m)? Spanned<FailMode>),
+            /// `anonymous = isolate|share`.
+            Anonymous(&'a $($m)? Spanned<Anonymous>),
             Store(&'a $($m)? Spanned<Store>),
             Tools(&'a $($m)? Spanned<Tools>),
             Headers(&'a $($m)? Spanned<Vec<HeaderSet>>),
@@ -81,6 +83,7 @@ macro_rules! visitor {
                     FieldValue::Mode(x) => x.span,
                     FieldValue::OwnerLost(x) => x.span,
                     FieldValue::FailMode(x) => x.span,
+                    FieldValue::Anonymous(x) => x.span,
                     FieldValue::Store(x) => x.span,
                     FieldValue::Tools(x) => x.span,
                     FieldValue::Headers(x) => x.span,
@@ -459,6 +462,9 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.tokenizer {
                 field(v, "tokenizer", FieldValue::Str(x));
             }
+            if let Some(x) = &$($m)? d.anonymous {
+                field(v, "anonymous", FieldValue::Anonymous(x));
+            }
         }
 
         /// The name, the input (`prompt` or `messages`), `system`, every `header` and `given` in
@@ -520,6 +526,7 @@ macro_rules! visitor {
                 FieldValue::Mode(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::OwnerLost(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::FailMode(x) => v.visit_span(&$($m)? x.span),
+                FieldValue::Anonymous(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Env(x) => v.visit_env_ref(x),
                 FieldValue::Store(x) => {
                     v.visit_span(&$($m)? x.span);

@@ -48,7 +48,7 @@ mod tests {
         session { id = header(\"i\") tenant = header(\"t\") ttl = 1m store = memory missing = reject }\n\
         protect { mode = observe hold \"h\" when s }\n\
         failure { classifier = open store = closed backend = open }\n\
-        router { names = [\"auto\"] tokenizer = \"t\" }\n\
+        router { names = [\"auto\"] tokenizer = \"t\" anonymous = share }\n\
         test t { prompt = \"p\" system = \"s\" header \"h\" = \"v\" given s = true expect r model m }\n\
         test u { messages = \"m.json\" expect blocked k }\n";
 

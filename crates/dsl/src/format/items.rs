@@ -155,6 +155,13 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                 b.stmt(INDENT, format!("names = {list}"), cover(&[n.span]));
             }
             b.field_str("tokenizer", &d.tokenizer);
+            if let Some(a) = &d.anonymous {
+                let v = match a.value {
+                    Anonymous::Isolate => "isolate",
+                    Anonymous::Share => "share",
+                };
+                b.stmt(INDENT, format!("anonymous = {v}"), cover(&[a.span]));
+            }
             b.close(0, end);
         }
         ItemKind::Test(d) => {

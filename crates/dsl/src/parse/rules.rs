@@ -325,6 +325,11 @@ pub(super) fn router(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Router {
     Router {
         names: fields.read(cx, "names", f::EXPECT_STRINGS, f::as_strings),
         tokenizer: fields.read(cx, "tokenizer", f::EXPECT_STRING, f::as_string),
+        anonymous: fields.choice(
+            cx,
+            "anonymous",
+            &[("isolate", Anonymous::Isolate), ("share", Anonymous::Share)],
+        ),
     }
 }
 

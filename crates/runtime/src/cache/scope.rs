@@ -253,16 +253,10 @@ fn canonical(h: &mut Sha256, v: &Value) {
     }
 }
 
-/// Whose answers a request may see: the API key's hash (as sessions default to), and with a
-/// `session { tenant = … }` that tenant too. A key's answers never reach another key.
+/// Whose answers a request may see: its tenant as every store has it (`identity::tenant`). A
+/// credential's answers never reach another credential.
 pub fn tenant(policy: &CheckedPolicy, view: &RequestView) -> String {
-    let key = identity::tenant_of_key(view.api_key.as_deref());
-    match &policy.session {
-        Some(def) if def.tenant.is_some() => {
-            format!("{key}\u{0}{}", identity::tenant(policy, def, view))
-        }
-        _ => key,
-    }
+    identity::tenant(policy, view)
 }
 
 /// The route plugins that shape the upstream request, written canonically.

@@ -97,7 +97,10 @@ async fn prepare(
     } = request;
     let policy = snapshot.policy();
     let stores = parsed.get("store").and_then(Value::as_bool) != Some(false);
+    // A keyless client under `anonymous = isolate` neither keeps nor continues stored responses:
+    // its `previous_response_id` is then the provider's, as an unknown id is.
     let scope = match states.scope(policy, &view) {
+        _ if crate::session::identity::isolated(policy, &view) => None,
         Ok(scope) => Some(scope),
         Err(err) => {
             tracing::warn!(%err, "the response store is unavailable");

@@ -117,7 +117,8 @@ pub async fn lookup(
     // The intake refused unknown values already; what is left is the client's directive.
     let directive = Directive::read(view.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))
         .unwrap_or_default();
-    if directive.bypasses() {
+    // A keyless request under `anonymous = isolate` could read any keyless client's answer.
+    if directive.bypasses() || crate::session::identity::isolated(policy, view) {
         return Ok(report(layer, CacheResult::Bypass));
     }
     let Some(body) = scope::body_digest(query.api, query.parsed, &view.prompt) else {

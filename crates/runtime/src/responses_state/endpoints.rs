@@ -71,6 +71,11 @@ pub async fn answer(
         return response;
     }
     let view = RequestView::from_prompt("", None, intake::header_pairs(headers));
+    if crate::session::identity::isolated(snapshot.policy(), &view) {
+        // Nothing is stored for a keyless client, and it may not see what others stored.
+        let (Asked::Response(id) | Asked::InputItems(id)) = asked;
+        return not_found(id).into_response();
+    }
     let scope = match states.scope(snapshot.policy(), &view) {
         Ok(scope) => scope,
         Err(err) => return store_failed(&err),

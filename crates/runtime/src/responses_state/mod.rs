@@ -153,16 +153,11 @@ impl ResponseStates {
     /// The store and tenant of a request under `policy`: the store of its `session` (an
     /// in-process one without a `session`), the tenant as pins have it.
     pub fn scope(&self, policy: &CheckedPolicy, view: &RequestView) -> Result<Scope, StoreError> {
-        let (def, tenant) = match &policy.session {
-            Some(session) => (
-                session.store.clone(),
-                identity::tenant(policy, session, view),
-            ),
-            None => (
-                StoreDef::Memory,
-                identity::tenant_of_key(view.api_key.as_deref()),
-            ),
+        let def = match &policy.session {
+            Some(session) => session.store.clone(),
+            None => StoreDef::Memory,
         };
+        let tenant = identity::tenant(policy, view);
         Ok(Scope {
             tenant,
             store: self.store(&def)?,

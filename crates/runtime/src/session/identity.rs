@@ -6,18 +6,30 @@
 //! literals, `??` chains, text signals — so they are evaluated here directly over the
 //! [`RequestView`] instead of through the staged evaluator, which only carries text inside atoms.
 //!
-//! The tenant defaults to a hash of the API key so that the key itself never reaches a store,
-//! a log line or a metric. Pins are keyed by (tenant, id): the tenant is never taken from what
-//! a client merely claims in a body, so one tenant cannot name another's pins.
+//! The tenant is one function ([`tenant`]) for every store — pins, cached answers, stored
+//! responses, outcome reports, the console: a hash of the request's credential in whatever form
+//! it came (`authorization`, `api-key`, `x-api-key`; see `RequestView::api_key`), so the key
+//! itself never reaches a store, a log line or a metric, followed by the value of the session's
+//! `tenant` expression when the policy declares one. A tenant expression narrows a credential's
+//! tenant and never widens it: two keys never share, whatever header they send, and one
+//! tenant cannot name another's pins by claiming its name. A request with no credential is
+//! [`ANONYMOUS`]; unless the policy says `router { anonymous = share }` it gets no cache and no
+//! stored responses ([`isolated`]).
 
 use sha2::{Digest, Sha256};
 use src_compiler::hir::{CheckedPolicy, SessionDef, TExpr, TExprKind};
+use src_dsl::ast::Anonymous;
 use src_compiler::request::RequestView;
 
 use crate::hex::lower as hex;
 
-/// The tenant of calls that carry no API key (and whose policy names no tenant expression).
+/// The credential part of the tenant of calls that carry no credential. Not hex, so never the
+/// hash of a key.
 pub const ANONYMOUS: &str = "anonymous";
+
+/// Between the credential's hash and the tenant expression's value: a key hash is hex and
+/// [`ANONYMOUS`] has no `/`, so the two parts can always be told apart.
+const TENANT_PARTS: char = '/';
 
 /// Hex digits of the API key's sha256 kept as the tenant: 128 bits, collision-free in practice.
 const TENANT_HASH_HEX: usize = 32;
@@ -41,7 +53,7 @@ pub struct Identity {
 pub fn identify(policy: &CheckedPolicy, def: &SessionDef, view: &RequestView) -> Option<Identity> {
     let id = session_id(&eval_text(policy, &def.id, view, 0)?)?;
     Some(Identity {
-        tenant: tenant(policy, def, view),
+        tenant: tenant(policy, view),
         id,
     })
 }
@@ -51,15 +63,28 @@ pub fn session_id(raw: &str) -> Option<String> {
     non_blank(raw.to_owned()).map(bound_id)
 }
 
-/// The tenant of a call: the `tenant` expression's value, or a hash of the API key; calls with
-/// neither are [`ANONYMOUS`].
-pub fn tenant(policy: &CheckedPolicy, def: &SessionDef, view: &RequestView) -> String {
-    match &def.tenant {
-        Some(expr) => eval_text(policy, expr, view, 0)
-            .and_then(non_blank)
-            .unwrap_or_else(|| ANONYMOUS.to_owned()),
-        None => tenant_of_key(view.api_key.as_deref()),
+/// The tenant of a call, the same for every store: the credential's hash ([`tenant_of_key`]),
+/// then `/` and the session's `tenant` expression's value when it has one.
+pub fn tenant(policy: &CheckedPolicy, view: &RequestView) -> String {
+    let mut tenant = tenant_of_key(view.api_key.as_deref());
+    let claimed = policy
+        .session
+        .as_ref()
+        .and_then(|def| def.tenant.as_ref())
+        .and_then(|expr| eval_text(policy, expr, view, 0))
+        .and_then(non_blank);
+    if let Some(claimed) = claimed {
+        tenant.push(TENANT_PARTS);
+        tenant.push_str(&claimed);
     }
+    tenant
+}
+
+/// Whether a call is kept away from what tenants share (the cache, stored responses): it
+/// carries no credential and the policy keeps such calls apart (`anonymous = isolate`, the
+/// default), since no two of them can be told apart.
+pub fn isolated(policy: &CheckedPolicy, view: &RequestView) -> bool {
+    view.api_key.is_none() && policy.router.anonymous == Anonymous::Isolate
 }
 
 /// The default tenant: a hex prefix of the key's sha256, or [`ANONYMOUS`] without a key.

@@ -73,7 +73,7 @@ pub async fn report(
         .with_param("idempotency_key"));
     }
     let view = RequestView::from_prompt("", None, headers);
-    let tenant = identity::tenant(policy, def, &view);
+    let tenant = identity::tenant(policy, &view);
     if report.tenant.as_deref().is_some_and(|t| t != tenant) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,

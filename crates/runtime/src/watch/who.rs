@@ -8,7 +8,7 @@ use src_compiler::hir::CheckedPolicy;
 use src_compiler::request::RequestView;
 
 use crate::log::Who;
-use crate::session::identity::{tenant, tenant_of_key};
+use crate::session::identity::tenant;
 use crate::session::listing::shown_id;
 
 /// Characters of a prompt a live line carries at most.
@@ -22,10 +22,7 @@ pub fn who(
     session: Option<&str>,
     prompts: bool,
 ) -> Who {
-    let tenant = match &policy.session {
-        Some(def) => tenant(policy, def, view),
-        None => tenant_of_key(view.api_key.as_deref()),
-    };
+    let tenant = tenant(policy, view);
     Who {
         tenant,
         session: session.map(shown_id),
