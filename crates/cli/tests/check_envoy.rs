@@ -19,10 +19,11 @@ fn shipped(name: &str) -> PathBuf {
     repo().join("deploy/envoy").join(name)
 }
 
+/// The quickstart's models, which the shipped configs route.
 const MODELS: &str = r#"
 backend gpu { url = "http://127.0.0.1:8000/v1" }
-model small  { backend = gpu  serves = "small" }
-model strong { backend = gpu  serves = "strong" }
+model small  { backend = gpu  serves = "Qwen/Qwen3-0.6B" }
+model strong { backend = gpu  serves = "Qwen/Qwen3-8B" }
 "#;
 
 /// A policy in a directory holding the checker's fixture models (a guard `shield`, a
@@ -158,7 +159,11 @@ route default { to small }
     // A longer timeout in the config (protobuf's object form) is enough too.
     let config = std::fs::read_to_string(shipped("fail-closed.yaml"))
         .unwrap()
-        .replace("message_timeout: 0.2s", "message_timeout: { seconds: 3 }");
+        .replace(
+            "message_timeout: \"0.200s\"",
+            "message_timeout: { seconds: 3 }",
+        );
+    assert!(config.contains("{ seconds: 3 }"));
     let file = dir.path().join("envoy.yaml");
     std::fs::write(&file, config).unwrap();
     let (_, found) = check(dir.path(), &file, &[], &[]);

@@ -62,9 +62,17 @@ pub struct Args {
     /// Where Envoy reaches `src`'s external processor.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
     extproc_address: String,
+    /// Where Envoy reaches `src`'s HTTP listener, for what the external processor does not
+    /// decide (`/v1/models`, `/v1/messages`).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8801")]
+    router_address: String,
     /// Where Envoy listens for clients.
     #[arg(long, value_name = "HOST:PORT", default_value = "0.0.0.0:10000")]
     listen: String,
+    /// The most requests (and connections, and retries) Envoy lets each cluster hold at once:
+    /// its circuit breakers, 1,024 by default, which would cap the gateway's concurrency.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    max_requests: u32,
     /// Let requests through when the external processor cannot be reached (refused for
     /// policies with blocks or guards).
     #[arg(long)]
@@ -86,8 +94,11 @@ pub struct Options {
     pub image: String,
     pub gateway: String,
     pub extproc_address: String,
+    pub router_address: String,
     pub listen: String,
     pub fail_open: bool,
+    /// Each Envoy cluster's circuit breakers.
+    pub max_requests: u32,
     pub envoy_admin_port: u16,
     /// The time each model-backed signal may take (`SRC_MODEL_TIMEOUT_MS`, as `src serve`).
     pub model_timeout: Duration,
@@ -104,6 +115,10 @@ impl Options {
 
     pub fn listen(&self) -> Result<(String, u16)> {
         host_port("--listen", &self.listen)
+    }
+
+    pub fn router(&self) -> Result<(String, u16)> {
+        host_port("--router-address", &self.router_address)
     }
 }
 
@@ -199,8 +214,10 @@ pub fn run(args: Args) -> Result<Outcome> {
         image: args.image.clone(),
         gateway: args.gateway.clone(),
         extproc_address: args.extproc_address.clone(),
+        router_address: args.router_address.clone(),
         listen: args.listen.clone(),
         fail_open: args.fail_open,
+        max_requests: args.max_requests,
         envoy_admin_port: 9901,
         model_timeout: src_runtime::models::ModelOptions::from_env().timeout,
     };
