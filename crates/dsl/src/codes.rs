@@ -94,6 +94,7 @@ codes! {
     // Deployment (`src check --envoy`): the policy against the gateway config that runs it.
     FAIL_OPEN_ENFORCEMENT = "W020": "an enforcing policy behind a fail-open gateway";
     EXTPROC_TIMEOUT = "W021": "model signals can outlast the gateway's message timeout";
+    GATEWAY_ROUTE = "W022": "the gateway sends a model's requests elsewhere than its backend";
 }
 
 /// The title of a code, if it is known.
