@@ -573,6 +573,31 @@ fn k8s_deploys_src_serve_with_the_policy_in_a_config_map() {
     assert!(kind(&docs, "Deployment", "src-production-redis").is_none());
 }
 
+/// The model-file warning names paths as the policy does, whichever way the policy directory
+/// was given, with where they land in the pod: never a path of the machine it ran on.
+#[test]
+fn the_model_file_warning_speaks_of_the_policy_and_the_pod() {
+    let absolute = repo().join("examples/guarded").canonicalize().unwrap();
+    for policy in [Path::new("examples/guarded"), absolute.as_path()] {
+        let out = Command::cargo_bin("src")
+            .unwrap()
+            .current_dir(repo())
+            .args(["manifest", "--color", "never", "--format", "k8s"])
+            .arg(policy)
+            .assert()
+            .code(0);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(
+            stderr.contains(
+                "`../../models/domain` (from the policy directory; `/etc/models/domain` in the \
+                 pod, not in the claim)"
+            ),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("examples/guarded"), "{stderr}");
+    }
+}
+
 #[test]
 fn k8s_adds_redis_when_the_policy_stores_there_and_out_writes_a_file() {
     let dir = tempfile::tempdir().unwrap();
