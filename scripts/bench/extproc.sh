@@ -3,20 +3,21 @@
 # One fast upstream (proxy.sh's nginx answering a fixed chat completion), the same wrk load
 # (proxy.sh's chat.lua) sent in one run through Envoy alone, through Envoy calling a processor
 # that changes nothing (crates/extproc-null: the filter's own floor) and through Envoy calling
-# the router (the shipped deploy/envoy/fail-closed.yaml), on loopback. Prints p50/p99 at one
-# connection, req/s at BENCH_CONNECTIONS connections, and the differences and ratios. Every
-# process it starts is stopped on exit. Figures and targets: docs/benchmarks.md.
+# the router (scripts/bench/envoy-extproc.yaml: the generated filter's mode, one catch-all
+# route), on loopback. Prints p50/p99 at one connection, req/s at BENCH_CONNECTIONS
+# connections, and the differences and ratios. Every process it starts is stopped on exit.
+# Figures and targets: docs/benchmarks.md.
 #
 # Knobs (environment): BENCH_CONNECTIONS (16), BENCH_DURATION seconds (10), BENCH_THREADS (2),
 # BENCH_WARMUP seconds (2), BENCH_SINGLE_DURATION seconds of the one-connection load (10),
 # BENCH_ENVOY_CONCURRENCY Envoy worker threads (1), BENCH_ROUNDS alternating rounds (2),
 # BENCH_KEEP=1 to keep the run folder, BENCH_SRC a built `src` binary to measure instead of
-# building this checkout's, BENCH_ENVOY_CONFIG another ext_proc config in the shipped one's
-# form (ports 10000, 9901, 8803, 8000), BENCH_GRPC_CLIENT=google for Envoy's `google_grpc`
-# client instead of `envoy_grpc`, BENCH_NULL=0 to leave out the null processor's row,
-# BENCH_NULL_BIN a built `extproc-null` (with BENCH_SRC), BENCH_PERF=DIR to profile the router
-# and its Envoy (`perf record -e cpu-clock -g`) through the first round's load at
-# BENCH_CONNECTIONS, reports written to DIR. CARGO_TARGET_DIR is honoured.
+# building this checkout's, BENCH_ENVOY_CONFIG another ext_proc config in the form of
+# scripts/bench/envoy-extproc.yaml (ports 10000, 9901, 8803, 8000), BENCH_GRPC_CLIENT=google
+# for Envoy's `google_grpc` client instead of `envoy_grpc`, BENCH_NULL=0 to leave out the null
+# processor's row, BENCH_NULL_BIN a built `extproc-null` (with BENCH_SRC), BENCH_PERF=DIR to
+# profile the router and its Envoy (`perf record -e cpu-clock -g`) through the first round's
+# load at BENCH_CONNECTIONS, reports written to DIR. CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -30,7 +31,7 @@ single_duration=${BENCH_SINGLE_DURATION:-10}
 envoy_concurrency=${BENCH_ENVOY_CONCURRENCY:-1}
 rounds=${BENCH_ROUNDS:-2}
 envoy_bin=${ENVOY:-$root/.cache/venv-envoy/bin/envoy}
-envoy_source=${BENCH_ENVOY_CONFIG:-$root/deploy/envoy/fail-closed.yaml}
+envoy_source=${BENCH_ENVOY_CONFIG:-$here/envoy-extproc.yaml}
 grpc_client=${BENCH_GRPC_CLIENT:-envoy}
 with_null=${BENCH_NULL:-1}
 
@@ -88,7 +89,7 @@ src_pid=$!
 pids+=("$src_pid")
 wait_http "src serve" "$src_pid" "http://127.0.0.1:$src_port/readyz" 30
 
-# envoy_config FILE LISTEN ADMIN PROCESSOR [plain]: the shipped fail-closed config (or
+# envoy_config FILE LISTEN ADMIN PROCESSOR [plain]: the benchmark's config (or
 # BENCH_ENVOY_CONFIG) on these ports, calling the processor on port PROCESSOR; `plain` drops
 # the ext_proc filter (Envoy alone, same listener, routes and cluster).
 envoy_config() {

@@ -19,10 +19,11 @@ fn shipped(name: &str) -> PathBuf {
     repo().join("deploy/envoy").join(name)
 }
 
+/// The quickstart's models, which the shipped configs route.
 const MODELS: &str = r#"
 backend gpu { url = "http://127.0.0.1:8000/v1" }
-model small  { backend = gpu  serves = "small" }
-model strong { backend = gpu  serves = "strong" }
+model small  { backend = gpu  serves = "Qwen/Qwen3-0.6B" }
+model strong { backend = gpu  serves = "Qwen/Qwen3-8B" }
 "#;
 
 /// A policy in a directory holding the checker's fixture models (a guard `shield`, a
@@ -158,7 +159,11 @@ route default { to small }
     // A longer timeout in the config (protobuf's object form) is enough too.
     let config = std::fs::read_to_string(shipped("fail-closed.yaml"))
         .unwrap()
-        .replace("message_timeout: 0.2s", "message_timeout: { seconds: 3 }");
+        .replace(
+            "message_timeout: \"0.200s\"",
+            "message_timeout: { seconds: 3 }",
+        );
+    assert!(config.contains("{ seconds: 3 }"));
     let file = dir.path().join("envoy.yaml");
     std::fs::write(&file, config).unwrap();
     let (_, found) = check(dir.path(), &file, &[], &[]);
@@ -204,4 +209,78 @@ route default { to small }
     );
     let help = found[0]["help"].as_str().unwrap();
     assert!(help.contains("at least 4.2s"), "{help}");
+}
+
+const TWO_BACKENDS: &str = r#"
+backend fast { url = "http://127.0.0.1:8001/v1" }
+backend big  { url = "http://127.0.0.1:8002/v1" }
+model small  { backend = fast  serves = "org/small" }
+model strong { backend = big   serves = "org/strong" }
+route coding priority 10 { when contains(prompt, ["segfault"])  to strong }
+route default { to small }
+"#;
+
+/// What `src manifest --format envoy` writes for the policy in `dir`, at `dir/NAME`, edited.
+fn manifest(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let out = Command::cargo_bin("src")
+        .unwrap()
+        .env_remove("SRC_MODEL_TIMEOUT_MS")
+        .args(["manifest", "--color", "never", "--format", "envoy"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.join(name);
+    std::fs::write(&file, edit(String::from_utf8(out.stdout).unwrap())).unwrap();
+    file
+}
+
+#[test]
+fn a_route_to_another_backend_or_to_none_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("policy.sr"), TWO_BACKENDS).unwrap();
+    let generated = manifest(dir.path(), "generated.yaml", |t| t);
+    let (code, found) = check(dir.path(), &generated, &[], &[]);
+    assert_eq!((code, codes(&found)), (0, vec![]), "{found:?}");
+
+    // `strong`'s route sent to `fast`'s cluster.
+    let swapped = manifest(dir.path(), "swapped.yaml", |t| {
+        assert_eq!(t.matches("cluster: backend_big\n").count(), 1, "{t}");
+        t.replace("cluster: backend_big\n", "cluster: backend_fast\n")
+    });
+    let (code, found) = check(dir.path(), &swapped, &[], &[]);
+    assert_eq!(code, 0, "warnings alone pass: {found:?}");
+    assert_eq!(codes(&found), ["W022"], "{found:?}");
+    let message = found[0]["message"].as_str().unwrap();
+    for part in [
+        "model `strong`",
+        "`org/strong` on backend `big`",
+        "route `big/org/strong`",
+        "cluster `backend_fast` reaches 127.0.0.1:8001 (backend `fast`)",
+        "not 127.0.0.1:8002",
+    ] {
+        assert!(message.contains(part), "`{part}` missing from: {message}");
+    }
+    assert!(found[0]["help"]
+        .as_str()
+        .unwrap()
+        .contains("`x-selected-model: org/strong`"));
+    let (code, _) = check(dir.path(), &swapped, &[], &["--deny-warnings"]);
+    assert_eq!(code, 1);
+
+    // No route for `strong`'s served id: the fail-closed fallthrough answers it.
+    let unrouted = manifest(dir.path(), "unrouted.yaml", |t| {
+        t.replace("exact: org/strong", "exact: org/other")
+    });
+    let (_, found) = check(dir.path(), &unrouted, &[], &[]);
+    assert_eq!(codes(&found), ["W022"], "{found:?}");
+    let message = found[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("route `unrouted`") && message.contains("Envoy answers itself (404)"),
+        "{message}"
+    );
 }

@@ -1,7 +1,8 @@
 //! `src explain` and the Envoy front door drive the compiler's one request procedure, so they
 //! must agree on every request the HTTP proxy is compared on (`agree_support`): the same block,
-//! route and model. Each request goes through a real Envoy (the shipped fail-closed config) to
-//! `src serve --extproc`, and on to a recording upstream; the decision comes back in the
+//! route and model. Each request goes through a real Envoy (the fail-closed configuration
+//! `src manifest` writes for the policy, every backend pointed at one recording upstream) to
+//! `src serve --extproc`, and on to that upstream; the decision comes back in the
 //! `x-sr-*` headers Envoy adds to the answer. An external processor cannot retry, so only the
 //! first model of the order to try is compared.
 
@@ -15,7 +16,7 @@ mod agree_support;
 mod envoy_support;
 
 use agree_support::{corpus_suites, explain, generated_suites, Case, Outcome, Suite};
-use envoy_support::{config, send, Envoy, Recorder, Src};
+use envoy_support::{backends_at, generated, send, Envoy, Recorder, Src};
 
 fn through_envoy(envoy: &Envoy, case: &Case) -> Outcome {
     let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
@@ -72,7 +73,8 @@ fn explain_and_the_envoy_front_door_decide_every_request_alike() {
     let mut disagreements = Vec::new();
     for suite in &suites {
         let src = Src::start(suite.dir.path(), &["--no-watch"]);
-        let envoy = Envoy::start(&config("fail-closed.yaml", src.extproc, upstream.addr));
+        let config = generated(suite.dir.path(), &src, false);
+        let envoy = Envoy::start(&backends_at(&config, upstream.addr));
         for case in &suite.cases {
             let mut explained = explain(suite.dir.path(), case);
             explained.tried.truncate(1);

@@ -96,10 +96,18 @@ fn cluster<'a>(config: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no cluster `{name}`"))
 }
 
-/// The route that a request with these headers takes (Envoy's first match).
+/// The route that a chat request with these headers takes (Envoy's first match).
 fn route_for<'a>(config: &'a Value, headers: &[(&str, &str)]) -> &'a Value {
+    let path = "/v1/chat/completions";
     routes(config)
         .iter()
+        .filter(
+            |r| match (r["match"]["path"].as_str(), r["match"]["prefix"].as_str()) {
+                (Some(exact), _) => exact == path,
+                (None, Some(prefix)) => path.starts_with(prefix),
+                (None, None) => false,
+            },
+        )
         .find(|r| {
             r["match"]["headers"]
                 .as_array()
@@ -166,6 +174,53 @@ fn envoy_configs_of_the_shipped_policies_validate() {
         assert!(extproc["typed_extension_protocol_options"]
             .to_string()
             .contains("http2_protocol_options"));
+        let hcm = &config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
+            ["typed_config"];
+        // The router-owned headers go before the router is asked.
+        assert_eq!(
+            hcm["http_filters"][0]["name"],
+            "envoy.filters.http.header_mutation"
+        );
+        assert!(hcm["stream_idle_timeout"].is_string(), "{policy}");
+        for cluster in config["static_resources"]["clusters"].as_array().unwrap() {
+            let limits = &cluster["circuit_breakers"]["thresholds"][0];
+            assert_eq!(limits["max_requests"], 100_000, "{policy}: {cluster}");
+        }
+    }
+}
+
+/// `deploy/envoy/` holds what the generator writes for the quickstart, below a comment: a change
+/// to the generator changes them too, and they get every test the generator gets.
+#[test]
+fn the_shipped_envoy_configs_are_the_generators_for_the_quickstart() {
+    for (file, extra) in [
+        ("fail-closed.yaml", None),
+        ("fail-open.yaml", Some("--fail-open")),
+    ] {
+        let mut args = vec!["--extproc-address", "127.0.0.1:8803"];
+        args.extend(extra);
+        let out = Command::cargo_bin("src")
+            .unwrap()
+            .current_dir(repo())
+            .env_remove("SRC_MODEL_TIMEOUT_MS")
+            .args(["manifest", "--color", "never", "--format", "envoy"])
+            .args(&args)
+            .arg("examples/quickstart")
+            .assert()
+            .code(0);
+        let generated = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        let shipped = std::fs::read_to_string(repo().join("deploy/envoy").join(file)).unwrap();
+        let body: String = shipped
+            .lines()
+            .skip_while(|l| l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(
+            body == generated,
+            "deploy/envoy/{file} is not what `src manifest examples/quickstart --format envoy {}` \
+             writes: regenerate it below its comment",
+            args.join(" ")
+        );
     }
 }
 
@@ -178,7 +233,9 @@ fn each_served_id_routes_to_its_backend() {
         &[("x-selected-model", "Qwen/Qwen2.5-Coder-7B-Instruct")],
     );
     assert_eq!(coder["route"]["cluster"], "backend_vllm_code");
-    assert_eq!(coder["route"]["timeout"], "300.000s");
+    // A backend's timeout is a silence limit; a stream may last longer.
+    assert_eq!(coder["route"]["timeout"], "0.000s");
+    assert_eq!(coder["route"]["idle_timeout"], "300.000s");
     assert_eq!(coder["route"]["host_rewrite_literal"], "127.0.0.1:8100");
     let small = route_for(config, &[("x-selected-model", "Qwen/Qwen3-0.6B")]);
     assert_eq!(small["route"]["cluster"], "backend_dynamo");
@@ -215,7 +272,8 @@ fn a_served_id_on_two_backends_also_matches_the_backend_header() {
     );
     assert_eq!(east["route"]["cluster"], "backend_east");
     assert_eq!(east["route"]["prefix_rewrite"], "/openai/v1/");
-    assert_eq!(east["route"]["timeout"], "20.000s");
+    assert_eq!(east["route"]["timeout"], "0.000s");
+    assert_eq!(east["route"]["idle_timeout"], "20.000s");
     let west = route_for(
         config,
         &[("x-selected-model", "shared-id"), ("x-sr-backend", "west")],
@@ -515,6 +573,31 @@ fn k8s_deploys_src_serve_with_the_policy_in_a_config_map() {
     assert!(kind(&docs, "Deployment", "src-production-redis").is_none());
 }
 
+/// The model-file warning names paths as the policy does, whichever way the policy directory
+/// was given, with where they land in the pod: never a path of the machine it ran on.
+#[test]
+fn the_model_file_warning_speaks_of_the_policy_and_the_pod() {
+    let absolute = repo().join("examples/guarded").canonicalize().unwrap();
+    for policy in [Path::new("examples/guarded"), absolute.as_path()] {
+        let out = Command::cargo_bin("src")
+            .unwrap()
+            .current_dir(repo())
+            .args(["manifest", "--color", "never", "--format", "k8s"])
+            .arg(policy)
+            .assert()
+            .code(0);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(
+            stderr.contains(
+                "`../../models/domain` (from the policy directory; `/etc/models/domain` in the \
+                 pod, not in the claim)"
+            ),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("examples/guarded"), "{stderr}");
+    }
+}
+
 #[test]
 fn k8s_adds_redis_when_the_policy_stores_there_and_out_writes_a_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -626,9 +709,9 @@ impl Drop for Envoy {
 }
 
 /// The generated configuration runs in the real Envoy: with the external processor down, the
-/// fail-open gateway still routes on `x-selected-model` to the backend serving that id (and
-/// sends requests without one to the default route's backend), and the fail-closed one lets
-/// nothing through.
+/// fail-open gateway sends a served id the client names to the backend serving it and anything
+/// else to the default route's model (a client's `x-selected-model` steers nothing), and the
+/// fail-closed one lets nothing through.
 #[test]
 fn the_envoy_config_routes_requests_in_a_real_envoy() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -688,9 +771,13 @@ route default {{ to small }}
         assert_eq!(b.received().len(), 1);
         assert_eq!(b.received()[0].path, "/v1/chat/completions");
         assert!(a.received().is_empty());
-        let (status, answer) = post(listen, &[], &body("tiny-a")).unwrap();
+        let (status, answer) =
+            post(listen, &[("x-selected-model", "tiny-b")], &body("auto")).unwrap();
         assert_eq!(status, 200, "{answer}");
         assert_eq!(a.received().len(), 1);
+        assert_eq!(b.received().len(), 1);
+        let sent: Value = serde_json::from_slice(&a.received()[0].body).unwrap();
+        assert_eq!(sent["model"], "tiny-a");
     }
 
     let listen = free_port();

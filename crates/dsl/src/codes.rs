@@ -94,6 +94,8 @@ codes! {
     // Deployment (`src check --envoy`): the policy against the gateway config that runs it.
     FAIL_OPEN_ENFORCEMENT = "W020": "an enforcing policy behind a fail-open gateway";
     EXTPROC_TIMEOUT = "W021": "model signals can outlast the gateway's message timeout";
+    GATEWAY_ROUTE = "W022": "the gateway sends a model's requests elsewhere than its backend";
+    // Tenancy.
     ANONYMOUS_SHARED = "W030": "requests without a credential share answers and stored responses";
 }
 

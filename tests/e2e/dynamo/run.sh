@@ -200,10 +200,11 @@ pids+=($!)
 wait_for "http://127.0.0.1:$api/readyz" 30
 echo "== src serve is ready ($((SECONDS - started)) s)"
 
-# Envoy (the shipped fail-closed config) in front of the frontend, asking the router per request.
-sed -e "s|port_value: 10000|port_value: $gateway|" -e "s|port_value: 9901|port_value: $gateway_admin|" \
-  -e "s|port_value: 8803|port_value: $extproc|" -e "s|port_value: 8000|port_value: $frontend|" \
-  -e "s|address: 0.0.0.0|address: 127.0.0.1|" deploy/envoy/fail-closed.yaml >"$work/envoy.yaml"
+# Envoy (the fail-closed configuration `src manifest` writes for the policy) in front of the
+# frontend, asking the router per request.
+"$src" manifest "$work/policy" --format envoy --listen "127.0.0.1:$gateway" \
+  --extproc-address "127.0.0.1:$extproc" --router-address "127.0.0.1:$api" |
+  sed -e "s|port_value: 9901|port_value: $gateway_admin|" >"$work/envoy.yaml"
 .cache/venv-envoy/bin/envoy -c "$work/envoy.yaml" --concurrency 1 --disable-hot-restart -l warning \
   >"$work/envoy.log" 2>&1 &
 pids+=($!)

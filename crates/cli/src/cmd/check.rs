@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t)]
     format: CheckFormat,
     /// An Envoy config that deploys the policy through `ext_proc`: warn when it fails open for a
-    /// policy that enforces rules, or when its `message_timeout` can cut off model signals.
+    /// policy that enforces rules, when its `message_timeout` can cut off model signals, or when
+    /// its routes send a model's requests anywhere but to the model's backend.
     #[arg(long, value_name = "FILE")]
     envoy: Option<PathBuf>,
     /// Treat warnings as errors.
@@ -111,14 +112,14 @@ pub fn run(args: Args) -> Result<Outcome> {
         let mut outcome = check(source.clone(), &options);
         if let Some(policy) = &outcome.policy {
             outcome.diagnostics.extend(verify_models(policy));
-            if let Some((file, filters)) = &envoy {
+            if let Some((file, gateway)) = &envoy {
                 let compiled = src_compiler::compile(policy.clone(), EngineKind::Interp)
                     .with_context(|| format!("cannot compile `{}`", path.display()))?;
                 let timeout = models::ModelOptions::from_env().timeout;
                 outcome.diagnostics.extend(crate::cmd::envoy::diagnostics(
                     policy,
                     &compiled.program,
-                    filters,
+                    gateway,
                     file,
                     timeout,
                 ));

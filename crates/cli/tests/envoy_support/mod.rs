@@ -1,6 +1,7 @@
-//! Real processes for the Envoy tests: `src serve --extproc`, Envoy 1.40 running a shipped
-//! `deploy/envoy/` config (its addresses pointed at the test's ports), a recording upstream,
-//! and a small HTTP/1.1 client. Every process is stopped when its handle drops.
+//! Real processes for the Envoy tests: `src serve --extproc`, Envoy 1.40 running the
+//! configuration `src manifest --format envoy` writes for the test's policy (its addresses
+//! pointed at the test's ports), a recording upstream, and a small HTTP/1.1 client. Every
+//! process is stopped when its handle drops.
 
 #![allow(
     dead_code,
@@ -94,6 +95,29 @@ impl Src {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Stops the process with SIGSTOP, as a hung router: its sockets stay open and answer
+    /// nothing. It continues when the guard drops.
+    pub fn freeze(&self) -> Frozen {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "SIGSTOP failed");
+        Frozen { pid }
+    }
+}
+
+/// A stopped `src serve`, sent SIGCONT when dropped (before the process itself is killed).
+pub struct Frozen {
+    pid: String,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.pid]).status();
+    }
 }
 
 impl Drop for Src {
@@ -102,28 +126,72 @@ impl Drop for Src {
     }
 }
 
-/// A shipped config with its addresses pointed at this test's processes; Envoy's own listener
-/// and admin interface take free ports.
-pub fn config(name: &str, extproc: SocketAddr, backend: SocketAddr) -> String {
-    let path = repo().join("deploy/envoy").join(name);
-    let text = std::fs::read_to_string(&path).expect("the shipped config reads");
-    for port in ["10000", "9901", "8803", "8000"] {
-        assert!(
-            text.contains(&format!("port_value: {port}")),
-            "{} lost its port {port}",
-            path.display()
-        );
+/// What `src manifest POLICY --format envoy` writes for this test's `src`: its external
+/// processor and HTTP listener, Envoy's own listener and admin interface on free ports.
+pub fn generated(policy: &Path, src: &Src, fail_open: bool) -> String {
+    let mut command = Command::cargo_bin("src").expect("the src binary is built");
+    command
+        .env_remove("SRC_MODEL_TIMEOUT_MS")
+        .args(["manifest", "--color", "never", "--format", "envoy"])
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--extproc-address")
+        .arg(src.extproc.to_string())
+        .arg("--router-address")
+        .arg(src.http.to_string());
+    if fail_open {
+        command.arg("--fail-open");
     }
-    text.replace("port_value: 10000", "port_value: 0")
-        .replace("port_value: 9901", "port_value: 0")
-        .replace(
-            "port_value: 8803",
-            &format!("port_value: {}", extproc.port()),
-        )
-        .replace(
-            "port_value: 8000",
-            &format!("port_value: {}", backend.port()),
-        )
+    let output = command.arg(policy).output().expect("src manifest runs");
+    assert!(
+        output.status.success(),
+        "src manifest failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("YAML is text");
+    assert!(text.contains("port_value: 9901"), "the admin port moved");
+    text.replace("port_value: 9901", "port_value: 0")
+}
+
+/// `config` with every backend's cluster sent to `upstream` instead (in plain HTTP): for tests
+/// that look at the router's decisions, whatever backends the policy names.
+pub fn backends_at(config: &str, upstream: SocketAddr) -> String {
+    let mut doc: Value = serde_norway::from_str(config).expect("the configuration reads");
+    let clusters = doc["static_resources"]["clusters"]
+        .as_array_mut()
+        .expect("clusters");
+    for cluster in clusters {
+        if !cluster["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("backend_"))
+        {
+            continue;
+        }
+        if let Some(map) = cluster.as_object_mut() {
+            map.remove("transport_socket");
+            map.insert("type".into(), "STATIC".into());
+        }
+        cluster["load_assignment"]["endpoints"] = serde_json::json!([{"lb_endpoints": [{
+            "endpoint": {"address": {"socket_address": {
+                "address": upstream.ip().to_string(),
+                "port_value": upstream.port(),
+            }}}
+        }]}]);
+    }
+    serde_norway::to_string(&doc).expect("the configuration writes")
+}
+
+/// A duration Envoy's configuration writes as `"1.200s"`, read back.
+pub fn envoy_duration(config: &str, key: &str) -> Duration {
+    let line = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no `{key}` in the configuration"));
+    let seconds: f64 = line
+        .trim_matches('"')
+        .trim_end_matches('s')
+        .parse()
+        .expect("a duration");
+    Duration::from_secs_f64(seconds)
 }
 
 /// Envoy 1.40 with one worker thread.
@@ -231,8 +299,13 @@ impl Received {
     }
 }
 
+/// Request header that makes the [`Recorder`] drip an event stream: `COUNT,PAUSE_MS`, one
+/// event after each pause, then `data: [DONE]`.
+pub const DRIP: &str = "x-test-drip";
+
 /// An OpenAI-style upstream that records every request: a chat completion for a JSON request,
-/// an event stream in two chunks for `"stream": true`.
+/// an event stream in two chunks for `"stream": true`, a slow one for [`DRIP`]. The router's
+/// readiness probes get an empty model list and are not recorded.
 pub struct Recorder {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Received>>>,
@@ -268,6 +341,18 @@ fn serve_connection(stream: TcpStream, record: &Mutex<Vec<Received>>) {
     let mut reader = BufReader::new(stream.try_clone().expect("clones"));
     let mut writer = stream;
     while let Some((path, headers, body)) = read_message(&mut reader, true) {
+        // The router's readiness probe (`GET /v1/models`) is answered, not recorded.
+        if header(&headers, "user-agent") == Some("src-router-probe") {
+            let list = r#"{"object":"list","data":[]}"#;
+            let out = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{list}",
+                list.len()
+            );
+            if writer.write_all(out.as_bytes()).is_err() {
+                return;
+            }
+            continue;
+        }
         let model = serde_json::from_slice::<Value>(&body)
             .ok()
             .and_then(|v| v["model"].as_str().map(String::from))
@@ -275,6 +360,10 @@ fn serve_connection(stream: TcpStream, record: &Mutex<Vec<Received>>) {
         let streamed = serde_json::from_slice::<Value>(&body)
             .map(|v| v["stream"] == true)
             .unwrap_or(false);
+        let drip = header(&headers, DRIP).and_then(|v| {
+            let (count, pause) = v.split_once(',')?;
+            Some((count.parse::<u32>().ok()?, pause.parse::<u64>().ok()?))
+        });
         if let Ok(mut seen) = record.lock() {
             seen.push(Received {
                 path,
@@ -282,7 +371,9 @@ fn serve_connection(stream: TcpStream, record: &Mutex<Vec<Received>>) {
                 body,
             });
         }
-        let ok = if streamed {
+        let ok = if let Some((count, pause)) = drip {
+            drip_events(&mut writer, count, Duration::from_millis(pause))
+        } else if streamed {
             let mut out = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                            transfer-encoding: chunked\r\n\r\n"
                 .to_string();
@@ -310,6 +401,31 @@ fn serve_connection(stream: TcpStream, record: &Mutex<Vec<Received>>) {
             return;
         }
     }
+}
+
+/// An event stream of `count` events, each after `pause`, then `data: [DONE]`.
+fn drip_events(writer: &mut TcpStream, count: u32, pause: Duration) -> bool {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                transfer-encoding: chunked\r\n\r\n";
+    if writer.write_all(head.as_bytes()).is_err() {
+        return false;
+    }
+    for i in 0..count {
+        std::thread::sleep(pause);
+        let event = dripped(i);
+        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+        if writer.write_all(chunk.as_bytes()).is_err() || writer.flush().is_err() {
+            return false;
+        }
+    }
+    let done = "data: [DONE]\n\n";
+    let last = format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len());
+    writer.write_all(last.as_bytes()).is_ok()
+}
+
+/// The `i`th event of a [`DRIP`] stream.
+pub fn dripped(i: u32) -> String {
+    format!("data: {{\"object\":\"chat.completion.chunk\",\"n\":{i}}}\n\n")
 }
 
 /// A message's start-line word (request path or status), headers and body.

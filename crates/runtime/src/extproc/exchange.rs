@@ -172,10 +172,8 @@ impl Exchange {
         let started = Instant::now();
         let read = wire::read_headers(message.headers.as_ref());
         let remove = untrusted(&read.map);
-        // Messages is not decided here yet: its candidates on OpenAI backends need an answer
-        // translated back, and the processor never sees the answer's body.
         let decided = door::proxied(&read.path)
-            .filter(|api| *api != Api::Messages && read.method == Method::POST.as_str());
+            .filter(|api| super::decides(*api) && read.method == Method::POST.as_str());
         let api = match decided {
             Some(api) => api,
             None => {

@@ -27,7 +27,16 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::app::App;
+use crate::openai::Api;
 pub use exchange::Exchange;
+
+/// Whether the external processor decides requests of `api` (on `POST` to its path). Messages
+/// is not decided here yet: its candidates on OpenAI backends need an answer translated back,
+/// and the processor never sees the answer's body; a gateway sends Messages to the router's
+/// own HTTP listener instead (`src manifest --format envoy` does).
+pub fn decides(api: Api) -> bool {
+    api != Api::Messages
+}
 
 /// The gRPC service: one [`Exchange`] per stream.
 #[derive(Clone)]

@@ -184,6 +184,10 @@ pub enum Phase {
     ResponseTrailers,
 }
 
+/// The `details` of the router's own answers: Envoy's response code details for them, which a
+/// gateway's `local_reply_config` tells apart from Envoy's own errors.
+pub const ROUTER_ANSWER_DETAILS: &str = "src_router_answer";
+
 /// The router's own answer (an error, a refusal, a cache hit) as Envoy's local reply: the same
 /// status, headers and body the HTTP proxy would answer.
 pub async fn immediate(answer: Response<ProxyBody>) -> ProcessingResponse {
@@ -202,7 +206,7 @@ pub async fn immediate(answer: Response<ProxyBody>) -> ProcessingResponse {
             }),
             headers: Some(mutation(&parts.headers, Vec::new())),
             body,
-            details: "src_router_answer".to_owned(),
+            details: ROUTER_ANSWER_DETAILS.to_owned(),
             ..ImmediateResponse::default()
         },
     ))

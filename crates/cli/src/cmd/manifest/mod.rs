@@ -62,9 +62,17 @@ pub struct Args {
     /// Where Envoy reaches `src`'s external processor.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
     extproc_address: String,
+    /// Where Envoy reaches `src`'s HTTP listener, for what the external processor does not
+    /// decide (`/v1/models`, `/v1/messages`).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8801")]
+    router_address: String,
     /// Where Envoy listens for clients.
     #[arg(long, value_name = "HOST:PORT", default_value = "0.0.0.0:10000")]
     listen: String,
+    /// The most requests (and connections, and retries) Envoy lets each cluster hold at once:
+    /// its circuit breakers, 1,024 by default, which would cap the gateway's concurrency.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    max_requests: u32,
     /// Let requests through when the external processor cannot be reached (refused for
     /// policies with blocks or guards).
     #[arg(long)]
@@ -86,8 +94,11 @@ pub struct Options {
     pub image: String,
     pub gateway: String,
     pub extproc_address: String,
+    pub router_address: String,
     pub listen: String,
     pub fail_open: bool,
+    /// Each Envoy cluster's circuit breakers.
+    pub max_requests: u32,
     pub envoy_admin_port: u16,
     /// The time each model-backed signal may take (`SRC_MODEL_TIMEOUT_MS`, as `src serve`).
     pub model_timeout: Duration,
@@ -104,6 +115,10 @@ impl Options {
 
     pub fn listen(&self) -> Result<(String, u16)> {
         host_port("--listen", &self.listen)
+    }
+
+    pub fn router(&self) -> Result<(String, u16)> {
+        host_port("--router-address", &self.router_address)
     }
 }
 
@@ -199,8 +214,10 @@ pub fn run(args: Args) -> Result<Outcome> {
         image: args.image.clone(),
         gateway: args.gateway.clone(),
         extproc_address: args.extproc_address.clone(),
+        router_address: args.router_address.clone(),
         listen: args.listen.clone(),
         fail_open: args.fail_open,
+        max_requests: args.max_requests,
         envoy_admin_port: 9901,
         model_timeout: src_runtime::models::ModelOptions::from_env().timeout,
     };
@@ -290,22 +307,42 @@ fn policy_files(path: &Path, checked: &CheckedPolicy) -> Result<Vec<PolicyFile>>
         .chain(checked.encoders.iter().map(|e| &e.path))
         .chain(checked.router.tokenizer.iter())
         .chain(checked.models.iter().filter_map(|m| m.tokenizer.as_ref()))
-        .map(|p| {
-            let shown = relative_to(root, p).unwrap_or_else(|| p.display().to_string());
-            format!("`{shown}`")
-        })
+        .map(|p| model_file(root, p))
         .collect();
     if !heavy.is_empty() {
         eprintln!(
-            "warning: the policy reads {} (relative to {}); the ConfigMap does not hold model files \
-             and nothing can be mounted inside it: the Deployment mounts the claim `…-models` at {}, \
-             which the policy names as `../models/NAME`",
+            "warning: the policy reads model files, which the ConfigMap does not hold: {}; the \
+             Deployment mounts the claim `…-models` at {} (nothing can be mounted inside the \
+             ConfigMap), which the policy names as `../models/NAME`",
             heavy.join(", "),
-            k8s::POLICY_DIR,
             k8s::MODELS_DIR
         );
     }
     Ok(files)
+}
+
+/// A model file as the warning names it: as the policy names it, relative to the policy
+/// directory (loaded paths are the policy root joined with what the policy wrote), with where
+/// that is in the pod; or the absolute path the policy wrote, which the pod must hold as well.
+fn model_file(root: &Path, path: &Path) -> String {
+    let Ok(written) = path.strip_prefix(root) else {
+        return format!("`{}` (the same path in the pod)", path.display());
+    };
+    let shown: Vec<String> = written
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let in_pod = normalize(&Path::new(k8s::POLICY_DIR).join(written));
+    let place = if in_pod.starts_with(k8s::MODELS_DIR) {
+        "in the claim"
+    } else {
+        "not in the claim"
+    };
+    format!(
+        "`{}` (from the policy directory; `{}` in the pod, {place})",
+        shown.join("/"),
+        in_pod.display()
+    )
 }
 
 /// `path` relative to `root` with `/` separators, or `None` when it is outside.
@@ -354,6 +391,33 @@ mod tests {
         assert_eq!(
             relative_to(Path::new("p"), Path::new("p/a.sr")).as_deref(),
             Some("a.sr")
+        );
+    }
+
+    #[test]
+    fn model_files_are_named_as_the_policy_names_them_and_in_the_pod() {
+        let root = Path::new("/home/me/policy");
+        assert_eq!(
+            model_file(root, Path::new("/home/me/policy/../models/shield")),
+            "`../models/shield` (from the policy directory; `/etc/src/models/shield` in the \
+             pod, in the claim)"
+        );
+        assert_eq!(
+            model_file(root, Path::new("/home/me/policy/models/shield")),
+            "`models/shield` (from the policy directory; `/etc/src/policy/models/shield` in \
+             the pod, not in the claim)"
+        );
+        assert_eq!(
+            model_file(root, Path::new("/opt/models/shield")),
+            "`/opt/models/shield` (the same path in the pod)"
+        );
+        assert_eq!(
+            model_file(
+                Path::new("examples/p"),
+                Path::new("examples/p/../../models/m")
+            ),
+            "`../../models/m` (from the policy directory; `/etc/models/m` in the pod, not in \
+             the claim)"
         );
     }
 

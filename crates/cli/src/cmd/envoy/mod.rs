@@ -1,15 +1,21 @@
 //! `src check --envoy FILE`: a policy against the Envoy config that deploys it. The external
-//! processing filters in the file are found, and two mismatches are warned about:
+//! processing filters and the route tables in the file are found, and three mismatches are
+//! warned about:
 //!
 //! - W020: the policy enforces rules (a `block`, a guard, a rule on who is calling: a header or
 //!   the API key) and a filter fails open (`failure_mode_allow: true`), so requests skip them
 //!   whenever the router is unreachable or slow;
 //! - W021: a route's worst-case model-signal time (the compiler's model rounds times the
 //!   runtime's model timeout) is longer than the filter's `message_timeout` (Envoy's default
-//!   200 ms), so Envoy gives up on the router first.
+//!   200 ms), so Envoy gives up on the router first;
+//! - W022: a model's requests, once the router has set `x-selected-model` and `x-sr-backend`,
+//!   take a route to a cluster that is not the model's backend, or to no backend at all
+//!   ([`routing`]).
 //!
 //! [`message_timeout`] is the timeout a policy needs; `src manifest --format envoy` writes the
 //! same value, so a generated config never draws W021.
+
+mod routing;
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
@@ -74,8 +80,16 @@ pub struct ExtProcFilter {
     pub message_timeout: Duration,
 }
 
-/// The external processing filters of the Envoy config at `path` (YAML or JSON).
-pub fn read(path: &Path) -> Result<Vec<ExtProcFilter>> {
+/// What `src check --envoy` reads of an Envoy config.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    pub filters: Vec<ExtProcFilter>,
+    pub routing: routing::Routing,
+}
+
+/// The external processing filters and the routing of the Envoy config at `path` (YAML or
+/// JSON).
+pub fn read(path: &Path) -> Result<Gateway> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read `{}`", path.display()))?;
     let doc: Value = serde_norway::from_str(&text)
@@ -88,7 +102,10 @@ pub fn read(path: &Path) -> Result<Vec<ExtProcFilter>> {
             path.display()
         );
     }
-    Ok(filters)
+    Ok(Gateway {
+        filters,
+        routing: routing::Routing::of(&doc),
+    })
 }
 
 fn collect(value: &Value, out: &mut Vec<ExtProcFilter>) -> Result<()> {
@@ -150,15 +167,16 @@ fn duration(value: &Value) -> Option<Duration> {
     }
 }
 
-/// The warnings of deploying `policy` (lowered to `program`) through `filters` of `file`, with
-/// model calls bounded by `model_timeout` each.
+/// The warnings of deploying `policy` (lowered to `program`) through the `gateway` of `file`,
+/// with model calls bounded by `model_timeout` each.
 pub fn diagnostics(
     policy: &CheckedPolicy,
     program: &Program,
-    filters: &[ExtProcFilter],
+    gateway: &Gateway,
     file: &str,
     model_timeout: Duration,
 ) -> Vec<Diagnostic> {
+    let filters = &gateway.filters;
     let mut out = Vec::new();
     let enforcing = enforcing(policy, program);
     for filter in filters.iter().filter(|f| f.failure_mode_allow) {
@@ -229,6 +247,7 @@ pub fn diagnostics(
         }
         out.push(warning);
     }
+    out.extend(gateway.routing.diagnostics(policy, file));
     out
 }
 
