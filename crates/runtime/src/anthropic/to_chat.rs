@@ -3,13 +3,16 @@
 //!
 //! What has a chat equivalent is carried over: `system` becomes a leading system message, an
 //! assistant's `tool_use` blocks its `tool_calls` (the input as JSON text), a user's
-//! `tool_result` blocks `tool` messages ahead of the user's own text, images `image_url` parts,
+//! `tool_result` blocks `tool` messages ahead of the user's own text (an `is_error` result's
+//! text after [`TOOL_ERROR_PREFIX`], a result's images in the user message after them, since a
+//! `tool` message carries text only), images `image_url` parts, text documents text parts,
 //! `tools` functions, `tool_choice`, `stop_sequences` as `stop`, `metadata.user_id` as `user`,
 //! and sampling settings by their chat names. A streamed request asks for the final usage chunk
 //! (`stream_options.include_usage`), which the streamed answer's `message_delta` reports.
-//! Extended thinking blocks and cache-control marks have no chat meaning and are dropped;
-//! Anthropic's server tools (web search, code execution) cannot run on such a backend and make
-//! the request untranslatable.
+//! Extended thinking blocks and cache-control marks have no chat meaning and are dropped. What
+//! chat cannot carry makes the request untranslatable, named by its path, rather than being
+//! dropped: Anthropic's server tools (web search, code execution), PDF and Files API documents,
+//! Files API images, and block types chat has no form for.
 //!
 //! The chat form is a tree of typed structs borrowing the client's parsed body, serialised
 //! once straight to bytes ([`ChatForm`]); each translated candidate's body is those bytes with
@@ -137,7 +140,7 @@ enum Content<'a> {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Part<'a> {
-    Text { text: &'a Value },
+    Text { text: Cow<'a, str> },
     ImageUrl { image_url: ImageUrl<'a> },
 }
 
@@ -229,13 +232,14 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
         }),
         _ => {}
     }
-    for message in obj
+    for (at, message) in obj
         .get("messages")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .enumerate()
     {
-        translate_message(message, &mut messages);
+        translate_message(message, at, &mut messages)?;
     }
     let tools = match obj.get("tools").and_then(Value::as_array) {
         Some(tools) => Some(tools.iter().map(tool).collect::<Result<Vec<_>, _>>()?),
@@ -268,7 +272,11 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
     })
 }
 
-fn translate_message<'a>(message: &'a Value, out: &mut Vec<Message<'a>>) {
+fn translate_message<'a>(
+    message: &'a Value,
+    at: usize,
+    out: &mut Vec<Message<'a>>,
+) -> Result<(), Untranslatable> {
     let role = message
         .get("role")
         .and_then(Value::as_str)
@@ -279,12 +287,19 @@ fn translate_message<'a>(message: &'a Value, out: &mut Vec<Message<'a>>) {
                 role,
                 content: Content::Text(Cow::Borrowed(text)),
             });
-            return;
+            return Ok(());
         }
         Some(Value::Array(blocks)) => blocks,
-        _ => return,
+        _ => return Ok(()),
     };
+    let path = |i: usize| format!("messages[{at}].content[{i}]");
     if role == "assistant" {
+        for (i, block) in blocks.iter().enumerate() {
+            match kind(block) {
+                Some("text" | "tool_use" | "thinking" | "redacted_thinking") => {}
+                other => return Err(no_chat_form(&path(i), other)),
+            }
+        }
         let text = joined(blocks, "");
         let tool_calls: Vec<ToolCall> = blocks
             .iter()
@@ -310,45 +325,211 @@ fn translate_message<'a>(message: &'a Value, out: &mut Vec<Message<'a>>) {
             content,
             tool_calls,
         });
-        return;
+        return Ok(());
     }
+    // Chat's `tool` messages carry text only: the images of results go in the user message
+    // that follows them, each run introduced by the call it came from.
+    let mut result_images = Vec::new();
     let mut parts = Vec::new();
-    for block in blocks {
+    for (i, block) in blocks.iter().enumerate() {
         match kind(block) {
             Some("tool_result") => {
-                let content = match block.get("content") {
-                    Some(Value::String(text)) => Cow::Borrowed(text.as_str()),
-                    Some(Value::Array(parts)) => joined(parts, "\n"),
-                    _ => Cow::Borrowed(""),
-                };
+                let call = block.get("tool_use_id").unwrap_or(&NULL);
+                let images_before = result_images.len();
+                let mut content = result_content(block, &path(i), &mut result_images)?;
+                let images = result_images.len() - images_before;
+                if images > 0 {
+                    let id = call.as_str().unwrap_or("");
+                    result_images.insert(
+                        images_before,
+                        Part::Text {
+                            text: Cow::Owned(format!("Images returned by tool call `{id}`:")),
+                        },
+                    );
+                    let note = format!(
+                        "[{images} image(s) of this result follow in the next user message]"
+                    );
+                    content = Cow::Owned(if content.is_empty() {
+                        note
+                    } else {
+                        format!("{content}\n{note}")
+                    });
+                }
+                if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+                    content = Cow::Owned(format!("{TOOL_ERROR_PREFIX}{content}"));
+                }
                 out.push(Message::Tool {
                     role: "tool",
-                    tool_call_id: block.get("tool_use_id").unwrap_or(&NULL),
+                    tool_call_id: call,
                     content,
                 });
             }
             Some("text") => {
-                if let Some(text) = block.get("text") {
-                    parts.push(Part::Text { text });
-                }
-            }
-            Some("image") => {
-                if let Some(url) = image_url(block.get("source")) {
-                    parts.push(Part::ImageUrl {
-                        image_url: ImageUrl { url },
+                if let Some(text) = block.get("text").and_then(Value::as_str) {
+                    parts.push(Part::Text {
+                        text: Cow::Borrowed(text),
                     });
                 }
             }
-            _ => {}
+            Some("image") => parts.push(image_part(block, &path(i))?),
+            Some("document") => document_parts(block, &path(i), &mut parts)?,
+            // Thinking has no meaning to another model (docs/anthropic.md).
+            Some("thinking" | "redacted_thinking") => {}
+            other => return Err(no_chat_form(&path(i), other)),
         }
     }
     let only_results = parts.is_empty() && blocks.iter().any(|b| kind(b) == Some("tool_result"));
-    if !only_results {
+    if !result_images.is_empty() || !only_results {
+        result_images.append(&mut parts);
         out.push(Message::Plain {
             role,
-            content: Content::Parts(parts),
+            content: Content::Parts(result_images),
         });
     }
+    Ok(())
+}
+
+/// What the `tool` message of a result says before anything else when the result is an error
+/// (`is_error: true`): chat has no such flag, so the model reads it in the text.
+pub const TOOL_ERROR_PREFIX: &str = "Error: ";
+
+/// A `tool_result`'s content as the `tool` message's text: its text blocks and text documents,
+/// joined by newlines; its images go to `images`.
+fn result_content<'a>(
+    block: &'a Value,
+    path: &str,
+    images: &mut Vec<Part<'a>>,
+) -> Result<Cow<'a, str>, Untranslatable> {
+    let blocks = match block.get("content") {
+        Some(Value::String(text)) => return Ok(Cow::Borrowed(text.as_str())),
+        Some(Value::Array(blocks)) => blocks,
+        _ => return Ok(Cow::Borrowed("")),
+    };
+    let mut texts = Vec::new();
+    for (i, inner) in blocks.iter().enumerate() {
+        let at = format!("{path}.content[{i}]");
+        match kind(inner) {
+            Some("text") => {
+                texts.extend(inner.get("text").and_then(Value::as_str).map(Cow::Borrowed))
+            }
+            Some("image") => images.push(image_part(inner, &at)?),
+            Some("document") => {
+                let mut parts = Vec::new();
+                document_parts(inner, &at, &mut parts)?;
+                for part in parts {
+                    match part {
+                        Part::Text { text } => texts.push(text),
+                        image @ Part::ImageUrl { .. } => images.push(image),
+                    }
+                }
+            }
+            other => return Err(no_chat_form(&at, other)),
+        }
+    }
+    Ok(match texts.len() {
+        0 => Cow::Borrowed(""),
+        1 => texts.swap_remove(0),
+        _ => Cow::Owned(texts.join("\n")),
+    })
+}
+
+/// A `document` block as chat parts: a plain-text document (`source.type = "text"`) or one of
+/// content blocks (`"content"`) is its `title` and `context` when given, then its text (and a
+/// content document's images). A PDF (base64 or by URL) or a Files API document has no chat
+/// form: an OpenAI-compatible server cannot be counted on to read it.
+fn document_parts<'a>(
+    block: &'a Value,
+    path: &str,
+    parts: &mut Vec<Part<'a>>,
+) -> Result<(), Untranslatable> {
+    let source = block.get("source");
+    let source_kind = source.and_then(kind);
+    let text_of = |key: &str| {
+        block
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+    };
+    let heading = |parts: &mut Vec<Part<'a>>| {
+        for text in [text_of("title"), text_of("context")].into_iter().flatten() {
+            parts.push(Part::Text {
+                text: Cow::Borrowed(text),
+            });
+        }
+    };
+    match (source_kind, source) {
+        (Some("text"), Some(source)) => {
+            heading(parts);
+            let data = source.get("data").and_then(Value::as_str).unwrap_or("");
+            parts.push(Part::Text {
+                text: Cow::Borrowed(data),
+            });
+        }
+        (Some("content"), Some(source)) => {
+            heading(parts);
+            match source.get("content") {
+                Some(Value::String(text)) => parts.push(Part::Text {
+                    text: Cow::Borrowed(text),
+                }),
+                Some(Value::Array(blocks)) => {
+                    for (i, inner) in blocks.iter().enumerate() {
+                        let at = format!("{path}.source.content[{i}]");
+                        match kind(inner) {
+                            Some("text") => {
+                                parts.extend(inner.get("text").and_then(Value::as_str).map(
+                                    |text| Part::Text {
+                                        text: Cow::Borrowed(text),
+                                    },
+                                ))
+                            }
+                            Some("image") => parts.push(image_part(inner, &at)?),
+                            other => return Err(no_chat_form(&at, other)),
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {
+            let media = source
+                .and_then(|s| s.get("media_type"))
+                .and_then(Value::as_str)
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default();
+            return Err(Untranslatable(format!(
+                "`{path}` is a `document` block with a `{}` source{media}, which an OpenAI backend \
+                 cannot read; send its text (a `text` source) or route it to an `api = anthropic` \
+                 backend",
+                source_kind.unwrap_or("missing")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An `image` block as an `image_url` part; an image chat cannot be given by URL or data (a
+/// Files API `file_id`) has no chat form.
+fn image_part<'a>(block: &'a Value, path: &str) -> Result<Part<'a>, Untranslatable> {
+    match image_url(block.get("source")) {
+        Some(url) => Ok(Part::ImageUrl {
+            image_url: ImageUrl { url },
+        }),
+        None => Err(Untranslatable(format!(
+            "`{path}` is an `image` block with a `{}` source, which an OpenAI backend cannot \
+             read; send the image as base64 data or by URL",
+            block.get("source").and_then(kind).unwrap_or("missing")
+        ))),
+    }
+}
+
+/// The refusal of a block chat has no form for, naming it: no content is dropped unsaid.
+fn no_chat_form(path: &str, kind: Option<&str>) -> Untranslatable {
+    Untranslatable(match kind {
+        Some(kind) => format!(
+            "`{path}` is a `{kind}` block, which has no chat completions form for an OpenAI backend"
+        ),
+        None => format!("`{path}` is a content block without a `type`"),
+    })
 }
 
 /// An image block's source as the URL chat takes: a `data:` URL for base64 data.
@@ -543,6 +724,119 @@ mod tests {
             json!({"type": "function", "function": {"name": "noop"}})
         );
         assert!(chat.get("stream").is_none() && chat.get("parallel_tool_calls").is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn text_documents_reach_the_backend_with_the_question() -> Result<(), Untranslatable> {
+        let body = json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": [
+                {"type": "document", "title": "notes", "context": "from the wiki",
+                 "source": {"type": "text", "media_type": "text/plain", "data": "the door code is 4711"}},
+                {"type": "text", "text": "what is the door code?"}
+            ]},
+            {"role": "assistant", "content": "4711"},
+            {"role": "user", "content": [
+                {"type": "document", "source": {"type": "content", "content": [
+                    {"type": "text", "text": "page one"},
+                    {"type": "image", "source": {"type": "url", "url": "https://example.com/p2.png"}}
+                ]}}
+            ]}
+        ]});
+        let chat = chat_body(&body, "m")?;
+        assert_eq!(
+            chat["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "notes"},
+                {"type": "text", "text": "from the wiki"},
+                {"type": "text", "text": "the door code is 4711"},
+                {"type": "text", "text": "what is the door code?"}
+            ])
+        );
+        assert_eq!(
+            chat["messages"][2]["content"],
+            json!([
+                {"type": "text", "text": "page one"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/p2.png"}}
+            ])
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn what_chat_cannot_carry_is_refused_by_its_path() {
+        let refused = |content: Value| {
+            let body = json!({"model": "m", "max_tokens": 5, "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "user", "content": content}
+            ]});
+            ChatForm::new(&body).err().map(|e| e.0).unwrap_or_default()
+        };
+        let pdf = refused(json!([
+            {"type": "text", "text": "summarise"},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}
+        ]));
+        assert!(pdf.contains("`messages[1].content[1]`"), "{pdf}");
+        assert!(pdf.contains("`base64` source (application/pdf)"), "{pdf}");
+        let file =
+            refused(json!([{"type": "image", "source": {"type": "file", "file_id": "file_1"}}]));
+        assert!(
+            file.contains("`messages[1].content[0]` is an `image` block with a `file` source"),
+            "{file}"
+        );
+        let search =
+            refused(json!([{"type": "search_result", "source": "s", "title": "t", "content": []}]));
+        assert!(
+            search.contains("`messages[1].content[0]` is a `search_result` block"),
+            "{search}"
+        );
+        let nested = refused(
+            json!([{"type": "tool_result", "tool_use_id": "t", "content": [
+                {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+            ]}]),
+        );
+        assert!(
+            nested.contains("`messages[1].content[0].content[0]`"),
+            "{nested}"
+        );
+    }
+
+    #[test]
+    fn results_say_when_they_failed_and_their_images_follow_them() -> Result<(), Untranslatable> {
+        let body = json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "look at both"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "screenshot", "input": {}},
+                {"type": "tool_use", "id": "toolu_2", "name": "run", "input": {}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                    {"type": "text", "text": "the screen"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+                ]},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true, "content": "exit status 2"},
+                {"type": "text", "text": "what went wrong?"}
+            ]}
+        ]});
+        let chat = chat_body(&body, "m")?;
+        assert_eq!(
+            chat["messages"][2],
+            json!({"role": "tool", "tool_call_id": "toolu_1",
+                   "content": "the screen\n[1 image(s) of this result follow in the next user message]"})
+        );
+        assert_eq!(
+            chat["messages"][3],
+            json!({"role": "tool", "tool_call_id": "toolu_2", "content": "Error: exit status 2"})
+        );
+        assert_eq!(
+            chat["messages"][4],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "Images returned by tool call `toolu_1`:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "text", "text": "what went wrong?"}
+            ]})
+        );
+        assert_eq!(chat["messages"].as_array().map(Vec::len), Some(5));
         Ok(())
     }
 
