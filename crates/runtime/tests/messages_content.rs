@@ -1,9 +1,11 @@
 //! What a Messages request carries reaches an OpenAI-only backend, or is refused by name: text
 //! documents reach the model and the routes, an image a tool returned follows its result, a
-//! failed result says so, a PDF is a 400 in Anthropic's shape.
+//! failed result says so, a PDF is a 400 in Anthropic's shape; and every answer has whole
+//! usage, the router's own count where the backend reported none, the same streamed or not.
 
 use hyper::Method;
 use serde_json::{json, Value};
+use src_testkit::upstream::{Reply, Seen, Upstream};
 use src_testkit::{Answer, Router, TestResult, POLICY};
 
 async fn messages(router: &Router, body: &Value, headers: &[(&str, &str)]) -> TestResult<Answer> {
@@ -126,6 +128,94 @@ async fn a_failed_result_and_a_returned_image_reach_the_model() -> TestResult {
     assert_eq!(
         last["content"][1],
         json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
+    );
+    Ok(())
+}
+
+/// An OpenAI-compatible backend that reports no usage at all, whole or streamed.
+fn no_usage(seen: &Seen) -> Reply {
+    if seen.method == "GET" {
+        return Reply::json(&json!({"object": "list", "data": []}));
+    }
+    if seen.body["stream"] == true {
+        let chunk = |delta: Value, finish: Value| {
+            let chunk = json!({"id": "chatcmpl-5", "object": "chat.completion.chunk", "model": "quiet",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {chunk}\n\n")
+        };
+        let stream = [
+            chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+            chunk(json!({"content": "the answer "}), Value::Null),
+            chunk(json!({"content": "is 42"}), Value::Null),
+            chunk(json!({}), json!("stop")),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        return Reply::stream(stream.concat());
+    }
+    Reply::json(
+        &json!({"id": "chatcmpl-5", "object": "chat.completion", "model": "quiet",
+        "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "the answer is 42"}}]}),
+    )
+}
+
+#[tokio::test]
+async fn usage_is_whole_and_agrees_streamed_or_not() -> TestResult {
+    let backend = Upstream::start(no_usage).await?;
+    let policy = format!(
+        "backend quiet {{ url = \"{}\" }}\nmodel m {{ backend = quiet  serves = \"quiet\" }}\nroute default {{ to m }}\n",
+        backend.url
+    );
+    let router = Router::start(&policy).await?;
+    let question = "what is six times seven?";
+    let body = json!({"model": "auto", "max_tokens": 32, "messages": [{"role": "user", "content": question}]});
+    let whole = messages(&router, &body, &[("x-request-id", "quiet-1")]).await?;
+    assert_eq!(whole.status, 200, "{}", whole.text());
+    // ⌈24 bytes / 4⌉ in, ⌈16 bytes / 4⌉ out.
+    let expected = json!({"input_tokens": 6, "output_tokens": 4});
+    assert_eq!(whole.json()?["usage"], expected);
+    let line = router.log_line("quiet-1").await?;
+    assert_eq!(
+        (
+            &line["prompt_tokens"],
+            &line["completion_tokens"],
+            &line["usage_estimated"]
+        ),
+        (&json!(6), &json!(4), &json!(true)),
+        "{line}"
+    );
+
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let streamed = messages(&router, &streamed, &[("x-request-id", "quiet-2")]).await?;
+    assert_eq!(streamed.status, 200, "{}", streamed.text());
+    let events: Vec<Value> = streamed
+        .text()
+        .split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "message_start")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(start["message"]["usage"]["input_tokens"], 6, "{start}");
+    let delta = events
+        .iter()
+        .find(|e| e["type"] == "message_delta")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(delta["usage"], expected, "{delta}");
+    let line = router.log_line("quiet-2").await?;
+    assert_eq!(
+        (
+            &line["prompt_tokens"],
+            &line["completion_tokens"],
+            &line["usage_estimated"]
+        ),
+        (&json!(6), &json!(4), &json!(true)),
+        "{line}"
     );
     Ok(())
 }

@@ -19,6 +19,7 @@ use crate::pipeline::answer::set_sr_headers;
 use crate::pipeline::forward::hygiene::strip_hop_by_hop;
 use crate::relay::body::{ProxyBody, Relay, Rewrite};
 use crate::relay::completion::Completion;
+use crate::relay::counted::Counted;
 
 /// What the relay of an upstream answer needs besides the answer.
 pub(super) struct Answer<'a> {
@@ -32,6 +33,8 @@ pub(super) struct Answer<'a> {
     pub verdict: Option<Verdict>,
     /// Set when a whole JSON answer is rewritten for the client (a translated one).
     pub rewrite: Option<Rewrite>,
+    /// The router's own counts, logged for what a translated answer's backend did not report.
+    pub counted: Option<Arc<Counted>>,
 }
 
 pub(super) fn relay(
@@ -48,6 +51,7 @@ pub(super) fn relay(
         fill,
         verdict,
         rewrite,
+        counted,
     } = answer;
     let (mut parts, body) = upstream.into_parts();
     let sse = parts
@@ -84,6 +88,9 @@ pub(super) fn relay(
     }
     if let Some(rewrite) = rewrite {
         relay = relay.with_rewrite(rewrite);
+    }
+    if let Some(counted) = counted {
+        relay = relay.with_counts(counted);
     }
     *response.body_mut() = ProxyBody::Relay(Box::new(relay));
     response
