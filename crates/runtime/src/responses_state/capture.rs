@@ -39,6 +39,8 @@ pub struct Keep {
     pub producer: Producer,
     /// The conversation's input up to this answer (earlier turns expanded).
     pub input: Vec<Value>,
+    /// The conversation's first response, when this answer continues one.
+    pub conversation: Option<String>,
     pub ttl_ms: u64,
     pub max_bytes: usize,
     pub clock: Arc<dyn Clock>,
@@ -148,6 +150,7 @@ pub async fn store(keep: Keep, response: Value) {
         input: keep.input,
         response,
         created_ms: now,
+        conversation: keep.conversation,
     };
     let bytes = match stored.encode() {
         Ok(bytes) if bytes.len() <= keep.max_bytes => bytes,
