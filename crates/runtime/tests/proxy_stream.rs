@@ -344,7 +344,8 @@ route default {{ to m }}
     Ok(())
 }
 
-/// The SSE events of a body, as JSON, with the per-request `created` time removed.
+/// The SSE events of a body, as JSON, without what differs between two simulators by design:
+/// the `created` time and the `id` (never the same twice).
 fn events(body: &str) -> Vec<Value> {
     body.split("\n\n")
         .filter_map(|e| e.strip_prefix("data: "))
@@ -352,6 +353,7 @@ fn events(body: &str) -> Vec<Value> {
             let mut v: Value = serde_json::from_str(d).unwrap_or(Value::String(d.to_owned()));
             if let Some(o) = v.as_object_mut() {
                 o.remove("created");
+                o.remove("id");
             }
             v
         })
