@@ -2,7 +2,7 @@
 //! API promises them: a Messages answer always has integer `input_tokens` and `output_tokens`,
 //! and an OpenAI-compatible backend may send no `usage` at all.
 //!
-//! The counts are the documented estimate the policies' `tokens(..)` reads (⌈UTF-8 bytes / 4⌉):
+//! The counts are the documented estimate policies' `tokens(..)` falls back to (⌈UTF-8 bytes / 4⌉):
 //! the input is the request's `history`, counted before it is sent; the output is the text and
 //! tool-call arguments of the answer, added by the translation as it writes them. The relay
 //! logs the same counts the client is given, and says so (`usage_estimated`).
