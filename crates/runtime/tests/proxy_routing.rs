@@ -240,6 +240,81 @@ async fn models_lists_router_names_models_aliases_and_served_ids() -> TestResult
         .ok_or("no data")?
         .iter()
         .all(|m| m["object"] == "model"));
+
+    // Each entry is served by id, as `client.models.retrieve(..)` asks (a `/` percent-encoded).
+    for (id, path) in [
+        ("auto", "/v1/models/auto"),
+        ("qwen-small", "/v1/models/qwen-small"),
+        ("Qwen/Qwen3-8B", "/v1/models/Qwen%2FQwen3-8B"),
+        ("Qwen/Qwen3-8B", "/v1/models/Qwen/Qwen3-8B"),
+    ] {
+        let one = router.get(path).await?;
+        assert_eq!(one.status, 200, "{path}: {}", one.text());
+        let entry = one.json()?;
+        let listed = list["data"]
+            .as_array()
+            .and_then(|d| d.iter().find(|m| m["id"] == id));
+        assert_eq!(Some(&entry), listed, "{path}");
+    }
+    let unknown = router.get("/v1/models/gpt-9").await?;
+    assert_eq!(unknown.status, 404);
+    let error = unknown.json()?;
+    assert_eq!(
+        (&error["error"]["code"], &error["error"]["param"]),
+        (&json!("model_not_found"), &json!("model"))
+    );
+    let delete = router
+        .client
+        .send(
+            hyper::Method::DELETE,
+            &router.url("/v1/models/auto"),
+            String::new(),
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        (delete.status, delete.header("allow")),
+        (405, Some("GET, HEAD"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn endpoints_the_router_does_not_serve_say_so_in_their_apis_shape() -> TestResult {
+    let router = Router::start(POLICY).await?;
+    let send = |path: &'static str| {
+        let url = router.url(path);
+        let client = router.client.clone();
+        async move {
+            client
+                .send(hyper::Method::POST, &url, "{}".to_owned(), &[])
+                .await
+        }
+    };
+    for path in ["/v1/embeddings", "/v1/completions", "/v1/audio/speech"] {
+        let answer = send(path).await?;
+        assert_eq!(answer.status, 404, "{path}");
+        let error = answer.json()?;
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+        assert_eq!(error["error"]["code"], "unsupported_endpoint", "{error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("`POST {path}` is OpenAI's")),
+            "{message}"
+        );
+    }
+    let count = send("/v1/messages/count_tokens").await?;
+    assert_eq!(count.status, 404);
+    let error = count.json()?;
+    assert_eq!(
+        (&error["type"], &error["error"]["type"]),
+        (&json!("error"), &json!("not_found_error"))
+    );
+    let unknown = send("/v1/nothing-here").await?;
+    assert_eq!(
+        (unknown.status, unknown.json()?["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
     Ok(())
 }
 
