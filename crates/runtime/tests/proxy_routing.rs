@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use src_runtime::trace::parse_traceparent;
+use src_testkit::upstream::{canned, Upstream};
 use src_testkit::{user, Router, TestResult, POLICY};
 
 /// The simulator's answers start with `[served-id]`.
@@ -397,5 +398,53 @@ async fn hop_by_hop_headers_stay_on_their_hop() -> TestResult {
     let received: Vec<_> = router.sims().iter().flat_map(|s| s.received()).collect();
     assert_eq!(received[0].header("x-end"), Some("kept"));
     assert_eq!(received[0].header("x-hop"), None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_backend_answer_keeps_only_the_headers_a_client_reads() -> TestResult {
+    let backend = Upstream::start(|seen| {
+        canned("gpu", 200, seen)
+            .with_header("server", "uvicorn")
+            .with_header("x-internal-node", "gpu-7")
+            .with_header("set-cookie", "node=7")
+            .with_header("x-ratelimit-remaining-requests", "59")
+            .with_header("openai-processing-ms", "31")
+            .with_header("x-request-id", "backend-req-1")
+            .with_header("retry-after", "1")
+    })
+    .await?;
+    let policy = format!(
+        "backend gpu {{ url = \"{}\" }}\nmodel m {{ backend = gpu  serves = \"m\" }}\nroute default {{ to m }}\n",
+        backend.url
+    );
+    let router = Router::start(&policy).await?;
+    let answer = router.chat(&user("hello"), &[]).await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    for kept in [
+        "x-ratelimit-remaining-requests",
+        "openai-processing-ms",
+        "x-request-id",
+        "retry-after",
+    ] {
+        assert!(answer.header(kept).is_some(), "{kept} was dropped");
+    }
+    for dropped in ["server", "x-internal-node", "set-cookie"] {
+        assert_eq!(answer.header(dropped), None, "{dropped} reached the client");
+    }
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    assert_eq!(answer.header("x-sr-model"), Some("m"));
+
+    // The simulator's timing headers are its own too.
+    let simulated = Router::start(POLICY).await?;
+    let answer = simulated.chat(&user("hello"), &[]).await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let sim: Vec<&str> = answer
+        .headers
+        .keys()
+        .map(|name| name.as_str())
+        .filter(|name| name.starts_with("x-sim-"))
+        .collect();
+    assert!(sim.is_empty(), "{sim:?}");
     Ok(())
 }

@@ -49,7 +49,7 @@ use crate::upstream::{Upstream, UpstreamError};
 
 mod attempt;
 pub mod failures;
-mod hygiene;
+pub(crate) mod hygiene;
 mod relay;
 
 use attempt::{try_candidates, Tried};
