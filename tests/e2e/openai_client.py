@@ -107,6 +107,20 @@ def main(base_url):
     models = client.models.list()
     ids = [m.id for m in models.data]
     check("models list has the router name", "auto" in ids, repr(ids))
+    for listed in models.data:
+        one = client.models.retrieve(listed.id)
+        check(f"models.retrieve({listed.id!r}) answers its entry", one.id == listed.id, repr(one))
+    try:
+        client.models.retrieve("no-such-model")
+        check("retrieving an unknown model raises", False, "no exception")
+    except openai.NotFoundError as err:
+        check("retrieving an unknown model raises NotFoundError", err.status_code == 404, repr(err))
+    try:
+        client.embeddings.create(model="auto", input="hello")
+        check("embeddings raise", False, "no exception")
+    except openai.NotFoundError as err:
+        check("embeddings raise NotFoundError saying they are not served",
+              "does not serve" in str(err), repr(err))
 
     print(f"{passed} passed, 0 failed")
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The official `openai` Python client continuing a conversation across a forced model switch.
+"""The official `openai` Python client continuing a conversation across a forced model switch,
+and its stream helpers (`responses.stream()`, `chat.completions.stream()`) reading the streams.
 
 Usage: python3 tests/e2e/responses_client.py BASE_URL SIM_A SIM_B
        (BASE_URL like http://127.0.0.1:8801/v1; SIM_A and SIM_B the two `src sim` backends)
@@ -116,7 +117,55 @@ def main(base_url, sim_a, sim_b):
     except openai.NotFoundError:
         check("a deleted response is gone", True)
 
+    stream_helpers(client)
     print(f"{passed} passed, 0 failed")
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+           "additionalProperties": False}
+
+
+def stream_helpers(client):
+    """The SDK's own stream accumulators over the simulator's streams, through the router: they
+    refuse any event out of the published sequence."""
+    with client.responses.stream(model="auto", input="stream helper") as stream:
+        deltas = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    check("responses.stream() accumulates the answer",
+          final.output_text == deltas and deltas.startswith("[model-a]"), repr(final))
+
+    tools = [{"type": "function", "name": "weather", "parameters": WEATHER, "strict": True}]
+    with client.responses.stream(model="auto", input="weather in Paris?", tools=tools,
+                                 tool_choice="required") as stream:
+        final = stream.get_final_response()
+    call = final.output[0]
+    check("responses.stream() accumulates a forced tool call",
+          call.type == "function_call" and call.name == "weather"
+          and isinstance(json.loads(call.arguments).get("city"), str), repr(final.output))
+
+    with client.chat.completions.stream(
+            model="auto", messages=[{"role": "user", "content": "chat helper"}],
+            stop=[" zulu"], stream_options={"include_usage": True}) as stream:
+        text = "".join(e.delta for e in stream if e.type == "content.delta")
+        completion = stream.get_final_completion()
+    message = completion.choices[0].message
+    check("chat.completions.stream() accumulates the answer",
+          message.content == text and text.startswith("[model-a]") and " zulu" not in text
+          and completion.usage is not None and completion.usage.completion_tokens > 0,
+          repr(completion))
+
+    chat_tools = [{"type": "function",
+                   "function": {"name": "weather", "parameters": WEATHER, "strict": True}}]
+    with client.chat.completions.stream(
+            model="auto", messages=[{"role": "user", "content": "weather in Paris?"}],
+            tools=chat_tools, tool_choice={"type": "function", "function": {"name": "weather"}},
+            n=2) as stream:
+        completion = stream.get_final_completion()
+    calls = [c.message.tool_calls[0] for c in completion.choices]
+    check("chat.completions.stream() accumulates the calls of every choice",
+          len(calls) == 2 and all(c.function.name == "weather"
+                                  and isinstance(c.function.parsed_arguments["city"], str)
+                                  for c in calls), repr(completion))
 
 
 if __name__ == "__main__":

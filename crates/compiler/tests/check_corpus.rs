@@ -130,10 +130,11 @@ fn type_name(policy: &CheckedPolicy, ty: Type) -> String {
     }
 }
 
-/// A text expression of headers and `??`, as written (others elided).
+/// A text expression of headers, body fields and `??`, as written (others elided).
 fn text_expr(e: &TExpr) -> String {
     match &e.kind {
         TExprKind::Header(h) => format!("header({h:?})"),
+        TExprKind::Body(path) => format!("body({path:?})"),
         TExprKind::Coalesce(a, b) => format!("{} ?? {}", text_expr(a), text_expr(b)),
         TExprKind::Str(s) => format!("{s:?}"),
         _ => "...".to_string(),

@@ -78,6 +78,10 @@ pub struct RequestRecord {
     pub completion_tokens: Option<u64>,
     /// `None` when the backend did not report it: unknown is never zero.
     pub cached_tokens: Option<u64>,
+    /// `prompt_tokens` or `completion_tokens` is the router's own count (⌈UTF-8 bytes / 4⌉ of
+    /// the request's history and of the answer) because the backend reported none and the
+    /// client's API promises them (a Messages answer translated from chat completions).
+    pub usage_estimated: bool,
     /// Signals the decision did not need and that were never computed.
     pub skipped_signals: Vec<String>,
     pub policy_generation: u64,

@@ -6,7 +6,7 @@
 //! the request path never clones a policy, compiles a regex or parses a URL: all of that happens
 //! here, off the request path, on the reload's blocking thread.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -166,6 +166,8 @@ pub struct Snapshot {
     pub wire: Vec<ModelWire>,
     /// The `GET /v1/models` answer.
     pub models_list: Bytes,
+    /// Each of its entries by id: the `GET /v1/models/{id}` answers.
+    pub model_entries: HashMap<String, Bytes>,
 }
 
 impl Snapshot {
@@ -211,7 +213,7 @@ impl Snapshot {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let models_list = models_list(checked, created);
+        let (models_list, model_entries) = models_list(checked, created);
         Ok(Snapshot {
             generation,
             content_hash: compiled.content_hash,
@@ -221,6 +223,7 @@ impl Snapshot {
             endpoints,
             wire,
             models_list,
+            model_entries,
             compiled: compiled.policy,
         })
     }
@@ -228,8 +231,8 @@ impl Snapshot {
 
 /// The OpenAI list: router names (routed), then logical models and their aliases, then the
 /// served ids a client may send instead (those bound to exactly one model and not already
-/// listed under another meaning), marked `owned_by: "src-served"`.
-fn models_list(policy: &CheckedPolicy, created: u64) -> Bytes {
+/// listed under another meaning), marked `owned_by: "src-served"`; and each entry by its id.
+fn models_list(policy: &CheckedPolicy, created: u64) -> (Bytes, HashMap<String, Bytes>) {
     let mut data = Vec::new();
     let mut listed: HashSet<&str> = HashSet::new();
     for name in &policy.router.names {
@@ -261,7 +264,15 @@ fn models_list(policy: &CheckedPolicy, created: u64) -> Bytes {
             }));
         }
     }
-    Bytes::from(json!({"object": "list", "data": data}).to_string())
+    let entries = data
+        .iter()
+        .filter_map(|entry| {
+            let id = entry.get("id")?.as_str()?.to_owned();
+            Some((id, Bytes::from(entry.to_string())))
+        })
+        .collect();
+    let list = Bytes::from(json!({"object": "list", "data": data}).to_string());
+    (list, entries)
 }
 
 /// A failed reload, as the admin endpoint shows it.

@@ -10,7 +10,8 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 };
 use serde_json::{json, Value};
 use src_testkit::extproc::{
-    body, chunk, duplex, headers, headers_of, post, response_headers, set, Stream,
+    body, chunk, duplex, headers, headers_of, post, response_headers, response_headers_with, set,
+    Stream,
 };
 use src_testkit::{user, Router, TestResult, POLICY};
 
@@ -61,12 +62,23 @@ async fn a_routed_request_is_rewritten_and_its_answer_gets_the_decision_headers(
     assert_eq!(length, upstream.to_string().len());
     assert!(sent.common()?.clear_route_cache);
 
-    let answered = stream.ask(response_headers("200")).await?;
+    let backend = [
+        ("content-type", "application/json"),
+        ("date", "Thu, 04 Dec 2025 19:00:00 GMT"),
+        ("server", "uvicorn"),
+        ("x-sim-prefill-ms", "1.5"),
+        ("x-ratelimit-remaining-tokens", "900"),
+    ];
+    let answered = stream.ask(response_headers_with("200", &backend)).await?;
     let decision = answered.set_headers()?;
     assert_eq!(decision["x-sr-route"], "coding");
     assert_eq!(decision["x-sr-model"], "strong");
     assert_eq!(decision["x-sr-path"], "upstream");
     assert_eq!(decision["x-sr-request-id"], "client-1");
+    // The backend's internals leave the answer as they do the proxy's; what a client reads stays.
+    let mut removed = answered.removed()?;
+    removed.sort_unstable();
+    assert_eq!(removed, ["server", "x-sim-prefill-ms"]);
 
     let line = router.log_line("client-1").await?;
     assert_eq!(

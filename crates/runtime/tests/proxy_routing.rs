@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use src_runtime::trace::parse_traceparent;
+use src_testkit::upstream::{canned, Upstream};
 use src_testkit::{user, Router, TestResult, POLICY};
 
 /// The simulator's answers start with `[served-id]`.
@@ -240,6 +241,81 @@ async fn models_lists_router_names_models_aliases_and_served_ids() -> TestResult
         .ok_or("no data")?
         .iter()
         .all(|m| m["object"] == "model"));
+
+    // Each entry is served by id, as `client.models.retrieve(..)` asks (a `/` percent-encoded).
+    for (id, path) in [
+        ("auto", "/v1/models/auto"),
+        ("qwen-small", "/v1/models/qwen-small"),
+        ("Qwen/Qwen3-8B", "/v1/models/Qwen%2FQwen3-8B"),
+        ("Qwen/Qwen3-8B", "/v1/models/Qwen/Qwen3-8B"),
+    ] {
+        let one = router.get(path).await?;
+        assert_eq!(one.status, 200, "{path}: {}", one.text());
+        let entry = one.json()?;
+        let listed = list["data"]
+            .as_array()
+            .and_then(|d| d.iter().find(|m| m["id"] == id));
+        assert_eq!(Some(&entry), listed, "{path}");
+    }
+    let unknown = router.get("/v1/models/gpt-9").await?;
+    assert_eq!(unknown.status, 404);
+    let error = unknown.json()?;
+    assert_eq!(
+        (&error["error"]["code"], &error["error"]["param"]),
+        (&json!("model_not_found"), &json!("model"))
+    );
+    let delete = router
+        .client
+        .send(
+            hyper::Method::DELETE,
+            &router.url("/v1/models/auto"),
+            String::new(),
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        (delete.status, delete.header("allow")),
+        (405, Some("GET, HEAD"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn endpoints_the_router_does_not_serve_say_so_in_their_apis_shape() -> TestResult {
+    let router = Router::start(POLICY).await?;
+    let send = |path: &'static str| {
+        let url = router.url(path);
+        let client = router.client.clone();
+        async move {
+            client
+                .send(hyper::Method::POST, &url, "{}".to_owned(), &[])
+                .await
+        }
+    };
+    for path in ["/v1/embeddings", "/v1/completions", "/v1/audio/speech"] {
+        let answer = send(path).await?;
+        assert_eq!(answer.status, 404, "{path}");
+        let error = answer.json()?;
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+        assert_eq!(error["error"]["code"], "unsupported_endpoint", "{error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("`POST {path}` is OpenAI's")),
+            "{message}"
+        );
+    }
+    let count = send("/v1/messages/count_tokens").await?;
+    assert_eq!(count.status, 404);
+    let error = count.json()?;
+    assert_eq!(
+        (&error["type"], &error["error"]["type"]),
+        (&json!("error"), &json!("not_found_error"))
+    );
+    let unknown = send("/v1/nothing-here").await?;
+    assert_eq!(
+        (unknown.status, unknown.json()?["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
     Ok(())
 }
 
@@ -322,5 +398,53 @@ async fn hop_by_hop_headers_stay_on_their_hop() -> TestResult {
     let received: Vec<_> = router.sims().iter().flat_map(|s| s.received()).collect();
     assert_eq!(received[0].header("x-end"), Some("kept"));
     assert_eq!(received[0].header("x-hop"), None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_backend_answer_keeps_only_the_headers_a_client_reads() -> TestResult {
+    let backend = Upstream::start(|seen| {
+        canned("gpu", 200, seen)
+            .with_header("server", "uvicorn")
+            .with_header("x-internal-node", "gpu-7")
+            .with_header("set-cookie", "node=7")
+            .with_header("x-ratelimit-remaining-requests", "59")
+            .with_header("openai-processing-ms", "31")
+            .with_header("x-request-id", "backend-req-1")
+            .with_header("retry-after", "1")
+    })
+    .await?;
+    let policy = format!(
+        "backend gpu {{ url = \"{}\" }}\nmodel m {{ backend = gpu  serves = \"m\" }}\nroute default {{ to m }}\n",
+        backend.url
+    );
+    let router = Router::start(&policy).await?;
+    let answer = router.chat(&user("hello"), &[]).await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    for kept in [
+        "x-ratelimit-remaining-requests",
+        "openai-processing-ms",
+        "x-request-id",
+        "retry-after",
+    ] {
+        assert!(answer.header(kept).is_some(), "{kept} was dropped");
+    }
+    for dropped in ["server", "x-internal-node", "set-cookie"] {
+        assert_eq!(answer.header(dropped), None, "{dropped} reached the client");
+    }
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    assert_eq!(answer.header("x-sr-model"), Some("m"));
+
+    // The simulator's timing headers are its own too.
+    let simulated = Router::start(POLICY).await?;
+    let answer = simulated.chat(&user("hello"), &[]).await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let sim: Vec<&str> = answer
+        .headers
+        .keys()
+        .map(|name| name.as_str())
+        .filter(|name| name.starts_with("x-sim-"))
+        .collect();
+    assert!(sim.is_empty(), "{sim:?}");
     Ok(())
 }

@@ -50,7 +50,7 @@ async fn scripted_upstream(
                 let _ = stream.write_all(head.as_bytes()).await;
                 continue;
             }
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nx-upstream: scripted\r\n\r\n";
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nx-upstream: scripted\r\nx-ratelimit-remaining-requests: 7\r\n\r\n";
             if stream.write_all(head.as_bytes()).await.is_err() {
                 continue;
             }
@@ -131,13 +131,19 @@ async fn sse_passes_through_byte_for_byte_and_piece_by_piece() -> TestResult {
             .and_then(|v| v.to_str().ok()),
         Some("text/event-stream")
     );
-    assert_eq!(
+    // The backend's rate limits reach the client; its private headers do not.
+    let header = |name: &str| {
         response
             .headers()
-            .get("x-upstream")
-            .and_then(|v| v.to_str().ok()),
-        Some("scripted")
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        header("x-ratelimit-remaining-requests").as_deref(),
+        Some("7")
     );
+    assert_eq!(header("x-upstream"), None);
     assert_eq!(
         response
             .headers()
@@ -344,7 +350,8 @@ route default {{ to m }}
     Ok(())
 }
 
-/// The SSE events of a body, as JSON, with the per-request `created` time removed.
+/// The SSE events of a body, as JSON, without what differs between two simulators by design:
+/// the `created` time and the `id` (never the same twice).
 fn events(body: &str) -> Vec<Value> {
     body.split("\n\n")
         .filter_map(|e| e.strip_prefix("data: "))
@@ -352,6 +359,7 @@ fn events(body: &str) -> Vec<Value> {
             let mut v: Value = serde_json::from_str(d).unwrap_or(Value::String(d.to_owned()));
             if let Some(o) = v.as_object_mut() {
                 o.remove("created");
+                o.remove("id");
             }
             v
         })

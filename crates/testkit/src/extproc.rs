@@ -203,13 +203,24 @@ pub fn body(value: &Value) -> processing_request::Request {
 }
 
 pub fn response_headers(status: &str) -> processing_request::Request {
+    response_headers_with(status, &[])
+}
+
+/// [`response_headers`] with the backend's own headers too.
+pub fn response_headers_with(status: &str, pairs: &[(&str, &str)]) -> processing_request::Request {
+    let status = HeaderValue {
+        key: ":status".into(),
+        raw_value: status.as_bytes().to_vec(),
+        ..HeaderValue::default()
+    };
+    let others = pairs.iter().map(|(k, v)| HeaderValue {
+        key: (*k).into(),
+        raw_value: v.as_bytes().to_vec(),
+        ..HeaderValue::default()
+    });
     processing_request::Request::ResponseHeaders(HttpHeaders {
         headers: Some(HeaderMap {
-            headers: vec![HeaderValue {
-                key: ":status".into(),
-                raw_value: status.as_bytes().to_vec(),
-                ..HeaderValue::default()
-            }],
+            headers: std::iter::once(status).chain(others).collect(),
         }),
         ..HttpHeaders::default()
     })

@@ -42,6 +42,8 @@ pub struct Reply {
     pub status: u16,
     pub content_type: &'static str,
     pub body: String,
+    /// Headers the answer carries besides `content-type`.
+    pub headers: Vec<(&'static str, &'static str)>,
 }
 
 impl Reply {
@@ -51,7 +53,14 @@ impl Reply {
             status: 200,
             content_type: "application/json",
             body: body.to_string(),
+            headers: Vec::new(),
         }
+    }
+
+    /// The answer with a header `name: value` too.
+    pub fn with_header(mut self, name: &'static str, value: &'static str) -> Reply {
+        self.headers.push((name, value));
+        self
     }
 
     /// An answer of `status` with an empty body.
@@ -60,6 +69,7 @@ impl Reply {
             status,
             content_type: "application/octet-stream",
             body: String::new(),
+            headers: Vec::new(),
         }
     }
 
@@ -69,6 +79,7 @@ impl Reply {
             status: 200,
             content_type: "text/event-stream",
             body: text.into(),
+            headers: Vec::new(),
         }
     }
 }
@@ -191,9 +202,11 @@ async fn answer(
         .push(request);
     let mut response = Response::new(Full::new(Bytes::from(reply.body)));
     *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    for (name, value) in reply.headers {
+        headers.append(name, HeaderValue::from_static(value));
+    }
     Ok(response)
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Each is checked field by field and turned into its `hir` form with the defaults of
 //! docs/language.md, "Declarations" written out, so later phases never re-derive a default: a
-//! block refuses with 403, a session reads the three affinity headers and pins for ten minutes,
+//! block refuses with 403, a session reads the affinity headers and the body fields agents send, and pins for ten minutes,
 //! the router answers to `auto`, stores fail open and backends fail closed.
 
 use super::decls::out_of_range;
@@ -22,6 +22,18 @@ const DEFAULT_SESSION_TTL_MS: u64 = 10 * 60 * 1000;
 const DEFAULT_BLOCK_STATUS: u16 = 403;
 /// The headers a session id is read from by default, first present wins.
 const AFFINITY_HEADERS: [&str; 3] = ["x-model-affinity", "x-session-id", "x-conversation-id"];
+/// Then the body fields each API's agents send to name their task, first present wins:
+/// Anthropic's clients `metadata.user_id` (Claude Code puts its session in it), Responses a
+/// `conversation` (an object with an `id`, or the id itself; a turn continuing a response the
+/// router holds reads as naming its conversation's first response), OpenAI's agents a
+/// `prompt_cache_key` per conversation, and chat completions its end-user `user`.
+const AFFINITY_FIELDS: [&str; 5] = [
+    "metadata.user_id",
+    "conversation.id",
+    "conversation",
+    "prompt_cache_key",
+    "user",
+];
 
 impl Checker<'_> {
     pub(super) fn check_blocks(&mut self) {
@@ -315,18 +327,28 @@ impl Checker<'_> {
     }
 }
 
-/// `header("x-model-affinity") ?? header("x-session-id") ?? header("x-conversation-id")`.
+/// The [`AFFINITY_HEADERS`], then the [`AFFINITY_FIELDS`], each `??` the next:
+/// `header("x-model-affinity") ?? … ?? body("metadata.user_id") ?? … ?? body("user")`.
 fn default_session_id(span: Span) -> TExpr {
-    let header = |h: &str| texpr(TExprKind::Header(h.to_string()), Type::OptText, span);
-    let [a, b, c] = AFFINITY_HEADERS;
-    let first = texpr(
-        TExprKind::Coalesce(Box::new(header(a)), Box::new(header(b))),
-        Type::OptText,
-        span,
-    );
-    texpr(
-        TExprKind::Coalesce(Box::new(first), Box::new(header(c))),
-        Type::OptText,
-        span,
-    )
+    let sources = AFFINITY_HEADERS
+        .iter()
+        .map(|h| TExprKind::Header((*h).to_string()))
+        .chain(
+            AFFINITY_FIELDS
+                .iter()
+                .map(|f| TExprKind::Body((*f).to_string())),
+        )
+        .map(|kind| texpr(kind, Type::OptText, span));
+    let mut chain: Option<TExpr> = None;
+    for source in sources {
+        chain = Some(match chain {
+            None => source,
+            Some(first) => texpr(
+                TExprKind::Coalesce(Box::new(first), Box::new(source)),
+                Type::OptText,
+                span,
+            ),
+        });
+    }
+    chain.unwrap_or_else(|| texpr(TExprKind::Str(String::new()), Type::OptText, span))
 }

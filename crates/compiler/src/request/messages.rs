@@ -7,9 +7,10 @@
 //! calls, and a user message's `tool_result` blocks are results, each counted as chat's `tool`
 //! message would be. A user message made only of results is no user turn (chat sends those as
 //! `tool` messages alone), so a conversation ending in results is in a tool loop, as is one
-//! whose last `tool_use` id has no `tool_result` yet. `metadata.user_id` and `max_tokens` are
-//! checked for shape; the API key is read as on every door, so Anthropic's clients' `x-api-key`
-//! is one.
+//! whose last `tool_use` id has no `tool_result` yet. A `document` block is message text (its
+//! title, context and text, for a text document), as it is to the model. `metadata.user_id` and
+//! `max_tokens` are checked for shape; the API key is read as on every door, so Anthropic's
+//! clients' `x-api-key` is one.
 
 use super::{
     body_object, missing, parts_text, read_common, required_str, wrong, At, Facts, IntoHeaders,
@@ -88,6 +89,7 @@ fn read_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), 
         };
         match required_str(block, "type", block_at)? {
             "text" => super::push_line(&mut text, required_str(block, "text", block_at)?),
+            "document" => super::push_line(&mut text, &document_text(block, block_at)?),
             "tool_use" => calls.push(required_str(block, "id", block_at)?),
             "tool_result" => {
                 let id = required_str(block, "tool_use_id", block_at)?;
@@ -125,13 +127,59 @@ fn result_text<'a>(
     match block.get("content") {
         None | Some(Value::Null) => Ok(Cow::Borrowed("")),
         Some(Value::String(text)) => Ok(Cow::Borrowed(text)),
-        Some(Value::Array(parts)) => Ok(Cow::Owned(parts_text(
-            parts,
-            path.key("content"),
-            &["text"],
-        )?)),
+        Some(Value::Array(blocks)) => {
+            let content_at = path.key("content");
+            let mut text = String::new();
+            for (i, block) in blocks.iter().enumerate() {
+                let block_at = content_at.index(i);
+                let Value::Object(block) = block else {
+                    return Err(wrong(block_at.to_string(), "an object", block));
+                };
+                match required_str(block, "type", block_at)? {
+                    "text" => super::push_line(&mut text, required_str(block, "text", block_at)?),
+                    "document" => super::push_line(&mut text, &document_text(block, block_at)?),
+                    _ => {}
+                }
+            }
+            Ok(Cow::Owned(text))
+        }
         Some(other) => Err(wrong(format!("{path}.content"), BLOCKS, other)),
     }
+}
+
+/// The text a `document` block puts before the model: its `title` and `context` when given,
+/// then the document's own text, for a plain-text source (`source.type = "text"`, its `data`)
+/// or one of content blocks (`"content"`, a string or text blocks). A PDF or a Files API
+/// document has no text the router can read, and counts as none.
+fn document_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, RequestError> {
+    let mut text = String::new();
+    for key in ["title", "context"] {
+        match block.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(line)) => super::push_line(&mut text, line),
+            Some(other) => return Err(wrong(format!("{path}.{key}"), "a string or null", other)),
+        }
+    }
+    let source_at = path.key("source");
+    let source = match block.get("source") {
+        None => return Err(missing(&source_at.to_string())),
+        Some(Value::Object(source)) => source,
+        Some(other) => return Err(wrong(source_at.to_string(), "an object", other)),
+    };
+    match required_str(source, "type", source_at)? {
+        "text" => super::push_line(&mut text, required_str(source, "data", source_at)?),
+        "content" => match source.get("content") {
+            Some(Value::String(line)) => super::push_line(&mut text, line),
+            Some(Value::Array(parts)) => {
+                let parts = parts_text(parts, source_at.key("content"), &["text"])?;
+                super::push_line(&mut text, &parts);
+            }
+            None => return Err(missing(&format!("{source_at}.content"))),
+            Some(other) => return Err(wrong(format!("{source_at}.content"), BLOCKS, other)),
+        },
+        _ => {}
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -221,6 +269,42 @@ mod tests {
         assert_eq!(view.prompt, "thanks, now summarise");
         assert_eq!((view.turns, view.tool_results), (1, 1));
         assert!(!view.tool_loop);
+        Ok(())
+    }
+
+    #[test]
+    fn a_document_is_message_text() -> Result<(), RequestError> {
+        let doc = json!({"type": "document", "title": "notes",
+            "source": {"type": "text", "media_type": "text/plain", "data": "the door code is 4711"}});
+        let view = read(json!({"max_tokens": 8, "messages": [
+            {"role": "user", "content": [doc, {"type": "text", "text": "what is the door code?"}]}
+        ]}))?;
+        assert_eq!(
+            view.prompt,
+            "notes\nthe door code is 4711\nwhat is the door code?"
+        );
+        let view = read(json!({"max_tokens": 8, "messages": [
+            {"role": "user", "content": [{"type": "document",
+                "source": {"type": "content", "content": [{"type": "text", "text": "page one"}]}}]}
+        ]}))?;
+        assert_eq!(view.prompt, "page one");
+        // A result can hold a document too; a PDF has no text the router reads.
+        let view = read(json!({"max_tokens": 8, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [doc]},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}]}
+        ]}))?;
+        assert_eq!(view.history, "notes\nthe door code is 4711");
+        assert_eq!(
+            read(
+                json!({"max_tokens": 8, "messages": [{"role": "user", "content": [
+                {"type": "document", "source": {"type": "text"}}]}]})
+            )
+            .err()
+            .and_then(|e| e.path().map(str::to_owned))
+            .as_deref(),
+            Some("messages[0].content[0].source.data")
+        );
         Ok(())
     }
 

@@ -1,6 +1,8 @@
 //! A chat completion rewritten as a Messages answer: the first choice's text as a `text`
 //! block, its tool calls as `tool_use` blocks (arguments parsed back into `input`), the finish
-//! reason as `stop_reason` and the usage in Messages' names ([`super::wire::MessagesUsage`]).
+//! reason as `stop_reason` and the usage in Messages' names ([`super::wire::MessagesUsage`]),
+//! where a count the backend did not report is the router's own ([`Counted`]): Messages always
+//! has both.
 //!
 //! The answer is read into typed structs that borrow its bytes, and its strings are kept as the
 //! JSON tokens they arrived as (`&RawValue`): a chat string and a Messages string are the same
@@ -17,6 +19,7 @@ use serde_json::{json, Map, Value};
 
 use crate::anthropic::wire::{self, ChatUsage, MessagesUsage};
 use crate::openai::Usage;
+use crate::relay::counted::Counted;
 
 #[derive(Deserialize)]
 struct ChatCompletion<'a> {
@@ -81,14 +84,14 @@ fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>,
 }
 
 /// The Messages form of a chat completion's bytes; `None` when they are no chat completion
-/// with a choice to answer with.
-pub fn message(bytes: &[u8]) -> Option<Bytes> {
-    message_and_usage(bytes).map(|(message, _)| message)
+/// with a choice to answer with. Its text is added to `counted`.
+pub fn message(bytes: &[u8], counted: &Counted) -> Option<Bytes> {
+    message_and_usage(bytes, counted).map(|(message, _)| message)
 }
 
 /// [`message`], and the usage the chat answer reports as the relay reads it: a relay that
 /// rewrites the answer ([`crate::relay::body::Rewrite`]) reads it once for both.
-pub fn message_and_usage(bytes: &[u8]) -> Option<(Bytes, Option<Usage>)> {
+pub fn message_and_usage(bytes: &[u8], counted: &Counted) -> Option<(Bytes, Option<Usage>)> {
     let chat: ChatCompletion = serde_json::from_slice(bytes).ok()?;
     let choice = chat.choices.into_iter().next()?;
     let reply = choice.message;
@@ -101,6 +104,7 @@ pub fn message_and_usage(bytes: &[u8]) -> Option<(Bytes, Option<Usage>)> {
     out.extend_from_slice(b",\"content\":[");
     let mut blocks = 0;
     if let Some(text) = reply.content.filter(|t| t.get() != "\"\"") {
+        counted.add_output(text_len(text));
         out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
         out.extend_from_slice(text.get().as_bytes());
         out.push(b'}');
@@ -119,7 +123,9 @@ pub fn message_and_usage(bytes: &[u8]) -> Option<(Bytes, Option<Usage>)> {
         out.extend_from_slice(b",\"name\":");
         write_token(&mut out, name);
         out.extend_from_slice(b",\"input\":");
-        write_value(&mut out, &tool_input(arguments.as_deref().unwrap_or("")));
+        let arguments = arguments.as_deref().unwrap_or("");
+        counted.add_output(arguments.len());
+        write_value(&mut out, &tool_input(arguments));
         out.push(b'}');
         blocks += 1;
     }
@@ -133,12 +139,20 @@ pub fn message_and_usage(bytes: &[u8]) -> Option<(Bytes, Option<Usage>)> {
         None => out.extend_from_slice(b"null"),
     }
     out.extend_from_slice(b",\"stop_sequence\":null,\"usage\":");
-    chat.usage
-        .map(MessagesUsage::from)
-        .unwrap_or_default()
-        .write_json(&mut out);
+    MessagesUsage::counted(chat.usage, counted).write_json(&mut out);
     out.push(b'}');
     Some((Bytes::from(out), chat.usage.map(Usage::from)))
+}
+
+/// The length of the text a string token stands for: the token less its quotes, unless it has
+/// escapes to decode first.
+fn text_len(token: &RawValue) -> usize {
+    let raw = token.get();
+    if raw.contains('\\') {
+        serde_json::from_str::<String>(raw).map_or(0, |text| text.len())
+    } else {
+        raw.len().saturating_sub(2)
+    }
 }
 
 /// A string token as it came, or `null`.
@@ -209,7 +223,7 @@ mod tests {
 
     /// [`message`] over `chat`'s bytes, parsed back.
     fn translated(chat: &Value) -> Option<Value> {
-        let bytes = message(chat.to_string().as_bytes())?;
+        let bytes = message(chat.to_string().as_bytes(), &Counted::default())?;
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -250,12 +264,14 @@ mod tests {
             Some(json!({
                 "id": "msg_\"odd\"", "type": "message", "role": "assistant", "model": null,
                 "content": [{"type": "text", "text": text}],
-                "stop_reason": null, "stop_sequence": null, "usage": {}
+                "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": text.len().div_ceil(4)}
             }))
         );
         // A chat id escaped where the prefix is still loses the prefix.
         let escaped = br#"{"id":"\u0063hatcmpl-9","choices":[{"message":{"content":""}}]}"#;
-        let message: Option<Value> = message(escaped).and_then(|b| serde_json::from_slice(&b).ok());
+        let message: Option<Value> =
+            message(escaped, &Counted::default()).and_then(|b| serde_json::from_slice(&b).ok());
         assert_eq!(message.as_ref().map(|m| &m["id"]), Some(&json!("msg_9")));
         assert_eq!(message.as_ref().map(|m| &m["content"]), Some(&json!([])));
         for wrong in [
@@ -266,6 +282,30 @@ mod tests {
         ] {
             assert_eq!(translated(&wrong), None, "{wrong}");
         }
+    }
+
+    #[test]
+    fn counts_the_backend_left_out_are_the_routers() {
+        let counted = Counted::of_request("what is the weather in Paris today?");
+        let chat = json!({"id": "chatcmpl-1", "model": "m", "choices": [{"finish_reason": "tool_calls",
+            "message": {"content": "let me look",
+                "tool_calls": [{"id": "c", "function": {"name": "w", "arguments": "{\"city\":\"Paris\"}"}}]}}]});
+        let bytes = message(chat.to_string().as_bytes(), &counted).unwrap_or_default();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        // 35 bytes of history; 11 of text and 16 of arguments.
+        assert_eq!(
+            answer["usage"],
+            json!({"input_tokens": 9, "output_tokens": 7})
+        );
+        assert_eq!(counted.output_tokens(), 7);
+        let mut half = chat.clone();
+        half["usage"] = json!({"prompt_tokens": 40});
+        let bytes = message(half.to_string().as_bytes(), &Counted::default()).unwrap_or_default();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        assert_eq!(
+            answer["usage"],
+            json!({"input_tokens": 40, "output_tokens": 7})
+        );
     }
 
     #[test]

@@ -8,14 +8,19 @@
 //! blocks, so a block is closed whenever the kind of delta (text, or a call of another index)
 //! changes. The usage arrives in chat's last chunk (the translated request asks for it), after
 //! the finish reason, so the stop reason waits for the end of the stream. `message_start`
-//! reports zero tokens: its counts are only known at the end, and `message_delta` carries them.
+//! reports the router's own count of the input (the backend's is only known at the end) and
+//! zero output tokens; `message_delta` carries the backend's counts, or the router's where the
+//! backend sent none ([`Counted`]), so a stream and a whole answer report the same usage.
 //! An `error` object in the chat stream becomes an Anthropic `error` event.
+
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
 use crate::anthropic::from_chat::message_id;
 use crate::anthropic::wire;
+use crate::relay::counted::Counted;
 
 /// The kind of the block being streamed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +42,16 @@ pub struct StreamTranslator {
     stop_reason: Option<&'static str>,
     usage: Option<Value>,
     finished: bool,
+    /// The router's counts, given the answer's text as it streams.
+    counted: Arc<Counted>,
 }
 
 impl StreamTranslator {
-    pub fn new() -> StreamTranslator {
-        StreamTranslator::default()
+    pub fn new(counted: Arc<Counted>) -> StreamTranslator {
+        StreamTranslator {
+            counted,
+            ..StreamTranslator::default()
+        }
     }
 
     /// Translates the next bytes of the chat stream: the Messages events they complete.
@@ -114,6 +124,7 @@ impl StreamTranslator {
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
         {
+            self.counted.add_output(text.len());
             if self.open != Some(Open::Text) {
                 self.open_block(Open::Text, json!({"type": "text", "text": ""}), out);
             }
@@ -142,6 +153,7 @@ impl StreamTranslator {
                 .and_then(Value::as_str)
                 .filter(|a| !a.is_empty())
             {
+                self.counted.add_output(arguments.len());
                 self.delta(
                     json!({"type": "input_json_delta", "partial_json": arguments}),
                     out,
@@ -166,7 +178,7 @@ impl StreamTranslator {
             "content": [],
             "stop_reason": null,
             "stop_sequence": null,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "usage": {"input_tokens": self.counted.input_tokens(), "output_tokens": 0},
         }});
         event(out, "message_start", &body);
     }
@@ -198,8 +210,7 @@ impl StreamTranslator {
         self.finished = true;
         self.start(&Value::Null, out);
         self.close_block(out);
-        let mut usage = self.usage.as_ref().map(wire::usage).unwrap_or_default();
-        usage.entry("output_tokens").or_insert(0.into());
+        let usage = wire::usage(self.usage.as_ref(), &self.counted);
         let body = json!({
             "type": "message_delta",
             "delta": {"stop_reason": self.stop_reason.unwrap_or("end_turn"), "stop_sequence": null},
@@ -260,7 +271,7 @@ mod tests {
             "data: [DONE]\n\n".to_owned(),
         ]
         .concat();
-        let mut translator = StreamTranslator::new();
+        let mut translator = StreamTranslator::new(Arc::default());
         // Split the bytes at an awkward place: events may straddle frames.
         let (a, b) = stream.as_bytes().split_at(37);
         let mut out = translator.feed(a).to_vec();
@@ -307,7 +318,7 @@ mod tests {
 
     #[test]
     fn an_error_chunk_ends_the_stream_with_an_error_event() {
-        let mut translator = StreamTranslator::new();
+        let mut translator = StreamTranslator::new(Arc::default());
         let mut out = translator
             .feed(b"data: {\"error\":{\"message\":\"worker lost\"}}\n\n")
             .to_vec();
@@ -320,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_stream_cut_before_done_still_ends_its_message() {
-        let mut translator = StreamTranslator::new();
+        let mut translator = StreamTranslator::new(Arc::default());
         let mut out = translator
             .feed(chunk(json!({"content": "hi"}), json!("length")).as_bytes())
             .to_vec();
@@ -337,9 +348,10 @@ mod tests {
             events[events.len() - 2].1["delta"]["stop_reason"],
             "max_tokens"
         );
+        // The backend sent no usage: the counts are the router's, of its text.
         assert_eq!(
             events[events.len() - 2].1["usage"],
-            json!({"output_tokens": 0})
+            json!({"input_tokens": 0, "output_tokens": 1})
         );
     }
 }

@@ -3,13 +3,16 @@
 //!
 //! What has a chat equivalent is carried over: `system` becomes a leading system message, an
 //! assistant's `tool_use` blocks its `tool_calls` (the input as JSON text), a user's
-//! `tool_result` blocks `tool` messages ahead of the user's own text, images `image_url` parts,
+//! `tool_result` blocks `tool` messages ahead of the user's own text (an `is_error` result's
+//! text after [`TOOL_ERROR_PREFIX`], a result's images in the user message after them, since a
+//! `tool` message carries text only), images `image_url` parts, text documents text parts,
 //! `tools` functions, `tool_choice`, `stop_sequences` as `stop`, `metadata.user_id` as `user`,
 //! and sampling settings by their chat names. A streamed request asks for the final usage chunk
 //! (`stream_options.include_usage`), which the streamed answer's `message_delta` reports.
-//! Extended thinking blocks and cache-control marks have no chat meaning and are dropped;
-//! Anthropic's server tools (web search, code execution) cannot run on such a backend and make
-//! the request untranslatable.
+//! Extended thinking blocks and cache-control marks have no chat meaning and are dropped. What
+//! chat cannot carry makes the request untranslatable, named by its path, rather than being
+//! dropped: Anthropic's server tools (web search, code execution), PDF and Files API documents,
+//! Files API images, and block types chat has no form for.
 //!
 //! The chat form is a tree of typed structs borrowing the client's parsed body, serialised
 //! once straight to bytes ([`ChatForm`]); each translated candidate's body is those bytes with
@@ -137,7 +140,7 @@ enum Content<'a> {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Part<'a> {
-    Text { text: &'a Value },
+    Text { text: Cow<'a, str> },
     ImageUrl { image_url: ImageUrl<'a> },
 }
 
@@ -229,13 +232,14 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
         }),
         _ => {}
     }
-    for message in obj
+    for (at, message) in obj
         .get("messages")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .enumerate()
     {
-        translate_message(message, &mut messages);
+        translate_message(message, at, &mut messages)?;
     }
     let tools = match obj.get("tools").and_then(Value::as_array) {
         Some(tools) => Some(tools.iter().map(tool).collect::<Result<Vec<_>, _>>()?),
@@ -268,7 +272,11 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
     })
 }
 
-fn translate_message<'a>(message: &'a Value, out: &mut Vec<Message<'a>>) {
+fn translate_message<'a>(
+    message: &'a Value,
+    at: usize,
+    out: &mut Vec<Message<'a>>,
+) -> Result<(), Untranslatable> {
     let role = message
         .get("role")
         .and_then(Value::as_str)
@@ -279,12 +287,19 @@ fn translate_message<'a>(message: &'a Value, out: &mut Vec<Message<'a>>) {
                 role,
                 content: Content::Text(Cow::Borrowed(text)),
             });
-            return;
+            return Ok(());
         }
         Some(Value::Array(blocks)) => blocks,
-        _ => return,
+        _ => return Ok(()),
     };
+    let path = |i: usize| format!("messages[{at}].content[{i}]");
     if role == "assistant" {
+        for (i, block) in blocks.iter().enumerate() {
+            match kind(block) {
+                Some("text" | "tool_use" | "thinking" | "redacted_thinking") => {}
+                other => return Err(no_chat_form(&path(i), other)),
+            }
+        }
         let text = joined(blocks, "");
         let tool_calls: Vec<ToolCall> = blocks
             .iter()
@@ -310,45 +325,211 @@ fn translate_message<'a>(message: &'a Value, out: &mut Vec<Message<'a>>) {
             content,
             tool_calls,
         });
-        return;
+        return Ok(());
     }
+    // Chat's `tool` messages carry text only: the images of results go in the user message
+    // that follows them, each run introduced by the call it came from.
+    let mut result_images = Vec::new();
     let mut parts = Vec::new();
-    for block in blocks {
+    for (i, block) in blocks.iter().enumerate() {
         match kind(block) {
             Some("tool_result") => {
-                let content = match block.get("content") {
-                    Some(Value::String(text)) => Cow::Borrowed(text.as_str()),
-                    Some(Value::Array(parts)) => joined(parts, "\n"),
-                    _ => Cow::Borrowed(""),
-                };
+                let call = block.get("tool_use_id").unwrap_or(&NULL);
+                let images_before = result_images.len();
+                let mut content = result_content(block, &path(i), &mut result_images)?;
+                let images = result_images.len() - images_before;
+                if images > 0 {
+                    let id = call.as_str().unwrap_or("");
+                    result_images.insert(
+                        images_before,
+                        Part::Text {
+                            text: Cow::Owned(format!("Images returned by tool call `{id}`:")),
+                        },
+                    );
+                    let note = format!(
+                        "[{images} image(s) of this result follow in the next user message]"
+                    );
+                    content = Cow::Owned(if content.is_empty() {
+                        note
+                    } else {
+                        format!("{content}\n{note}")
+                    });
+                }
+                if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+                    content = Cow::Owned(format!("{TOOL_ERROR_PREFIX}{content}"));
+                }
                 out.push(Message::Tool {
                     role: "tool",
-                    tool_call_id: block.get("tool_use_id").unwrap_or(&NULL),
+                    tool_call_id: call,
                     content,
                 });
             }
             Some("text") => {
-                if let Some(text) = block.get("text") {
-                    parts.push(Part::Text { text });
-                }
-            }
-            Some("image") => {
-                if let Some(url) = image_url(block.get("source")) {
-                    parts.push(Part::ImageUrl {
-                        image_url: ImageUrl { url },
+                if let Some(text) = block.get("text").and_then(Value::as_str) {
+                    parts.push(Part::Text {
+                        text: Cow::Borrowed(text),
                     });
                 }
             }
-            _ => {}
+            Some("image") => parts.push(image_part(block, &path(i))?),
+            Some("document") => document_parts(block, &path(i), &mut parts)?,
+            // Thinking has no meaning to another model (docs/anthropic.md).
+            Some("thinking" | "redacted_thinking") => {}
+            other => return Err(no_chat_form(&path(i), other)),
         }
     }
     let only_results = parts.is_empty() && blocks.iter().any(|b| kind(b) == Some("tool_result"));
-    if !only_results {
+    if !result_images.is_empty() || !only_results {
+        result_images.append(&mut parts);
         out.push(Message::Plain {
             role,
-            content: Content::Parts(parts),
+            content: Content::Parts(result_images),
         });
     }
+    Ok(())
+}
+
+/// What the `tool` message of a result says before anything else when the result is an error
+/// (`is_error: true`): chat has no such flag, so the model reads it in the text.
+pub const TOOL_ERROR_PREFIX: &str = "Error: ";
+
+/// A `tool_result`'s content as the `tool` message's text: its text blocks and text documents,
+/// joined by newlines; its images go to `images`.
+fn result_content<'a>(
+    block: &'a Value,
+    path: &str,
+    images: &mut Vec<Part<'a>>,
+) -> Result<Cow<'a, str>, Untranslatable> {
+    let blocks = match block.get("content") {
+        Some(Value::String(text)) => return Ok(Cow::Borrowed(text.as_str())),
+        Some(Value::Array(blocks)) => blocks,
+        _ => return Ok(Cow::Borrowed("")),
+    };
+    let mut texts = Vec::new();
+    for (i, inner) in blocks.iter().enumerate() {
+        let at = format!("{path}.content[{i}]");
+        match kind(inner) {
+            Some("text") => {
+                texts.extend(inner.get("text").and_then(Value::as_str).map(Cow::Borrowed))
+            }
+            Some("image") => images.push(image_part(inner, &at)?),
+            Some("document") => {
+                let mut parts = Vec::new();
+                document_parts(inner, &at, &mut parts)?;
+                for part in parts {
+                    match part {
+                        Part::Text { text } => texts.push(text),
+                        image @ Part::ImageUrl { .. } => images.push(image),
+                    }
+                }
+            }
+            other => return Err(no_chat_form(&at, other)),
+        }
+    }
+    Ok(match texts.len() {
+        0 => Cow::Borrowed(""),
+        1 => texts.swap_remove(0),
+        _ => Cow::Owned(texts.join("\n")),
+    })
+}
+
+/// A `document` block as chat parts: a plain-text document (`source.type = "text"`) or one of
+/// content blocks (`"content"`) is its `title` and `context` when given, then its text (and a
+/// content document's images). A PDF (base64 or by URL) or a Files API document has no chat
+/// form: an OpenAI-compatible server cannot be counted on to read it.
+fn document_parts<'a>(
+    block: &'a Value,
+    path: &str,
+    parts: &mut Vec<Part<'a>>,
+) -> Result<(), Untranslatable> {
+    let source = block.get("source");
+    let source_kind = source.and_then(kind);
+    let text_of = |key: &str| {
+        block
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+    };
+    let heading = |parts: &mut Vec<Part<'a>>| {
+        for text in [text_of("title"), text_of("context")].into_iter().flatten() {
+            parts.push(Part::Text {
+                text: Cow::Borrowed(text),
+            });
+        }
+    };
+    match (source_kind, source) {
+        (Some("text"), Some(source)) => {
+            heading(parts);
+            let data = source.get("data").and_then(Value::as_str).unwrap_or("");
+            parts.push(Part::Text {
+                text: Cow::Borrowed(data),
+            });
+        }
+        (Some("content"), Some(source)) => {
+            heading(parts);
+            match source.get("content") {
+                Some(Value::String(text)) => parts.push(Part::Text {
+                    text: Cow::Borrowed(text),
+                }),
+                Some(Value::Array(blocks)) => {
+                    for (i, inner) in blocks.iter().enumerate() {
+                        let at = format!("{path}.source.content[{i}]");
+                        match kind(inner) {
+                            Some("text") => {
+                                parts.extend(inner.get("text").and_then(Value::as_str).map(
+                                    |text| Part::Text {
+                                        text: Cow::Borrowed(text),
+                                    },
+                                ))
+                            }
+                            Some("image") => parts.push(image_part(inner, &at)?),
+                            other => return Err(no_chat_form(&at, other)),
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {
+            let media = source
+                .and_then(|s| s.get("media_type"))
+                .and_then(Value::as_str)
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default();
+            return Err(Untranslatable(format!(
+                "`{path}` is a `document` block with a `{}` source{media}, which an OpenAI backend \
+                 cannot read; send its text (a `text` source) or route it to an `api = anthropic` \
+                 backend",
+                source_kind.unwrap_or("missing")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An `image` block as an `image_url` part; an image chat cannot be given by URL or data (a
+/// Files API `file_id`) has no chat form.
+fn image_part<'a>(block: &'a Value, path: &str) -> Result<Part<'a>, Untranslatable> {
+    match image_url(block.get("source")) {
+        Some(url) => Ok(Part::ImageUrl {
+            image_url: ImageUrl { url },
+        }),
+        None => Err(Untranslatable(format!(
+            "`{path}` is an `image` block with a `{}` source, which an OpenAI backend cannot \
+             read; send the image as base64 data or by URL",
+            block.get("source").and_then(kind).unwrap_or("missing")
+        ))),
+    }
+}
+
+/// The refusal of a block chat has no form for, naming it: no content is dropped unsaid.
+fn no_chat_form(path: &str, kind: Option<&str>) -> Untranslatable {
+    Untranslatable(match kind {
+        Some(kind) => format!(
+            "`{path}` is a `{kind}` block, which has no chat completions form for an OpenAI backend"
+        ),
+        None => format!("`{path}` is a content block without a `type`"),
+    })
 }
 
 /// An image block's source as the URL chat takes: a `data:` URL for base64 data.
@@ -437,120 +618,4 @@ fn joined<'a>(blocks: &'a [Value], separator: &str) -> Cow<'a, str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// The body a candidate serving `served` is sent, parsed back.
-    fn chat_body(body: &Value, served: &str) -> Result<Value, Untranslatable> {
-        let form = ChatForm::new(body)?;
-        let served = serde_json::to_vec(served).unwrap_or_default();
-        serde_json::from_slice(&form.body(&served)).map_err(|e| Untranslatable(e.to_string()))
-    }
-
-    #[test]
-    fn a_conversation_with_tools_becomes_chat() -> Result<(), Untranslatable> {
-        let body = json!({
-            "model": "auto", "max_tokens": 100, "temperature": 0.2, "stop_sequences": ["END"],
-            "system": [{"type": "text", "text": "be brief"}],
-            "metadata": {"user_id": "u-1"},
-            "tools": [{"name": "weather", "description": "the weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
-            "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
-            "messages": [
-                {"role": "user", "content": "weather in Paris?"},
-                {"role": "assistant", "content": [
-                    {"type": "thinking", "thinking": "hm", "signature": "s"},
-                    {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}}
-                ]},
-                {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "sunny"}]},
-                    {"type": "text", "text": "and tomorrow?"}
-                ]}
-            ]
-        });
-        let chat = chat_body(&body, "served/id")?;
-        assert_eq!(
-            chat,
-            json!({
-                "model": "served/id", "max_tokens": 100, "temperature": 0.2, "stop": ["END"], "user": "u-1",
-                "messages": [
-                    {"role": "system", "content": "be brief"},
-                    {"role": "user", "content": "weather in Paris?"},
-                    {"role": "assistant", "content": null, "tool_calls": [
-                        {"id": "toolu_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}
-                    ]},
-                    {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"},
-                    {"role": "user", "content": [{"type": "text", "text": "and tomorrow?"}]}
-                ],
-                "tools": [{"type": "function", "function": {"name": "weather", "description": "the weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
-                "tool_choice": "required",
-                "parallel_tool_calls": false
-            })
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn a_stream_asks_for_usage_and_images_become_data_urls() -> Result<(), Untranslatable> {
-        let body = json!({"model": "m", "max_tokens": 5, "stream": true, "messages": [
-            {"role": "user", "content": [
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
-                {"type": "text", "text": "what is this?"}
-            ]}
-        ]});
-        let chat = chat_body(&body, "m")?;
-        assert_eq!(chat["stream"], true);
-        assert_eq!(chat["stream_options"], json!({"include_usage": true}));
-        assert_eq!(
-            chat["messages"][0]["content"][0],
-            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn blocks_are_joined_and_absent_parts_get_their_defaults() -> Result<(), Untranslatable> {
-        let body = json!({"model": "m", "max_tokens": 5,
-        "system": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
-        "tools": [{"name": "noop"}],
-        "tool_choice": {"type": "tool", "name": "noop"},
-        "messages": [
-            {"role": "user", "content": [{"type": "text", "text": "go"}]},
-            {"role": "assistant", "content": [
-                {"type": "text", "text": "on "}, {"type": "text", "text": "it"},
-                {"type": "tool_use", "id": "toolu_2", "name": "noop"}
-            ]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2"}]}
-        ]});
-        let chat = chat_body(&body, "m")?;
-        assert_eq!(
-            chat["messages"],
-            json!([
-                {"role": "system", "content": "one\ntwo"},
-                {"role": "user", "content": [{"type": "text", "text": "go"}]},
-                {"role": "assistant", "content": "on it", "tool_calls": [
-                    {"id": "toolu_2", "type": "function", "function": {"name": "noop", "arguments": "{}"}}
-                ]},
-                {"role": "tool", "tool_call_id": "toolu_2", "content": ""}
-            ])
-        );
-        assert_eq!(
-            chat["tools"],
-            json!([{"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}}])
-        );
-        assert_eq!(
-            chat["tool_choice"],
-            json!({"type": "function", "function": {"name": "noop"}})
-        );
-        assert!(chat.get("stream").is_none() && chat.get("parallel_tool_calls").is_none());
-        Ok(())
-    }
-
-    #[test]
-    fn server_tools_cannot_be_translated() {
-        let body = json!({"model": "m", "max_tokens": 5, "messages": [],
-            "tools": [{"type": "web_search_20250305", "name": "web_search"}]});
-        let error = ChatForm::new(&body).err().map(|e| e.0);
-        assert!(error.is_some_and(|e| e.contains("web_search_20250305")));
-    }
-}
+mod tests;

@@ -8,6 +8,7 @@
 //! Messages answer.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
@@ -22,9 +23,16 @@ use crate::anthropic::wire;
 use crate::cache::Fill;
 use crate::headers::{APPLICATION_JSON, TEXT_EVENT_STREAM};
 use crate::relay::body::{BoxError, ProxyBody};
+use crate::relay::counted::Counted;
 
 /// The Messages form of a relayed chat answer; `fill`, when set, receives a whole 200 answer.
-pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Response<ProxyBody> {
+/// `counted` is the router's count of the request, which the answer's text is added to; the
+/// relay inside `response` logs the same counts.
+pub async fn answer(
+    response: Response<ProxyBody>,
+    fill: Option<Fill>,
+    counted: Arc<Counted>,
+) -> Response<ProxyBody> {
     let (mut parts, mut body) = response.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
     let sse = parts
@@ -35,7 +43,7 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
     if sse && parts.status.is_success() {
         let translated = Translating {
             inner: body,
-            translator: StreamTranslator::new(),
+            translator: StreamTranslator::new(counted),
             done: false,
         };
         return Response::from_parts(parts, ProxyBody::Boxed(translated.boxed_unsync()));
@@ -58,7 +66,7 @@ pub async fn answer(response: Response<ProxyBody>, fill: Option<Fill>) -> Respon
         ProxyBody::Relay(relay) => relay.take_rewritten(),
         _ => None,
     };
-    let Some(body) = rewritten.or_else(|| from_chat::message(&bytes)) else {
+    let Some(body) = rewritten.or_else(|| from_chat::message(&bytes, &counted)) else {
         parts.status = StatusCode::BAD_GATEWAY;
         let body = wire::error_body(
             StatusCode::BAD_GATEWAY,

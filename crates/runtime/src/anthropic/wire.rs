@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::openai::{ErrorBody, Usage};
+use crate::relay::counted::Counted;
 
 /// The API version header every Messages request carries.
 pub const VERSION_HEADER: &str = "anthropic-version";
@@ -68,10 +69,11 @@ pub fn stop_reason(finish_reason: &str) -> &'static str {
 }
 
 /// A chat `usage` object in Messages' terms: `input_tokens`, `output_tokens` and, only when
-/// the backend reported cached prompt tokens, `cache_read_input_tokens`. Absent counts stay
-/// absent.
-pub fn usage(chat: &Value) -> Map<String, Value> {
+/// the backend reported cached prompt tokens, `cache_read_input_tokens`. An input or output
+/// count the backend left out (or a `usage` it never sent) is the router's own.
+pub fn usage(chat: Option<&Value>, counted: &Counted) -> Map<String, Value> {
     let mut out = Map::new();
+    let chat = chat.unwrap_or(&Value::Null);
     let count = |key: &str| chat.get(key).and_then(Value::as_u64);
     if let Some(n) = count("prompt_tokens") {
         out.insert("input_tokens".into(), n.into());
@@ -86,6 +88,10 @@ pub fn usage(chat: &Value) -> Map<String, Value> {
     {
         out.insert("cache_read_input_tokens".into(), n.into());
     }
+    out.entry("input_tokens")
+        .or_insert_with(|| counted.input_tokens().into());
+    out.entry("output_tokens")
+        .or_insert_with(|| counted.output_tokens().into());
     out
 }
 
@@ -152,6 +158,19 @@ impl MessagesUsage {
     }
 }
 
+impl MessagesUsage {
+    /// A chat answer's usage in Messages' terms, the input and output counts it lacks counted
+    /// by the router: Messages always reports both.
+    pub fn counted(chat: Option<ChatUsage>, counted: &Counted) -> MessagesUsage {
+        let mut usage = chat.map(MessagesUsage::from).unwrap_or_default();
+        usage.input_tokens = usage.input_tokens.or(Some(counted.input_tokens()));
+        usage.output_tokens = usage
+            .output_tokens
+            .or_else(|| Some(counted.output_tokens()));
+        usage
+    }
+}
+
 impl From<ChatUsage> for MessagesUsage {
     fn from(chat: ChatUsage) -> MessagesUsage {
         MessagesUsage {
@@ -202,16 +221,22 @@ mod tests {
     }
 
     #[test]
-    fn usage_maps_cached_tokens_and_leaves_absent_counts_absent() {
+    fn usage_maps_cached_tokens_and_counts_what_the_backend_left_out() {
+        let counted = Counted::of_request("four");
         let full = json!({"prompt_tokens": 40, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 32}});
         assert_eq!(
-            Value::Object(usage(&full)),
+            Value::Object(usage(Some(&full), &counted)),
             json!({"input_tokens": 40, "output_tokens": 7, "cache_read_input_tokens": 32})
         );
         let plain = json!({"prompt_tokens": 3, "completion_tokens": 1});
         assert_eq!(
-            Value::Object(usage(&plain)),
+            Value::Object(usage(Some(&plain), &counted)),
             json!({"input_tokens": 3, "output_tokens": 1})
+        );
+        counted.add_output(5);
+        assert_eq!(
+            Value::Object(usage(None, &counted)),
+            json!({"input_tokens": 1, "output_tokens": 2})
         );
     }
 

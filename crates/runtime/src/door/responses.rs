@@ -5,7 +5,8 @@
 //! is expanded: the deciding steps see the whole conversation (its `history`, its tool loop),
 //! and the forwarder sends the turn as written to the response's owner and expanded to anyone
 //! else ([`Continuation`](crate::pipeline::continuation::Continuation)). An unknown one stays `request.provider_state`, which the session
-//! layer's built-in `provider state` hold keeps on its pinned owner. After forwarding, a 200
+//! layer's built-in `provider state` hold keeps on its pinned owner. A stored one also names the
+//! conversation for the session identity (`body("conversation")`: its first response's id). After forwarding, a 200
 //! answer is kept ([`capture`](crate::responses_state::capture)) unless the client sent
 //! `store: false` or the turn continues a conversation the router does not hold (it could not
 //! expand it later).
@@ -83,6 +84,8 @@ pub struct Turn {
     keep_in: Option<Scope>,
     /// The turn continues a conversation the router does not hold.
     provider_state: bool,
+    /// The first response of the conversation this turn continues.
+    conversation: Option<String>,
 }
 
 async fn prepare(
@@ -115,6 +118,7 @@ async fn prepare(
             input: chain::input_items(parsed),
             keep_in: scope.clone().filter(|_| stores && !provider_state),
             provider_state,
+            conversation: None,
         },
     };
     let previous_id = parsed
@@ -154,12 +158,14 @@ async fn prepare(
     let Some(expanded) = chain::expanded_body(parsed, history.clone()) else {
         return Ok(as_written(view));
     };
-    let view =
+    let mut view =
         RequestView::from_responses(&expanded, intake::header_pairs(headers)).map_err(|err| {
             ApiError::bad_request(format!(
                 "the stored conversation `{id}` cannot continue: {err}"
             ))
         })?;
+    let conversation = previous.conversation().to_owned();
+    name_conversation(&mut view, &conversation);
     let provider_state = view.provider_state;
     Ok(Prepared {
         previous: Some(chain::continuation(&previous, &expanded)),
@@ -167,9 +173,23 @@ async fn prepare(
             input: history,
             keep_in: Some(found_in).filter(|_| stores && !provider_state),
             provider_state,
+            conversation: Some(conversation),
         },
         view,
     })
+}
+
+/// A turn continuing a response the router holds reads as naming its conversation: `body
+/// ("conversation")` is the id of the conversation's first response, the same on every turn
+/// (each turn's `previous_response_id` is another), unless the body names a conversation itself.
+fn name_conversation(view: &mut RequestView, first: &str) {
+    let named = ["conversation", "conversation.id"]
+        .iter()
+        .any(|path| view.body_field(path).is_some());
+    if !named {
+        view.body_fields
+            .push(("conversation".to_owned(), first.to_owned()));
+    }
 }
 
 /// Whether a turn the router cannot expand went to a presumed owner: the session's pin (kept,
@@ -209,6 +229,7 @@ impl Turn {
             scope,
             producer,
             input: self.input,
+            conversation: self.conversation,
             ttl_ms: options.ttl_ms,
             max_bytes: options.max_entry_bytes,
             clock: states.clock(),

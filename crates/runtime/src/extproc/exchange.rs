@@ -32,7 +32,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
     processing_request::Request as Message, HttpBody, HttpHeaders, ProcessingRequest,
     ProcessingResponse,
 };
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, DATE};
 use hyper::Method;
 
 use crate::door::chat::Chat;
@@ -44,6 +44,7 @@ use crate::headers::{self, path};
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::{answer_error, set_sr_headers};
+use crate::pipeline::forward::hygiene::returned;
 use crate::pipeline::forward::{first_sendable, judge_status, note_plan};
 use crate::pipeline::shape::{dropped_credentials, set_model_headers, ShapeInput, Shaping};
 use crate::pipeline::{new_completion, Pipeline};
@@ -429,9 +430,8 @@ impl Exchange {
             sent_at,
             outcomes,
         } = *sent;
-        let status = wire::read_headers(message.headers.as_ref())
-            .status
-            .unwrap_or(0);
+        let answer = wire::read_headers(message.headers.as_ref());
+        let status = answer.status.unwrap_or(0);
         done.record.status = status;
         done.record.path = path::UPSTREAM;
         let mut set = HeaderMap::new();
@@ -462,7 +462,15 @@ impl Exchange {
             }
         }
         done.finish_upstream(sent_at.elapsed(), None, None, None);
-        wire::response_headers(wire::mutation(&set, Vec::new()))
+        // The gateway relays the backend's answer: what the proxy would not hand a client
+        // leaves it here too. `date` stays, the gateway's to keep as HTTP wants it.
+        let remove = answer
+            .map
+            .keys()
+            .filter(|name| !returned(name) && *name != DATE && !set.contains_key(*name))
+            .map(|name| name.as_str().to_owned())
+            .collect();
+        wire::response_headers(wire::mutation(&set, remove))
     }
 }
 

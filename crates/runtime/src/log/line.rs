@@ -40,6 +40,7 @@ pub(super) fn write(
     field(out, "prompt_tokens", &r.prompt_tokens)?;
     field(out, "completion_tokens", &r.completion_tokens)?;
     field(out, "cached_tokens", &r.cached_tokens)?;
+    field(out, "usage_estimated", &r.usage_estimated)?;
     field(out, "skipped_signals", &r.skipped_signals)?;
     field(out, "policy_generation", &r.policy_generation)?;
     field(out, "error", &r.error)?;
@@ -114,6 +115,7 @@ mod tests {
             prompt_tokens: Some(31),
             completion_tokens: Some(0),
             cached_tokens: Some(u64::MAX),
+            usage_estimated: true,
             skipped_signals: vec!["guard".into()],
             policy_generation: 7,
             error: Some("line\nbreak".into()),

@@ -35,6 +35,7 @@ use crate::cooldown::Verdict;
 use crate::hooks::UpstreamOutcomes;
 use crate::openai::{Usage, UsageScanner};
 use crate::relay::completion::Completion;
+use crate::relay::counted::Counted;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -106,8 +107,9 @@ enum Evidence {
 /// Rewrites a whole 2xx JSON answer into the one the client gets, and reads the usage it
 /// reports: a relay given one ([`Relay::with_rewrite`]) reads the answer once for both, where
 /// reading its usage and then rewriting it would read it twice. `None`: the answer is not of
-/// the form the rewrite takes.
-pub type Rewrite = fn(&[u8]) -> Option<(Bytes, Option<Usage>)>;
+/// the form the rewrite takes. The rewrite adds the answer's text to the router's own counts,
+/// which stand in for what the backend did not report.
+pub type Rewrite = fn(&[u8], &Counted) -> Option<(Bytes, Option<Usage>)>;
 
 /// An upstream answer on its way to the client.
 pub struct Relay {
@@ -135,6 +137,9 @@ pub struct Relay {
     /// [`Relay::take_rewritten`].
     rewrite: Option<Rewrite>,
     rewritten: Option<Bytes>,
+    /// The router's own counts, logged for what a 2xx answer's backend did not report (an
+    /// answer translated into an API that always reports usage).
+    counted: Option<Arc<Counted>>,
 }
 
 /// The error event that ends an event stream which failed after its first byte, in the shape
@@ -177,6 +182,7 @@ impl Relay {
             verdict: None,
             rewrite: None,
             rewritten: None,
+            counted: None,
         }
     }
 
@@ -184,6 +190,12 @@ impl Relay {
     /// still relayed as it came, and the rewritten one is there to take once it has ended.
     pub fn with_rewrite(mut self, rewrite: Rewrite) -> Relay {
         self.rewrite = Some(rewrite);
+        self
+    }
+
+    /// Logs `counted` for the counts a whole 2xx answer does not report.
+    pub fn with_counts(mut self, counted: Arc<Counted>) -> Relay {
+        self.counted = Some(counted);
         self
     }
 
@@ -342,7 +354,8 @@ impl Relay {
         if *len > MAX_JSON_EVIDENCE {
             return None;
         }
-        let (rewritten, usage) = read_whole(parts, rewrite)?;
+        let counted = self.counted.clone().unwrap_or_default();
+        let (rewritten, usage) = read_whole(parts, |answer| rewrite(answer, &counted))?;
         self.rewritten = Some(rewritten);
         usage
     }
@@ -355,10 +368,17 @@ impl Relay {
         }
         if let Some(completion) = self.completion.take() {
             let success = (200..300).contains(&completion.record.status);
-            let usage = match self.rewrite.filter(|_| success && error.is_none()) {
+            let whole = success && error.is_none();
+            let mut usage = match self.rewrite.filter(|_| whole) {
                 Some(rewrite) => self.rewritten_usage(rewrite),
                 None => self.usage(),
             };
+            let mut completion = completion;
+            if let Some(counted) = self.counted.as_ref().filter(|_| whole) {
+                let (filled, estimated) = counted.fill(usage);
+                usage = Some(filled);
+                completion.record.usage_estimated = estimated;
+            }
             if let (Some(fill), None, 200) = (self.fill.take(), &error, completion.record.status) {
                 match &mut self.evidence {
                     Evidence::Json { parts, len } => fill.offer(std::mem::take(parts), *len, false),
@@ -442,7 +462,10 @@ impl Body for Relay {
                     this.observe(data);
                 }
                 // A sized body may be dropped right after its last frame without another poll.
-                if this.inner.is_end_stream() {
+                // A translated stream's counts grow only once the translation has read this
+                // frame: it is reported on the next poll, which the translation always makes.
+                let counting = this.counted.is_some() && matches!(this.evidence, Evidence::Sse(_));
+                if this.inner.is_end_stream() && !counting {
                     this.judge_answer();
                     this.complete(None);
                 }

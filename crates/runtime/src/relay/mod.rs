@@ -4,7 +4,8 @@
 //! - [`body`]: the response bodies the router sends ([`ProxyBody`](body::ProxyBody)), and the
 //!   [`Relay`](body::Relay) that streams an upstream answer through (usage evidence, idle
 //!   timeout, cache fill, cooldown verdict, a translation's [`Rewrite`](body::Rewrite));
-//! - [`completion`]: the request's one log line and its metrics, written exactly once.
+//! - [`completion`]: the request's one log line and its metrics, written exactly once;
+//! - [`counted`]: the router's own token counts, for an answer whose backend reports none.
 //!
 //! It sits below the request pipeline and the translations (the Messages door, kept
 //! `/v1/responses` answers), which build their answers from these bodies, and above the cache,
@@ -12,3 +13,4 @@
 
 pub mod body;
 pub mod completion;
+pub mod counted;

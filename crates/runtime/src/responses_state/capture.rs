@@ -39,6 +39,8 @@ pub struct Keep {
     pub producer: Producer,
     /// The conversation's input up to this answer (earlier turns expanded).
     pub input: Vec<Value>,
+    /// The conversation's first response, when this answer continues one.
+    pub conversation: Option<String>,
     pub ttl_ms: u64,
     pub max_bytes: usize,
     pub clock: Arc<dyn Clock>,
@@ -60,6 +62,31 @@ pub struct Capture {
     writing: Option<(BoxFuture<'static, ()>, Option<Frame<Bytes>>)>,
     /// The inner body has ended.
     ended: bool,
+    /// Where the event stream stands with its final event.
+    last_event: FinalEvent,
+}
+
+/// Whether an event stream's final event (`response.completed` or `response.incomplete`) has
+/// arrived whole. Its name may come in one frame and its data in the next: the answer is kept
+/// only once the stream stands between two events again, or the response would be read cut.
+#[derive(Debug, Default)]
+struct FinalEvent {
+    named: bool,
+}
+
+impl FinalEvent {
+    /// Whether `data`, the stream's next frame, ends the final event.
+    fn ends(&mut self, data: &[u8]) -> bool {
+        if !self.named {
+            self.named = FINAL_EVENTS
+                .iter()
+                .any(|event| data.windows(event.len()).any(|w| w == *event));
+        }
+        self.named
+            && [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"]
+                .iter()
+                .any(|end| data.ends_with(end))
+    }
 }
 
 impl Capture {
@@ -72,6 +99,7 @@ impl Capture {
             keep: Some(keep),
             writing: None,
             ended: false,
+            last_event: FinalEvent::default(),
         }
     }
 
@@ -97,14 +125,11 @@ impl Capture {
         self.parts.push(data.clone());
     }
 
-    /// Whether `data` ends the answer: the inner body says so, or it carries an event
-    /// stream's final event.
-    fn ends_answer(&self, data: &[u8]) -> bool {
-        self.inner.is_end_stream()
-            || (self.sse
-                && FINAL_EVENTS
-                    .iter()
-                    .any(|event| data.windows(event.len()).any(|w| w == *event)))
+    /// Whether `data` ends the answer: the inner body says so, or it ends an event stream's
+    /// final event.
+    fn ends_answer(&mut self, data: &[u8]) -> bool {
+        let ended = self.inner.is_end_stream();
+        ended || (self.sse && self.last_event.ends(data))
     }
 
     /// The write of the kept answer, once.
@@ -148,6 +173,7 @@ pub async fn store(keep: Keep, response: Value) {
         input: keep.input,
         response,
         created_ms: now,
+        conversation: keep.conversation,
     };
     let bytes = match stored.encode() {
         Ok(bytes) if bytes.len() <= keep.max_bytes => bytes,
@@ -277,6 +303,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_final_event_split_across_frames_ends_the_answer_once_whole() {
+        let mut last = FinalEvent::default();
+        assert!(!last.ends(b"event: response.output_item.done\ndata: {}\n\n"));
+        assert!(!last.ends(b"event: response.completed\ndata: {\"type\":\"response.comp"));
+        assert!(!last.ends(b"leted\",\"response\":{\"id\""));
+        assert!(last.ends(b":\"resp_1\"}}\n\n"));
+        let mut whole = FinalEvent::default();
+        assert!(whole.ends(b"event: response.incomplete\r\ndata: {}\r\n\r\n"));
+    }
 
     #[test]
     fn a_stream_s_final_event_carries_the_response() {

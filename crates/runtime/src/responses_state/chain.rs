@@ -62,6 +62,7 @@ mod tests {
             input,
             response: json!({"id": "resp_1", "object": "response", "output": output}),
             created_ms: 0,
+            conversation: None,
         }
     }
 

@@ -237,6 +237,7 @@ mod tests {
                 .collect(),
             response: json!({}),
             created_ms: 0,
+            conversation: None,
         };
         let page = input_items(&stored, Some("limit=2"));
         let texts = |page: &Value| -> Vec<String> {

@@ -27,6 +27,10 @@ pub struct StoredResponse {
     /// The response object as the backend answered it (`output` inside).
     pub response: Value,
     pub created_ms: u64,
+    /// The id of the conversation's first response, for a response that continues one: what
+    /// names the whole conversation, turn after turn (the default session identity reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 impl StoredResponse {
@@ -40,6 +44,11 @@ impl StoredResponse {
     pub fn decode(bytes: &[u8]) -> Result<StoredResponse, StoreError> {
         serde_json::from_slice(bytes)
             .map_err(|e| StoreError::Corrupt(format!("a stored response is unreadable: {e}")))
+    }
+
+    /// The conversation this response is part of: its first response's id.
+    pub fn conversation(&self) -> &str {
+        self.conversation.as_deref().unwrap_or(&self.id)
     }
 
     /// The response's output items.
@@ -67,6 +76,7 @@ mod tests {
             input: vec![json!({"role": "user", "content": "hi"})],
             response: json!({"id": "resp_1", "output": [{"type": "message"}]}),
             created_ms: 5,
+            conversation: None,
         };
         let bytes = stored.encode().expect("encodes");
         assert_eq!(StoredResponse::decode(&bytes), Ok(stored.clone()));

@@ -11,6 +11,7 @@ pub mod health;
 pub mod outcome_access;
 pub mod routes;
 mod shards;
+pub mod surface;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,7 +19,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -428,9 +428,4 @@ impl Connection {
         // Connection errors (a client that vanished) are the client's business.
         let _ = watcher.watch(connection).await;
     }
-}
-
-/// The `GET /v1/models` answer of a snapshot (prepared at load).
-pub fn models_answer(snapshot: &Snapshot) -> Bytes {
-    snapshot.models_list.clone()
 }

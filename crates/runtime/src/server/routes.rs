@@ -1,7 +1,9 @@
 //! Which handler answers which method and path, on the API listener and on the admin listener.
 //!
 //! The table is small and fixed, so it is a `match`; a path that exists answers 405 (with
-//! `allow`) for a method it does not take, and any other path 404, both OpenAI-style.
+//! `allow`) for a method it does not take, and any other path 404, both OpenAI-style (an
+//! endpoint of OpenAI's or Anthropic's API the router does not serve says so, in its API's
+//! shape: [`surface`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,7 +22,8 @@ use crate::openai::{Api, ApiError};
 use crate::pipeline::{self, intake};
 use crate::relay::body::ProxyBody;
 use crate::responses_state;
-use crate::server::{admin, models_answer, outcome_access};
+use crate::server::surface::{self, MODEL_PREFIX};
+use crate::server::{admin, outcome_access};
 
 /// The OpenAI-compatible listener.
 pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
@@ -53,8 +56,17 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
         ("/v1/router/outcomes", _) => not_allowed(&method, &path, "POST"),
         ("/v1/models", &Method::GET | &Method::HEAD) => {
             let snapshot = app.store.current();
-            json(StatusCode::OK, models_answer(&snapshot))
+            json(StatusCode::OK, surface::models_answer(&snapshot))
         }
+        (p, &Method::GET | &Method::HEAD) if p.starts_with(MODEL_PREFIX) => {
+            let snapshot = app.store.current();
+            let id = p.strip_prefix(MODEL_PREFIX).unwrap_or_default();
+            match surface::model_answer(&snapshot, id) {
+                Ok(entry) => json(StatusCode::OK, entry),
+                Err(error) => error.into_response(),
+            }
+        }
+        (p, _) if p.starts_with(MODEL_PREFIX) => not_allowed(&method, &path, "GET, HEAD"),
         ("/healthz", &Method::GET | &Method::HEAD) => {
             json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
         }
@@ -94,7 +106,8 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
             )
             .await
         }
-        _ => ApiError::not_found(&path).into_response(),
+        _ => surface::absent(&method, &path)
+            .unwrap_or_else(|| ApiError::not_found(&path).into_response()),
     }
 }
 

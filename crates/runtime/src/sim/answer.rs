@@ -1,5 +1,6 @@
 //! Writing a plan out as an OpenAI answer: one JSON body, or an SSE stream paced by the latency
-//! model, in the chat-completions or the responses dialect.
+//! model ([`super::stream`] writes its events), in the chat-completions or the responses
+//! dialect: every choice of chat's `n`, text or a forced tool call.
 
 use std::io;
 use std::time::Duration;
@@ -10,9 +11,10 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::clock;
-use super::engine::{real_duration, Admission, Plan};
+use super::engine::{real_duration, Admission, Output, Plan};
 use super::fault::Fault;
 use super::request::Api;
+use super::stream::Events;
 
 /// The fixed facts of one answer.
 #[derive(Debug, Clone)]
@@ -27,7 +29,7 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    fn usage(&self, plan: &Plan) -> Value {
+    pub(super) fn usage(&self, plan: &Plan) -> Value {
         let total = plan.prompt_tokens + plan.completion_tokens();
         let mut usage = match self.api {
             Api::ChatCompletions => json!({
@@ -52,122 +54,132 @@ impl Answer {
         usage
     }
 
-    fn response_object(&self, plan: &Plan, status: &str, text: Option<String>) -> Value {
-        let output = match text {
-            Some(text) => json!([{
-                "type": "message",
-                "id": format!("msg_{}", self.id.trim_start_matches("resp_")),
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }]),
-            None => json!([]),
+    /// The id's part after its prefix, which the ids of its items and calls share.
+    fn tail(&self) -> &str {
+        let id = self.id.as_str();
+        id.strip_prefix("resp_")
+            .or_else(|| id.strip_prefix("chatcmpl-"))
+            .unwrap_or(id)
+    }
+
+    /// The id of the call choice `index` makes.
+    pub(super) fn call_id(&self, index: usize) -> String {
+        match index {
+            0 => format!("call_{}", self.tail()),
+            n => format!("call_{}_{n}", self.tail()),
+        }
+    }
+
+    /// The id of the Responses output item `output` is.
+    pub(super) fn item_id(&self, output: &Output) -> String {
+        match output.call {
+            Some(_) => format!("fc_{}", self.tail()),
+            None => format!("msg_{}", self.tail()),
+        }
+    }
+
+    /// A Responses answer's status: `incomplete` when the output was cut by
+    /// `max_output_tokens`, as OpenAI reports it.
+    pub(super) fn response_status(plan: &Plan) -> &'static str {
+        match plan.outputs.first() {
+            Some(output) if output.finish_reason == "length" => "incomplete",
+            _ => "completed",
+        }
+    }
+
+    /// The Responses output item of `output`: `in_progress` and empty while it streams, whole
+    /// once `done`.
+    pub(super) fn output_item(&self, output: &Output, done: bool) -> Value {
+        let status = match (done, output.finish_reason) {
+            (false, _) => "in_progress",
+            (true, "length") => "incomplete",
+            (true, _) => "completed",
         };
+        let text = if done { output.text() } else { String::new() };
+        match &output.call {
+            Some(name) => json!({
+                "type": "function_call", "id": self.item_id(output), "call_id": self.call_id(0),
+                "name": name, "arguments": text, "status": status,
+            }),
+            None => {
+                let content = if done {
+                    json!([{"type": "output_text", "text": text, "annotations": [], "logprobs": []}])
+                } else {
+                    json!([])
+                };
+                json!({"type": "message", "id": self.item_id(output), "status": status,
+                       "role": "assistant", "content": content})
+            }
+        }
+    }
+
+    /// The response object: `in_progress` without output while it streams, whole at the end.
+    pub(super) fn response_object(&self, plan: &Plan, done: bool) -> Value {
+        let status = if done {
+            Answer::response_status(plan)
+        } else {
+            "in_progress"
+        };
+        let output: Vec<Value> = if done {
+            plan.outputs
+                .iter()
+                .take(1)
+                .map(|o| self.output_item(o, true))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let incomplete = (status == "incomplete").then(|| json!({"reason": "max_output_tokens"}));
         json!({
             "id": self.id,
             "object": "response",
             "created_at": self.created,
             "status": status,
+            "error": null,
+            "incomplete_details": incomplete,
             "model": self.model,
             "output": output,
-            "usage": if status == "completed" { self.usage(plan) } else { Value::Null },
+            "usage": if done { self.usage(plan) } else { Value::Null },
         })
+    }
+
+    /// A chat choice's message: its text, or its call.
+    fn message(&self, index: usize, output: &Output) -> Value {
+        match &output.call {
+            Some(name) => json!({"role": "assistant", "content": null, "tool_calls": [{
+                "id": self.call_id(index), "type": "function",
+                "function": {"name": name, "arguments": output.text()},
+            }]}),
+            None => json!({"role": "assistant", "content": output.text()}),
+        }
     }
 
     /// The complete non-streaming body.
     pub(crate) fn body(&self, plan: &Plan) -> Bytes {
         let value = match self.api {
-            Api::ChatCompletions => json!({
-                "id": self.id,
-                "object": "chat.completion",
-                "created": self.created,
-                "model": self.model,
-                "choices": [{
-                    "index": 0,
-                    "message": {"role": "assistant", "content": plan.text()},
-                    "logprobs": null,
-                    "finish_reason": plan.finish_reason,
-                }],
-                "usage": self.usage(plan),
-            }),
-            Api::Responses => self.response_object(plan, "completed", Some(plan.text())),
+            Api::ChatCompletions => {
+                let choices: Vec<Value> = plan
+                    .outputs
+                    .iter()
+                    .enumerate()
+                    .map(|(index, output)| {
+                        json!({"index": index, "message": self.message(index, output),
+                               "logprobs": null, "finish_reason": output.finish_reason})
+                    })
+                    .collect();
+                json!({
+                    "id": self.id,
+                    "object": "chat.completion",
+                    "created": self.created,
+                    "model": self.model,
+                    "choices": choices,
+                    "usage": self.usage(plan),
+                })
+            }
+            Api::Responses => self.response_object(plan, true),
         };
         Bytes::from(value.to_string())
     }
-
-    fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Bytes {
-        let mut chunk = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}],
-        });
-        // OpenAI marks every chunk but the last with `usage: null` when usage was asked for.
-        if self.include_usage {
-            chunk["usage"] = Value::Null;
-        }
-        data_event(&chunk)
-    }
-
-    /// Events before the first token.
-    fn opening(&self, plan: &Plan) -> Vec<Bytes> {
-        match self.api {
-            Api::ChatCompletions => {
-                vec![self.chunk(json!({"role": "assistant", "content": ""}), None)]
-            }
-            Api::Responses => vec![named_event(
-                "response.created",
-                &json!({"type": "response.created", "response": self.response_object(plan, "in_progress", None)}),
-            )],
-        }
-    }
-
-    fn delta(&self, text: &str) -> Bytes {
-        match self.api {
-            Api::ChatCompletions => self.chunk(json!({"content": text}), None),
-            Api::Responses => named_event(
-                "response.output_text.delta",
-                &json!({"type": "response.output_text.delta", "output_index": 0,
-                        "content_index": 0, "delta": text}),
-            ),
-        }
-    }
-
-    /// Events after the last token.
-    fn closing(&self, plan: &Plan) -> Vec<Bytes> {
-        match self.api {
-            Api::ChatCompletions => {
-                let mut events = vec![self.chunk(json!({}), Some(plan.finish_reason))];
-                if self.include_usage {
-                    let usage_chunk = json!({
-                        "id": self.id,
-                        "object": "chat.completion.chunk",
-                        "created": self.created,
-                        "model": self.model,
-                        "choices": [],
-                        "usage": self.usage(plan),
-                    });
-                    events.push(data_event(&usage_chunk));
-                }
-                events.push(Bytes::from_static(b"data: [DONE]\n\n"));
-                events
-            }
-            Api::Responses => vec![named_event(
-                "response.completed",
-                &json!({"type": "response.completed",
-                        "response": self.response_object(plan, "completed", Some(plan.text()))}),
-            )],
-        }
-    }
-}
-
-fn data_event(value: &Value) -> Bytes {
-    Bytes::from(format!("data: {value}\n\n"))
-}
-
-fn named_event(name: &str, value: &Value) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {value}\n\n"))
 }
 
 /// Sleeps until `simulated_ms` after `start` in scaled time, to within tens of microseconds
@@ -217,7 +229,7 @@ pub(crate) async fn generate_whole(
     let start = Instant::now();
     let bytes = answer.body(plan);
     if let Fault::Disconnect(after) = fault {
-        let decoded = plan.decode_ms_per_token * f64::from(after).min(plan.tokens.len() as f64);
+        let decoded = plan.decode_ms_per_token * f64::from(after).min(plan.steps() as f64);
         pace(start, plan.prefill_ms + decoded, time_scale).await;
         drop(admission);
         let (mut tx, body) = Channel::new(1);
@@ -264,23 +276,28 @@ async fn produce(
     let start = Instant::now();
     let mut at_ms = plan.prefill_ms;
     pace(start, at_ms, time_scale).await;
-    for event in answer.opening(plan) {
+    let mut events = Events::new(answer, plan);
+    for event in events.opening() {
         tx.send_data(event).await?;
     }
     let limit = match fault {
-        Fault::Disconnect(after) => plan.tokens.len().min(after as usize),
-        _ => plan.tokens.len(),
+        Fault::Disconnect(after) => plan.steps().min(after as usize),
+        _ => plan.steps(),
     };
-    for group in plan.tokens[..limit].chunks(tokens_per_chunk.max(1) as usize) {
-        at_ms += plan.decode_ms_per_token * group.len() as f64;
+    let per_chunk = tokens_per_chunk.max(1) as usize;
+    for from in (0..limit).step_by(per_chunk) {
+        let to = (from + per_chunk).min(limit);
+        at_ms += plan.decode_ms_per_token * (to - from) as f64;
         pace(start, at_ms, time_scale).await;
-        tx.send_data(answer.delta(&group.concat())).await?;
+        for event in events.deltas(from..to) {
+            tx.send_data(event).await?;
+        }
     }
     if matches!(fault, Fault::Disconnect(_)) {
         break_connection(tx).await;
         return Ok(());
     }
-    for event in answer.closing(plan) {
+    for event in events.closing() {
         tx.send_data(event).await?;
     }
     Ok(())

@@ -6,7 +6,10 @@
 //! queue in front of a concurrency limit, prefill time that only uncached prompt tokens cost (a
 //! block-level prefix cache reported as `cached_tokens`), paced decoding, and injected faults.
 //! Answers are deterministic under the seed and start with `[served-id]` so tests can see which
-//! model answered; every request is recorded for tests to inspect.
+//! model answered; every request is recorded for tests to inspect. A request's `n`, `stop` and
+//! a `tool_choice` that forces a call (`required`, or a named function) shape the answer as
+//! they would a real server's; streams follow OpenAI's published event sequences ([`stream`]);
+//! ids are never reused, across restarts too.
 //!
 //! [`quality`] declares, per served model, how likely a simulated agent turn is to be correct;
 //! `src eval` reads it to report task success, always as simulation.
@@ -25,6 +28,7 @@ pub mod quality;
 mod request;
 mod server;
 mod stats;
+mod stream;
 
 use std::future::Future;
 use std::io;

@@ -1,4 +1,6 @@
-//! Reading chat-completions and responses requests into the few facts the simulator uses.
+//! Reading chat-completions and responses requests into the few facts the simulator uses: the
+//! rendered prompt, streaming and usage, the token limit, and what shapes the answer as a real
+//! server's would be shaped (chat's `n` and `stop`; a `tool_choice` that forces a call).
 //!
 //! The prompt is rendered so that earlier messages render identically whatever follows them:
 //! a conversation that grows by a turn keeps its rendered prefix, which is what makes the prefix
@@ -24,7 +26,27 @@ pub(crate) struct GenerateRequest {
     pub stream: bool,
     pub include_usage: bool,
     pub max_tokens: Option<u32>,
+    /// Choices to answer with (chat's `n`; 1 otherwise).
+    pub n: u32,
+    /// Sequences a text answer ends before (chat's `stop`).
+    pub stop: Vec<String>,
+    /// The function the model must call: `tool_choice` `required` (the first function of
+    /// `tools`) or a named function.
+    pub call: Option<ForcedCall>,
 }
+
+/// A function the request makes the model call.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ForcedCall {
+    pub name: String,
+    /// Its JSON Schema, which the call's arguments fit.
+    pub parameters: Value,
+}
+
+/// The most choices one request may ask for, as OpenAI's API allows.
+const MAX_CHOICES: u64 = 128;
+/// The most stop sequences, as OpenAI's API allows.
+const MAX_STOPS: usize = 4;
 
 impl GenerateRequest {
     pub(crate) fn parse(api: Api, body: &[u8]) -> Result<GenerateRequest, ApiError> {
@@ -60,6 +82,10 @@ impl GenerateRequest {
                 true,
             ),
         };
+        let (n, stop) = match api {
+            Api::ChatCompletions => (choices(&value)?, stops(&value)?),
+            Api::Responses => (1, Vec::new()),
+        };
         Ok(GenerateRequest {
             api,
             model,
@@ -67,7 +93,118 @@ impl GenerateRequest {
             stream,
             include_usage,
             max_tokens,
+            n,
+            stop,
+            call: forced_call(api, &value)?,
         })
+    }
+
+    /// A one-message request for `model` with nothing else set.
+    #[cfg(test)]
+    pub(crate) fn of_prompt(model: &str, prompt: &str, max_tokens: Option<u32>) -> Self {
+        GenerateRequest {
+            api: Api::ChatCompletions,
+            model: model.to_owned(),
+            prompt: prompt.to_owned(),
+            stream: false,
+            include_usage: false,
+            max_tokens,
+            n: 1,
+            stop: Vec::new(),
+            call: None,
+        }
+    }
+}
+
+/// Chat's `n`: 1 to [`MAX_CHOICES`], 1 when absent.
+fn choices(value: &Value) -> Result<u32, ApiError> {
+    match value.get("n") {
+        None | Some(Value::Null) => Ok(1),
+        Some(n) => match n.as_u64().filter(|n| (1..=MAX_CHOICES).contains(n)) {
+            Some(n) => Ok(u32::try_from(n).unwrap_or(1)),
+            None => Err(ApiError::bad_request(format!(
+                "`n` must be an integer from 1 to {MAX_CHOICES}"
+            ))
+            .with_param("n")),
+        },
+    }
+}
+
+/// Chat's `stop`: a string or up to [`MAX_STOPS`] strings.
+fn stops(value: &Value) -> Result<Vec<String>, ApiError> {
+    let wrong = || {
+        ApiError::bad_request(format!(
+            "`stop` must be a string or an array of up to {MAX_STOPS} strings"
+        ))
+        .with_param("stop")
+    };
+    match value.get("stop") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(stop)) => Ok(vec![stop.clone()]),
+        Some(Value::Array(stops)) if stops.len() <= MAX_STOPS => stops
+            .iter()
+            .map(|s| s.as_str().map(str::to_owned).ok_or_else(wrong))
+            .collect(),
+        Some(_) => Err(wrong()),
+    }
+}
+
+/// The call `tool_choice` forces: `required` calls the first function of `tools`, a named
+/// function that one (chat names it in `function.name`, Responses in `name`); `auto`, `none`
+/// or no choice let the model answer in text, which the simulator always does.
+fn forced_call(api: Api, value: &Value) -> Result<Option<ForcedCall>, ApiError> {
+    let functions: Vec<(&str, &Value)> = value
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
+        .filter_map(|t| {
+            let function = match api {
+                Api::ChatCompletions => t.get("function")?,
+                Api::Responses => t,
+            };
+            let name = function.get("name")?.as_str()?;
+            Some((name, function.get("parameters").unwrap_or(&Value::Null)))
+        })
+        .collect();
+    let wanted = match value.get("tool_choice") {
+        Some(Value::String(mode)) if mode == "required" => None,
+        Some(Value::Object(choice))
+            if choice.get("type").and_then(Value::as_str) == Some("function") =>
+        {
+            let name = match api {
+                Api::ChatCompletions => choice.get("function").and_then(|f| f.get("name")),
+                Api::Responses => choice.get("name"),
+            };
+            match name.and_then(Value::as_str) {
+                Some(name) => Some(name),
+                None => {
+                    return Err(
+                        ApiError::bad_request("`tool_choice` must name its function")
+                            .with_param("tool_choice"),
+                    )
+                }
+            }
+        }
+        _ => return Ok(None),
+    };
+    let found = match wanted {
+        None => functions.first(),
+        Some(name) => functions.iter().find(|(n, _)| *n == name),
+    };
+    match found {
+        Some((name, parameters)) => Ok(Some(ForcedCall {
+            name: (*name).to_owned(),
+            parameters: (*parameters).clone(),
+        })),
+        None => Err(ApiError::bad_request(match wanted {
+            Some(name) => {
+                format!("`tool_choice` names the function `{name}`, which `tools` does not have")
+            }
+            None => "`tool_choice` is `required`, but `tools` has no function".to_owned(),
+        })
+        .with_param("tool_choice")),
     }
 }
 
@@ -215,6 +352,33 @@ mod tests {
     }
 
     #[test]
+    fn choices_stops_and_forced_calls() -> Result<(), ApiError> {
+        let chat = GenerateRequest::parse(
+            Api::ChatCompletions,
+            br#"{"model":"m","n":3,"stop":"zulu","messages":[{"role":"user","content":"hi"}],
+            "tools":[{"type":"function","function":{"name":"a"}},
+                     {"type":"function","function":{"name":"b","parameters":{"type":"object"}}}],
+            "tool_choice":{"type":"function","function":{"name":"b"}}}"#,
+        )?;
+        assert_eq!(
+            (chat.n, chat.stop.as_slice()),
+            (3, &["zulu".to_owned()][..])
+        );
+        assert_eq!(chat.call.map(|c| c.name).as_deref(), Some("b"));
+        let responses = GenerateRequest::parse(
+            Api::Responses,
+            br#"{"model":"m","input":"hi","tools":[{"type":"function","name":"w"}],"tool_choice":"required"}"#,
+        )?;
+        assert_eq!(responses.call.map(|c| c.name).as_deref(), Some("w"));
+        let auto = GenerateRequest::parse(
+            Api::Responses,
+            br#"{"model":"m","input":"hi","tools":[{"type":"function","name":"w"}],"tool_choice":"auto"}"#,
+        )?;
+        assert_eq!(auto.call, None);
+        Ok(())
+    }
+
+    #[test]
     fn malformed_requests_name_the_field() {
         let param = |api, body: &[u8]| {
             GenerateRequest::parse(api, body)
@@ -256,6 +420,24 @@ mod tests {
             param(Api::Responses, br#"{"model":"m"}"#).as_deref(),
             Some("input")
         );
+        let base = r#""model":"m","messages":[{"role":"user","content":"x"}]"#;
+        for (extra, field) in [
+            (r#""n":0"#, "n"),
+            (r#""stop":[1]"#, "stop"),
+            (r#""stop":["a","b","c","d","e"]"#, "stop"),
+            (r#""tool_choice":"required""#, "tool_choice"),
+            (
+                r#""tools":[],"tool_choice":{"type":"function","function":{"name":"f"}}"#,
+                "tool_choice",
+            ),
+        ] {
+            let body = format!("{{{base},{extra}}}");
+            assert_eq!(
+                param(chat, body.as_bytes()).as_deref(),
+                Some(field),
+                "{extra}"
+            );
+        }
         let not_json = GenerateRequest::parse(chat, b"{oops").err();
         assert_eq!(
             not_json.and_then(|e| e.body.error.code).as_deref(),

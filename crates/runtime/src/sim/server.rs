@@ -52,6 +52,8 @@ pub(crate) struct SimState {
     pub(crate) models: HashMap<String, Arc<ModelState>>,
     pub(crate) log: RequestLog,
     rng: Mutex<StdRng>,
+    /// Drawn from the operating system's randomness at start, so no two runs share an id.
+    id_salt: u64,
     next_id: AtomicU64,
     metrics: SimMetrics,
 }
@@ -78,6 +80,7 @@ impl SimState {
             models,
             log: RequestLog::new(cfg.request_log_limit),
             rng: Mutex::new(StdRng::seed_from_u64(cfg.seed)),
+            id_salt: rand::random(),
             next_id: AtomicU64::new(0),
             metrics: SimMetrics::new(),
         }
@@ -88,8 +91,10 @@ impl SimState {
         Fault::draw(faults, &mut rng)
     }
 
-    /// Deterministic under the seed, and distinct between simulators of different models (as
-    /// ids of different providers are): clients and routers key stored responses on them.
+    /// Never the same twice, across restarts and between simulators (as a provider's ids are
+    /// not): clients and routers key stored responses on them, and a response kept from an
+    /// earlier run must not be taken for a new one. Answers stay deterministic under the seed;
+    /// only their ids are not.
     fn next_id(&self) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let served = self.order.join("\n");
@@ -97,6 +102,7 @@ impl SimState {
             "{:016x}",
             fnv1a_fields(&[
                 &self.seed.to_le_bytes(),
+                &self.id_salt.to_le_bytes(),
                 &n.to_le_bytes(),
                 served.as_bytes()
             ])
@@ -249,7 +255,7 @@ async fn generate(
             None => std::future::pending::<()>().await,
         }
     }
-    let plan = model.plan(state.seed, &request.prompt, request.max_tokens);
+    let plan = model.plan(state.seed, &request);
     state.metrics.tokens(&model.spec.id, &plan);
     let answer = Answer {
         api,

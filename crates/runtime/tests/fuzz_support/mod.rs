@@ -80,7 +80,7 @@ pub fn scan<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Reading {
 
 /// The Messages events `pieces` of a chat stream translate to, the stream then ended.
 pub fn translate<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
-    let mut translator = StreamTranslator::new();
+    let mut translator = StreamTranslator::new(Default::default());
     let mut out = Vec::new();
     for piece in pieces {
         out.extend_from_slice(&translator.feed(piece));

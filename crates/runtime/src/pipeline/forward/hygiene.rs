@@ -1,6 +1,7 @@
 //! Header hygiene between the client, the router and a backend: which client headers travel
-//! upstream and which answer headers travel back (RFC 9110 §7.6.1's hop-by-hop rule, plus the
-//! names only the router sets).
+//! upstream (all but RFC 9110 §7.6.1's hop-by-hop ones and the names only the router sets) and
+//! which answer headers travel back: only those a client's SDK reads ([`returned`]), never a
+//! backend's internals (`server`, its timing, cookies for its own host).
 
 use hyper::header::{HeaderMap, HeaderName};
 
@@ -24,16 +25,26 @@ pub(super) const NOT_FORWARDED: [&str; 12] = [
     "expect",
 ];
 
-/// Upstream answer headers that belong to the upstream connection.
-pub(super) const NOT_RETURNED: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Upstream answer headers a client gets, by name: what describes the body, and what the
+/// official SDKs read (`retry-after`, `retry-after-ms` and `x-should-retry` steer their
+/// retries; the request ids, `x-request-id` and Anthropic's `request-id`, are what a
+/// provider's support asks for).
+pub(super) const RETURNED: [&str; 9] = [
+    "content-type",
+    "content-length",
+    "content-encoding",
+    "cache-control",
+    "retry-after",
+    "retry-after-ms",
+    "x-should-retry",
+    "x-request-id",
+    "request-id",
 ];
+
+/// Upstream answer headers a client gets, by prefix: OpenAI's and Anthropic's own (`openai-
+/// processing-ms`, `anthropic-ratelimit-*`, ..) and the rate limits OpenAI-compatible servers
+/// report (`x-ratelimit-*`).
+pub(super) const RETURNED_PREFIXES: [&str; 3] = ["openai-", "anthropic-", "x-ratelimit-"];
 
 /// Whether `connection` lists `name` as a hop-by-hop header of this connection (RFC 9110 §7.6.1).
 fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
@@ -64,22 +75,23 @@ pub(super) fn client_headers(client: &HeaderMap) -> HeaderMap {
     out
 }
 
-/// Removes from an upstream answer's headers those about the upstream connection: the
-/// [`NOT_RETURNED`] names and any the `connection` header lists.
-pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(hyper::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
+/// Whether an upstream answer header reaches the client: one of [`RETURNED`] or
+/// [`RETURNED_PREFIXES`].
+pub(crate) fn returned(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    RETURNED.contains(&name) || RETURNED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Keeps of an upstream answer's headers only those a client gets ([`returned`]), less any the
+/// `connection` header names as the upstream connection's own. The map is edited in place: the
+/// common answer loses a few names and no header is copied.
+pub(super) fn keep_returned(headers: &mut HeaderMap) {
+    let gone: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| !returned(name) || named_by_connection(headers, name))
+        .cloned()
         .collect();
-    for name in listed {
+    for name in gone {
         headers.remove(name);
-    }
-    for name in NOT_RETURNED {
-        if headers.contains_key(name) {
-            headers.remove(name);
-        }
     }
 }

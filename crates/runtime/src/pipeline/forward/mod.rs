@@ -43,12 +43,13 @@ use crate::pipeline::decide::Plan;
 use crate::policy_store::Snapshot;
 use crate::relay::body::{ProxyBody, Rewrite};
 use crate::relay::completion::Completion;
+use crate::relay::counted::Counted;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
 
 mod attempt;
 pub mod failures;
-mod hygiene;
+pub(crate) mod hygiene;
 mod relay;
 
 use attempt::{try_candidates, Tried};
@@ -195,6 +196,8 @@ pub async fn forward(
             }
             let fill = fill.filter(|f| f.model == model_id);
             let translated = dialect == Dialect::ChatForMessages;
+            // Messages always reports usage; a chat backend may not.
+            let counted = translated.then(|| Arc::new(Counted::of_request(&request.view.history)));
             let answer = Answer {
                 sent_at,
                 timeout,
@@ -205,12 +208,12 @@ pub async fn forward(
                 verdict,
                 rewrite: translated
                     .then_some(crate::anthropic::from_chat::message_and_usage as Rewrite),
+                counted: counted.clone(),
             };
             let response = relay(response, answer, done);
-            let response = if translated {
-                crate::anthropic::translate::answer(response, fill).await
-            } else {
-                response
+            let response = match counted {
+                Some(counted) => crate::anthropic::translate::answer(response, fill, counted).await,
+                None => response,
             };
             Answered {
                 response,

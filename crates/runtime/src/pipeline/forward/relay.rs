@@ -1,5 +1,5 @@
-//! An upstream answer handed to the client: its head cleaned of the upstream connection's
-//! headers and given the router's, its body relayed by [`Relay`] (idle timeout, session
+//! An upstream answer handed to the client: its head cleaned of all but the headers a client
+//! reads (`hygiene::returned`) and given the router's, its body relayed by [`Relay`] (idle timeout, session
 //! outcomes, cache fill, cooldown verdict, a translation's rewrite).
 
 use std::sync::Arc;
@@ -16,9 +16,10 @@ use crate::cooldown::Verdict;
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
 use crate::hooks::UpstreamOutcomes;
 use crate::pipeline::answer::set_sr_headers;
-use crate::pipeline::forward::hygiene::strip_hop_by_hop;
+use crate::pipeline::forward::hygiene::keep_returned;
 use crate::relay::body::{ProxyBody, Relay, Rewrite};
 use crate::relay::completion::Completion;
+use crate::relay::counted::Counted;
 
 /// What the relay of an upstream answer needs besides the answer.
 pub(super) struct Answer<'a> {
@@ -32,6 +33,8 @@ pub(super) struct Answer<'a> {
     pub verdict: Option<Verdict>,
     /// Set when a whole JSON answer is rewritten for the client (a translated one).
     pub rewrite: Option<Rewrite>,
+    /// The router's own counts, logged for what a translated answer's backend did not report.
+    pub counted: Option<Arc<Counted>>,
 }
 
 pub(super) fn relay(
@@ -48,6 +51,7 @@ pub(super) fn relay(
         fill,
         verdict,
         rewrite,
+        counted,
     } = answer;
     let (mut parts, body) = upstream.into_parts();
     let sse = parts
@@ -57,9 +61,9 @@ pub(super) fn relay(
         .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
     done.record.status = parts.status.as_u16();
     done.record.path = path::UPSTREAM;
-    // The upstream's header map is the answer's: only the hop-by-hop names leave it, so the
-    // common answer (none of them) is relayed without copying a header.
-    strip_hop_by_hop(&mut parts.headers);
+    // The upstream's header map is the answer's, less what the client has no use for (the
+    // backend's internals, the upstream connection's own): no header is copied.
+    keep_returned(&mut parts.headers);
     let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::new())));
     *response.status_mut() = parts.status;
     *response.headers_mut() = parts.headers;
@@ -84,6 +88,9 @@ pub(super) fn relay(
     }
     if let Some(rewrite) = rewrite {
         relay = relay.with_rewrite(rewrite);
+    }
+    if let Some(counted) = counted {
+        relay = relay.with_counts(counted);
     }
     *response.body_mut() = ProxyBody::Relay(Box::new(relay));
     response

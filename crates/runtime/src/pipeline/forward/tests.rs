@@ -376,14 +376,27 @@ async fn a_429_moves_on_while_a_model_remains_and_passes_through_after_the_last(
 }
 
 #[test]
-fn an_answer_keeps_its_headers_but_not_those_of_the_upstream_connection() {
+fn an_answer_keeps_only_the_headers_a_client_reads() {
     let mut headers = HeaderMap::new();
     for (name, value) in [
         ("content-type", "application/json"),
-        ("connection", "keep-alive, X-Upstream-Hop"),
+        ("connection", "keep-alive, X-Ratelimit-Hop"),
         ("keep-alive", "timeout=5"),
         ("transfer-encoding", "chunked"),
-        ("x-upstream-hop", "private"),
+        ("x-ratelimit-hop", "private to the connection"),
+        ("x-ratelimit-remaining-requests", "59"),
+        ("x-ratelimit-reset-tokens", "6ms"),
+        ("retry-after", "2"),
+        ("x-should-retry", "false"),
+        ("x-request-id", "req-1"),
+        ("request-id", "req_011"),
+        ("openai-processing-ms", "31"),
+        ("anthropic-ratelimit-tokens-remaining", "9000"),
+        ("server", "uvicorn"),
+        ("x-sim-prefill-ms", "1.5"),
+        ("set-cookie", "backend=1"),
+        ("x-envoy-upstream-service-time", "3"),
+        ("via", "1.1 gpu-node"),
         ("x-request-cost", "3"),
     ] {
         headers.append(
@@ -391,8 +404,21 @@ fn an_answer_keeps_its_headers_but_not_those_of_the_upstream_connection() {
             HeaderValue::from_static(value),
         );
     }
-    hygiene::strip_hop_by_hop(&mut headers);
+    hygiene::keep_returned(&mut headers);
     let mut left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
     left.sort_unstable();
-    assert_eq!(left, ["content-type", "x-request-cost"]);
+    assert_eq!(
+        left,
+        [
+            "anthropic-ratelimit-tokens-remaining",
+            "content-type",
+            "openai-processing-ms",
+            "request-id",
+            "retry-after",
+            "x-ratelimit-remaining-requests",
+            "x-ratelimit-reset-tokens",
+            "x-request-id",
+            "x-should-retry"
+        ]
+    );
 }
