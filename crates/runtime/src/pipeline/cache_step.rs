@@ -301,10 +301,12 @@ mod tests {
             route: Option<RouteId>,
             proposal: ModelId,
         ) -> Result<Consulted, ApiError> {
+            // A keyed tenant: a request without a credential has no cache at all.
+            let key = [("authorization".to_owned(), "Bearer key-a".to_owned())];
             let view = match api {
-                Api::Chat => fakes::chat(body),
-                Api::Responses => RequestView::from_responses(body, &[]).expect("a valid request"),
-                Api::Messages => RequestView::from_messages(body, &[]).expect("a valid request"),
+                Api::Chat => RequestView::from_chat(body, &key).expect("a valid request"),
+                Api::Responses => RequestView::from_responses(body, &key).expect("a valid request"),
+                Api::Messages => RequestView::from_messages(body, &key).expect("a valid request"),
             };
             let query = CacheQuery {
                 api,
