@@ -76,6 +76,21 @@ pub const SESSION_STORE_ERRORS: &str = "src_session_store_errors";
 /// Outcomes recorded, labelled by `verdict` (`pass`, `fail`) and `source` (`client`, `upstream`).
 pub const SESSION_OUTCOMES: &str = "src_session_outcomes";
 
+/// Calls decided on this replica's own copy of their pin because the session store could not be
+/// reached (`failure.store = open`), labelled by `state` (what the copy decided: `pinned`,
+/// `held`, `switched`, ...).
+pub const SESSION_LOCAL_PINS: &str = "src_session_local_pins";
+
+/// 1 while a store's calls are skipped because it failed (its circuit breaker is open), else
+/// 0; labelled by `store` (the store's URL without its password).
+pub const STORE_BREAKER_STATE: &str = "src_store_breaker_state";
+/// Store calls answered "unavailable" at once, without being sent, because the store had failed
+/// and no probe had reached it since; labelled by `store`.
+pub const STORE_SKIPPED: &str = "src_store_skipped";
+/// Store calls sent a second time on a fresh connection because the pooled one had died
+/// (a restarted Redis), labelled by `store`.
+pub const STORE_RETRIED: &str = "src_store_retried";
+
 /// Texts sent to a model (one per model-backed signal computed), labelled by `model`.
 pub const MODEL_CALLS: &str = "src_model_calls";
 /// Texts per inference batch, labelled by `model`.

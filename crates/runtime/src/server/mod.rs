@@ -208,6 +208,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);
         cache.register_metrics(registry);
+        components.links.register_metrics(registry);
     });
     if let Some(otlp) = &cfg.otlp {
         // The collector is reached like a backend: same pooled client, same trust store.
