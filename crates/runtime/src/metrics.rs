@@ -23,21 +23,34 @@ pub mod outcome {
 
 /// Requests the router answered, labelled by `route`, `model`, `status`, `path` and `door`.
 pub const REQUESTS: &str = "src_requests";
-/// Values of [`REQUESTS`]'s `door`: the front door a request came through.
+/// Values of the `door` label of [`REQUESTS`] and the upstream histograms: the front door
+/// (`crate::door`) a request came through.
 pub mod door {
-    /// The HTTP proxy's listeners.
-    pub const PROXY: &str = "proxy";
-    /// Envoy's external processing stream (`--extproc`).
+    /// `POST /v1/chat/completions` on the HTTP proxy.
+    pub const CHAT: &str = "chat";
+    /// `POST /v1/responses` on the HTTP proxy.
+    pub const RESPONSES: &str = "responses";
+    /// `POST /v1/messages` on the HTTP proxy.
+    pub const MESSAGES: &str = "messages";
+    /// Envoy's external processing stream (`--extproc`), whatever the API.
     pub const EXTPROC: &str = "extproc";
+    /// A request no door took (an unknown path, a listing, a refused method).
+    pub const NONE: &str = "-";
 }
 /// Time from a parsed request to its routing decision (blocks, model resolution, routes).
 pub const ROUTING_SECONDS: &str = "src_routing_seconds";
 /// Time spent computing one model-backed signal, labelled by `signal`.
 pub const SIGNAL_SECONDS: &str = "src_signal_seconds";
-/// Time from sending a request upstream to its first body byte, labelled by `model`.
+/// Time from sending a request upstream to its first body byte, labelled by `model` and `door`
+/// (proxy doors only: the external processor sees no body).
 pub const UPSTREAM_TTFT_SECONDS: &str = "src_upstream_ttft_seconds";
-/// Time from sending a request upstream to the end of its answer, labelled by `model`.
+/// Time from sending a request upstream to the end of its answer, labelled by `model` and
+/// `door` (proxy doors only: the external processor does not see where an answer ends).
 pub const UPSTREAM_SECONDS: &str = "src_upstream_seconds";
+/// Time from sending a request upstream to its answer's headers, labelled by `model` and
+/// `door`: on every door, and the only upstream time the external processor can see (from its
+/// answer to the request to Envoy's response headers).
+pub const UPSTREAM_HEADERS_SECONDS: &str = "src_upstream_headers_seconds";
 /// Policy reloads, labelled by `result` (`ok`, `error`, `unchanged`).
 pub const RELOADS: &str = "src_reloads";
 /// Requests a `block` decided, labelled by `block` and `action` (`refuse`, `redirect`).

@@ -201,15 +201,16 @@ async fn metrics_count_requests_blocks_and_latencies() -> TestResult {
         .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")));
     let text = answer.text();
     for expected in [
-        "src_requests_total{route=\"default\",model=\"small\",status=\"200\",path=\"upstream\",door=\"proxy\"} 3",
-        "src_requests_total{route=\"leaked_secret\",model=\"-\",status=\"422\",path=\"blocked\",door=\"proxy\"} 1",
-        "src_requests_total{route=\"-\",model=\"-\",status=\"404\",path=\"error\",door=\"proxy\"} 1",
+        "src_requests_total{route=\"default\",model=\"small\",status=\"200\",path=\"upstream\",door=\"chat\"} 3",
+        "src_requests_total{route=\"leaked_secret\",model=\"-\",status=\"422\",path=\"blocked\",door=\"chat\"} 1",
+        "src_requests_total{route=\"-\",model=\"-\",status=\"404\",path=\"error\",door=\"chat\"} 1",
         "src_blocks_total{block=\"leaked_secret\",action=\"refuse\"} 1",
         "src_blocks_total{block=\"jailbreak\",action=\"redirect\"} 1",
         "src_routing_seconds_count 6",
-        "src_upstream_ttft_seconds_count{model=\"small\"} 3",
-        "src_upstream_seconds_count{model=\"small\"} 3",
-        "src_upstream_seconds_count{model=\"safe\"} 1",
+        "src_upstream_ttft_seconds_count{model=\"small\",door=\"chat\"} 3",
+        "src_upstream_seconds_count{model=\"small\",door=\"chat\"} 3",
+        "src_upstream_headers_seconds_count{model=\"small\",door=\"chat\"} 3",
+        "src_upstream_seconds_count{model=\"safe\",door=\"chat\"} 1",
         "src_policy_generation 1",
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");

@@ -57,6 +57,7 @@ pub(super) fn relay(
         .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
     done.record.status = parts.status.as_u16();
     done.record.path = path::UPSTREAM;
+    done.answer_head(sent_at.elapsed());
     // The upstream's header map is the answer's: only the hop-by-hop names leave it, so the
     // common answer (none of them) is relayed without copying a header.
     strip_hop_by_hop(&mut parts.headers);
