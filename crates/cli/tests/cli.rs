@@ -388,3 +388,21 @@ fn check_verifies_onnx_graphs_against_their_declaration() {
     );
     src().arg("check").arg(&good).assert().success();
 }
+
+#[test]
+fn serve_takes_a_request_log_volume_and_refuses_one_it_does_not_know() {
+    src()
+        .args(["serve", "--help"])
+        .assert()
+        .success()
+        .stdout(contains("--request-log <VOLUME>"))
+        .stdout(contains("sample:N"));
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write(dir.path(), "p.sr", GOOD);
+    src()
+        .args(["serve", "--request-log", "sometimes"])
+        .arg(&policy)
+        .assert()
+        .code(2)
+        .stderr(contains("`sometimes` is not a request log volume"));
+}

@@ -149,6 +149,8 @@ impl ServerHandle {
 
 /// Loads the policy, binds both listeners and starts serving in the background.
 pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
+    let mut components = components;
+    components.log = components.log.with_volume(cfg.request_log);
     if !cfg.admin.ip().is_loopback() && cfg.admin_token.is_none() {
         return Err(ServeError::AdminUnprotected(cfg.admin));
     }
