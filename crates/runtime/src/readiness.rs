@@ -192,7 +192,10 @@ impl Readiness {
 
 /// Whether `probe` listed the backend's models and `served` is not among them.
 fn unlisted(probe: &Probe, served: &str) -> bool {
-    probe.listed.as_ref().is_some_and(|ids| !ids.contains(served))
+    probe
+        .listed
+        .as_ref()
+        .is_some_and(|ids| !ids.contains(served))
 }
 
 /// What the last probe says of a model on its backend.
@@ -225,7 +228,10 @@ mod tests {
         ids.sort();
         assert_eq!(ids, ["a", "b"]);
         assert_eq!(listed_ids(br#"{"data":[]}"#).map(|i| i.len()), Some(0));
-        assert_eq!(listed_ids(br#"{"data":[{"id":"a"}],"has_more":true}"#), None);
+        assert_eq!(
+            listed_ids(br#"{"data":[{"id":"a"}],"has_more":true}"#),
+            None
+        );
         assert_eq!(listed_ids(br#"{"error":"unauthorized"}"#), None);
         assert_eq!(listed_ids(b"not json"), None);
     }

@@ -114,7 +114,10 @@ async fn listing(listed: Arc<Mutex<Vec<&'static str>>>) -> TestResult<std::net::
                         continue;
                     }
                     seen.clear();
-                    let ids = listed.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    let ids = listed
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
                     let data: Vec<Value> = ids.iter().map(|id| json!({"id": id})).collect();
                     let body = json!({"object": "list", "data": data}).to_string();
                     let answer = format!(
@@ -163,11 +166,19 @@ route default {{ to small else big }}
 "#
     );
     let router = Router::start(&text).await?;
-    let (status, report) =
-        readiness(&router, |r| r["backends"]["gpu"]["detail"] == "answered 200").await?;
+    let (status, report) = readiness(&router, |r| {
+        r["backends"]["gpu"]["detail"] == "answered 200"
+    })
+    .await?;
     assert_eq!(status, 503, "{report}");
-    assert_eq!(report["backends"]["gpu"]["ready"], true, "the backend is up: {report}");
-    assert_eq!(report["backends"]["gpu"]["missing_models"], json!(["big-id"]));
+    assert_eq!(
+        report["backends"]["gpu"]["ready"], true,
+        "the backend is up: {report}"
+    );
+    assert_eq!(
+        report["backends"]["gpu"]["missing_models"],
+        json!(["big-id"])
+    );
     assert_eq!(report["routes"]["hard"]["servable"], false, "{report}");
     assert_eq!(report["routes"]["default"]["servable"], true, "{report}");
     assert_eq!(report["unservable_routes"], json!(["hard"]));
@@ -182,7 +193,10 @@ route default {{ to small else big }}
     assert_eq!(report["backends"]["gpu"]["missing_models"], json!([]));
 
     // Gone from the list again: unready again, without a request being sent.
-    listed.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    listed
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
     let (status, report) = readiness(&router, |r| r["ready"] == false).await?;
     assert_eq!(status, 503, "{report}");
     assert_eq!(

@@ -51,7 +51,12 @@ async fn probe_all(app: &App) {
     app.cooldowns.sync(snapshot.policy()).await;
 }
 
-type Probed = (String, bool, String, Option<std::collections::HashSet<String>>);
+type Probed = (
+    String,
+    bool,
+    String,
+    Option<std::collections::HashSet<String>>,
+);
 
 async fn probe_one(app: &App, endpoint: &Endpoint) -> Probed {
     let url = endpoint.url("/models");
