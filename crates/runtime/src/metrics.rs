@@ -24,7 +24,7 @@ pub mod outcome {
 /// Requests the router answered, labelled by `route`, `model`, `status`, `path` and `door`.
 pub const REQUESTS: &str = "src_requests";
 /// Values of the `door` label of [`REQUESTS`] and the upstream histograms: the front door
-/// (`crate::door`) a request came through.
+/// (the `door` module) a request came through.
 pub mod door {
     /// `POST /v1/chat/completions` on the HTTP proxy.
     pub const CHAT: &str = "chat";
