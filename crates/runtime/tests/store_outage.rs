@@ -3,7 +3,8 @@
 //! request waits for a connection to fail), the outage is logged once, a tool loop pinned
 //! before it keeps its model on this replica's copy of the pin (`failure.store = open`) or is
 //! refused (`closed`), and once Redis is back no request fails on a connection that died with
-//! the old server.
+//! the old server — even a connection nothing used while Redis was away, whose first command
+//! after the restart meets a "broken pipe" and is sent again on a fresh connection.
 //!
 //! Nothing here asserts about time: what a skipped call saved is read from the router's
 //! counters. The first test prints one client's median latency while Redis is up and while it
@@ -303,5 +304,39 @@ async fn under_failure_store_closed_an_outage_refuses_without_waiting() -> TestR
     assert_eq!(answer.status, 200, "{}", answer.text());
     // The restarted Redis is empty: the loop starts a new pin.
     assert_eq!(answer.header("x-sr-session"), Some("new"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_connection_that_died_with_its_server_is_replaced_without_failing_the_call() -> TestResult
+{
+    use src_runtime::session::pin::Pin;
+    use src_runtime::session::{Identity, RedisStore, SessionStore};
+    use src_runtime::store::health::LinkLabels;
+    use src_runtime::store::Redis;
+
+    let redis = RedisServer::start();
+    let link = Redis::connect(&redis.url(), Duration::from_millis(500))?;
+    let health = std::sync::Arc::clone(link.health());
+    let store = RedisStore::on(link);
+    let id = Identity {
+        tenant: "t".into(),
+        id: "s".into(),
+    };
+    store
+        .put_if_absent(&id, &Pin::first("small", None, 0), 60_000)
+        .await?;
+    // Redis dies and comes back while nothing is sent: the pooled connection is dead, and
+    // nothing has told the store so.
+    let redis = restart(kill(redis).await?).await?;
+    let answered = store.get(&id, 0).await;
+    assert_eq!(answered, Ok(None), "the restarted Redis is empty");
+    let labels = LinkLabels { store: redis.url() };
+    assert_eq!(
+        health.metrics().retried.get_or_create(&labels).get(),
+        1,
+        "the call was sent again on a fresh connection"
+    );
+    assert_eq!(health.gauge(), 0, "no outage was seen");
     Ok(())
 }
