@@ -477,4 +477,21 @@ fn a_failed_reload_logs_one_valid_json_line() {
     assert!(doc["fields"]["message"]
         .as_str()
         .is_some_and(|m| m.contains("previous policy keeps serving")));
+
+#[test]
+fn serve_takes_a_request_log_volume_and_refuses_one_it_does_not_know() {
+    src()
+        .args(["serve", "--help"])
+        .assert()
+        .success()
+        .stdout(contains("--request-log <VOLUME>"))
+        .stdout(contains("sample:N"));
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write(dir.path(), "p.sr", GOOD);
+    src()
+        .args(["serve", "--request-log", "sometimes"])
+        .arg(&policy)
+        .assert()
+        .code(2)
+        .stderr(contains("`sometimes` is not a request log volume"));
 }

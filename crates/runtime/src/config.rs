@@ -10,6 +10,7 @@ use std::time::Duration;
 use src_compiler::EngineKind;
 
 use crate::limits::ConnectionLimits;
+use crate::log::Volume;
 use crate::otel::OtlpOptions;
 use crate::sim::SimConfig;
 
@@ -82,6 +83,8 @@ pub struct ServeConfig {
     /// Threads that serve the API's HTTP/1.1 connections, each on its own single-threaded
     /// runtime (`server::shards`); 0 serves them on the shared work-stealing runtime.
     pub shards: usize,
+    /// Which request lines are written (`--request-log`): all, failed ones, a sample, none.
+    pub request_log: Volume,
 }
 
 /// Lines a second the console's live stream carries when `SRC_CONSOLE_LIVE_RATE` is not set.
@@ -193,6 +196,7 @@ impl ServeConfig {
                     u32::try_from(n).unwrap_or(u32::MAX)
                 }),
             shards: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            request_log: Volume::All,
         }
     }
 
@@ -226,7 +230,8 @@ impl From<EngineArg> for EngineKind {
 }
 
 /// `src serve POLICY [--listen ADDR] [--admin ADDR] [--engine interp|jit] [--max-body-bytes N]
-/// [--no-watch] [--backend-ca FILE] [--otlp URL] [--extproc ADDR] [--drain SECONDS]`.
+/// [--no-watch] [--backend-ca FILE] [--otlp URL] [--extproc ADDR] [--drain SECONDS]
+/// [--request-log all|errors|sample:N|off]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
@@ -281,6 +286,11 @@ pub struct ServeArgs {
     /// HTTP/2 connections (whose streams that runtime spreads over its workers) always are.
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
+    /// Which request lines are written to standard error (about 600 bytes each): `all`,
+    /// `errors` (status 400 or more, or an answer that ended early), `sample:N` (one request in
+    /// N, and every error) or `off`.
+    #[arg(long, value_name = "VOLUME", default_value_t = Volume::All)]
+    pub request_log: Volume,
 }
 
 impl From<ServeArgs> for ServeConfig {
@@ -300,6 +310,7 @@ impl From<ServeArgs> for ServeConfig {
             record_max_bytes: args.record_max_bytes,
             otlp: args.otlp.map(OtlpOptions::new),
             shards: args.shards.unwrap_or(defaults.shards),
+            request_log: args.request_log,
             ..defaults
         }
     }
@@ -362,6 +373,7 @@ mod tests {
         assert_eq!(cfg.otlp, None);
         assert_eq!(cfg.extproc, None);
         assert_eq!(cfg.drain, Duration::from_secs(10));
+        assert_eq!(cfg.request_log, Volume::All);
         Ok(())
     }
 
@@ -387,6 +399,8 @@ mod tests {
             "127.0.0.1:9002",
             "--drain",
             "25",
+            "--request-log",
+            "sample:100",
         ])?;
         let cfg = ServeConfig::from(cli.serve);
         assert_eq!(cfg.listen.port(), 9000);
@@ -401,6 +415,7 @@ mod tests {
         );
         assert_eq!(cfg.extproc.map(|a| a.port()), Some(9002));
         assert_eq!(cfg.drain, Duration::from_secs(25));
+        assert_eq!(cfg.request_log.to_string(), "sample:100");
         Ok(())
     }
 
@@ -417,5 +432,16 @@ mod tests {
     #[test]
     fn bad_engine_is_a_usage_error() {
         assert!(Cli::try_parse_from(["src", "p", "--engine", "gpu"]).is_err());
+    }
+
+    #[test]
+    fn a_request_log_volume_that_is_none_is_a_usage_error() {
+        for bad in ["sometimes", "sample:0", "sample"] {
+            let err = Cli::try_parse_from(["src", "p", "--request-log", bad]).err();
+            let Some(err) = err else {
+                panic!("`{bad}` was accepted");
+            };
+            assert!(err.to_string().contains("sample:N"), "{err}");
+        }
     }
 }

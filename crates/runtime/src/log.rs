@@ -9,6 +9,7 @@
 //! [`FLUSH_EVERY`], or sooner once [`FLUSH_AT`] bytes are waiting: the request path never waits
 //! on stderr, and a busy server makes one write per batch of lines instead of a write (and a
 //! thread wake-up) per request. Past [`BUFFER_LIMIT`] bytes new lines are dropped and counted.
+//! [`volume`] says which lines are written at all (`--request-log`).
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -18,6 +19,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod line;
+pub mod volume;
+
+pub use volume::Volume;
 
 /// Target of the per-request log line.
 pub const REQUEST_TARGET: &str = "src::request";
@@ -233,6 +237,16 @@ pub enum RequestLog {
     Memory(Arc<Mutex<Vec<Value>>>),
     /// Nowhere.
     Off,
+    /// The lines [`Volume`] keeps, written to another log.
+    Filtered(Arc<Filtered>),
+}
+
+/// A log that writes only the lines its volume keeps.
+pub struct Filtered {
+    volume: Volume,
+    inner: RequestLog,
+    /// Requests ended so far, for sampling.
+    ended: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RequestLog {
@@ -241,6 +255,7 @@ impl std::fmt::Debug for RequestLog {
             RequestLog::Stderr(_) => "RequestLog::Stderr",
             RequestLog::Memory(_) => "RequestLog::Memory",
             RequestLog::Off => "RequestLog::Off",
+            RequestLog::Filtered(_) => "RequestLog::Filtered",
         })
     }
 }
@@ -274,9 +289,30 @@ impl RequestLog {
         (RequestLog::Memory(Arc::clone(&lines)), lines)
     }
 
+    /// This log, writing only the lines `volume` keeps.
+    pub fn with_volume(self, volume: Volume) -> RequestLog {
+        match volume {
+            Volume::All => self,
+            Volume::Off => RequestLog::Off,
+            _ => RequestLog::Filtered(Arc::new(Filtered {
+                volume,
+                inner: self,
+                ended: std::sync::atomic::AtomicU64::new(0),
+            })),
+        }
+    }
+
     pub fn write(&self, record: &RequestRecord) {
         match self {
             RequestLog::Off => {}
+            RequestLog::Filtered(filtered) => {
+                let nth = filtered
+                    .ended
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if filtered.volume.keeps(record, nth) {
+                    filtered.inner.write(record);
+                }
+            }
             RequestLog::Memory(lines) => {
                 lines
                     .lock()
@@ -297,8 +333,10 @@ impl RequestLog {
     /// Waits (at most two seconds) until every line written so far is out: called at
     /// shutdown so the last requests are not lost with the process.
     pub fn flush(&self) {
-        if let RequestLog::Stderr(buffer) = self {
-            buffer.flush(Duration::from_secs(2));
+        match self {
+            RequestLog::Stderr(buffer) => buffer.flush(Duration::from_secs(2)),
+            RequestLog::Filtered(filtered) => filtered.inner.flush(),
+            RequestLog::Memory(_) | RequestLog::Off => {}
         }
     }
 }

@@ -23,21 +23,34 @@ pub mod outcome {
 
 /// Requests the router answered, labelled by `route`, `model`, `status`, `path` and `door`.
 pub const REQUESTS: &str = "src_requests";
-/// Values of [`REQUESTS`]'s `door`: the front door a request came through.
+/// Values of the `door` label of [`REQUESTS`] and the upstream histograms: the front door
+/// (the `door` module) a request came through.
 pub mod door {
-    /// The HTTP proxy's listeners.
-    pub const PROXY: &str = "proxy";
-    /// Envoy's external processing stream (`--extproc`).
+    /// `POST /v1/chat/completions` on the HTTP proxy.
+    pub const CHAT: &str = "chat";
+    /// `POST /v1/responses` on the HTTP proxy.
+    pub const RESPONSES: &str = "responses";
+    /// `POST /v1/messages` on the HTTP proxy.
+    pub const MESSAGES: &str = "messages";
+    /// Envoy's external processing stream (`--extproc`), whatever the API.
     pub const EXTPROC: &str = "extproc";
+    /// A request no door took (an unknown path, a listing, a refused method).
+    pub const NONE: &str = "-";
 }
 /// Time from a parsed request to its routing decision (blocks, model resolution, routes).
 pub const ROUTING_SECONDS: &str = "src_routing_seconds";
 /// Time spent computing one model-backed signal, labelled by `signal`.
 pub const SIGNAL_SECONDS: &str = "src_signal_seconds";
-/// Time from sending a request upstream to its first body byte, labelled by `model`.
+/// Time from sending a request upstream to its first body byte, labelled by `model` and `door`
+/// (proxy doors only: the external processor sees no body).
 pub const UPSTREAM_TTFT_SECONDS: &str = "src_upstream_ttft_seconds";
-/// Time from sending a request upstream to the end of its answer, labelled by `model`.
+/// Time from sending a request upstream to the end of its answer, labelled by `model` and
+/// `door` (proxy doors only: the external processor does not see where an answer ends).
 pub const UPSTREAM_SECONDS: &str = "src_upstream_seconds";
+/// Time from sending a request upstream to its answer's headers, labelled by `model` and
+/// `door`: on every door, and the only upstream time the external processor can see (from its
+/// answer to the request to Envoy's response headers).
+pub const UPSTREAM_HEADERS_SECONDS: &str = "src_upstream_headers_seconds";
 /// Policy reloads, labelled by `result` (`ok`, `error`, `unchanged`).
 pub const RELOADS: &str = "src_reloads";
 /// Requests a `block` decided, labelled by `block` and `action` (`refuse`, `redirect`).
@@ -75,6 +88,21 @@ pub const SESSION_OWNER_LOST: &str = "src_session_owner_lost";
 pub const SESSION_STORE_ERRORS: &str = "src_session_store_errors";
 /// Outcomes recorded, labelled by `verdict` (`pass`, `fail`) and `source` (`client`, `upstream`).
 pub const SESSION_OUTCOMES: &str = "src_session_outcomes";
+
+/// Calls decided on this replica's own copy of their pin because the session store could not be
+/// reached (`failure.store = open`), labelled by `state` (what the copy decided: `pinned`,
+/// `held`, `switched`, ...).
+pub const SESSION_LOCAL_PINS: &str = "src_session_local_pins";
+
+/// 1 while a store's calls are skipped because it failed (its circuit breaker is open), else
+/// 0; labelled by `store` (the store's URL without its password).
+pub const STORE_BREAKER_STATE: &str = "src_store_breaker_state";
+/// Store calls answered "unavailable" at once, without being sent, because the store had failed
+/// and no probe had reached it since; labelled by `store`.
+pub const STORE_SKIPPED: &str = "src_store_skipped";
+/// Store calls sent a second time on a fresh connection because the pooled one had died
+/// (a restarted Redis), labelled by `store`.
+pub const STORE_RETRIED: &str = "src_store_retried";
 
 /// Texts sent to a model (one per model-backed signal computed), labelled by `model`.
 pub const MODEL_CALLS: &str = "src_model_calls";

@@ -1,17 +1,24 @@
 //! Readiness: `/readyz` says whether this router can serve, which is not whether every backend
 //! is up. It is ready when a policy is loaded and every route has at least one model (its `to`
-//! or an `else`) whose backend answered its last probe, or none of whose backends is probed yet.
+//! or an `else`) whose backend answered its last probe and lists the model's served id, or none
+//! of whose backends is probed yet.
 //! One backend down therefore takes no replica out of rotation while the routes still have a way
 //! to answer; the per-backend health stays in the report. This module keeps the probes' results
 //! and writes the report; the probing itself (`server::health`) belongs to the running server.
 //!
 //! "Answered" means an HTTP answer below 500 arrived in time: a 401 from a backend that wants a
-//! key still proves it is up; a refused connection, a timeout or a 5xx does not. Simulated
+//! key still proves it is up; a refused connection, a timeout or a 5xx does not. When the
+//! answer is a model list (`{"data": [{"id": ...}]}`, as OpenAI, NVIDIA Dynamo, vLLM and
+//! Anthropic answer `GET /models`), a model whose served id it lacks cannot be served there (a
+//! Dynamo frontend whose workers for it are gone answers 404): the backend is up, the model is
+//! not. An answer that is no list (a 401, a 404, another shape) or says it is partial
+//! (`has_more`) proves nothing either way about ids. The lists are read by the probes, on their
+//! interval, and kept here: a `/readyz` probe reads what was kept and sends nothing. Simulated
 //! backends run in-process and are always ready. Models cooling down after repeated failures
 //! (`failure.cooldown_after`) are listed in the report; they do not change readiness, since a
 //! cooldown ends by itself.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
@@ -32,6 +39,22 @@ struct Probe {
     ok: bool,
     detail: String,
     at: SystemTime,
+    /// The served ids the backend listed, when its answer was a whole model list.
+    listed: Option<HashSet<String>>,
+}
+
+/// The served ids in a `GET /models` answer, when it is a whole model list.
+pub fn listed_ids(body: &[u8]) -> Option<HashSet<String>> {
+    let list: Value = serde_json::from_slice(body).ok()?;
+    if list["has_more"] == Value::Bool(true) {
+        return None;
+    }
+    let data = list["data"].as_array()?;
+    Some(
+        data.iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_owned))
+            .collect(),
+    )
 }
 
 /// The last probe of each backend base URL.
@@ -79,8 +102,9 @@ impl Readiness {
         }
     }
 
-    /// Records the outcome of probing the backend at `base`.
-    pub fn record(&self, base: &str, ok: bool, detail: String) {
+    /// Records the outcome of probing the backend at `base`: `listed` holds the served ids of
+    /// its answer when that was a whole model list.
+    pub fn record(&self, base: &str, ok: bool, detail: String, listed: Option<HashSet<String>>) {
         self.probes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -90,6 +114,7 @@ impl Readiness {
                     ok,
                     detail,
                     at: SystemTime::now(),
+                    listed,
                 },
             );
     }
@@ -98,10 +123,11 @@ impl Readiness {
     pub fn report(&self, snapshot: &Snapshot) -> (bool, Value) {
         let probes = self.probes.lock().unwrap_or_else(PoisonError::into_inner);
         let policy = snapshot.policy();
-        let state = |backend: usize| -> Health {
+        let state = |backend: usize, served: &str| -> Health {
             match snapshot.endpoints.get(backend) {
                 Some(e) if e.simulated => Health::Up,
                 Some(e) => match probes.get(&e.base) {
+                    Some(p) if p.ok && unlisted(p, served) => Health::Down,
                     Some(p) if p.ok => Health::Up,
                     Some(_) => Health::Down,
                     None => Health::Unprobed,
@@ -110,13 +136,25 @@ impl Readiness {
             }
         };
         let mut backends = BTreeMap::new();
-        for endpoint in bound_endpoints(snapshot) {
+        for (index, endpoint) in snapshot.endpoints.iter().enumerate() {
+            if !policy.models.iter().any(|m| m.backend.index() == index) {
+                continue;
+            }
             let entry = if endpoint.simulated {
                 json!({"ready": true, "simulated": true})
             } else {
                 match probes.get(&endpoint.base) {
-                    Some(p) => json!({"ready": p.ok, "url": endpoint.base, "detail": p.detail,
-                                      "probed_at": rfc3339(p.at)}),
+                    Some(p) => {
+                        // Served ids bound here that the backend's list lacks (sorted, once).
+                        let missing: std::collections::BTreeSet<&str> = policy
+                            .models
+                            .iter()
+                            .filter(|m| m.backend.index() == index && unlisted(p, &m.serves))
+                            .map(|m| m.serves.as_str())
+                            .collect();
+                        json!({"ready": p.ok, "url": endpoint.base, "detail": p.detail,
+                               "probed_at": rfc3339(p.at), "missing_models": missing})
+                    }
                     None => {
                         json!({"ready": false, "url": endpoint.base, "detail": "not probed yet"})
                     }
@@ -130,7 +168,7 @@ impl Readiness {
             let health: Vec<Health> = std::iter::once(route.to)
                 .chain(route.fallbacks.iter().copied())
                 .filter_map(|m| policy.models.get(m.index()))
-                .map(|m| state(m.backend.index()))
+                .map(|m| state(m.backend.index(), &m.serves))
                 .collect();
             let servable = health.contains(&Health::Up)
                 || (!health.is_empty() && health.iter().all(|h| *h == Health::Unprobed));
@@ -152,7 +190,15 @@ impl Readiness {
     }
 }
 
-/// What the last probe says of a backend.
+/// Whether `probe` listed the backend's models and `served` is not among them.
+fn unlisted(probe: &Probe, served: &str) -> bool {
+    probe
+        .listed
+        .as_ref()
+        .is_some_and(|ids| !ids.contains(served))
+}
+
+/// What the last probe says of a model on its backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Health {
     Up,
@@ -169,4 +215,24 @@ pub fn bound_endpoints(snapshot: &Snapshot) -> impl Iterator<Item = &Endpoint> {
         .enumerate()
         .filter(move |(i, _)| policy.models.iter().any(|m| m.backend.index() == *i))
         .map(|(_, e)| e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_model_list_names_its_ids_and_anything_else_names_none() {
+        let ids = listed_ids(br#"{"object":"list","data":[{"id":"a"},{"id":"b"},{"x":1}]}"#);
+        let mut ids: Vec<String> = ids.unwrap_or_default().into_iter().collect();
+        ids.sort();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(listed_ids(br#"{"data":[]}"#).map(|i| i.len()), Some(0));
+        assert_eq!(
+            listed_ids(br#"{"data":[{"id":"a"}],"has_more":true}"#),
+            None
+        );
+        assert_eq!(listed_ids(br#"{"error":"unauthorized"}"#), None);
+        assert_eq!(listed_ids(b"not json"), None);
+    }
 }

@@ -33,6 +33,13 @@ pub struct ModelLabels {
     pub model: String,
 }
 
+/// An upstream time's labels: the model, and the door whose view of the answer it is.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    pub model: String,
+    pub door: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SignalLabels {
     pub signal: String,
@@ -63,8 +70,9 @@ pub struct Telemetry {
     pub requests: Family<RequestLabels, Counter>,
     pub routing: Histogram,
     pub signal: HistogramFamily<SignalLabels>,
-    pub upstream_ttft: HistogramFamily<ModelLabels>,
-    pub upstream: HistogramFamily<ModelLabels>,
+    pub upstream_ttft: HistogramFamily<UpstreamLabels>,
+    pub upstream: HistogramFamily<UpstreamLabels>,
+    pub upstream_headers: HistogramFamily<UpstreamLabels>,
     pub reloads: Family<ResultLabels, Counter>,
     pub blocks: Family<BlockLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
@@ -101,9 +109,12 @@ impl Telemetry {
         let requests = Family::<RequestLabels, Counter>::default();
         let routing = routing_buckets();
         let signal: HistogramFamily<SignalLabels> = Family::new_with_constructor(latency_buckets);
-        let upstream_ttft: HistogramFamily<ModelLabels> =
+        let upstream_ttft: HistogramFamily<UpstreamLabels> =
             Family::new_with_constructor(latency_buckets);
-        let upstream: HistogramFamily<ModelLabels> = Family::new_with_constructor(latency_buckets);
+        let upstream: HistogramFamily<UpstreamLabels> =
+            Family::new_with_constructor(latency_buckets);
+        let upstream_headers: HistogramFamily<UpstreamLabels> =
+            Family::new_with_constructor(latency_buckets);
         let reloads = Family::<ResultLabels, Counter>::default();
         let blocks = Family::<BlockLabels, Counter>::default();
         let fallbacks = Family::<FallbackLabels, Counter>::default();
@@ -126,13 +137,18 @@ impl Telemetry {
         );
         registry.register(
             names::UPSTREAM_TTFT_SECONDS,
-            "Time from sending upstream to the first answer byte",
+            "Time from sending upstream to the first answer byte (proxy doors)",
             upstream_ttft.clone(),
         );
         registry.register(
             names::UPSTREAM_SECONDS,
-            "Time from sending upstream to the end of the answer",
+            "Time from sending upstream to the end of the answer (proxy doors)",
             upstream.clone(),
+        );
+        registry.register(
+            names::UPSTREAM_HEADERS_SECONDS,
+            "Time from sending upstream to the answer's headers",
+            upstream_headers.clone(),
         );
         registry.register(names::RELOADS, "Policy reloads by result", reloads.clone());
         registry.register(names::BLOCKS, "Requests decided by a block", blocks.clone());
@@ -162,6 +178,7 @@ impl Telemetry {
             signal,
             upstream_ttft,
             upstream,
+            upstream_headers,
             reloads,
             blocks,
             fallbacks,
@@ -207,7 +224,7 @@ mod tests {
                 model: "strong".into(),
                 status: 200,
                 path: "upstream",
-                door: "proxy",
+                door: "chat",
             })
             .inc();
         t.reloads
@@ -216,7 +233,7 @@ mod tests {
         t.routing.observe(3e-6);
         let text = t.encode(Format::PrometheusText);
         assert!(text.contains(
-            "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\",door=\"proxy\"} 1"
+            "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\",door=\"chat\"} 1"
         ), "{text}");
         assert!(
             text.contains("src_reloads_total{result=\"ok\"} 1"),

@@ -67,7 +67,7 @@ async fn a_paraphrase_is_answered_from_the_cache_and_an_unrelated_prompt_is_not(
         src_testkit::models::sample(
             &metrics,
             "src_requests_total",
-            "route=\"default\",model=\"small\",status=\"200\",path=\"cache\",door=\"proxy\""
+            "route=\"default\",model=\"small\",status=\"200\",path=\"cache\",door=\"chat\""
         ) == 1.0,
         "{metrics}"
     );

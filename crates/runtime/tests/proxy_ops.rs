@@ -1,5 +1,5 @@
-//! The operator's side of `src serve`: `/healthz`, `/readyz` (backend probes), `/metrics`, and
-//! the admin listener's policy report.
+//! The operator's side of `src serve`: `/healthz`, `/readyz` (backend probes), `/metrics`, the
+//! admin listener's policy report, and how many request lines `--request-log` writes.
 
 use std::time::Duration;
 
@@ -201,15 +201,16 @@ async fn metrics_count_requests_blocks_and_latencies() -> TestResult {
         .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")));
     let text = answer.text();
     for expected in [
-        "src_requests_total{route=\"default\",model=\"small\",status=\"200\",path=\"upstream\",door=\"proxy\"} 3",
-        "src_requests_total{route=\"leaked_secret\",model=\"-\",status=\"422\",path=\"blocked\",door=\"proxy\"} 1",
-        "src_requests_total{route=\"-\",model=\"-\",status=\"404\",path=\"error\",door=\"proxy\"} 1",
+        "src_requests_total{route=\"default\",model=\"small\",status=\"200\",path=\"upstream\",door=\"chat\"} 3",
+        "src_requests_total{route=\"leaked_secret\",model=\"-\",status=\"422\",path=\"blocked\",door=\"chat\"} 1",
+        "src_requests_total{route=\"-\",model=\"-\",status=\"404\",path=\"error\",door=\"chat\"} 1",
         "src_blocks_total{block=\"leaked_secret\",action=\"refuse\"} 1",
         "src_blocks_total{block=\"jailbreak\",action=\"redirect\"} 1",
         "src_routing_seconds_count 6",
-        "src_upstream_ttft_seconds_count{model=\"small\"} 3",
-        "src_upstream_seconds_count{model=\"small\"} 3",
-        "src_upstream_seconds_count{model=\"safe\"} 1",
+        "src_upstream_ttft_seconds_count{model=\"small\",door=\"chat\"} 3",
+        "src_upstream_seconds_count{model=\"small\",door=\"chat\"} 3",
+        "src_upstream_headers_seconds_count{model=\"small\",door=\"chat\"} 3",
+        "src_upstream_seconds_count{model=\"safe\",door=\"chat\"} 1",
         "src_policy_generation 1",
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
@@ -368,5 +369,64 @@ route default {{ to m }}
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "still accepting after shutdown"
     );
+    Ok(())
+}
+
+/// The request ids of the lines `router` wrote.
+fn logged(router: &Router) -> Vec<String> {
+    router
+        .log
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter_map(|l| l["fields"]["request_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_request_log_writes_what_its_volume_keeps() -> TestResult {
+    let ok = |i: usize| format!("ok-{i}");
+    for (volume, expected) in [
+        (
+            "all",
+            vec!["ok-0", "ok-1", "ok-2", "ok-3", "refused", "unknown"],
+        ),
+        ("errors", vec!["refused", "unknown"]),
+        // One request in two, in the order they end, and every error.
+        ("sample:2", vec!["ok-0", "ok-2", "refused", "unknown"]),
+        ("off", vec![]),
+    ] {
+        let router = Router::start_with(POLICY, |cfg| {
+            cfg.request_log = volume.parse().unwrap_or_default();
+        })
+        .await?;
+        for i in 0..4 {
+            let id = ok(i);
+            let answer = router
+                .chat(&user("hello"), &[("x-request-id", &id)])
+                .await?;
+            assert_eq!(answer.status, 200);
+        }
+        let refused = router
+            .chat(
+                &user("password = abcdefgh12"),
+                &[("x-request-id", "refused")],
+            )
+            .await?;
+        assert_eq!(refused.status, 422);
+        let mut unknown = user("hi");
+        unknown["model"] = json!("nope");
+        let unknown = router
+            .chat(&unknown, &[("x-request-id", "unknown")])
+            .await?;
+        assert_eq!(unknown.status, 404);
+        // Every request is still counted, whatever is logged.
+        let metrics = router.get("/metrics").await?.text();
+        assert!(
+            metrics.contains("status=\"200\",path=\"upstream\",door=\"chat\"} 4"),
+            "{volume}: {metrics}"
+        );
+        assert_eq!(logged(&router), expected, "--request-log {volume}");
+    }
     Ok(())
 }

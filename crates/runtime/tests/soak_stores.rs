@@ -15,9 +15,12 @@
 //!   paraphrase on the other.
 //!
 //! No request may hang (each is bounded). While Redis is up a request may only go without the
-//! store when a store call timed out (or, for the cache, the encoder failed), and each such one
-//! is counted in the metrics. The run lasts `SRC_SOAK_SECS` (9 by default, a third each for up,
-//! down and back) and prints its figures; nothing is asserted about time.
+//! store when a store call timed out (or, for the cache, the encoder failed) or the store's
+//! breaker skipped it after such a timeout, and each such one is counted in the metrics. The run
+//! lasts `SRC_SOAK_SECS` (9 by default, a third each for up, down and back) and prints its
+//! figures, among them a request's median latency while Redis is down over its median while
+//! Redis is up (the price of an outage, measured in the same run); nothing is asserted about
+//! time.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,6 +31,8 @@ use src_testkit::redis::RedisServer;
 use src_testkit::{user, Answer, Router, TestResult, PATIENCE};
 
 const CLIENTS: usize = 16;
+/// Store calls a breaker answered at once, without sending them.
+const SKIPPED: &str = "src_store_skipped_total";
 const SID: &str = "x-session-id";
 
 fn soak_secs() -> u64 {
@@ -373,6 +378,9 @@ async fn soak(failure: &str, kind: Kind) -> TestResult {
         .collect();
 
     tokio::time::sleep(third).await;
+    // Calls a breaker skipped while Redis was up (after a timeout tripped it) are counted from
+    // the metrics of the up phases only.
+    let skipped_before = counted(&soak.replicas, SKIPPED, "store=").await?;
     soak.phase.store(KILLING, Ordering::SeqCst);
     let redis = tokio::task::spawn_blocking(move || {
         redis.kill();
@@ -389,6 +397,7 @@ async fn soak(failure: &str, kind: Kind) -> TestResult {
     })
     .await?;
     // Each replica has recovered once a call of its own uses the store again.
+    let mut skipped_at_recovery = [0.0; 2];
     for (i, replica) in soak.replicas.iter().enumerate() {
         let deadline = Instant::now() + PATIENCE;
         loop {
@@ -407,6 +416,7 @@ async fn soak(failure: &str, kind: Kind) -> TestResult {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        skipped_at_recovery[i] = counted(std::slice::from_ref(replica), SKIPPED, "store=").await?;
         soak.recovered[i].store(true, Ordering::SeqCst);
     }
 
@@ -503,9 +513,15 @@ async fn soak(failure: &str, kind: Kind) -> TestResult {
         .filter(|(c, v)| without(c, v))
         .count();
     let timeouts = store_timeouts(&soak.replicas, kind).await?;
+    let mut skipped_while_up = skipped_before;
+    for (i, replica) in soak.replicas.iter().enumerate() {
+        skipped_while_up += counted(std::slice::from_ref(replica), SKIPPED, "store=").await?
+            - skipped_at_recovery[i];
+    }
     assert!(
-        failed_while_up as f64 <= timeouts,
-        "{failed_while_up} calls went without the store while it was up, {timeouts} timeouts: {:#?}",
+        failed_while_up as f64 <= timeouts + skipped_while_up,
+        "{failed_while_up} calls went without the store while it was up, {timeouts} timeouts, \
+         {skipped_while_up} skipped after one: {:#?}",
         calls
             .iter()
             .zip(&verdicts)
@@ -541,11 +557,17 @@ async fn soak(failure: &str, kind: Kind) -> TestResult {
         counted(&soak.replicas, errors, "kind=\"timeout\"").await?,
         counted(&soak.replicas, errors, "kind=\"unavailable\"").await?,
     );
+    let skipped = counted(&soak.replicas, SKIPPED, "store=").await?;
+    let (median_down, median_up) = (
+        median(&|c| c.phases == (DOWN, DOWN)),
+        median(&|c| c.phases == (UP, UP)),
+    );
     println!(
         "soak stores ({kind:?} store, failure.store = {failure}): {} requests from {CLIENTS} \
          clients on 2 replicas; {} while Redis was down ({} answered 503, {} went on without the \
          store), slowest then {:.0} ms (slowest while up {:.0} ms; store timeout 250 ms), median \
-         {:.0} ms down and {:.0} ms up; store errors: {timed_out} timeouts, {refused} unavailable; \
+         {median_down:.1} ms down and {median_up:.1} ms up (down/up {:.2}); store errors: \
+         {timed_out} timeouts, {refused} unavailable ({skipped} skipped by the breaker); \
          requests per replica [{}, {}]; 0 hung; {failed_while_up} calls while up met a store \
          timeout or an encoder failure; cache while up: {} hits, {} misses; {shared_hits} \
          answers stored through one replica were hits on the other after the restart",
@@ -557,8 +579,7 @@ async fn soak(failure: &str, kind: Kind) -> TestResult {
             && (c.session == "store-unavailable" || c.cache == "error")),
         slowest_down.as_secs_f64() * 1000.0,
         slowest_up.as_secs_f64() * 1000.0,
-        median(&|c| c.phases == (DOWN, DOWN)),
-        median(&|c| c.phases == (UP, UP)),
+        median_down / median_up.max(f64::MIN_POSITIVE),
         count(&|c| c.replica == 0),
         count(&|c| c.replica == 1),
         count(&|c| up(c) && c.cache == "hit"),

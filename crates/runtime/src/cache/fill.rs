@@ -131,7 +131,12 @@ impl Fill {
             Ok(Inserted::Stored) => self.metrics.stored(result::STORED),
             Ok(Inserted::TooLarge) => self.metrics.stored(result::TOO_LARGE),
             Err(err) => {
-                tracing::warn!(%err, store = self.store.kind(), "cannot store an answer in the cache");
+                // An unreachable store was reported once by its link, not once an answer.
+                if err.is_outage() {
+                    tracing::debug!(%err, store = self.store.kind(), "cannot store an answer in the cache");
+                } else {
+                    tracing::warn!(%err, store = self.store.kind(), "cannot store an answer in the cache");
+                }
                 self.metrics.stored(result::ERROR);
                 self.metrics
                     .store_error(self.store.kind(), "store", err.kind());

@@ -63,6 +63,15 @@ pub fn proxied(path: &str) -> Option<Api> {
         .map(|&(_, api)| api)
 }
 
+/// The `door` label of a request the HTTP proxy took for `api`.
+pub fn label(api: Api) -> &'static str {
+    match api {
+        Api::Chat => crate::metrics::door::CHAT,
+        Api::Responses => crate::metrics::door::RESPONSES,
+        Api::Messages => crate::metrics::door::MESSAGES,
+    }
+}
+
 /// What one front door adds to the driver's steps.
 pub trait Door: Sync {
     /// What the door keeps from before deciding until its answer.
@@ -178,7 +187,8 @@ pub async fn run<D: Door>(
     started: Instant,
 ) -> Response<ProxyBody> {
     let api = door.api();
-    let done = new_completion(pipeline, request.headers(), api.endpoint(), started);
+    let done =
+        new_completion(pipeline, request.headers(), api.endpoint(), started).through(label(api));
     let (parts, body) = request.into_parts();
     let limit = (pipeline.max_body_bytes, pipeline.body_read_timeout);
     let read = intake::read_body_within(body, &parts.headers, limit).await;

@@ -16,9 +16,16 @@
 //!     the body's chunks without waiting, so nothing is answered until the body is whole; then
 //!     the headers' answer carries the decision's header mutations and the body's answer the
 //!     new body. One round trip instead of two.
-//! - response headers: the `x-sr-*` decision headers are added; the status is reported, a 5xx
+//! - response headers: the `x-sr-*` decision headers are added; the status is reported (Envoy's
+//!   own answer when the upstream reset or could not be reached: its 502, 503 or 504), a 5xx
 //!   is told to the session layer, and the status counts towards the model's cooldown, as the
-//!   proxy does.
+//!   proxy does. The time to these headers is the only upstream time the processor sees.
+//!
+//! A stream Envoy drops before the request is reported is reported by what the processor was
+//! doing: dropped while it decided, Envoy stopped waiting for it (its `message_timeout`: the
+//! request went on undecided or was refused by Envoy, as `failure_mode_allow` says), recorded
+//! as [`GATEWAY_GAVE_UP`]; dropped while the request was sent, before the answer's headers,
+//! the client went away (499).
 //!
 //! An external processor cannot retry: the first candidate that fits the request's context and is
 //! not cooling down is the one sent; the gateway's retry policy stands in for `else` fallbacks.
@@ -48,8 +55,17 @@ use crate::pipeline::forward::hygiene::returned;
 use crate::pipeline::forward::{first_sendable, judge_status, note_plan};
 use crate::pipeline::shape::{dropped_credentials, set_model_headers, ShapeInput, Shaping};
 use crate::pipeline::{new_completion, Pipeline};
-use crate::relay::completion::Completion;
+use crate::relay::completion::{Completion, CLIENT_CLOSED};
 use crate::responses_state::ResponseStates;
+
+/// Status recorded for a request whose stream Envoy dropped while the router decided it.
+pub const GATEWAY_GAVE_UP: u16 = 504;
+
+const GAVE_UP: &str = "the gateway stopped waiting for the router's decision (its \
+                       message_timeout, unless the client left meanwhile); the request went on \
+                       undecided or was refused by the gateway";
+const LEFT_WHILE_SENT: &str =
+    "the client went away before the upstream answer's headers reached the gateway";
 
 /// Where one request stands.
 enum Stage {
@@ -261,6 +277,7 @@ impl Exchange {
             return vec![wire::unchanged(Phase::RequestBody)];
         };
         let mut arrived = *arrived;
+        arrived.done.if_abandoned(GATEWAY_GAVE_UP, GAVE_UP);
         let mut remove = remove;
         remove.append(&mut arrived.remove);
         let (body, set) = match self.decide(doors, arrived).await {
@@ -401,6 +418,7 @@ impl Exchange {
         done.record.model = Some(model.name.clone());
         done.record.served = Some(model.serves.clone());
         done.record.backend = Some(endpoint.name.clone());
+        done.if_abandoned(CLIENT_CLOSED, LEFT_WHILE_SENT);
         self.stage = Stage::Sent(Box::new(Sent {
             done,
             model: model.name.clone(),
@@ -461,7 +479,7 @@ impl Exchange {
                 verdict.whole();
             }
         }
-        done.finish_upstream(sent_at.elapsed(), None, None, None);
+        done.finish_at_head(sent_at.elapsed());
         // The gateway relays the backend's answer: what the proxy would not hand a client
         // leaves it here too. `date` stays, the gateway's to keep as HTTP wants it.
         let remove = answer

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::memo::MemoKey;
-use crate::store::{link, KeySpace, Links, Redis};
+use crate::store::{KeySpace, Links, Redis};
 
 /// Answers shared through Redis, on the server's shared Redis links.
 pub(crate) struct SharedMemo {
@@ -42,11 +42,15 @@ impl SharedMemo {
     /// The answer another replica stored for `key`, waiting at most the store timeout or
     /// `left`, whichever is shorter.
     pub async fn get(&self, url: &str, key: &MemoKey, left: Duration) -> Option<Arc<[f32]>> {
-        let mut conn = self.connection(url)?.connection();
+        let redis = self.connection(url)?;
+        let mut conn = redis.connection();
         let mut cmd = redis::cmd("GET");
         cmd.arg(redis_key(key));
         let read = cmd.query_async::<Option<Vec<u8>>>(&mut conn);
-        match link::bounded(self.timeout.min(left), "memo.get", read).await {
+        match redis
+            .bounded_within(self.timeout.min(left), "memo.get", read)
+            .await
+        {
             Ok(Some(bytes)) => decode(&bytes),
             Ok(None) => None,
             Err(err) => {

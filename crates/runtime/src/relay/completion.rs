@@ -15,7 +15,7 @@ use crate::headers::{self, path, NONE_VALUE};
 use crate::log::{RequestLog, RequestRecord};
 use crate::openai::Usage;
 use crate::otel::{key, text, Phase, RequestTrace};
-use crate::telemetry::{ModelLabels, RequestLabels, Telemetry};
+use crate::telemetry::{RequestLabels, Telemetry, UpstreamLabels};
 
 /// A request on its way to being reported.
 pub struct Completion {
@@ -30,10 +30,15 @@ pub struct Completion {
     reported: bool,
     /// The `door` label of its metrics.
     door: &'static str,
+    /// What a drop before the report means: the status and the error recorded.
+    abandoned: (u16, &'static str),
 }
 
 /// Status recorded for a client that closed its connection before the answer started.
 pub const CLIENT_CLOSED: u16 = 499;
+
+/// Why a request dropped unreported ended, unless its door says otherwise.
+pub const CLIENT_LEFT: &str = "client disconnected before the answer started";
 
 impl Completion {
     /// A request with id `request_id` and a trace of its own (no client context, no spans).
@@ -87,14 +92,57 @@ impl Completion {
             telemetry,
             log,
             reported: false,
-            door: crate::metrics::door::PROXY,
+            door: crate::metrics::door::NONE,
+            abandoned: (CLIENT_CLOSED, CLIENT_LEFT),
         }
     }
 
-    /// The request came through Envoy's external processor: its metrics say so.
-    pub fn through_extproc(mut self) -> Completion {
-        self.door = crate::metrics::door::EXTPROC;
+    /// What this request is reported as should it be dropped unreported from now on: the
+    /// door knows who could have let it go (a proxy's client; Envoy, for the external
+    /// processor, which may give up on a decision as well as lose its client).
+    pub fn if_abandoned(&mut self, status: u16, why: &'static str) {
+        self.abandoned = (status, why);
+    }
+
+    /// The request came through `door` (one of [`crate::metrics::door`]'s values): its
+    /// metrics say so.
+    pub fn through(mut self, door: &'static str) -> Completion {
+        self.door = door;
         self
+    }
+
+    /// The request came through Envoy's external processor: its metrics say so.
+    pub fn through_extproc(self) -> Completion {
+        self.through(crate::metrics::door::EXTPROC)
+    }
+
+    /// The labels of the upstream times, once the model is known.
+    fn upstream_labels(&self) -> Option<UpstreamLabels> {
+        self.record.model.as_ref().map(|model| UpstreamLabels {
+            model: model.clone(),
+            door: self.door,
+        })
+    }
+
+    /// The upstream answer's head arrived `elapsed` after the request was sent.
+    pub fn answer_head(&self, elapsed: Duration) {
+        if let Some(labels) = self.upstream_labels() {
+            self.telemetry
+                .upstream_headers
+                .get_or_create(&labels)
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// An upstream answer whose head is all this door sees (the external processor): its
+    /// status is in the record, the head came `elapsed` after the request went out, and where
+    /// the answer ends is the gateway's business, so no end-to-end time is recorded.
+    pub fn finish_at_head(mut self, elapsed: Duration) {
+        self.answer_head(elapsed);
+        if let Some(span) = self.upstream.take() {
+            span.end();
+        }
+        self.report();
     }
 
     /// A local answer (error, refusal, listing): no upstream evidence.
@@ -115,10 +163,7 @@ impl Completion {
         usage: Option<Usage>,
         error: Option<String>,
     ) {
-        if let Some(model) = &self.record.model {
-            let labels = ModelLabels {
-                model: model.clone(),
-            };
+        if let Some(labels) = self.upstream_labels() {
             if let Some(ttft) = ttft {
                 self.telemetry
                     .upstream_ttft
@@ -227,9 +272,10 @@ impl Completion {
 impl Drop for Completion {
     fn drop(&mut self) {
         if !self.reported {
-            self.record.status = CLIENT_CLOSED;
+            let (status, why) = self.abandoned;
+            self.record.status = status;
             self.record.path = path::ERROR;
-            self.record.error = Some("client disconnected before the answer started".to_owned());
+            self.record.error = Some(why.to_owned());
             self.report();
         }
     }

@@ -193,7 +193,12 @@ pub async fn store(keep: Keep, response: Value) {
         .put(&scope.tenant, &stored.id, bytes, now, keep.ttl_ms)
         .await
     {
-        tracing::warn!(%err, store = scope.store.kind(), id = %stored.id, "cannot keep a response");
+        // An unreachable store was reported once by its link, not once a response.
+        if err.is_outage() {
+            tracing::debug!(%err, store = scope.store.kind(), id = %stored.id, "cannot keep a response");
+        } else {
+            tracing::warn!(%err, store = scope.store.kind(), id = %stored.id, "cannot keep a response");
+        }
     }
 }
 

@@ -190,7 +190,12 @@ fn not_found(id: &str) -> ApiError {
 }
 
 fn unavailable(err: &crate::store::StoreError) -> ApiError {
-    tracing::warn!(%err, "the response store failed");
+    // An unreachable store was reported once by its link, not once a request.
+    if err.is_outage() {
+        tracing::debug!(%err, "the response store failed");
+    } else {
+        tracing::warn!(%err, "the response store failed");
+    }
     ApiError::service_unavailable("the response store is unavailable")
 }
 

@@ -1,18 +1,24 @@
 //! Backend probes: every backend a model is bound to is asked `GET {url}/models` (with a
-//! timeout) at start, on an interval and after each reload, and the outcome is recorded in the
-//! server's [`crate::readiness::Readiness`], which `/readyz` reports. Simulated backends are never probed.
+//! timeout) at start, on an interval and after each reload, and the outcome — with the served
+//! ids of the answer when it is a model list, read up to [`LIST_LIMIT`] bytes — is recorded in
+//! the server's [`crate::readiness::Readiness`], which `/readyz` reports. Simulated backends are
+//! never probed.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, AUTHORIZATION};
 use hyper::{Request, StatusCode};
 use tokio::sync::watch;
 
 use crate::app::App;
 use crate::backends::Endpoint;
-use crate::readiness::bound_endpoints;
+use crate::readiness::{bound_endpoints, listed_ids};
+
+/// The most of a model list a probe reads; a longer answer is not read as a list (its ids prove
+/// nothing), only as an answer.
+pub const LIST_LIMIT: usize = 1024 * 1024;
 
 /// Probes the current snapshot's backends now, then every `probe_interval` and after each
 /// reload (the `reloaded` channel ticks), until `stop` changes.
@@ -37,19 +43,26 @@ async fn probe_all(app: &App) {
         .filter(|e| !e.simulated)
         .map(|endpoint| probe_one(app, endpoint));
     let results = futures_join(probes).await;
-    for (base, ok, detail) in results {
-        app.readiness.record(&base, ok, detail);
+    for (base, ok, detail, listed) in results {
+        app.readiness.record(&base, ok, detail, listed);
     }
     app.readiness.publish(&snapshot);
     // Cooldowns other replicas started are read on the same beat.
     app.cooldowns.sync(snapshot.policy()).await;
 }
 
-async fn probe_one(app: &App, endpoint: &Endpoint) -> (String, bool, String) {
+type Probed = (
+    String,
+    bool,
+    String,
+    Option<std::collections::HashSet<String>>,
+);
+
+async fn probe_one(app: &App, endpoint: &Endpoint) -> Probed {
     let url = endpoint.url("/models");
     let mut request = match Request::get(&url).body(Full::new(Bytes::new())) {
         Ok(r) => r,
-        Err(err) => return (endpoint.base.clone(), false, err.to_string()),
+        Err(err) => return (endpoint.base.clone(), false, err.to_string(), None),
     };
     if let Some(auth) = &endpoint.authorization {
         request.headers_mut().insert(AUTHORIZATION, auth.clone());
@@ -63,17 +76,22 @@ async fn probe_one(app: &App, endpoint: &Endpoint) -> (String, bool, String) {
     match outcome {
         Ok(response) => {
             let status = response.status();
-            // Drain the small answer so the connection returns to the pool.
-            let _ =
-                tokio::time::timeout(app.cfg.probe_timeout, response.into_body().collect()).await;
+            // Read the small answer (which also returns the connection to the pool).
+            let body = Limited::new(response.into_body(), LIST_LIMIT);
+            let read = tokio::time::timeout(app.cfg.probe_timeout, body.collect()).await;
+            let listed = match read {
+                Ok(Ok(collected)) if status.is_success() => listed_ids(&collected.to_bytes()),
+                _ => None,
+            };
             let ok = status < StatusCode::INTERNAL_SERVER_ERROR;
             (
                 endpoint.base.clone(),
                 ok,
                 format!("answered {}", status.as_u16()),
+                listed,
             )
         }
-        Err(err) => (endpoint.base.clone(), false, err.to_string()),
+        Err(err) => (endpoint.base.clone(), false, err.to_string(), None),
     }
 }
 

@@ -149,6 +149,8 @@ impl ServerHandle {
 
 /// Loads the policy, binds both listeners and starts serving in the background.
 pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
+    let mut components = components;
+    components.log = components.log.with_volume(cfg.request_log);
     if !cfg.admin.ip().is_loopback() && cfg.admin_token.is_none() {
         return Err(ServeError::AdminUnprotected(cfg.admin));
     }
@@ -208,6 +210,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);
         cache.register_metrics(registry);
+        components.links.register_metrics(registry);
     });
     if let Some(otlp) = &cfg.otlp {
         // The collector is reached like a backend: same pooled client, same trust store.

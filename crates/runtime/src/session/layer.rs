@@ -14,18 +14,21 @@
 //!   compare-and-set on the version read, so a concurrent writer's pin wins and is followed.
 //!
 //! A failing store follows `failure.store`: `open` forwards the proposal without affinity
-//! (`store-unavailable`, counted), `closed` answers 503.
+//! (`store-unavailable`, counted), `closed` answers 503. Under `open`, a session whose pin this
+//! replica served before a shared store became unreachable is decided on this replica's copy
+//! of it instead ([`crate::session::local`]), so its model and holds carry through the outage.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use src_compiler::hir::{CheckedPolicy, ModelId, RouteId, SessionDef, StoreDef, TExpr, TExprKind};
 use src_compiler::request::RequestView;
-use src_dsl::ast::Missing;
+use src_dsl::ast::{FailMode, Missing};
 
 use crate::headers::session as state;
 use crate::hooks::ModelSignals;
 use crate::session::identity::{identify, Identity};
+use crate::session::local::{LocalPins, LOCAL_PINS};
 use crate::session::metrics::{
     OutcomeLabels, OwnerLostLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels,
     StoreLabels, SwitchLabels,
@@ -85,6 +88,8 @@ pub struct SessionOptions {
     pub memory_capacity: usize,
     /// Bound on each Redis call.
     pub redis_timeout: Duration,
+    /// Pins of a shared store this replica keeps a copy of, for the store's outages.
+    pub local_pins: usize,
 }
 
 impl Default for SessionOptions {
@@ -92,18 +97,23 @@ impl Default for SessionOptions {
         SessionOptions {
             memory_capacity: memory::DEFAULT_CAPACITY,
             redis_timeout: redis::DEFAULT_TIMEOUT,
+            local_pins: LOCAL_PINS,
         }
     }
 }
 
 impl SessionOptions {
-    /// The defaults, overridden by `SRC_SESSION_MEMORY_CAPACITY` (pins a `memory` store keeps)
-    /// and `SRC_SESSION_REDIS_TIMEOUT_MS` when set to a number (anything else is logged and
+    /// The defaults, overridden by `SRC_SESSION_MEMORY_CAPACITY` (pins a `memory` store keeps),
+    /// `SRC_SESSION_LOCAL_PINS` (pins of a Redis store kept here for its outages) and
+    /// `SRC_SESSION_REDIS_TIMEOUT_MS` when set to a number (anything else is logged and
     /// ignored).
     pub fn from_env() -> SessionOptions {
         let mut options = SessionOptions::default();
         if let Some(n) = crate::config::env_number("SRC_SESSION_MEMORY_CAPACITY") {
             options.memory_capacity = usize::try_from(n).unwrap_or(usize::MAX).max(1);
+        }
+        if let Some(n) = crate::config::env_number("SRC_SESSION_LOCAL_PINS") {
+            options.local_pins = usize::try_from(n).unwrap_or(usize::MAX).max(1);
         }
         options.redis_timeout = Timeouts::from_lookup(crate::config::env_number).session;
         options
@@ -247,6 +257,23 @@ pub enum Continuity {
     },
 }
 
+/// What one run of the protocol decided, and the pin the store holds after it.
+struct Decided {
+    model: ModelId,
+    state: SessionState,
+    protection: Option<String>,
+    pin: Pin,
+}
+
+fn decided(model: ModelId, state: SessionState, protection: Option<String>, pin: Pin) -> Decided {
+    Decided {
+        model,
+        state,
+        protection,
+        pin,
+    }
+}
+
 /// Why a protocol run stopped early.
 enum Stop {
     Store(&'static str, StoreError),
@@ -259,6 +286,8 @@ pub struct SessionLayer {
     models: Option<Arc<dyn ModelSignals>>,
     options: SessionOptions,
     stores: StoreSet<dyn SessionStore>,
+    /// Copies of the pins served on shared stores, for their outages.
+    local: LocalPins,
     links: Arc<Links>,
     metrics: Arc<SessionMetrics>,
 }
@@ -276,6 +305,7 @@ impl SessionLayer {
             models: None,
             options,
             stores: StoreSet::new(),
+            local: LocalPins::new(options.local_pins),
             links: Arc::default(),
             metrics: Arc::default(),
         }
@@ -336,8 +366,14 @@ impl SessionLayer {
             Err(err) => return self.store_failed(input, "connect", kind_of(&def.store), err),
         };
         match self.run(input, def, &identity, store.as_ref(), holds).await {
-            Ok((model, state, protection)) => {
+            Ok(Decided {
+                model,
+                state,
+                protection,
+                pin,
+            }) => {
                 self.count(state);
+                self.local.remember(&def.store, &identity, &pin, def.ttl_ms);
                 Continuity::Forward {
                     model,
                     state,
@@ -345,7 +381,29 @@ impl SessionLayer {
                     ticket: Some(self.new_ticket(def, identity, store)),
                 }
             }
-            Err(Stop::Store(op, err)) => self.store_failed(input, op, store.kind(), err),
+            Err(Stop::Store(op, err)) => {
+                let kind = store.kind();
+                let local = if err.is_outage() && input.policy.failure.store == FailMode::Open {
+                    self.on_local_copy(input, def, &identity, holds).await
+                } else {
+                    None
+                };
+                match local {
+                    Some(forward) => {
+                        self.count_store_error(op, kind, &err);
+                        let site = Site {
+                            store: "session",
+                            kind,
+                            op,
+                        };
+                        // Logged (and judged `open`) as any failure is; only the model differs.
+                        let _ = failure::judge(input.policy.failure.store, site, err);
+                        self.count(SessionState::StoreUnavailable);
+                        forward
+                    }
+                    None => self.store_failed(input, op, kind, err),
+                }
+            }
             Err(Stop::Holds(message)) => Continuity::Reject {
                 status: 503,
                 message: format!("cannot decide whether the session's pin holds: {message}"),
@@ -393,14 +451,7 @@ impl SessionLayer {
         }
     }
 
-    /// `failure.store`: open forwards the proposal without affinity, closed answers 503.
-    fn store_failed(
-        &self,
-        input: ContinuityInput<'_>,
-        op: &'static str,
-        kind: &'static str,
-        err: StoreError,
-    ) -> Continuity {
+    fn count_store_error(&self, op: &'static str, kind: &'static str, err: &StoreError) {
         self.metrics
             .store_errors
             .get_or_create(&StoreErrorLabels {
@@ -409,6 +460,47 @@ impl SessionLayer {
                 kind: err.kind(),
             })
             .inc();
+    }
+
+    /// The call decided on this replica's copy of its pin, while the shared store cannot be
+    /// reached: `None` when the copy holds no pin for it (it then goes on without affinity).
+    /// The answer says `store-unavailable` whatever the copy decided, since the store did not
+    /// take part; the model (and a hold that kept it) are the copy's.
+    async fn on_local_copy(
+        &self,
+        input: ContinuityInput<'_>,
+        def: &SessionDef,
+        id: &Identity,
+        holds: &dyn Holds,
+    ) -> Option<Continuity> {
+        let copy = self
+            .local
+            .holding(&def.store, id, self.clock.now_ms())
+            .await?;
+        let decided = self.run(input, def, id, copy.as_ref(), holds).await.ok()?;
+        self.metrics
+            .local_pins
+            .get_or_create(&StateLabels {
+                state: decided.state.as_str(),
+            })
+            .inc();
+        Some(Continuity::Forward {
+            model: decided.model,
+            state: SessionState::StoreUnavailable,
+            protection: decided.protection,
+            ticket: None,
+        })
+    }
+
+    /// `failure.store`: open forwards the proposal without affinity, closed answers 503.
+    fn store_failed(
+        &self,
+        input: ContinuityInput<'_>,
+        op: &'static str,
+        kind: &'static str,
+        err: StoreError,
+    ) -> Continuity {
+        self.count_store_error(op, kind, &err);
         let site = Site {
             store: "session",
             kind,
@@ -439,7 +531,7 @@ impl SessionLayer {
         id: &Identity,
         store: &dyn SessionStore,
         holds: &dyn Holds,
-    ) -> Result<(ModelId, SessionState, Option<String>), Stop> {
+    ) -> Result<Decided, Stop> {
         let policy = input.policy;
         let ttl = def.ttl_ms;
         let now = self.clock.now_ms();
@@ -465,7 +557,7 @@ impl SessionLayer {
                 {
                     Put::Stored => {
                         self.pinned(store);
-                        return Ok((input.proposed, SessionState::New, None));
+                        return Ok(decided(input.proposed, SessionState::New, None, pin));
                     }
                     Put::Exists(winner) => {
                         raced = true;
@@ -486,7 +578,12 @@ impl SessionLayer {
                 {
                     Cas::Stored => {
                         self.pinned(store);
-                        return Ok((input.proposed, SessionState::Expired, None));
+                        return Ok(decided(
+                            input.proposed,
+                            SessionState::Expired,
+                            None,
+                            renewed,
+                        ));
                     }
                     Cas::Conflict(current) => {
                         raced = true;
@@ -500,10 +597,10 @@ impl SessionLayer {
                     .touch(id, now, ttl)
                     .await
                     .map_err(store_err("touch"))?;
-                return Ok((pinned, SessionState::Pinned, None));
+                return Ok(decided(pinned, SessionState::Pinned, None, pin));
             }
             if pinned == input.proposed {
-                return Ok((pinned, SessionState::Pinned, None));
+                return Ok(decided(pinned, SessionState::Pinned, None, pin));
             }
             let policy_hold = if continuity::asks_holds(policy, input.view) {
                 self.holds(input, id, store, &pin, pinned, holds)
@@ -518,7 +615,7 @@ impl SessionLayer {
                         .holds
                         .get_or_create(&RuleLabels { rule: rule.clone() })
                         .inc();
-                    return Ok((pinned, SessionState::Held, Some(rule)));
+                    return Ok(decided(pinned, SessionState::Held, Some(rule), pin));
                 }
                 Switch::Observed(rule) => Some(rule),
                 Switch::Switched => None,
@@ -538,13 +635,18 @@ impl SessionLayer {
                         })
                         .inc();
                     let Some(rule) = held else {
-                        return Ok((input.proposed, SessionState::Switched, None));
+                        return Ok(decided(input.proposed, SessionState::Switched, None, moved));
                     };
                     self.metrics
                         .observed
                         .get_or_create(&RuleLabels { rule: rule.clone() })
                         .inc();
-                    return Ok((input.proposed, SessionState::Observed, Some(rule)));
+                    return Ok(decided(
+                        input.proposed,
+                        SessionState::Observed,
+                        Some(rule),
+                        moved,
+                    ));
                 }
                 Cas::Conflict(current) => {
                     raced = true;
@@ -554,7 +656,7 @@ impl SessionLayer {
         }
         Err(Stop::Store(
             "cas",
-            StoreError::Unavailable("the pin kept changing under concurrent writers".into()),
+            StoreError::Contended("the pin kept changing under concurrent writers".into()),
         ))
     }
 

@@ -61,6 +61,7 @@ pub struct SessionMetrics {
     pub owner_lost: Family<OwnerLostLabels, Counter>,
     pub store_errors: Family<StoreErrorLabels, Counter>,
     pub outcomes: Family<OutcomeLabels, Counter>,
+    pub local_pins: Family<StateLabels, Counter>,
 }
 
 impl SessionMetrics {
@@ -105,6 +106,11 @@ impl SessionMetrics {
             names::SESSION_OUTCOMES,
             "Outcomes recorded by verdict and source",
             self.outcomes.clone(),
+        );
+        registry.register(
+            names::SESSION_LOCAL_PINS,
+            "Calls decided on this replica's copy of their pin while the store was unreachable",
+            self.local_pins.clone(),
         );
     }
 

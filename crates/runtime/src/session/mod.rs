@@ -10,6 +10,7 @@
 //! - [`identity`]: who a call belongs to — (tenant, id), the tenant a hash of the API key;
 //! - [`pin`]: what a pin records; [`store`]: where pins live (memory or Redis);
 //! - [`layer`]: the switch protocol; [`protect`]: the holds, via the staged evaluator;
+//! - [`local`]: this replica's copy of its pins, followed while the shared store is out;
 //! - [`outcomes`]: the `POST /v1/router/outcomes` endpoint feeding `outcomes(pinned)`;
 //! - [`hook`]: the layer as the proxy's [`crate::hooks::Sessions`] component.
 
@@ -18,6 +19,7 @@ pub mod hook;
 pub mod identity;
 pub mod layer;
 pub mod listing;
+pub mod local;
 pub mod metrics;
 pub mod outcomes;
 pub mod pin;

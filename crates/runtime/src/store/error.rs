@@ -12,6 +12,14 @@ pub enum StoreError {
     Timeout { op: &'static str, after: Duration },
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
+    /// Not sent: the store failed a call recently and its breaker skips it until a probe
+    /// reaches it again.
+    #[error("the store is skipped after a failure (next probe in {probe_in:?})")]
+    Skipped { probe_in: Duration },
+    #[error("the store refused the call: {0}")]
+    Rejected(String),
+    #[error("the store's state kept changing under concurrent writers: {0}")]
+    Contended(String),
     #[error("the store answered something unreadable: {0}")]
     Corrupt(String),
     #[error("the store is misconfigured: {0}")]
@@ -23,10 +31,24 @@ impl StoreError {
     pub fn kind(&self) -> &'static str {
         match self {
             StoreError::Timeout { .. } => "timeout",
-            StoreError::Unavailable(_) => "unavailable",
+            // Skipped calls answer as the failure that opened the breaker did, so the
+            // verdict and the labels read the same through an outage.
+            StoreError::Unavailable(_) | StoreError::Skipped { .. } => "unavailable",
+            StoreError::Rejected(_) => "rejected",
+            StoreError::Contended(_) => "contended",
             StoreError::Corrupt(_) => "corrupt",
             StoreError::Config(_) => "config",
         }
+    }
+
+    /// Whether the store could not be reached (timed out, unreachable, or skipped by its
+    /// breaker). The link reports an outage once, when its breaker opens, so these are not
+    /// logged again per request.
+    pub fn is_outage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Timeout { .. } | StoreError::Unavailable(_) | StoreError::Skipped { .. }
+        )
     }
 }
 
@@ -44,9 +66,27 @@ mod tests {
             StoreError::Unavailable("down".into()),
             StoreError::Corrupt("x".into()),
             StoreError::Config("y".into()),
+            StoreError::Skipped {
+                probe_in: Duration::from_millis(70),
+            },
+            StoreError::Rejected("WRONGTYPE".into()),
+            StoreError::Contended("pin".into()),
         ];
         let kinds: Vec<&str> = errors.iter().map(StoreError::kind).collect();
-        assert_eq!(kinds, ["timeout", "unavailable", "corrupt", "config"]);
+        assert_eq!(
+            kinds,
+            [
+                "timeout",
+                "unavailable",
+                "corrupt",
+                "config",
+                "unavailable",
+                "rejected",
+                "contended"
+            ]
+        );
         assert!(errors[0].to_string().contains("`get`"));
+        let outages: Vec<bool> = errors.iter().map(StoreError::is_outage).collect();
+        assert_eq!(outages, [true, true, false, false, true, false, false]);
     }
 }

@@ -2,9 +2,12 @@
 //! place for every store a request consults (pins, cached answers, stored responses).
 //!
 //! `open` goes on as though the store held nothing (no pin, no cached answer, no stored
-//! response); `closed` refuses the request with a 503. Either way the failure is logged once,
-//! here, naming the store, its kind, the step and the error's kind; what the caller builds from
-//! the verdict (a forwarded proposal, an error body) stays the caller's.
+//! response); `closed` refuses the request with a 503. A store that could not be reached (a
+//! timeout, a refused connection, a call its breaker skipped) was reported by its link once,
+//! when the breaker opened, so it is logged here at `debug` only: an outage writes one warning,
+//! not one a request. Any other failure is logged here at `warn`, naming the store, its kind,
+//! the step and the error's kind. What the caller builds from the verdict (a forwarded
+//! proposal, an error body) stays the caller's.
 
 use src_dsl::ast::FailMode;
 
@@ -59,15 +62,27 @@ pub fn guard<T>(mode: FailMode, site: Site, result: Result<T, StoreError>) -> Re
 
 /// A failure under `mode`, logged once.
 pub fn judge(mode: FailMode, site: Site, err: StoreError) -> Failed {
-    tracing::warn!(
-        %err,
-        store = site.store,
-        kind = site.kind,
-        op = site.op,
-        error = err.kind(),
-        fail = ?mode,
-        "a store failed"
-    );
+    if err.is_outage() {
+        tracing::debug!(
+            %err,
+            store = site.store,
+            kind = site.kind,
+            op = site.op,
+            error = err.kind(),
+            fail = ?mode,
+            "a store failed"
+        );
+    } else {
+        tracing::warn!(
+            %err,
+            store = site.store,
+            kind = site.kind,
+            op = site.op,
+            error = err.kind(),
+            fail = ?mode,
+            "a store failed"
+        );
+    }
     match mode {
         FailMode::Open => Failed::Skip(err),
         FailMode::Closed => Failed::Refuse(Refusal {

@@ -11,21 +11,27 @@
 //!
 //! - [`error`]: [`StoreError`], one for every store;
 //! - [`keyspace`]: [`KeySpace`], every key the runtime writes and its Cluster hash tag;
-//! - [`link`]: lazily connected, time-bounded Redis connections, one per serving shard;
+//! - [`link`]: lazily connected, time-bounded Redis connections, one per serving shard, that
+//!   send a command again once on a fresh connection when the pooled one had died;
+//! - [`breaker`]: the circuit breaker of a Redis, as a state machine without IO;
+//! - [`health`]: that breaker on real time, its prober, its log lines and the link metrics;
 //! - [`registry`]: [`Links`] (one link per Redis, shared), [`StoreSet`] (the stores built for
 //!   the policies' store declarations) and [`Timeouts`];
 //! - [`failure`]: `failure.store = open | closed`, logged once;
 //! - [`clock`]: Unix milliseconds, from the system or moved by hand.
 
+pub mod breaker;
 pub mod clock;
 pub mod error;
 pub mod failure;
+pub mod health;
 pub mod keyspace;
 pub mod link;
 pub mod registry;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
+pub use health::LinkMetrics;
 pub use keyspace::KeySpace;
 pub use link::Redis;
 pub use registry::{kind_of, Links, StoreSet, Timeouts, DEFAULT_TIMEOUT};

@@ -15,8 +15,11 @@ use std::time::Duration;
 
 use src_compiler::hir::StoreDef;
 
+use crate::store::breaker::Backoff;
+use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
-use crate::store::link::{Link, Redis};
+use crate::store::health::{Health, LinkMetrics};
+use crate::store::link::{redact, Link, Redis};
 
 /// The bound on each Redis call unless one is configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
@@ -63,15 +66,62 @@ impl Timeouts {
     }
 }
 
-/// The Redis links of a server, one per (URL, timeout), shared by every store built on them.
-#[derive(Default)]
+/// The Redis links of a server, one per (URL, timeout), shared by every store built on them,
+/// and one [`Health`] (breaker) per URL, shared by its links.
 pub struct Links {
     open: Mutex<Vec<(String, Duration, Arc<Link>)>>,
+    healths: Mutex<Vec<(String, Arc<Health>)>>,
+    metrics: LinkMetrics,
+    clock: Arc<dyn Clock>,
+    backoff: Backoff,
+}
+
+impl Default for Links {
+    fn default() -> Self {
+        Links::with_clock(Arc::new(SystemClock), Backoff::default())
+    }
 }
 
 impl Links {
     pub fn new() -> Links {
         Links::default()
+    }
+
+    /// Links whose breakers read `clock` and wait `backoff` between probes.
+    pub fn with_clock(clock: Arc<dyn Clock>, backoff: Backoff) -> Links {
+        Links {
+            open: Mutex::new(Vec::new()),
+            healths: Mutex::new(Vec::new()),
+            metrics: LinkMetrics::default(),
+            clock,
+            backoff,
+        }
+    }
+
+    /// The link metrics (`src_store_breaker_state`, `src_store_skipped_total`, ...).
+    pub fn metrics(&self) -> &LinkMetrics {
+        &self.metrics
+    }
+
+    /// Adds the link metrics to the server's registry.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.metrics.register(registry);
+    }
+
+    /// The health of the Redis at `url`, made on first use.
+    fn health(&self, url: &str) -> Arc<Health> {
+        let mut healths = self.healths.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, health)) = healths.iter().find(|(u, _)| u == url) {
+            return Arc::clone(health);
+        }
+        let health = Arc::new(Health::new(
+            redact(url),
+            self.backoff,
+            Arc::clone(&self.clock),
+            self.metrics.clone(),
+        ));
+        healths.push((url.to_owned(), Arc::clone(&health)));
+        health
     }
 
     /// The link to `url` for calls bounded by `timeout`, made on first use (lazily: nothing is
@@ -82,7 +132,7 @@ impl Links {
         if let Some((_, _, link)) = open.iter().find(|(u, t, _)| u == url && *t == timeout) {
             return Ok(Redis::new(Arc::clone(link), timeout));
         }
-        let link = Arc::new(Link::connect(url, timeout)?);
+        let link = Arc::new(Link::with_health(url, timeout, self.health(url))?);
         open.push((url.to_owned(), timeout, Arc::clone(&link)));
         Ok(Redis::new(link, timeout))
     }
@@ -203,5 +253,16 @@ mod tests {
         assert_eq!(links.len(), 2);
         assert!(links.redis("not a url", t).is_err());
         assert_eq!(links.len(), 2, "a refused URL is not kept");
+        let (a, b) = match (
+            links.redis(url, t),
+            links.redis(url, Duration::from_millis(60)),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            _ => panic!("known links are answered again"),
+        };
+        assert!(
+            Arc::ptr_eq(a.health(), b.health()),
+            "one breaker per Redis, whatever the timeout"
+        );
     }
 }

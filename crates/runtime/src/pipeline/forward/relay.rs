@@ -61,6 +61,7 @@ pub(super) fn relay(
         .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
     done.record.status = parts.status.as_u16();
     done.record.path = path::UPSTREAM;
+    done.answer_head(sent_at.elapsed());
     // The upstream's header map is the answer's, less what the client has no use for (the
     // backend's internals, the upstream connection's own): no header is copied.
     keep_returned(&mut parts.headers);

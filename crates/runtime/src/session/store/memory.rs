@@ -46,6 +46,16 @@ impl MemoryStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Holds `pin` for `key`, whatever was held, kept for the pin's retention from its last
+    /// use (a copy of what another store holds).
+    pub fn remember(&self, key: &Identity, pin: &Pin, ttl_ms: u64) {
+        lock(&self.pins).insert(
+            key.clone(),
+            pin.clone(),
+            pin.seen_ms.saturating_add(retain_ms(ttl_ms)),
+        );
+    }
 }
 
 impl Default for MemoryStore {
