@@ -477,6 +477,7 @@ fn a_failed_reload_logs_one_valid_json_line() {
     assert!(doc["fields"]["message"]
         .as_str()
         .is_some_and(|m| m.contains("previous policy keeps serving")));
+}
 
 #[test]
 fn serve_takes_a_request_log_volume_and_refuses_one_it_does_not_know() {

@@ -491,15 +491,18 @@ fn router() -> impl Strategy<Value = ItemKind> {
     let anonymous = prop::option::of(
         prop_oneof![Just(Anonymous::Isolate), Just(Anonymous::Share)].prop_map(sp),
     );
-    (prop::option::of(strings().prop_map(sp)), opt_text(), anonymous).prop_map(
-        |(names, tokenizer, anonymous)| {
+    (
+        prop::option::of(strings().prop_map(sp)),
+        opt_text(),
+        anonymous,
+    )
+        .prop_map(|(names, tokenizer, anonymous)| {
             ItemKind::Router(Router {
                 names,
                 tokenizer,
                 anonymous,
             })
-        },
-    )
+        })
 }
 
 fn test_item() -> impl Strategy<Value = ItemKind> {

@@ -21,7 +21,12 @@ async fn cached_answers_belong_to_one_credential_in_any_header() -> TestResult {
         let served = &served;
         async move {
             served
-                .post_with("/v1/chat/completions", &src_testkit::cache::chat(prompt), "", headers)
+                .post_with(
+                    "/v1/chat/completions",
+                    &src_testkit::cache::chat(prompt),
+                    "",
+                    headers,
+                )
                 .await
         }
     };
@@ -32,11 +37,18 @@ async fn cached_answers_belong_to_one_credential_in_any_header() -> TestResult {
     for (who, headers) in [
         ("another api-key", &[("api-key", "tenant-b")][..]),
         ("another x-api-key", &[("x-api-key", "tenant-c")][..]),
-        ("a Basic credential", &[("authorization", "Basic dGVuYW50LWQ6cHc=")][..]),
+        (
+            "a Basic credential",
+            &[("authorization", "Basic dGVuYW50LWQ6cHc=")][..],
+        ),
     ] {
         let other = ask(headers, PARAPHRASE).await?;
         assert_eq!(other.status, 200, "{who}");
-        assert_eq!(other.cache(), "miss", "{who} must not read tenant-a's answer");
+        assert_eq!(
+            other.cache(),
+            "miss",
+            "{who} must not read tenant-a's answer"
+        );
     }
     let keyless = ask(&[], PARAPHRASE).await?;
     assert_eq!(
@@ -45,7 +57,11 @@ async fn cached_answers_belong_to_one_credential_in_any_header() -> TestResult {
         "a request without a credential gets no cache"
     );
     let same = ask(&[("x-api-key", "tenant-a")], PARAPHRASE).await?;
-    assert_eq!(same.cache(), "hit", "one credential is one tenant, whichever header");
+    assert_eq!(
+        same.cache(),
+        "hit",
+        "one credential is one tenant, whichever header"
+    );
     let bearer = ask(&[("authorization", "Bearer tenant-a")], PARAPHRASE).await?;
     assert_eq!(bearer.cache(), "hit");
     Ok(())
@@ -55,16 +71,24 @@ async fn cached_answers_belong_to_one_credential_in_any_header() -> TestResult {
 async fn an_open_fleet_shares_between_keyless_clients_when_it_says_so() -> TestResult {
     let served = serve(&cached_policy("router { anonymous = share }")).await?;
     let body = src_testkit::cache::chat(PASSWORD);
-    let first = served.post_with("/v1/chat/completions", &body, "", &[]).await?;
+    let first = served
+        .post_with("/v1/chat/completions", &body, "", &[])
+        .await?;
     assert_eq!((first.status, first.cache()), (200, "miss"));
     served.stored(1.0).await?;
     let again = src_testkit::cache::chat(PARAPHRASE);
-    let hit = served.post_with("/v1/chat/completions", &again, "", &[]).await?;
+    let hit = served
+        .post_with("/v1/chat/completions", &again, "", &[])
+        .await?;
     assert_eq!(hit.cache(), "hit");
     let keyed = served
         .post_with("/v1/chat/completions", &again, "", &[("api-key", "k")])
         .await?;
-    assert_eq!(keyed.cache(), "miss", "a keyed tenant never reads the open fleet's answers");
+    assert_eq!(
+        keyed.cache(),
+        "miss",
+        "a keyed tenant never reads the open fleet's answers"
+    );
     Ok(())
 }
 
@@ -166,8 +190,10 @@ async fn a_tenant_header_narrows_a_credential_and_never_joins_two() -> TestResul
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         async move {
-            let pairs: Vec<(&str, &str)> =
-                headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let pairs: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
             let answer = router
                 .client
                 .send(
@@ -177,18 +203,43 @@ async fn a_tenant_header_narrows_a_credential_and_never_joins_two() -> TestResul
                     &pairs,
                 )
                 .await?;
-            TestResult::Ok(answer.header("x-sr-session").unwrap_or_default().to_string())
+            TestResult::Ok(
+                answer
+                    .header("x-sr-session")
+                    .unwrap_or_default()
+                    .to_string(),
+            )
         }
     };
     let a = [("api-key", "a"), ("x-session", "s1")];
     assert_eq!(state(&a).await?, "new");
     assert_eq!(state(&a).await?, "pinned");
     let b = [("api-key", "b"), ("x-session", "s1")];
-    assert_eq!(state(&b).await?, "new", "key b has its own s1, without a tenant header");
-    let claimed = [("api-key", "b"), ("x-session", "s1"), ("x-tenant", "anonymous")];
-    assert_eq!(state(&claimed).await?, "new", "a claimed tenant name joins nobody");
-    let team = [("api-key", "a"), ("x-session", "s1"), ("x-tenant", "team-1")];
-    assert_eq!(state(&team).await?, "new", "the header narrows key a's tenant");
+    assert_eq!(
+        state(&b).await?,
+        "new",
+        "key b has its own s1, without a tenant header"
+    );
+    let claimed = [
+        ("api-key", "b"),
+        ("x-session", "s1"),
+        ("x-tenant", "anonymous"),
+    ];
+    assert_eq!(
+        state(&claimed).await?,
+        "new",
+        "a claimed tenant name joins nobody"
+    );
+    let team = [
+        ("api-key", "a"),
+        ("x-session", "s1"),
+        ("x-tenant", "team-1"),
+    ];
+    assert_eq!(
+        state(&team).await?,
+        "new",
+        "the header narrows key a's tenant"
+    );
     assert_eq!(state(&team).await?, "pinned");
     Ok(())
 }

@@ -287,7 +287,10 @@ fn api_key_is_the_credential_in_any_form_a_door_accepts() {
         RequestView::from_prompt("hi", None, &headers).api_key
     };
     assert_eq!(key("Bearer abc").as_deref(), Some("abc"));
-    assert_eq!(key("Basic dXNlcjpwYXNz").as_deref(), Some("Basic dXNlcjpwYXNz"));
+    assert_eq!(
+        key("Basic dXNlcjpwYXNz").as_deref(),
+        Some("Basic dXNlcjpwYXNz")
+    );
     assert_eq!(key("Bearer"), None);
     assert_eq!(key("Bearer   "), None);
     let with = |name: &str| {
@@ -295,14 +298,20 @@ fn api_key_is_the_credential_in_any_form_a_door_accepts() {
         RequestView::from_prompt("hi", None, &headers).api_key
     };
     assert_eq!(with("api-key").as_deref(), Some("k-1"), "Azure's header");
-    assert_eq!(with("X-Api-Key").as_deref(), Some("k-1"), "Anthropic's header");
+    assert_eq!(
+        with("X-Api-Key").as_deref(),
+        Some("k-1"),
+        "Anthropic's header"
+    );
     assert_eq!(with("x-tenant"), None, "not a credential");
     let both = vec![
         ("x-api-key".to_owned(), "second".to_owned()),
         ("authorization".to_owned(), "Bearer first".to_owned()),
     ];
     assert_eq!(
-        RequestView::from_prompt("hi", None, &both).api_key.as_deref(),
+        RequestView::from_prompt("hi", None, &both)
+            .api_key
+            .as_deref(),
         Some("first")
     );
     assert_eq!(

@@ -18,8 +18,8 @@
 
 use sha2::{Digest, Sha256};
 use src_compiler::hir::{CheckedPolicy, SessionDef, TExpr, TExprKind};
-use src_dsl::ast::Anonymous;
 use src_compiler::request::RequestView;
+use src_dsl::ast::Anonymous;
 
 use crate::hex::lower as hex;
 
