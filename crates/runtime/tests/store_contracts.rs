@@ -4,7 +4,8 @@
 //! replica shares with another through Redis and through the cluster node. Beside them, the key
 //! layout itself: every key one multi-key step touches hashes to one Cluster slot, computed here
 //! with the Cluster specification's CRC16 and checked against the server's own `CLUSTER
-//! KEYSLOT`.
+//! KEYSLOT`. The model memo's shared tier keeps its contract in its own module's tests
+//! (`models::shared_memo`, on `redis-server` and the cluster node): its type is the runtime's own.
 
 #![allow(
     clippy::unwrap_used,
