@@ -47,6 +47,8 @@ pub struct Endpoint {
     /// `:authority`).
     pub host: Option<HeaderValue>,
     pub simulated: bool,
+    /// Its answers' `x-sim-*` account reaches the client (a simulator of a pool that relays it).
+    pub relays_sim_account: bool,
     /// Keeps a simulated backend running while a snapshot uses it.
     sim: Option<Arc<SimHandle>>,
 }
@@ -76,6 +78,7 @@ impl Endpoint {
                 timeout,
                 host: None,
                 simulated: true,
+                relays_sim_account: false,
                 sim: None,
             });
         }
@@ -94,6 +97,7 @@ impl Endpoint {
                 api_key: None,
                 timeout,
                 simulated: true,
+                relays_sim_account: sims.relay_account,
                 sim: Some(sim),
             });
         }
@@ -133,6 +137,7 @@ impl Endpoint {
             api_key,
             timeout,
             simulated: false,
+            relays_sim_account: false,
             sim: None,
         })
     }
@@ -177,6 +182,8 @@ pub struct SimPool {
     template: SimConfig,
     /// Every backend is simulated, whatever the policy says.
     simulate_all: bool,
+    /// Its simulators' `x-sim-*` account reaches clients ([`crate::ServeConfig::relay_sim_account`]).
+    relay_account: bool,
 }
 
 impl SimPool {
@@ -191,6 +198,15 @@ impl SimPool {
             sims: tokio::sync::Mutex::default(),
             template,
             simulate_all,
+            relay_account: false,
+        }
+    }
+
+    /// This pool with its simulators' account relayed to clients, or not.
+    pub fn relaying_account(self, relay_account: bool) -> SimPool {
+        SimPool {
+            relay_account,
+            ..self
         }
     }
 

@@ -63,6 +63,10 @@ pub struct ServeConfig {
     pub simulator: SimConfig,
     /// Simulate every backend, also those the policy does not mark `simulated` (`src eval`).
     pub simulate_all_backends: bool,
+    /// Relay the simulator's own account of each answer (`x-sim-*`: queueing, prefill and
+    /// decode milliseconds) to clients, which otherwise get no backend's internals (`src eval`
+    /// reads its latency from them).
+    pub relay_sim_account: bool,
     /// Append every decided request to recording files in this directory (`src whatif`).
     pub record: Option<PathBuf>,
     /// Bound on the recording directory, in bytes.
@@ -185,6 +189,7 @@ impl ServeConfig {
             admin_token: None,
             simulator: SimConfig::default(),
             simulate_all_backends: false,
+            relay_sim_account: false,
             record: None,
             record_max_bytes: crate::record::DEFAULT_MAX_BYTES,
             otlp: None,

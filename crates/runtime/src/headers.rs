@@ -10,6 +10,8 @@ pub const SIM_QUEUE_MS: &str = "x-sim-queue-ms";
 pub const SIM_PREFILL_MS: &str = "x-sim-prefill-ms";
 /// Simulated decode milliseconds for the whole answer.
 pub const SIM_DECODE_MS: &str = "x-sim-decode-ms";
+/// What the simulator's own headers start with.
+pub const SIM_PREFIX: &str = "x-sim-";
 
 pub const APPLICATION_JSON: &str = "application/json";
 pub const TEXT_EVENT_STREAM: &str = "text/event-stream";

@@ -155,7 +155,8 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         return Err(ServeError::AdminUnprotected(cfg.admin));
     }
     let tls = crate::tls::client_config(cfg.backend_ca.as_deref())?;
-    let sims = SimPool::configured(cfg.simulator.clone(), cfg.simulate_all_backends);
+    let sims = SimPool::configured(cfg.simulator.clone(), cfg.simulate_all_backends)
+        .relaying_account(cfg.relay_sim_account);
     let first = {
         let path = cfg.policy.clone();
         let engine = cfg.engine;

@@ -3,7 +3,8 @@
 //!
 //! Each arm gets a fresh server, so fresh pins and fresh prefix caches: arms share nothing but
 //! the sessions and the seed. Simulated time is not slept (time scale 0) and latency is read
-//! from the simulator's own account of each answer (`x-sim-prefill-ms` + `x-sim-decode-ms`), so
+//! from the simulator's own account of each answer (`x-sim-prefill-ms` + `x-sim-decode-ms`,
+//! which the arm's server relays for it: `ServeConfig::relay_sim_account`), so
 //! the report does not depend on how busy this machine is. Sessions run one after another:
 //! sessions share a model's prefix cache, and if they ran at once, which of them paid for a
 //! shared prefix would depend on thread timing, and the same seed would not give the same report.
@@ -47,6 +48,7 @@ pub async fn run_arm(
         sim_time_scale: 0.0,
         simulator: simulator.clone(),
         simulate_all_backends: simulate_all,
+        relay_sim_account: true,
         ..ServeConfig::ephemeral(&spec.policy)
     };
     let server = src_runtime::spawn(cfg, Components::with_log(RequestLog::Off))

@@ -45,6 +45,8 @@ pub(super) enum Tried<'p, B> {
         dialect: Dialect,
         /// The cooldown's verdict, given when the answer's body ends.
         verdict: Option<Verdict>,
+        /// Whether the simulator's `x-sim-*` account goes on to the client.
+        sim_account: bool,
     },
     /// The request could not be rewritten for a candidate: the client's to fix.
     Unbuildable(ApiError),
@@ -231,6 +233,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
                             timeout: endpoint.timeout,
                             span,
                             dialect,
+                            sim_account: endpoint.relays_sim_account,
                         };
                     }
                 }

@@ -82,13 +82,17 @@ pub(crate) fn returned(name: &HeaderName) -> bool {
     RETURNED.contains(&name) || RETURNED_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Keeps of an upstream answer's headers only those a client gets ([`returned`]), less any the
+/// Keeps of an upstream answer's headers only those a client gets ([`returned`], and with
+/// `sim_account` the simulator's `x-sim-*` account), less any the
 /// `connection` header names as the upstream connection's own. The map is edited in place: the
 /// common answer loses a few names and no header is copied.
-pub(super) fn keep_returned(headers: &mut HeaderMap) {
+pub(super) fn keep_returned(headers: &mut HeaderMap, sim_account: bool) {
+    let kept = |name: &HeaderName| {
+        returned(name) || (sim_account && name.as_str().starts_with(crate::headers::SIM_PREFIX))
+    };
     let gone: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| !returned(name) || named_by_connection(headers, name))
+        .filter(|name| !kept(name) || named_by_connection(headers, name))
         .cloned()
         .collect();
     for name in gone {

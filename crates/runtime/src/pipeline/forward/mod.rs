@@ -174,6 +174,7 @@ pub async fn forward(
             mut span,
             dialect,
             verdict,
+            sim_account,
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
@@ -209,6 +210,7 @@ pub async fn forward(
                 rewrite: translated
                     .then_some(crate::anthropic::from_chat::message_and_usage as Rewrite),
                 counted: counted.clone(),
+                sim_account,
             };
             let response = relay(response, answer, done);
             let response = match counted {

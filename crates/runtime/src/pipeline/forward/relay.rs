@@ -35,6 +35,8 @@ pub(super) struct Answer<'a> {
     pub rewrite: Option<Rewrite>,
     /// The router's own counts, logged for what a translated answer's backend did not report.
     pub counted: Option<Arc<Counted>>,
+    /// The simulator's `x-sim-*` account goes on to the client.
+    pub sim_account: bool,
 }
 
 pub(super) fn relay(
@@ -52,6 +54,7 @@ pub(super) fn relay(
         verdict,
         rewrite,
         counted,
+        sim_account,
     } = answer;
     let (mut parts, body) = upstream.into_parts();
     let sse = parts
@@ -64,7 +67,7 @@ pub(super) fn relay(
     done.answer_head(sent_at.elapsed());
     // The upstream's header map is the answer's, less what the client has no use for (the
     // backend's internals, the upstream connection's own): no header is copied.
-    keep_returned(&mut parts.headers);
+    keep_returned(&mut parts.headers, sim_account);
     let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::new())));
     *response.status_mut() = parts.status;
     *response.headers_mut() = parts.headers;

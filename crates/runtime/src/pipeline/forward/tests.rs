@@ -404,7 +404,14 @@ fn an_answer_keeps_only_the_headers_a_client_reads() {
             HeaderValue::from_static(value),
         );
     }
-    hygiene::keep_returned(&mut headers);
+    let mut with_account = headers.clone();
+    hygiene::keep_returned(&mut with_account, true);
+    assert!(
+        with_account.contains_key("x-sim-prefill-ms"),
+        "a simulator that relays its account keeps it"
+    );
+    assert!(!with_account.contains_key("server"));
+    hygiene::keep_returned(&mut headers, false);
     let mut left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
     left.sort_unstable();
     assert_eq!(
