@@ -258,6 +258,70 @@ async fn metrics_count_requests_blocks_and_latencies() -> TestResult {
     Ok(())
 }
 
+/// The tokens the log line counts reach the metrics, per model, route and door, a streamed
+/// answer's (its usage chunk) as well as a whole one's; so does each request's whole time.
+#[tokio::test]
+async fn tokens_and_request_durations_are_counted() -> TestResult {
+    let router = Router::start(POLICY).await?;
+    let whole = router.chat(&user("hello"), &[]).await?;
+    assert_eq!(whole.status, 200, "{}", whole.text());
+    let whole_usage = whole.json()?["usage"].clone();
+    let mut streamed = user("why does this segfault?");
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let stream = router.chat(&streamed, &[]).await?;
+    assert_eq!(stream.status, 200);
+    let stream_usage = stream
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .find_map(|c| c.get("usage").filter(|u| u.is_object()).cloned())
+        .ok_or("the stream reports its usage")?;
+    let text = router.admin_get("/metrics").await?.text();
+    let count = |name: &str, labels: &str| src_testkit::models::sample(&text, name, labels);
+    for (usage, labels) in [
+        (
+            &whole_usage,
+            "model=\"small\",route=\"default\",door=\"chat\"",
+        ),
+        (
+            &stream_usage,
+            "model=\"strong\",route=\"coding\",door=\"chat\"",
+        ),
+    ] {
+        for (field, metric) in [
+            ("prompt_tokens", "src_prompt_tokens_total"),
+            ("completion_tokens", "src_completion_tokens_total"),
+        ] {
+            let reported = usage[field].as_f64().ok_or("usage has its counts")?;
+            assert!(reported > 0.0, "{usage}");
+            assert_eq!(
+                count(metric, labels),
+                reported,
+                "{metric}{{{labels}}}:\n{text}"
+            );
+        }
+    }
+    for labels in [
+        "route=\"default\",model=\"small\",status=\"200\",door=\"chat\"",
+        "route=\"coding\",model=\"strong\",status=\"200\",door=\"chat\"",
+    ] {
+        assert_eq!(
+            count("src_request_duration_seconds_count", labels),
+            1.0,
+            "{labels}:\n{text}"
+        );
+        let top = format!("le=\"300.0\",{labels}");
+        assert_eq!(
+            count("src_request_duration_seconds_bucket", &top),
+            1.0,
+            "{text}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn admin_reports_the_policy_on_its_own_listener() -> TestResult {
     let router = Router::start(POLICY).await?;
