@@ -492,7 +492,24 @@ fn k8s_deploys_src_serve_with_the_policy_in_a_config_map() {
     assert_eq!(container["volumeMounts"][0]["mountPath"], "/etc/src/policy");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["port"], "http");
+    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "http");
     assert_eq!(container["ports"][0]["containerPort"], 8801);
+    // `/metrics` is the admin listener's: Prometheus is pointed there, by the pod's address,
+    // which the admin listener is told to answer.
+    let annotations = &deployment["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(annotations["prometheus.io/path"], "/metrics");
+    assert_eq!(annotations["prometheus.io/port"], "8802");
+    assert!(args.windows(2).any(|w| w == ["--admin", "0.0.0.0:8802"]));
+    assert!(args.windows(2).any(|w| w == ["--admin-host", "$(POD_IP)"]));
+    let pod_ip = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "POD_IP")
+        .unwrap()["valueFrom"]["fieldRef"]["fieldPath"]
+        .clone();
+    assert_eq!(pod_ip, "status.podIP");
     // The keys come from Secrets the manifest names but does not hold.
     let env = |name: &str| {
         container["env"]

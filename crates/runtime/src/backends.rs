@@ -142,6 +142,15 @@ impl Endpoint {
         })
     }
 
+    /// The key this router sends the backend, bare (`sk-…`, whichever header carries it): what
+    /// a relayed error must not show the client.
+    pub fn key(&self) -> Option<String> {
+        let value = self.authorization.as_ref().or(self.api_key.as_ref())?;
+        let value = value.to_str().ok()?;
+        let bare = value.strip_prefix("Bearer ").unwrap_or(value).trim();
+        (!bare.is_empty()).then(|| bare.to_owned())
+    }
+
     /// The in-process simulator of a `simulated = true` backend.
     pub fn simulator(&self) -> Option<&Arc<SimHandle>> {
         self.sim.as_ref()

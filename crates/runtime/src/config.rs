@@ -89,6 +89,27 @@ pub struct ServeConfig {
     pub shards: usize,
     /// Which request lines are written (`--request-log`): all, failed ones, a sample, none.
     pub request_log: Volume,
+    /// Also serve `/metrics` on the API listener (it is always on the admin listener).
+    pub metrics_on_api: bool,
+    /// Host names the admin listener answers besides the loopback ones (`localhost`,
+    /// `127.0.0.1`, `[::1]`): `--admin-host`, and `SRC_ADMIN_HOSTS` (comma-separated).
+    pub admin_hosts: Vec<String>,
+}
+
+/// The variable holding extra admin host names, comma-separated.
+pub const ADMIN_HOSTS_ENV: &str = "SRC_ADMIN_HOSTS";
+
+/// The host names of `SRC_ADMIN_HOSTS`.
+pub fn admin_hosts_from_env() -> Vec<String> {
+    std::env::var(ADMIN_HOSTS_ENV)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Lines a second the console's live stream carries when `SRC_CONSOLE_LIVE_RATE` is not set.
@@ -202,6 +223,8 @@ impl ServeConfig {
                 }),
             shards: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             request_log: Volume::All,
+            metrics_on_api: false,
+            admin_hosts: admin_hosts_from_env(),
         }
     }
 
@@ -296,6 +319,15 @@ pub struct ServeArgs {
     /// N, and every error) or `off`.
     #[arg(long, value_name = "VOLUME", default_value_t = Volume::All)]
     pub request_log: Volume,
+    /// Also serve `/metrics` on the API listener; by default it is only on the admin listener.
+    #[arg(long)]
+    pub metrics_on_api: bool,
+    /// A host name (with or without a port) the admin listener answers besides `localhost`,
+    /// `127.0.0.1` and `[::1]`, e.g. the name or address Prometheus scrapes it by; repeatable,
+    /// and added to `SRC_ADMIN_HOSTS` (comma-separated). Requests naming another `Host` are
+    /// refused (421), which keeps DNS-rebinding pages out of the admin API.
+    #[arg(long, value_name = "NAME")]
+    pub admin_host: Vec<String>,
 }
 
 impl From<ServeArgs> for ServeConfig {
@@ -316,6 +348,13 @@ impl From<ServeArgs> for ServeConfig {
             otlp: args.otlp.map(OtlpOptions::new),
             shards: args.shards.unwrap_or(defaults.shards),
             request_log: args.request_log,
+            metrics_on_api: args.metrics_on_api,
+            admin_hosts: defaults
+                .admin_hosts
+                .iter()
+                .cloned()
+                .chain(args.admin_host)
+                .collect(),
             ..defaults
         }
     }

@@ -84,6 +84,7 @@ pub mod record;
 pub mod relay;
 pub mod reload;
 pub mod responses_state;
+pub mod secrets;
 pub mod server;
 pub mod session;
 mod shard;

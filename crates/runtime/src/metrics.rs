@@ -37,6 +37,14 @@ pub mod door {
     /// A request no door took (an unknown path, a listing, a refused method).
     pub const NONE: &str = "-";
 }
+/// Prompt tokens of answered requests (as the backend reported them, or the router's estimate
+/// where the log line says `usage_estimated`), labelled by `model`, `route` and `door`.
+pub const PROMPT_TOKENS: &str = "src_prompt_tokens";
+/// Completion tokens of answered requests, labelled by `model`, `route` and `door`.
+pub const COMPLETION_TOKENS: &str = "src_completion_tokens";
+/// A request's whole time, from its first byte read to its last byte written (the log line's
+/// `latency_ms`), labelled by `route`, `model`, `status` and `door`.
+pub const REQUEST_DURATION_SECONDS: &str = "src_request_duration_seconds";
 /// Time from a parsed request to its routing decision (blocks, model resolution, routes).
 pub const ROUTING_SECONDS: &str = "src_routing_seconds";
 /// Time spent computing one model-backed signal, labelled by `signal`.

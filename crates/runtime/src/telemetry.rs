@@ -28,6 +28,23 @@ pub struct RequestLabels {
     pub door: &'static str,
 }
 
+/// The labels of the token counters: whose tokens, by which route, through which door.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    pub model: String,
+    pub route: String,
+    pub door: &'static str,
+}
+
+/// The labels of a request's whole duration: those of [`RequestLabels`] but `path`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DurationLabels {
+    pub route: String,
+    pub model: String,
+    pub status: u16,
+    pub door: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModelLabels {
     pub model: String,
@@ -68,6 +85,9 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 pub struct Telemetry {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
+    pub prompt_tokens: Family<TokenLabels, Counter>,
+    pub completion_tokens: Family<TokenLabels, Counter>,
+    pub request_duration: HistogramFamily<DurationLabels>,
     pub routing: Histogram,
     pub signal: HistogramFamily<SignalLabels>,
     pub upstream_ttft: HistogramFamily<UpstreamLabels>,
@@ -97,6 +117,15 @@ fn latency_buckets() -> Histogram {
     Histogram::new(exponential_buckets(1e-3, 2.0, 18))
 }
 
+/// A whole request takes from milliseconds (a refusal, a cache hit) to minutes (a long stream):
+/// 5 ms to 300 s, with the round numbers dashboards and SLOs name.
+fn request_buckets() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 180.0,
+        300.0,
+    ])
+}
+
 impl Telemetry {
     pub fn new() -> Telemetry {
         Telemetry::with_extra(|_| {})
@@ -107,6 +136,10 @@ impl Telemetry {
         let mut registry = Registry::default();
         extra(&mut registry);
         let requests = Family::<RequestLabels, Counter>::default();
+        let prompt_tokens = Family::<TokenLabels, Counter>::default();
+        let completion_tokens = Family::<TokenLabels, Counter>::default();
+        let request_duration: HistogramFamily<DurationLabels> =
+            Family::new_with_constructor(request_buckets);
         let routing = routing_buckets();
         let signal: HistogramFamily<SignalLabels> = Family::new_with_constructor(latency_buckets);
         let upstream_ttft: HistogramFamily<UpstreamLabels> =
@@ -124,6 +157,21 @@ impl Telemetry {
             names::REQUESTS,
             "Requests answered, by route, model, status, path and front door",
             requests.clone(),
+        );
+        registry.register(
+            names::PROMPT_TOKENS,
+            "Prompt tokens of answered requests, by model, route and front door",
+            prompt_tokens.clone(),
+        );
+        registry.register(
+            names::COMPLETION_TOKENS,
+            "Completion tokens of answered requests, by model, route and front door",
+            completion_tokens.clone(),
+        );
+        registry.register(
+            names::REQUEST_DURATION_SECONDS,
+            "Time from a request's first byte read to its last byte written",
+            request_duration.clone(),
         );
         registry.register(
             names::ROUTING_SECONDS,
@@ -174,6 +222,9 @@ impl Telemetry {
             live: Default::default(),
             counts: Default::default(),
             requests,
+            prompt_tokens,
+            completion_tokens,
+            request_duration,
             routing,
             signal,
             upstream_ttft,

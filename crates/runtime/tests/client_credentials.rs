@@ -143,3 +143,59 @@ async fn client_auth_forward_beside_a_key_keeps_the_other_credentials() -> TestR
     assert!(chat_requests(&backends.dropper).is_empty());
     Ok(())
 }
+
+/// A backend that rejects the router's key and echoes it (`Incorrect API key provided: Bearer
+/// sk-…`, in the body and a header) does not hand the key to the client.
+#[tokio::test]
+async fn a_backend_error_echoing_the_routers_key_reaches_the_client_without_it() -> TestResult {
+    const ECHO_VAR: &str = "SRC_TEST_ECHOED_BACKEND_KEY";
+    const ECHOED: &str = "sk-echoed-backend-key-91c2";
+    std::env::set_var(ECHO_VAR, ECHOED);
+    let upstream = src_testkit::upstream::Upstream::start(|seen| {
+        let sent = seen
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let mut reply = src_testkit::upstream::Reply::json(&json!({"error": {
+            "message": format!("Incorrect API key provided: {sent}"),
+            "type": "invalid_request_error", "code": "invalid_api_key"}}));
+        reply.status = 401;
+        reply.with_header("x-echo", "Bearer sk-echoed-backend-key-91c2")
+    })
+    .await?;
+    let policy = format!(
+        r#"
+backend openai {{ url = "{}"  api_key = env("{ECHO_VAR}") }}
+model m {{ backend = openai  serves = "m-id" }}
+route default {{ to m }}
+"#,
+        upstream.url
+    );
+    let router = Router::start(&policy).await?;
+    let answer = router.chat(&src_testkit::user("hi"), &[]).await?;
+    assert_eq!(answer.status, 401, "{}", answer.text());
+    let sent = upstream.posts();
+    assert!(
+        sent.iter().any(|s| s
+            .headers
+            .get("authorization")
+            .is_some_and(|v| v == &format!("Bearer {ECHOED}")[..])),
+        "the backend got the key"
+    );
+    let text = answer.text();
+    assert!(!text.contains(ECHOED), "{text}");
+    assert!(
+        text.contains("Incorrect API key provided: Bearer <redacted>"),
+        "{text}"
+    );
+    assert_eq!(answer.json()?["error"]["code"], "invalid_api_key");
+    for (name, value) in &answer.headers {
+        assert!(
+            !value.to_str().unwrap_or_default().contains(ECHOED),
+            "{name}"
+        );
+    }
+    Ok(())
+}

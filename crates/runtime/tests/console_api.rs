@@ -563,3 +563,71 @@ async fn without_a_session_the_listing_says_so() -> TestResult {
     assert_eq!(s["listed"], 0);
     Ok(())
 }
+
+/// A path, the headers that get it refused, and the status.
+type Refusal<'a> = (&'a str, &'a [(&'a str, &'a str)], u16);
+
+/// A DNS-rebinding page names its own host; a cross-origin page sends its `Origin` and can post
+/// `text/plain` without a preflight. The admin listener answers none of them, in the API's
+/// error shape, and still answers the console's own same-origin calls.
+#[tokio::test]
+async fn foreign_hosts_origins_and_plain_text_posts_are_refused() -> TestResult {
+    let router = Router::start_with(POLICY, |cfg| {
+        cfg.admin_hosts = vec!["router.internal".into()];
+    })
+    .await?;
+    let http = Http::new();
+    let own = format!("http://{}", router.server.admin_addr);
+    let refused: [Refusal; 4] = [
+        ("/v1/console/policy", &[("host", "rebound.example")], 421),
+        ("/v1/console/live", &[("host", "rebound.example:8802")], 421),
+        (
+            "/v1/router/policy",
+            &[("origin", "http://evil.example")],
+            403,
+        ),
+        ("/", &[("host", "rebound.example")], 421),
+    ];
+    for (path, headers, status) in refused {
+        let answer = http
+            .send(Method::GET, &router.admin_url(path), "", headers)
+            .await?;
+        assert_eq!(answer.status, status, "{path} {headers:?}");
+        assert!(answer.json()?["error"]["message"].is_string(), "{path}");
+        assert!(!answer.text().contains("\"routes\""), "{path}");
+    }
+    let body = json!({"prompt": "why does this segfault?"}).to_string();
+    let url = router.admin_url("/v1/console/explain");
+    let plain = http
+        .send(
+            Method::POST,
+            &url,
+            body.clone(),
+            &[("content-type", "text/plain"), ("origin", &own)],
+        )
+        .await?;
+    assert_eq!(plain.status, 415, "{}", plain.text());
+    let foreign = http
+        .send(
+            Method::POST,
+            &url,
+            body.clone(),
+            &[("origin", "http://evil.example")],
+        )
+        .await?;
+    assert_eq!(foreign.status, 403, "{}", foreign.text());
+    let same = http
+        .send(Method::POST, &url, body, &[("origin", &own)])
+        .await?;
+    assert_eq!(same.status, 200, "{}", same.text());
+    let configured = http
+        .send(
+            Method::GET,
+            &router.admin_url("/v1/console/policy"),
+            "",
+            &[("host", "router.internal:8802")],
+        )
+        .await?;
+    assert_eq!(configured.status, 200, "{}", configured.text());
+    Ok(())
+}

@@ -337,7 +337,7 @@ async fn run_async(case: &Case, policy: &Path, door: Door) -> TestResult {
 async fn stored(router: &Router) -> TestResult {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let metrics = router.get("/metrics").await?.text();
+        let metrics = router.admin_get("/metrics").await?.text();
         if sample(&metrics, "src_cache_stores_total", "result=\"stored\"") >= 1.0 {
             return Ok(());
         }

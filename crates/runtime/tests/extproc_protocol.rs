@@ -95,7 +95,7 @@ async fn a_routed_request_is_rewritten_and_its_answer_gets_the_decision_headers(
             &json!("sim")
         )
     );
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains(
             "src_requests_total{route=\"coding\",model=\"strong\",status=\"200\",path=\"upstream\",door=\"extproc\"} 1"
@@ -348,7 +348,7 @@ async fn a_model_cooling_down_is_skipped_as_the_proxy_skips_it() -> TestResult {
     let decision = answered.set_headers()?;
     assert_eq!(decision["x-sr-model"], "small");
     assert_eq!(decision["x-sr-fallbacks"], "strong:cooldown");
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains("src_model_cooldowns_total{model=\"strong\"} 1"),
         "{metrics}"

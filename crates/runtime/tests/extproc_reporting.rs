@@ -48,7 +48,7 @@ async fn the_processor_records_time_to_headers_and_the_proxy_its_whole_answers()
     let proxied = router.chat(&user("a segfault in main"), &[]).await?;
     assert_eq!(proxied.status, 200);
 
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     for expected in [
         "src_upstream_headers_seconds_count{model=\"strong\",door=\"extproc\"} 1",
         "src_upstream_headers_seconds_count{model=\"strong\",door=\"chat\"} 1",
@@ -90,7 +90,7 @@ async fn the_5xx_envoy_answers_for_an_upstream_reset_is_logged_as_that_status() 
         assert_eq!(line["path"], "upstream");
         assert_eq!(line["model"], "small");
     }
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains(
             "src_requests_total{route=\"default\",model=\"small\",status=\"503\",path=\"upstream\",door=\"extproc\"} 1"
@@ -182,7 +182,7 @@ async fn a_stream_dropped_while_the_router_decides_is_the_gateway_giving_up() ->
             .is_some_and(|e| e.contains("stopped waiting for the router")),
         "{line}"
     );
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains("status=\"504\",path=\"error\",door=\"extproc\"} 1"),
         "{metrics}"

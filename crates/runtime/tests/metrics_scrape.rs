@@ -41,7 +41,7 @@ async fn scrape(router: &Router, accept: &str) -> TestResult<(String, String)> {
         .client
         .send(
             Method::GET,
-            &router.url("/metrics"),
+            &router.admin_url("/metrics"),
             String::new(),
             &[("accept", accept)],
         )
@@ -185,7 +185,7 @@ async fn target_metadata(
 #[tokio::test]
 async fn a_real_prometheus_reads_counters_with_their_help_in_both_formats() -> TestResult {
     let router = busy_router().await?;
-    let relay = text_only_relay(router.url("/metrics")).await?;
+    let relay = text_only_relay(router.admin_url("/metrics")).await?;
     let dir = tempfile::tempdir()?;
     let config = format!(
         "global: {{scrape_interval: 1s, scrape_timeout: 1s}}\n\

@@ -231,7 +231,7 @@ async fn without_otlp_the_log_line_still_names_the_upstream_s_trace() -> TestRes
 
 /// The value of `src_trace_spans_dropped_total{reason="REASON"}`, 0 when absent.
 async fn dropped(router: &Router, reason: &str) -> TestResult<f64> {
-    let text = router.get("/metrics").await?.text();
+    let text = router.admin_get("/metrics").await?.text();
     let prefix = format!("src_trace_spans_dropped_total{{reason=\"{reason}\"}} ");
     Ok(text
         .lines()

@@ -32,7 +32,7 @@ failure {{ cooldown_after = 2  cooldown = 1h }}
 async fn until(router: &Router, path: &str, found: impl Fn(&str) -> bool) -> TestResult<String> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let body = router.get(path).await?.text();
+        let body = router.admin_get(path).await?.text();
         if found(&body) {
             return Ok(body);
         }
@@ -59,7 +59,7 @@ async fn a_model_failing_twice_in_a_row_is_skipped_reported_and_counted() -> Tes
     assert_eq!(skipped.header("x-sr-fallbacks"), Some("first:cooldown"));
     assert_eq!(peer.posts(), 2, "a cooling model is not sent the request");
 
-    let ready = router.get("/readyz").await?;
+    let ready = router.admin_get("/readyz").await?;
     assert_eq!(ready.status, 200, "a cooldown ends by itself: still ready");
     let body: Value = ready.json()?;
     let cooling = &body["cooling_models"];
@@ -67,7 +67,7 @@ async fn a_model_failing_twice_in_a_row_is_skipped_reported_and_counted() -> Tes
     assert_eq!(cooling[0]["source"], "local");
     assert!(cooling[0]["remaining_ms"].as_u64().is_some_and(|ms| ms > 0));
 
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains("src_model_cooldowns_total{model=\"first\"} 1"),
         "{metrics}"
@@ -238,7 +238,7 @@ async fn streams_breaking_in_the_middle_cool_the_model_down() -> TestResult {
             2,
             "{after:?}: a cooling model is not sent the request"
         );
-        let metrics = router.get("/metrics").await?.text();
+        let metrics = router.admin_get("/metrics").await?.text();
         assert!(
             metrics.contains("src_model_cooldowns_total{model=\"first\"} 1"),
             "{after:?}: {metrics}"
@@ -261,7 +261,7 @@ async fn streams_that_end_whole_never_cool_the_model_down() -> TestResult {
             assert_eq!(body, relayed, "{after:?} {call}");
         }
         assert_eq!(peer.posts(), 4, "{after:?}");
-        let ready: Value = router.get("/readyz").await?.json()?;
+        let ready: Value = router.admin_get("/readyz").await?.json()?;
         assert_eq!(ready["cooling_models"], json!([]), "{after:?}: {ready}");
     }
     Ok(())

@@ -60,7 +60,7 @@ async fn a_closed_port_falls_back_to_the_next_model() -> TestResult {
     let line = router.log_line("fb-1").await?;
     assert_eq!(line["fallbacks"], json!(["first:connect"]));
     assert_eq!(line["model"], "spare");
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains("src_fallbacks_total{from=\"first\",reason=\"connect\"} 1"),
         "{metrics}"

@@ -101,7 +101,7 @@ async fn model_signals_are_asked_in_condition_order() -> TestResult {
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(answer.header("x-sr-route"), Some("maths"));
     assert_eq!(models.asked(), ["shield", "topic"]);
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains("src_signal_seconds_count{signal=\"shield\"} 1"),
         "{metrics}"

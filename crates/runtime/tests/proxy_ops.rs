@@ -16,12 +16,52 @@ async fn health_and_readiness_with_simulated_backends() -> TestResult {
         (health.status, health.json()?),
         (200, json!({"status": "ok"}))
     );
-    let ready = router.get("/readyz").await?;
+    let ready = router.admin_get("/readyz").await?;
     assert_eq!(ready.status, 200, "{}", ready.text());
     let report = ready.json()?;
     assert_eq!(report["ready"], true);
     assert_eq!(report["backends"]["sim"]["simulated"], true);
     assert_eq!(report["policy"]["generation"], 1);
+    Ok(())
+}
+
+/// The API listener says ready or not and nothing more; the report, with each backend's URL and
+/// probe error, and `/metrics` are the admin listener's (unless `--metrics-on-api`).
+#[tokio::test]
+async fn the_api_listener_shows_no_backend_detail_and_no_metrics() -> TestResult {
+    let dead = refused_addr().await?;
+    let policy = format!(
+        r#"
+backend gpu {{ url = "http://{dead}/v1" }}
+model m {{ backend = gpu  serves = "m-id" }}
+route default {{ to m }}
+"#
+    );
+    let router = Router::start(&policy).await?;
+    let (status, report) = once_probed(&router, &["gpu"]).await?;
+    assert_eq!(status, 503, "{report}");
+    assert!(report.to_string().contains(&dead.to_string()), "{report}");
+    let public = router.get("/readyz").await?;
+    assert_eq!(
+        (public.status, public.json()?),
+        (503, json!({"status": "not_ready"}))
+    );
+    assert!(!public.text().contains(&dead.to_string()));
+    assert_eq!(router.get("/metrics").await?.status, 404);
+    let scraped = router.admin_get("/metrics").await?;
+    assert_eq!(scraped.status, 200);
+    assert!(scraped.text().contains("src_policy_generation 1"));
+
+    let ready = Router::start(POLICY).await?;
+    let public = ready.get("/readyz").await?;
+    assert_eq!(
+        (public.status, public.json()?),
+        (200, json!({"status": "ready"}))
+    );
+    let on_api = Router::start_with(POLICY, |cfg| cfg.metrics_on_api = true).await?;
+    let scraped = on_api.get("/metrics").await?;
+    assert_eq!(scraped.status, 200);
+    assert!(scraped.text().contains("src_policy_generation 1"));
     Ok(())
 }
 
@@ -62,7 +102,7 @@ async fn refused_addr() -> std::io::Result<std::net::SocketAddr> {
 async fn once_probed(router: &Router, names: &[&str]) -> TestResult<(u16, serde_json::Value)> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let ready = router.get("/readyz").await?;
+        let ready = router.admin_get("/readyz").await?;
         let report = ready.json()?;
         if names
             .iter()
@@ -99,7 +139,7 @@ route default {{ to m }}
     tokio::spawn(answer_probes(listener));
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let ready = router.get("/readyz").await?;
+        let ready = router.admin_get("/readyz").await?;
         if ready.status == 200 {
             let report = ready.json()?;
             assert_eq!(report["backends"]["gpu"]["ready"], true, "{report}");
@@ -194,7 +234,7 @@ async fn metrics_count_requests_blocks_and_latencies() -> TestResult {
     unknown["model"] = json!("nope");
     assert_eq!(router.chat(&unknown, &[]).await?.status, 404);
 
-    let answer = router.get("/metrics").await?;
+    let answer = router.admin_get("/metrics").await?;
     assert_eq!(answer.status, 200);
     assert!(answer
         .header("content-type")
@@ -214,6 +254,70 @@ async fn metrics_count_requests_blocks_and_latencies() -> TestResult {
         "src_policy_generation 1",
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
+    }
+    Ok(())
+}
+
+/// The tokens the log line counts reach the metrics, per model, route and door, a streamed
+/// answer's (its usage chunk) as well as a whole one's; so does each request's whole time.
+#[tokio::test]
+async fn tokens_and_request_durations_are_counted() -> TestResult {
+    let router = Router::start(POLICY).await?;
+    let whole = router.chat(&user("hello"), &[]).await?;
+    assert_eq!(whole.status, 200, "{}", whole.text());
+    let whole_usage = whole.json()?["usage"].clone();
+    let mut streamed = user("why does this segfault?");
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let stream = router.chat(&streamed, &[]).await?;
+    assert_eq!(stream.status, 200);
+    let stream_usage = stream
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .find_map(|c| c.get("usage").filter(|u| u.is_object()).cloned())
+        .ok_or("the stream reports its usage")?;
+    let text = router.admin_get("/metrics").await?.text();
+    let count = |name: &str, labels: &str| src_testkit::models::sample(&text, name, labels);
+    for (usage, labels) in [
+        (
+            &whole_usage,
+            "model=\"small\",route=\"default\",door=\"chat\"",
+        ),
+        (
+            &stream_usage,
+            "model=\"strong\",route=\"coding\",door=\"chat\"",
+        ),
+    ] {
+        for (field, metric) in [
+            ("prompt_tokens", "src_prompt_tokens_total"),
+            ("completion_tokens", "src_completion_tokens_total"),
+        ] {
+            let reported = usage[field].as_f64().ok_or("usage has its counts")?;
+            assert!(reported > 0.0, "{usage}");
+            assert_eq!(
+                count(metric, labels),
+                reported,
+                "{metric}{{{labels}}}:\n{text}"
+            );
+        }
+    }
+    for labels in [
+        "route=\"default\",model=\"small\",status=\"200\",door=\"chat\"",
+        "route=\"coding\",model=\"strong\",status=\"200\",door=\"chat\"",
+    ] {
+        assert_eq!(
+            count("src_request_duration_seconds_count", labels),
+            1.0,
+            "{labels}:\n{text}"
+        );
+        let top = format!("le=\"300.0\",{labels}");
+        assert_eq!(
+            count("src_request_duration_seconds_bucket", &top),
+            1.0,
+            "{text}"
+        );
     }
     Ok(())
 }
@@ -259,7 +363,7 @@ async fn an_admin_token_guards_every_admin_path() -> TestResult {
     .await?;
     let http = Http::new();
     let bearer = format!("Bearer {token}");
-    for path in ["/v1/router/policy", "/healthz", "/no-such-path"] {
+    for path in ["/v1/router/policy", "/readyz", "/no-such-path"] {
         let url = router.admin_url(path);
         for refused in [
             vec![],
@@ -277,6 +381,10 @@ async fn an_admin_token_guards_every_admin_path() -> TestResult {
             .await?;
         let want = if path == "/no-such-path" { 404 } else { 200 };
         assert_eq!(admitted.status, want, "{path}: {}", admitted.text());
+    }
+    // Liveness probes and scrapers carry no token, and those answers hold no secret.
+    for path in ["/healthz", "/metrics"] {
+        assert_eq!(router.admin_get(path).await?.status, 200, "{path}");
     }
     // The client-facing API is not the admin API: its paths need no admin token.
     assert_eq!(router.get("/healthz").await?.status, 200);
@@ -421,7 +529,7 @@ async fn the_request_log_writes_what_its_volume_keeps() -> TestResult {
             .await?;
         assert_eq!(unknown.status, 404);
         // Every request is still counted, whatever is logged.
-        let metrics = router.get("/metrics").await?.text();
+        let metrics = router.admin_get("/metrics").await?.text();
         assert!(
             metrics.contains("status=\"200\",path=\"upstream\",door=\"chat\"} 4"),
             "{volume}: {metrics}"

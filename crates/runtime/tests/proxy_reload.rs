@@ -100,7 +100,7 @@ async fn file_edits_reload_and_broken_edits_keep_the_old_policy() -> TestResult 
         "{error}"
     );
     assert_eq!(model_for_hello(&router).await?, "strong");
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     assert!(
         metrics.contains("src_reloads_total{result=\"error\"}"),
         "{metrics}"

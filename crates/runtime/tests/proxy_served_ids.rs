@@ -138,7 +138,7 @@ async fn listing(listed: Arc<Mutex<Vec<&'static str>>>) -> TestResult<std::net::
 async fn readiness(router: &Router, done: impl Fn(&Value) -> bool) -> TestResult<(u16, Value)> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let ready = router.get("/readyz").await?;
+        let ready = router.admin_get("/readyz").await?;
         let report = ready.json()?;
         if done(&report) {
             return Ok((ready.status, report));

@@ -360,7 +360,7 @@ async fn a_stalled_handshake_is_a_connect_failure() -> TestResult {
 async fn readiness(router: &Router, done: impl Fn(&Value) -> bool) -> TestResult<Value> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let report = router.get("/readyz").await?.json()?;
+        let report = router.admin_get("/readyz").await?.json()?;
         if done(&report["backends"]["remote"]) {
             return Ok(report);
         }
@@ -401,7 +401,7 @@ async fn readiness_is_probed_over_tls() -> TestResult {
             .is_some_and(|d| d.contains("invalid peer certificate")),
         "{report}"
     );
-    let status = untrusting.get("/readyz").await?.status;
+    let status = untrusting.admin_get("/readyz").await?.status;
     assert_eq!(status, 503);
     Ok(())
 }

@@ -104,7 +104,7 @@ async fn no_secret_is_logged_recorded_exported_or_counted() -> TestResult {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let metrics = router.get("/metrics").await?.body;
+    let metrics = router.admin_get("/metrics").await?.body;
     let log: Vec<u8> =
         serde_json::to_vec(&*router.log.lock().unwrap_or_else(PoisonError::into_inner))?;
     router.server.shutdown().await?;

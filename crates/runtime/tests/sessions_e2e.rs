@@ -135,7 +135,7 @@ impl Router {
     }
 
     async fn metrics(&self) -> String {
-        let url = format!("http://{}/metrics", self.server.addr);
+        let url = format!("http://{}/metrics", self.server.admin_addr);
         self.client
             .send(Method::GET, &url, "", &[])
             .await

@@ -66,7 +66,7 @@ fn chats(sim: &SimHandle) -> usize {
 }
 
 async fn metrics(router: &Router) -> TestResult<String> {
-    Ok(router.get("/metrics").await?.text())
+    Ok(router.admin_get("/metrics").await?.text())
 }
 
 fn state(a: &Answer) -> (u16, Option<&str>, Option<&str>, Option<&str>) {

@@ -137,7 +137,7 @@ async fn client(router: Arc<Router>, index: usize, seen: Arc<Seen>, stop: Arc<At
 
 /// `src_reloads_total{result="error"}`.
 async fn reload_errors(router: &Router) -> TestResult<u64> {
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     Ok(metrics
         .lines()
         .find_map(|l| l.strip_prefix("src_reloads_total{result=\"error\"} "))

@@ -250,7 +250,7 @@ fn judge(call: &Call, open: bool, kind: Kind) -> Result<Verdict, String> {
 async fn counted(replicas: &[Router], name: &str, label: &str) -> TestResult<f64> {
     let mut total = 0.0;
     for replica in replicas {
-        let metrics = replica.get("/metrics").await?.text();
+        let metrics = replica.admin_get("/metrics").await?.text();
         total += metrics
             .lines()
             .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))

@@ -96,7 +96,7 @@ fn lines(level: &str, words: &[&str]) -> Vec<serde_json::Value> {
 
 /// The sum of `name`'s samples whose labels contain `label`.
 async fn counted(router: &Router, name: &str, label: &str) -> TestResult<f64> {
-    let metrics = router.get("/metrics").await?.text();
+    let metrics = router.admin_get("/metrics").await?.text();
     Ok(metrics
         .lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
@@ -138,7 +138,7 @@ async fn restart(mut redis: RedisServer) -> TestResult<RedisServer> {
 async fn until_closed(router: &Router, store: &str) -> TestResult {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let metrics = router.get("/metrics").await?.text();
+        let metrics = router.admin_get("/metrics").await?.text();
         let closed = metrics
             .lines()
             .any(|l| l == format!("src_store_breaker_state{{{store}}} 0"));

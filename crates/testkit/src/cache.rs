@@ -163,7 +163,7 @@ impl Served {
     }
 
     pub async fn metrics(&self) -> TestResult<String> {
-        let url = format!("http://{}/metrics", self.server.addr);
+        let url = format!("http://{}/metrics", self.server.admin_addr);
         Ok(self.client.send(Method::GET, &url, "", &[]).await?.text())
     }
 

@@ -102,6 +102,13 @@ impl Router {
             .await
     }
 
+    /// `GET path` on the admin listener (`/metrics`, the detailed `/readyz`, the console API).
+    pub async fn admin_get(&self, path: &str) -> TestResult<Answer> {
+        self.client
+            .send(Method::GET, &self.admin_url(path), String::new(), &[])
+            .await
+    }
+
     /// The request log line of `request_id`, waiting for it (streams log when they end).
     pub async fn log_line(&self, request_id: &str) -> TestResult<Value> {
         let deadline = tokio::time::Instant::now() + PATIENCE;

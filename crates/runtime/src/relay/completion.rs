@@ -15,7 +15,7 @@ use crate::headers::{self, path, NONE_VALUE};
 use crate::log::{RequestLog, RequestRecord};
 use crate::openai::Usage;
 use crate::otel::{key, text, Phase, RequestTrace};
-use crate::telemetry::{RequestLabels, Telemetry, UpstreamLabels};
+use crate::telemetry::{DurationLabels, RequestLabels, Telemetry, TokenLabels, UpstreamLabels};
 
 /// A request on its way to being reported.
 pub struct Completion {
@@ -220,6 +220,34 @@ impl Completion {
             door: self.door,
         };
         self.telemetry.requests.get_or_create(&labels).inc();
+        let RequestLabels {
+            route,
+            model,
+            status,
+            door,
+            ..
+        } = labels;
+        self.telemetry
+            .request_duration
+            .get_or_create(&DurationLabels {
+                route: route.clone(),
+                model: model.clone(),
+                status,
+                door,
+            })
+            .observe(self.record.latency_ms / 1000.0);
+        let tokens = TokenLabels { model, route, door };
+        for (family, count) in [
+            (&self.telemetry.prompt_tokens, self.record.prompt_tokens),
+            (
+                &self.telemetry.completion_tokens,
+                self.record.completion_tokens,
+            ),
+        ] {
+            if let Some(n) = count.filter(|n| *n > 0) {
+                family.get_or_create(&tokens).inc_by(n);
+            }
+        }
         self.close_trace();
         self.log.write(&self.record);
         self.telemetry.live.publish(&self.record);

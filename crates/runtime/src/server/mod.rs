@@ -7,6 +7,7 @@
 
 mod accept;
 pub mod admin;
+mod admin_guard;
 pub mod health;
 pub mod outcome_access;
 pub mod routes;

@@ -23,7 +23,7 @@ use crate::pipeline::{self, intake};
 use crate::relay::body::ProxyBody;
 use crate::responses_state;
 use crate::server::surface::{self, MODEL_PREFIX};
-use crate::server::{admin, outcome_access};
+use crate::server::{admin, admin_guard, outcome_access};
 
 /// The OpenAI-compatible listener.
 pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
@@ -70,29 +70,14 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
         ("/healthz", &Method::GET | &Method::HEAD) => {
             json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
         }
-        ("/readyz", &Method::GET | &Method::HEAD) => {
-            let snapshot = app.store.current();
-            let (ready, report) = app.readiness.report(&snapshot);
-            let status = if ready {
-                StatusCode::OK
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            json(status, Bytes::from(report.to_string()))
+        // Clients (and load balancers) learn whether to send traffic here, not which backend
+        // is down or where it lives: the report is the admin listener's.
+        ("/readyz", &Method::GET | &Method::HEAD) => readyz(&app, false),
+        ("/metrics", &Method::GET | &Method::HEAD) if app.cfg.metrics_on_api => {
+            metrics(&app, &request)
         }
-        ("/metrics", &Method::GET | &Method::HEAD) => {
-            let accept = request.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
-            let format = Format::negotiate(accept);
-            let mut response = Response::new(ProxyBody::from(app.telemetry.encode(format)));
-            response.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static(format.content_type()),
-            );
-            response
-        }
-        ("/v1/models" | "/healthz" | "/readyz" | "/metrics", _) => {
-            not_allowed(&method, &path, "GET, HEAD")
-        }
+        ("/v1/models" | "/healthz" | "/readyz", _) => not_allowed(&method, &path, "GET, HEAD"),
+        ("/metrics", _) if app.cfg.metrics_on_api => not_allowed(&method, &path, "GET, HEAD"),
         (p, _) if p.starts_with(responses_state::endpoints::PREFIX) => {
             let snapshot = app.store.current();
             let query = request.uri().query();
@@ -115,8 +100,22 @@ pub async fn api(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBod
 pub async fn admin(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyBody> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let authority = request.uri().authority().map(|a| a.as_str());
+    if let Some(refusal) =
+        admin_guard::refuse(request.headers(), authority, &method, &app.cfg.admin_hosts)
+    {
+        return refusal.into_response();
+    }
     if let Some(page) = console::assets::lookup(&method, &path) {
         return page;
+    }
+    // Scrapers and liveness probes carry no token; neither answer holds anything secret.
+    match (path.as_str(), &method) {
+        ("/metrics", &Method::GET | &Method::HEAD) => return metrics(&app, &request),
+        ("/healthz", &Method::GET | &Method::HEAD) => {
+            return json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
+        }
+        _ => {}
     }
     if let Some(token) = &app.cfg.admin_token {
         let given = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
@@ -136,13 +135,45 @@ pub async fn admin(app: Arc<App>, request: Request<Incoming>) -> Response<ProxyB
             StatusCode::OK,
             Bytes::from(admin::policy_report(&app).to_string()),
         ),
-        ("/healthz", &Method::GET | &Method::HEAD) => {
-            json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
+        ("/readyz", &Method::GET | &Method::HEAD) => readyz(&app, true),
+        ("/v1/router/policy" | "/healthz" | "/readyz" | "/metrics", _) => {
+            not_allowed(&method, &path, "GET, HEAD")
         }
-        ("/v1/router/policy" | "/healthz", _) => not_allowed(&method, &path, "GET, HEAD"),
         (p, _) if p.starts_with(console::API_PREFIX) => console::api(&app, request).await,
         _ => ApiError::not_found(&path).into_response(),
     }
+}
+
+/// `/readyz`: the status code says ready (200) or not (503); `detailed` adds the report (each
+/// backend's URL and probe result, the routes that cannot be served), for the admin listener.
+fn readyz(app: &App, detailed: bool) -> Response<ProxyBody> {
+    let snapshot = app.store.current();
+    let (ready, report) = app.readiness.report(&snapshot);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = if detailed {
+        report.to_string()
+    } else if ready {
+        "{\"status\":\"ready\"}".to_owned()
+    } else {
+        "{\"status\":\"not_ready\"}".to_owned()
+    };
+    json(status, Bytes::from(body))
+}
+
+/// `GET /metrics` in the format the scraper asked for.
+fn metrics(app: &App, request: &Request<Incoming>) -> Response<ProxyBody> {
+    let accept = request.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    let mut response = Response::new(ProxyBody::from(app.telemetry.encode(format)));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    response
 }
 
 /// Limit on an outcome report's body: a few short fields.

@@ -160,12 +160,9 @@ impl Report {
         }
     }
 
-    /// `text` with each non-empty secret replaced by `[redacted]`.
+    /// `text` with each non-empty secret replaced, as the router scrubs a backend's error.
     pub fn redact(text: &str, secrets: &[String]) -> String {
-        secrets
-            .iter()
-            .filter(|s| !s.is_empty())
-            .fold(text.to_string(), |t, s| t.replace(s.as_str(), "[redacted]"))
+        src_runtime::secrets::redact(text, secrets)
     }
 
     /// The human table, one row per check, and a closing summary line.
@@ -248,7 +245,7 @@ mod tests {
         assert_eq!(report.violations, 1);
         let table = report.table();
         assert!(!table.contains("sk-123"), "{table}");
-        assert!(table.contains("bad key [redacted]"), "{table}");
+        assert!(table.contains("bad key <redacted>"), "{table}");
         assert!(table.contains("FAIL 401"), "{table}");
         assert!(
             table.ends_with("1 passed, 1 failed, 1 skipped\n"),

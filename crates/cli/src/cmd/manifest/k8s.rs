@@ -1,7 +1,8 @@
 //! `src manifest --format k8s`: `src serve` on Kubernetes. A ConfigMap holds every file the
 //! policy is read from; the Deployment mounts it as the policy directory and probes `/healthz`
 //! (liveness: the process answers) and `/readyz` (readiness: a policy is loaded and its
-//! backends answer); a Service exposes the API port. A policy whose `cache` or `session` store
+//! backends answer) on the API port, and is annotated for Prometheus to scrape `/metrics` on the
+//! admin port (named by the pod's address with `--admin-host`); a Service exposes the API port. A policy whose `cache` or `session` store
 //! is Redis also gets a Redis Deployment and Service; pointing the policy's `redis://` URL at
 //! that Service is the operator's edit, since the URL is part of the policy.
 //!
@@ -29,6 +30,8 @@ pub const POLICY_DIR: &str = "/etc/src/policy";
 pub const MODELS_DIR: &str = "/etc/src/models";
 pub const API_PORT: u16 = 8801;
 pub const ADMIN_PORT: u16 = 8802;
+/// The pod's own address, from the downward API.
+const POD_IP_ENV: &str = "POD_IP";
 /// The environment variable `src serve` reads the admin token from.
 const ADMIN_TOKEN_ENV: &str = src_runtime::AdminToken::ENV;
 /// Seconds the pod stays up after it is told to stop and before `src serve` gets SIGTERM, so
@@ -73,6 +76,10 @@ fn serve_args(extproc_port: u16, drain: u64) -> Vec<String> {
         &format!("0.0.0.0:{extproc_port}"),
         "--drain",
         &drain.to_string(),
+        // Prometheus scrapes the admin port by the pod's address, which the admin listener
+        // answers only when named (Kubernetes expands `$(POD_IP)` from the env below).
+        "--admin-host",
+        &format!("$({POD_IP_ENV})"),
     ]
     .map(String::from)
     .to_vec()
@@ -135,6 +142,10 @@ pub fn documents(
         "name": ADMIN_TOKEN_ENV,
         "valueFrom": {"secretKeyRef": {"name": format!("{app}-admin"), "key": "token"}},
     }));
+    env.push(json!({
+        "name": POD_IP_ENV,
+        "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+    }));
     env.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     env.dedup();
     let (_, extproc_port) = opts.extproc()?;
@@ -184,7 +195,15 @@ pub fn documents(
                 "replicas": 1,
                 "selector": {"matchLabels": {"app.kubernetes.io/name": app}},
                 "template": {
-                    "metadata": {"labels": labels},
+                    "metadata": {
+                        "labels": labels,
+                        // `/metrics` is the admin listener's, and needs no admin token.
+                        "annotations": {
+                            "prometheus.io/scrape": "true",
+                            "prometheus.io/port": ADMIN_PORT.to_string(),
+                            "prometheus.io/path": "/metrics",
+                        },
+                    },
                     "spec": {
                         "terminationGracePeriodSeconds": PRE_STOP_SECONDS + drain + GRACE_MARGIN_SECONDS,
                         "securityContext": {

@@ -211,6 +211,10 @@ pub async fn forward(
                     .then_some(crate::anthropic::from_chat::message_and_usage as Rewrite),
                 counted: counted.clone(),
                 sim_account,
+                key: snapshot
+                    .endpoints
+                    .get(model.backend.index())
+                    .and_then(crate::backends::Endpoint::key),
             };
             let response = relay(response, answer, done);
             let response = match counted {

@@ -20,6 +20,8 @@ use crate::pipeline::forward::hygiene::keep_returned;
 use crate::relay::body::{ProxyBody, Relay, Rewrite};
 use crate::relay::completion::Completion;
 use crate::relay::counted::Counted;
+use crate::secrets::{redact, Scrubbed};
+use http_body_util::BodyExt;
 
 /// What the relay of an upstream answer needs besides the answer.
 pub(super) struct Answer<'a> {
@@ -37,6 +39,9 @@ pub(super) struct Answer<'a> {
     pub counted: Option<Arc<Counted>>,
     /// The simulator's `x-sim-*` account goes on to the client.
     pub sim_account: bool,
+    /// The backend's key, taken out of a failed answer's headers and (whole) body: a backend
+    /// that echoes a rejected key must not hand it to the client.
+    pub key: Option<String>,
 }
 
 pub(super) fn relay(
@@ -55,6 +60,7 @@ pub(super) fn relay(
         rewrite,
         counted,
         sim_account,
+        key,
     } = answer;
     let (mut parts, body) = upstream.into_parts();
     let sse = parts
@@ -96,6 +102,27 @@ pub(super) fn relay(
     if let Some(counted) = counted {
         relay = relay.with_counts(counted);
     }
-    *response.body_mut() = ProxyBody::Relay(Box::new(relay));
+    let body = ProxyBody::Relay(Box::new(relay));
+    *response.body_mut() = match key.filter(|_| !response.status().is_success()) {
+        Some(key) => {
+            let secrets = vec![key];
+            let headers = response.headers_mut();
+            for value in headers.values_mut() {
+                if let Some(text) = value.to_str().ok().filter(|t| t.contains(&secrets[0])) {
+                    if let Ok(clean) = HeaderValue::from_str(&redact(text, &secrets)) {
+                        *value = clean;
+                    }
+                }
+            }
+            if sse {
+                // A stream is relayed as it comes (its frames are the client's as they arrive).
+                body
+            } else {
+                headers.remove(hyper::header::CONTENT_LENGTH);
+                ProxyBody::Boxed(Scrubbed::new(body, secrets).boxed_unsync())
+            }
+        }
+        None => body,
+    };
     response
 }
