@@ -388,3 +388,82 @@ fn check_verifies_onnx_graphs_against_their_declaration() {
     );
     src().arg("check").arg(&good).assert().success();
 }
+
+/// Runs `src ARGS` with the chosen stream piped, reads one byte of it and closes it, as
+/// `src .. | head -c1` does; returns the byte and how the command ended.
+fn close_after_a_byte(args: &[&std::ffi::OsStr], stderr: bool) -> (u8, std::process::Output) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("src"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("src starts");
+    let out: Box<dyn Read> = Box::new(child.stdout.take().expect("piped standard output"));
+    let err: Box<dyn Read> = Box::new(child.stderr.take().expect("piped standard error"));
+    let (mut closed, mut kept) = if stderr { (err, out) } else { (out, err) };
+    let mut byte = [0u8; 1];
+    closed.read_exact(&mut byte).expect("one byte of output");
+    drop(closed);
+    let mut rest = Vec::new();
+    kept.read_to_end(&mut rest).expect("the other stream");
+    let mut out = child.wait_with_output().expect("src ends");
+    if stderr {
+        out.stdout = rest;
+    } else {
+        out.stderr = rest;
+    }
+    (byte[0], out)
+}
+
+/// A policy whose explanation, IR listing and diagnostics are each far longer than a pipe's
+/// buffer, so that writing them meets the closed pipe; and one whose test report is.
+fn long_output_policies(dir: &Path) -> (PathBuf, PathBuf) {
+    let mut text = GOOD.to_string();
+    for i in 0..600 {
+        text.push_str(&format!(
+            "signal s{i} = contains(prompt, [\"word{i}\"])\nsignal unused{i} = contains(prompt, [\"x\"])\n\
+             route r{i} priority {} {{ when s{i}  to small }}\n",
+            i + 1
+        ));
+    }
+    let mut tests = format!("{GOOD}route code priority 1 {{ when contains(prompt, [\"rust\"])  to small }}\n");
+    for i in 0..1000 {
+        tests.push_str(&format!("test t{i} {{ prompt = \"none\"  expect code }}\n"));
+    }
+    (write(dir, "long.sr", &text), write(dir, "tests.sr", &tests))
+}
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, tests) = long_output_policies(dir.path());
+    let (p, t) = (policy.as_os_str(), tests.as_os_str());
+    let runs: [(&[&std::ffi::OsStr], bool); 4] = [
+        (
+            &[
+                "explain".as_ref(),
+                p,
+                "--engine".as_ref(),
+                "interp".as_ref(),
+                "--ir".as_ref(),
+                "--prompt".as_ref(),
+                "hello".as_ref(),
+            ],
+            false,
+        ),
+        (&["test".as_ref(), t, "--engine".as_ref(), "interp".as_ref()], false),
+        (&["check".as_ref(), p, "--format".as_ref(), "sarif".as_ref()], false),
+        // Unused signals, warned about on standard error (`2>&1 | head`).
+        (&["check".as_ref(), "--color".as_ref(), "never".as_ref(), p], true),
+    ];
+    for (args, stderr) in runs {
+        let (byte, out) = close_after_a_byte(args, stderr);
+        assert_ne!(byte, 0, "{args:?}");
+        let other = String::from_utf8_lossy(if stderr { &out.stdout } else { &out.stderr });
+        assert!(!other.contains("panicked"), "{args:?}: {other}");
+        assert!(other.is_empty(), "{args:?}: nothing else is said: {other}");
+        assert_eq!(out.status.code(), Some(141), "{args:?}");
+    }
+}

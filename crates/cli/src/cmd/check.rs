@@ -2,7 +2,7 @@
 //! GitHub workflow commands or as a SARIF log: [`CheckFormat`]).
 
 use crate::ci_report::{self, Finding};
-use crate::output::Color;
+use crate::output::{Closed, Color};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
 use src_compiler::check::LiveCatalog;
@@ -140,19 +140,19 @@ pub fn run(args: Args) -> Result<Outcome> {
                 args.format,
                 color,
                 &mut json_diagnostics,
-            ),
+            )?,
         }
     }
     match args.format {
         CheckFormat::Github => {
             for f in &findings {
-                println!("{}", ci_report::github_command(f));
+                outln!("{}", ci_report::github_command(f))?;
             }
         }
         CheckFormat::Sarif => {
             let log = serde_json::to_string_pretty(&ci_report::sarif(&findings))
                 .context("cannot write the SARIF log")?;
-            println!("{log}");
+            outln!("{log}")?;
         }
         CheckFormat::Json => {
             let doc = serde_json::json!({
@@ -160,13 +160,13 @@ pub fn run(args: Args) -> Result<Outcome> {
                 "errors": errors,
                 "warnings": warnings,
             });
-            println!("{doc}");
+            outln!("{doc}")?;
         }
         CheckFormat::Human => {
             if errors + warnings > 0 {
-                eprintln!("{errors} error(s), {warnings} warning(s)");
+                errln!("{errors} error(s), {warnings} warning(s)")?;
             } else {
-                eprintln!("ok: {} polic{} checked", paths.len(), plural(paths.len()));
+                errln!("ok: {} polic{} checked", paths.len(), plural(paths.len()))?;
             }
         }
     }
@@ -291,12 +291,12 @@ fn report(
     format: CheckFormat,
     color: bool,
     json: &mut Vec<serde_json::Value>,
-) {
+) -> Result<(), Closed> {
     match format {
         CheckFormat::Github | CheckFormat::Sarif => {}
         CheckFormat::Human => {
             if !diagnostics.is_empty() {
-                eprint!("{}", render::human(diagnostics, sources, color));
+                err!("{}", render::human(diagnostics, sources, color))?;
             }
         }
         CheckFormat::Json => json.extend(
@@ -305,4 +305,5 @@ fn report(
                 .map(|d| render::json_diagnostic(d, sources)),
         ),
     }
+    Ok(())
 }

@@ -6,7 +6,7 @@
 //! the signals to give.
 
 use super::policy::{load_checked, Engine};
-use crate::output::{Color, Format};
+use crate::output::{Closed, Color, Format};
 use crate::Outcome;
 use anyhow::{anyhow, Context, Result};
 use serde_json::Value as Json;
@@ -70,12 +70,12 @@ pub fn run(args: Args) -> Result<Outcome> {
         .collect::<Result<Vec<_>>>()?;
     let policy = compile(checked, args.engine.into()).context("cannot compile the policy")?;
     if args.ir {
-        println!("{}", policy.program.listing());
+        outln!("{}", policy.program.listing())?;
     }
     let explanation = explain(&policy, (&request.0, request.1), &givens)?;
     match args.format {
-        Format::Json => println!("{}", explanation),
-        Format::Human => print_human(&explanation),
+        Format::Json => outln!("{}", explanation)?,
+        Format::Human => print_human(&explanation)?,
     }
     Ok(Outcome::Success)
 }
@@ -224,18 +224,18 @@ impl ModelRunner {
     }
 }
 
-fn print_human(e: &Json) {
+fn print_human(e: &Json) -> Result<(), Closed> {
     let s = |k: &str| e[k].as_str().map(str::to_string);
     match (s("blocked"), s("route")) {
         (Some(block), _) => match s("model") {
-            Some(m) => println!("blocked by `{block}`: sent to model `{m}`"),
-            None => println!("blocked by `{block}`: refused"),
+            Some(m) => outln!("blocked by `{block}`: sent to model `{m}`")?,
+            None => outln!("blocked by `{block}`: refused")?,
         },
-        (None, Some(route)) => println!("route `{route}`"),
-        (None, None) => println!("explicit model (routing skipped)"),
+        (None, Some(route)) => outln!("route `{route}`")?,
+        (None, None) => outln!("explicit model (routing skipped)")?,
     }
     if let (Some(m), Some(serves), Some(backend)) = (s("model"), s("serves"), s("backend")) {
-        println!("  model `{m}` = `{serves}` on backend `{backend}`");
+        outln!("  model `{m}` = `{serves}` on backend `{backend}`")?;
     }
     let unsendable: Vec<&str> = e["unsendable"]
         .as_array()
@@ -244,7 +244,7 @@ fn print_human(e: &Json) {
         .filter_map(Json::as_str)
         .collect();
     if !unsendable.is_empty() {
-        println!("  skipped before it: {}", unsendable.join(", "));
+        outln!("  skipped before it: {}", unsendable.join(", "))?;
     }
     let tried: Vec<&str> = e["candidates"]
         .as_array()
@@ -253,9 +253,9 @@ fn print_human(e: &Json) {
         .filter_map(Json::as_str)
         .collect();
     if tried.len() > 1 {
-        println!("  on a backend failure, then: {}", tried[1..].join(", "));
+        outln!("  on a backend failure, then: {}", tried[1..].join(", "))?;
     }
-    println!("signals:");
+    outln!("signals:")?;
     if let Some(map) = e["signals"].as_object() {
         for (name, value) in map {
             let shown = if value.is_null() {
@@ -263,26 +263,27 @@ fn print_human(e: &Json) {
             } else {
                 value.to_string()
             };
-            println!("  {name} = {shown}");
+            outln!("  {name} = {shown}")?;
         }
     }
-    println!("conditions checked, in order:");
+    outln!("conditions checked, in order:")?;
     for c in e["trace"].as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "  {} `{}` {}: {}",
             c["kind"].as_str().unwrap_or(""),
             c["name"].as_str().unwrap_or(""),
             c["state"].as_str().unwrap_or(""),
             c["condition"].as_str().unwrap_or("(default)"),
-        );
+        )?;
         for part in c["because"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "      because `{}` {}",
                 part["condition"].as_str().unwrap_or(""),
                 part["state"].as_str().unwrap_or("")
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             Ok(formatted) if formatted == text => {}
             Ok(formatted) => {
                 if args.check {
-                    println!("{}", file.display());
+                    outln!("{}", file.display())?;
                 } else {
                     std::fs::write(file, formatted)
                         .with_context(|| format!("cannot write `{}`", file.display()))?;
@@ -46,16 +46,16 @@ pub fn run(args: Args) -> Result<Outcome> {
             Err(diagnostics) => {
                 let mut sources = SourceMap::new();
                 sources.add(file.clone(), text);
-                eprint!(
+                err!(
                     "{}",
                     render::human(&diagnostics, &sources, args.color.enabled_for_stderr())
-                );
+                )?;
                 broken = true;
             }
         }
     }
     if broken {
-        eprintln!("some files were not formatted: they do not parse, or formatting would change what they say");
+        errln!("some files were not formatted: they do not parse, or formatting would change what they say")?;
     }
     Ok(if broken || (args.check && !differing.is_empty()) {
         Outcome::Failure

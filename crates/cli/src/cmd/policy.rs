@@ -36,12 +36,12 @@ pub fn load_checked(path: &Path, color: bool) -> Result<Option<CheckedPolicy>> {
         .cloned()
         .collect();
     if !errors.is_empty() {
-        eprint!("{}", render::human(&errors, &sources, color));
-        eprintln!(
+        err!("{}", render::human(&errors, &sources, color))?;
+        errln!(
             "`{}` has {} error(s); run `src check` for details",
             path.display(),
             errors.len()
-        );
+        )?;
     }
     Ok(outcome.policy)
 }

@@ -88,7 +88,7 @@ pub fn sim(args: SimArgs) -> Result<Outcome> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        eprintln!("simulated OpenAI backend on http://{}/v1", args.listen);
+        errln!("simulated OpenAI backend on http://{}/v1", args.listen)?;
         sim::serve(listener, cfg, shutdown_signal())
             .await
             .context("src sim stopped")

@@ -1,7 +1,7 @@
 //! `src test`: run the `test` blocks of policies on the interpreter, the JIT, or both.
 
 use super::policy::load_checked;
-use crate::output::Color;
+use crate::output::{Closed, Color};
 use crate::Outcome;
 use anyhow::{Context, Result};
 use src_compiler::testing::{run_tests, CaseResult};
@@ -52,12 +52,12 @@ pub fn run(args: Args) -> Result<Outcome> {
                     passed += 1;
                 } else {
                     failed += 1;
-                    print_failure(path, result);
+                    print_failure(path, result)?;
                 }
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    outln!("{passed} passed, {failed} failed")?;
     Ok(if failed > 0 || broken > 0 {
         Outcome::Failure
     } else {
@@ -65,21 +65,22 @@ pub fn run(args: Args) -> Result<Outcome> {
     })
 }
 
-fn print_failure(path: &std::path::Path, r: &CaseResult) {
-    println!(
+fn print_failure(path: &std::path::Path, r: &CaseResult) -> Result<(), Closed> {
+    outln!(
         "FAIL {} `{}` [{}]\n  expected: {}\n  actual:   {}",
         path.display(),
         r.name,
         r.engine.as_str(),
         r.expected,
         r.actual
-    );
+    )?;
     let signals: Vec<String> = r
         .signals
         .iter()
         .map(|(name, value)| format!("{name} = {}", value.as_deref().unwrap_or("(not computed)")))
         .collect();
     if !signals.is_empty() {
-        println!("  signals:  {}", signals.join(", "));
+        outln!("  signals:  {}", signals.join(", "))?;
     }
+    Ok(())
 }

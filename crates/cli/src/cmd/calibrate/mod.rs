@@ -160,11 +160,11 @@ pub fn run(args: Args) -> Result<Outcome> {
     let checked = match text.check() {
         Ok(c) => c,
         Err(e) => {
-            eprint!("{e:#}");
-            eprintln!(
+            err!("{e:#}")?;
+            errln!(
                 "`{}` has errors; run `src check` for details",
                 args.policy.display()
-            );
+            )?;
             return Ok(Outcome::Failure);
         }
     };
@@ -288,11 +288,11 @@ pub fn run(args: Args) -> Result<Outcome> {
         diff: changed.iter().map(rewrite::diff).collect(),
     };
     match args.format {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&report).context("cannot render the report")?
-        ),
-        Format::Human => print!("{}", report::human(&report)),
+        )?,
+        Format::Human => out!("{}", report::human(&report))?,
     }
     Ok(Outcome::Success)
 }

@@ -220,9 +220,9 @@ pub fn run(args: Args) -> Result<Outcome> {
             let path = dir.join(args.format.file_name());
             std::fs::write(&path, yaml)
                 .with_context(|| format!("cannot write `{}`", path.display()))?;
-            eprintln!("wrote {}", path.display());
+            errln!("wrote {}", path.display())?;
         }
-        None => print!("{yaml}"),
+        None => out!("{yaml}")?,
     }
     Ok(Outcome::Success)
 }
@@ -296,14 +296,14 @@ fn policy_files(path: &Path, checked: &CheckedPolicy) -> Result<Vec<PolicyFile>>
         })
         .collect();
     if !heavy.is_empty() {
-        eprintln!(
+        errln!(
             "warning: the policy reads {} (relative to {}); the ConfigMap does not hold model files \
              and nothing can be mounted inside it: the Deployment mounts the claim `…-models` at {}, \
              which the policy names as `../models/NAME`",
             heavy.join(", "),
             k8s::POLICY_DIR,
             k8s::MODELS_DIR
-        );
+        )?;
     }
     Ok(files)
 }
