@@ -21,6 +21,8 @@
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share, and the
 //!   writing to standard output and error that every command does.
+//! - [`discover`]: the `.sr` files and the policies below the paths `fmt`, `check` and `test`
+//!   are given.
 //!
 //! `src lsp` is [`src_lsp::run_stdio`] and needs no module of its own.
 
@@ -34,6 +36,7 @@
 mod output;
 mod ci_report;
 mod cmd;
+mod discover;
 
 use clap::{Parser, Subcommand};
 
@@ -91,6 +94,8 @@ pub enum Outcome {
     Success,
     /// The policy has problems (check errors, formatting differences, failing tests).
     Failure,
+    /// Some inputs could not be read (reported already); the others were dealt with.
+    Incomplete,
 }
 
 /// The exit status of a command that `SIGPIPE` ended (128 + 13), which is what a shell reports
@@ -119,6 +124,7 @@ fn main() -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failure) => ExitCode::from(1),
+        Ok(Outcome::Incomplete) => ExitCode::from(2),
         Err(err) => {
             let closed = err
                 .chain()

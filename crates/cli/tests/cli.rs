@@ -389,6 +389,53 @@ fn check_verifies_onnx_graphs_against_their_declaration() {
     src().arg("check").arg(&good).assert().success();
 }
 
+/// A tree of two policies below one root: `a/` (good) and `b/nested/` (with one test).
+fn policy_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("a")).unwrap();
+    std::fs::create_dir_all(dir.path().join("b/nested")).unwrap();
+    write(&dir.path().join("a"), "main.sr", GOOD);
+    write(
+        &dir.path().join("b/nested"),
+        "main.sr",
+        &format!("{GOOD}test plain {{ prompt = \"hi\"  expect default }}\n"),
+    );
+    dir
+}
+
+#[test]
+fn check_and_test_find_the_policies_below_a_directory() {
+    let dir = policy_tree();
+    src()
+        .args(["check", "--color", "never"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stderr(contains("ok: 2 policies checked"));
+    src()
+        .arg("test")
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(contains("2 passed, 0 failed"));
+    // An error in a nested policy fails the check of the root.
+    write(&dir.path().join("b/nested"), "broken.sr", "route r { to nowhere }\n");
+    src()
+        .args(["check", "--color", "never"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(contains("nowhere"));
+    // A root without any `.sr` file is still an error.
+    let empty = tempfile::tempdir().unwrap();
+    src()
+        .arg("check")
+        .arg(empty.path())
+        .assert()
+        .code(2)
+        .stderr(contains("holds no `.sr` files"));
+}
+
 /// Runs `src ARGS` with the chosen stream piped, reads one byte of it and closes it, as
 /// `src .. | head -c1` does; returns the byte and how the command ended.
 fn close_after_a_byte(args: &[&std::ffi::OsStr], stderr: bool) -> (u8, std::process::Output) {

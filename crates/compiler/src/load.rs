@@ -51,6 +51,18 @@ pub enum LoadError {
     NoSources { path: PathBuf },
 }
 
+impl LoadError {
+    /// The file or directory that could not be loaded.
+    pub fn path(&self) -> &Path {
+        match self {
+            LoadError::NotFound { path }
+            | LoadError::Unreadable { path, .. }
+            | LoadError::NotUtf8 { path }
+            | LoadError::NoSources { path } => path,
+        }
+    }
+}
+
 /// Loads a directory (every `*.sr` file directly in it, in lexicographic order of file name) or
 /// one `.sr` file.
 pub fn load(path: &Path) -> Result<PolicySource, LoadError> {

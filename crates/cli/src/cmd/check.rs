@@ -2,6 +2,7 @@
 //! GitHub workflow commands or as a SARIF log: [`CheckFormat`]).
 
 use crate::ci_report::{self, Finding};
+use crate::discover;
 use crate::output::{Closed, Color};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
@@ -22,7 +23,8 @@ const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Policy directories or single `.sr` files (default: the current directory).
+    /// Policy directories or single `.sr` files; a directory's subdirectories that hold `.sr`
+    /// files are policies too (default: the current directory).
     paths: Vec<PathBuf>,
     /// Use FILE as backend B's catalog (its `GET /v1/models` answer) instead of the declared one.
     #[arg(long = "catalog", value_name = "B=FILE")]
@@ -86,26 +88,40 @@ pub fn run(args: Args) -> Result<Outcome> {
     } else {
         None
     };
-    let paths = if args.paths.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        args.paths.clone()
-    };
     let envoy = match &args.envoy {
         Some(path) => Some((path.display().to_string(), crate::cmd::envoy::read(path)?)),
         None => None,
     };
     let color = args.color.enabled_for_stderr();
+    // Every policy is found and loaded first, so that a path that cannot be read is reported
+    // with the rest rather than stopping the check.
+    let mut sources = Vec::new();
+    let mut unreadable = Vec::new();
+    for root in discover::roots(&args.paths) {
+        match discover::policies(&root) {
+            Ok(found) => {
+                for path in found {
+                    match load(&path) {
+                        Ok(source) => sources.push((path, source)),
+                        Err(e) => unreadable.push((
+                            e.path().to_path_buf(),
+                            format!("cannot load `{}`: {e}", path.display()),
+                        )),
+                    }
+                }
+            }
+            Err(e) => unreadable.push((root, format!("{e:#}"))),
+        }
+    }
     let (mut errors, mut warnings) = (0, 0);
     let mut json_diagnostics = Vec::new();
     let mut findings = Vec::new();
-    for path in &paths {
-        let source = load(path).with_context(|| format!("cannot load `{}`", path.display()))?;
+    for (path, source) in &sources {
         let options = CheckOptions {
             catalog_overrides: catalog_overrides.clone(),
             live_catalogs: live
                 .as_ref()
-                .map(|fetcher| fetcher.catalogs(&source))
+                .map(|fetcher| fetcher.catalogs(source))
                 .unwrap_or_default(),
         };
         let mut outcome = check(source.clone(), &options);
@@ -144,6 +160,18 @@ pub fn run(args: Args) -> Result<Outcome> {
         }
     }
     match args.format {
+        CheckFormat::Github | CheckFormat::Sarif => findings.extend(
+            unreadable
+                .iter()
+                .map(|(path, why)| Finding::unreadable(path, why)),
+        ),
+        CheckFormat::Human | CheckFormat::Json => {
+            for (_, why) in &unreadable {
+                errln!("error: {why}")?;
+            }
+        }
+    }
+    match args.format {
         CheckFormat::Github => {
             for f in &findings {
                 outln!("{}", ci_report::github_command(f))?;
@@ -165,10 +193,14 @@ pub fn run(args: Args) -> Result<Outcome> {
         CheckFormat::Human => {
             if errors + warnings > 0 {
                 errln!("{errors} error(s), {warnings} warning(s)")?;
-            } else {
-                errln!("ok: {} polic{} checked", paths.len(), plural(paths.len()))?;
+            } else if unreadable.is_empty() {
+                let n = sources.len();
+                errln!("ok: {n} polic{} checked", plural(n))?;
             }
         }
+    }
+    if !unreadable.is_empty() {
+        return Ok(Outcome::Incomplete);
     }
     let failed = errors > 0 || (args.deny_warnings && warnings > 0);
     Ok(if failed {

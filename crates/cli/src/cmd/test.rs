@@ -1,6 +1,7 @@
 //! `src test`: run the `test` blocks of policies on the interpreter, the JIT, or both.
 
 use super::policy::load_checked;
+use crate::discover;
 use crate::output::{Closed, Color};
 use crate::Outcome;
 use anyhow::{Context, Result};
@@ -18,7 +19,8 @@ pub enum Engines {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Policy directories or single `.sr` files (default: the current directory).
+    /// Policy directories or single `.sr` files; a directory's subdirectories that hold `.sr`
+    /// files are policies too (default: the current directory).
     paths: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     engine: Engines,
@@ -27,11 +29,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let paths = if args.paths.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        args.paths.clone()
-    };
+    let mut paths = Vec::new();
+    for root in discover::roots(&args.paths) {
+        paths.extend(discover::policies(&root)?);
+    }
     let engines: &[EngineKind] = match args.engine {
         Engines::Interp => &[EngineKind::Interp],
         Engines::Jit => &[EngineKind::Jit],
