@@ -436,6 +436,54 @@ fn check_and_test_find_the_policies_below_a_directory() {
         .stderr(contains("holds no `.sr` files"));
 }
 
+#[test]
+fn a_catalog_for_an_undeclared_backend_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = write(dir.path(), "c.json", r#"{"object":"list","data":[]}"#);
+    src()
+        .args(["check", "--color", "never", "--catalog"])
+        .arg(format!("dynamoo={}", catalog.display()))
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("backend `dynamoo`"))
+        .stderr(contains("did you mean `dynamo`?"));
+    src()
+        .args(["check", "--color", "never", "--catalog"])
+        .arg(format!("elsewhere={}", catalog.display()))
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("`dynamo`, `vllm_code`"));
+}
+
+#[test]
+fn names_given_on_the_command_line_get_a_did_you_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let labelled = write(dir.path(), "l.jsonl", "{\"prompt\": \"hi\", \"route\": \"default\"}\n");
+    src()
+        .args(["explain", "--prompt", "hi", "--given", "atack=0.1"])
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean `attack`?"));
+    src()
+        .args(["calibrate", "--signal", "code_tak", "--labelled"])
+        .arg(&labelled)
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean `code_talk`?"));
+    // `--live` asks every backend, so a catalog file would be ignored: refused instead.
+    src()
+        .args(["check", "--live", "--catalog"])
+        .arg(format!("dynamo={}", labelled.display()))
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("cannot be used with"));
+}
+
 /// Runs `src ARGS` with the chosen stream piped, reads one byte of it and closes it, as
 /// `src .. | head -c1` does; returns the byte and how the command ended.
 fn close_after_a_byte(args: &[&std::ffi::OsStr], stderr: bool) -> (u8, std::process::Output) {

@@ -2,6 +2,7 @@
 //! GitHub workflow commands or as a SARIF log: [`CheckFormat`]).
 
 use crate::ci_report::{self, Finding};
+use crate::cmd::policy::did_you_mean;
 use crate::discover;
 use crate::output::{Closed, Color};
 use crate::Outcome;
@@ -27,7 +28,8 @@ pub struct Args {
     /// files are policies too (default: the current directory).
     paths: Vec<PathBuf>,
     /// Use FILE as backend B's catalog (its `GET /v1/models` answer) instead of the declared one.
-    #[arg(long = "catalog", value_name = "B=FILE")]
+    /// (`--live` asks every backend instead, so the two do not go together.)
+    #[arg(long = "catalog", value_name = "B=FILE", conflicts_with = "live")]
     catalogs: Vec<String>,
     /// Ask every backend that has a `url` for its catalog (`GET {url}/models`) instead of
     /// reading catalog files; an API key declared with `api_key = env(..)` is sent.
@@ -113,6 +115,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             Err(e) => unreadable.push((root, format!("{e:#}"))),
         }
     }
+    check_override_names(&catalog_overrides, &sources)?;
     let (mut errors, mut warnings) = (0, 0);
     let mut json_diagnostics = Vec::new();
     let mut findings = Vec::new();
@@ -208,6 +211,49 @@ pub fn run(args: Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// `--catalog B=FILE` for a backend `B` that no policy checked declares would replace nothing:
+/// a usage error, with the nearest declared name.
+fn check_override_names(
+    overrides: &HashMap<String, PathBuf>,
+    sources: &[(PathBuf, PolicySource)],
+) -> Result<()> {
+    let declared: Vec<&str> = sources
+        .iter()
+        .flat_map(|(_, source)| source.files.iter())
+        .flat_map(|(_, file)| file.items.iter())
+        .filter_map(|item| match &item.kind {
+            ItemKind::Backend(b) => Some(b.name.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut unknown: Vec<&String> = overrides
+        .keys()
+        .filter(|name| !declared.contains(&name.as_str()))
+        .collect();
+    unknown.sort();
+    let Some(name) = unknown.first() else {
+        return Ok(());
+    };
+    let hint = match did_you_mean(name, declared.iter().copied()) {
+        hint if !hint.is_empty() => hint,
+        _ if declared.is_empty() => "; no backend is declared".to_string(),
+        _ => format!(
+            "; the backends are {}",
+            declared
+                .iter()
+                .map(|d| format!("`{d}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let declarer = if sources.len() == 1 {
+        "the policy does not declare"
+    } else {
+        "none of the policies checked declares"
+    };
+    bail!("`--catalog {name}=..` names backend `{name}`, which {declarer}{hint}")
 }
 
 /// `--live`: asks backends for their catalogs with the router's own HTTP clients.

@@ -5,7 +5,7 @@
 //! otherwise, and a request that needs a model that cannot run is answered with an error naming
 //! the signals to give.
 
-use super::policy::{load_checked, Engine};
+use super::policy::{did_you_mean, load_checked, signal_names, Engine};
 use crate::output::{Closed, Color, Format};
 use crate::Outcome;
 use anyhow::{anyhow, Context, Result};
@@ -109,7 +109,12 @@ fn parse_given(
     let (name, raw) = split_pair("--given", pair)?;
     let id = checked
         .signal_by_name(name)
-        .ok_or_else(|| anyhow!("--given names `{name}`, which is not a signal of this policy"))?;
+        .ok_or_else(|| {
+            anyhow!(
+                "--given names `{name}`, which is not a signal of this policy{}",
+                did_you_mean(name, signal_names(checked))
+            )
+        })?;
     let ty = checked.signals[id.index()].expr.ty;
     let bad = |what: &str| anyhow!("--given {name}={raw}: `{name}` is {what}");
     let value = match ty {

@@ -44,7 +44,7 @@ use crate::load::PolicySource;
 pub use catalog::parse_catalog;
 pub use name_table::{LabelUse, NameEntry, NameTable};
 use names::Decls;
-pub use names::Kind as DeclKind;
+pub use names::{nearest, Kind as DeclKind};
 use src_dsl::{Diagnostic, SourceMap};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
