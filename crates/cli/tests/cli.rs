@@ -562,3 +562,74 @@ fn a_closed_pipe_ends_the_command_quietly() {
         assert_eq!(out.status.code(), Some(141), "{args:?}");
     }
 }
+
+/// Starts `src ARGS` and reads its standard error until a line holds `needle`; returns that line
+/// (`None` when the command ended first) and the still running child, for the caller to stop.
+fn start_until(args: &[&str], needle: &str) -> (Option<String>, std::process::Child) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("src"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("src starts");
+    let stderr = child.stderr.take().expect("piped standard error");
+    let line = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains(needle));
+    (line, child)
+}
+
+#[test]
+fn address_flags_take_host_names() {
+    let (line, mut sim) = start_until(&["sim", "--listen", "localhost:0"], "simulated OpenAI backend on");
+    let line = line.expect("the simulator says where it listens");
+    let addr = line
+        .rsplit("http://")
+        .next()
+        .and_then(|rest| rest.strip_suffix("/v1"))
+        .expect("an address")
+        .to_string();
+    assert!(!addr.ends_with(":0"), "the bound port, not the one asked for: {line}");
+    let reached = std::net::TcpStream::connect(&addr);
+    sim.kill().expect("the simulator stops");
+    sim.wait().expect("the simulator ends");
+    reached.expect("the simulator listens where it says");
+
+    let policy = repo("examples/quickstart");
+    let policy = policy.to_str().expect("a UTF-8 path");
+    let (line, mut serve) = start_until(
+        &["serve", policy, "--listen", "localhost:0", "--admin", "localhost:0", "--no-watch"],
+        "\"serving\"",
+    );
+    serve.kill().expect("the server stops");
+    serve.wait().expect("the server ends");
+    let line = line.expect("the server starts");
+    assert!(line.contains("\"listen\""), "{line}");
+}
+
+#[test]
+fn an_address_in_use_is_named_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = taken.local_addr().expect("its address").to_string();
+    let policy = repo("examples/quickstart");
+    for args in [
+        vec!["serve".as_ref(), policy.as_os_str(), "--listen".as_ref(), addr.as_ref(), "--admin".as_ref(), "127.0.0.1:0".as_ref()],
+        vec!["sim".as_ref(), "--listen".as_ref(), addr.as_ref()],
+    ] {
+        let out = src().args(&args).output().expect("src runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or_else(|| panic!("an error line: {stderr}"));
+        assert!(
+            said.ends_with(&format!("cannot listen on {addr}: the address is already in use")),
+            "{said}"
+        );
+        assert_eq!(said.matches("in use").count(), 1, "{said}");
+    }
+}
