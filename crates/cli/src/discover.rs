@@ -67,7 +67,9 @@ pub fn policies(path: &Path) -> Result<Vec<PathBuf>> {
     }
     let mut dirs: Vec<PathBuf> = Vec::new();
     for file in sr_files(path)? {
-        let dir = file.parent().map_or_else(|| path.to_path_buf(), Path::to_path_buf);
+        let dir = file
+            .parent()
+            .map_or_else(|| path.to_path_buf(), Path::to_path_buf);
         if !dirs.contains(&dir) {
             dirs.push(dir);
         }

@@ -268,8 +268,16 @@ fn every_problem_below_a_directory_is_an_annotation() {
         .arg(root.join("missing"))
         .output()
         .expect("src runs");
-    assert_eq!(out.status.code(), Some(2), "an unreadable policy is an I/O error");
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unreadable policy is an I/O error"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
     for line in stdout.lines() {
         assert!(
@@ -286,9 +294,13 @@ fn every_problem_below_a_directory_is_an_annotation() {
     assert_eq!(errors_in_bad, 2, "{stdout}");
     let latin1 = root.join("latin1/main.sr").display().to_string();
     assert!(
-        stdout.contains(&format!("::error file={latin1},line=1,col=1,")) && stdout.contains("not UTF-8"),
+        stdout.contains(&format!("::error file={latin1},line=1,col=1,"))
+            && stdout.contains("not UTF-8"),
         "{stdout}"
     );
     let missing = root.join("missing").display().to_string();
-    assert!(stdout.contains(&format!("::error file={missing},line=1,col=1,")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("::error file={missing},line=1,col=1,")),
+        "{stdout}"
+    );
 }

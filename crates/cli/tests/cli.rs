@@ -391,9 +391,9 @@ fn check_verifies_onnx_graphs_against_their_declaration() {
 
 /// A tree of two policies below one root: `a/` (good) and `b/nested/` (with one test).
 fn policy_tree() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("a")).unwrap();
-    std::fs::create_dir_all(dir.path().join("b/nested")).unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("a")).expect("policy a");
+    std::fs::create_dir_all(dir.path().join("b/nested")).expect("policy b/nested");
     write(&dir.path().join("a"), "main.sr", GOOD);
     write(
         &dir.path().join("b/nested"),
@@ -419,7 +419,11 @@ fn check_and_test_find_the_policies_below_a_directory() {
         .success()
         .stdout(contains("2 passed, 0 failed"));
     // An error in a nested policy fails the check of the root.
-    write(&dir.path().join("b/nested"), "broken.sr", "route r { to nowhere }\n");
+    write(
+        &dir.path().join("b/nested"),
+        "broken.sr",
+        "route r { to nowhere }\n",
+    );
     src()
         .args(["check", "--color", "never"])
         .arg(dir.path())
@@ -460,7 +464,11 @@ fn a_catalog_for_an_undeclared_backend_is_an_error() {
 #[test]
 fn names_given_on_the_command_line_get_a_did_you_mean() {
     let dir = tempfile::tempdir().unwrap();
-    let labelled = write(dir.path(), "l.jsonl", "{\"prompt\": \"hi\", \"route\": \"default\"}\n");
+    let labelled = write(
+        dir.path(),
+        "l.jsonl",
+        "{\"prompt\": \"hi\", \"route\": \"default\"}\n",
+    );
     src()
         .args(["explain", "--prompt", "hi", "--given", "atack=0.1"])
         .arg(repo("policies/production"))
@@ -523,7 +531,8 @@ fn long_output_policies(dir: &Path) -> (PathBuf, PathBuf) {
             i + 1
         ));
     }
-    let mut tests = format!("{GOOD}route code priority 1 {{ when contains(prompt, [\"rust\"])  to small }}\n");
+    let mut tests =
+        format!("{GOOD}route code priority 1 {{ when contains(prompt, [\"rust\"])  to small }}\n");
     for i in 0..1000 {
         tests.push_str(&format!("test t{i} {{ prompt = \"none\"  expect code }}\n"));
     }
@@ -548,10 +557,19 @@ fn a_closed_pipe_ends_the_command_quietly() {
             ],
             false,
         ),
-        (&["test".as_ref(), t, "--engine".as_ref(), "interp".as_ref()], false),
-        (&["check".as_ref(), p, "--format".as_ref(), "sarif".as_ref()], false),
+        (
+            &["test".as_ref(), t, "--engine".as_ref(), "interp".as_ref()],
+            false,
+        ),
+        (
+            &["check".as_ref(), p, "--format".as_ref(), "sarif".as_ref()],
+            false,
+        ),
         // Unused signals, warned about on standard error (`2>&1 | head`).
-        (&["check".as_ref(), "--color".as_ref(), "never".as_ref(), p], true),
+        (
+            &["check".as_ref(), "--color".as_ref(), "never".as_ref(), p],
+            true,
+        ),
     ];
     for (args, stderr) in runs {
         let (byte, out) = close_after_a_byte(args, stderr);
@@ -584,7 +602,10 @@ fn start_until(args: &[&str], needle: &str) -> (Option<String>, std::process::Ch
 
 #[test]
 fn address_flags_take_host_names() {
-    let (line, mut sim) = start_until(&["sim", "--listen", "localhost:0"], "simulated OpenAI backend on");
+    let (line, mut sim) = start_until(
+        &["sim", "--listen", "localhost:0"],
+        "simulated OpenAI backend on",
+    );
     let line = line.expect("the simulator says where it listens");
     let addr = line
         .rsplit("http://")
@@ -592,7 +613,10 @@ fn address_flags_take_host_names() {
         .and_then(|rest| rest.strip_suffix("/v1"))
         .expect("an address")
         .to_string();
-    assert!(!addr.ends_with(":0"), "the bound port, not the one asked for: {line}");
+    assert!(
+        !addr.ends_with(":0"),
+        "the bound port, not the one asked for: {line}"
+    );
     let reached = std::net::TcpStream::connect(&addr);
     sim.kill().expect("the simulator stops");
     sim.wait().expect("the simulator ends");
@@ -601,7 +625,15 @@ fn address_flags_take_host_names() {
     let policy = repo("examples/quickstart");
     let policy = policy.to_str().expect("a UTF-8 path");
     let (line, mut serve) = start_until(
-        &["serve", policy, "--listen", "localhost:0", "--admin", "localhost:0", "--no-watch"],
+        &[
+            "serve",
+            policy,
+            "--listen",
+            "localhost:0",
+            "--admin",
+            "localhost:0",
+            "--no-watch",
+        ],
         "\"serving\"",
     );
     serve.kill().expect("the server stops");
@@ -616,7 +648,14 @@ fn an_address_in_use_is_named_once() {
     let addr = taken.local_addr().expect("its address").to_string();
     let policy = repo("examples/quickstart");
     for args in [
-        vec!["serve".as_ref(), policy.as_os_str(), "--listen".as_ref(), addr.as_ref(), "--admin".as_ref(), "127.0.0.1:0".as_ref()],
+        vec![
+            "serve".as_ref(),
+            policy.as_os_str(),
+            "--listen".as_ref(),
+            addr.as_ref(),
+            "--admin".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
         vec!["sim".as_ref(), "--listen".as_ref(), addr.as_ref()],
     ] {
         let out = src().args(&args).output().expect("src runs");
@@ -627,7 +666,9 @@ fn an_address_in_use_is_named_once() {
             .find(|l| l.starts_with("error:"))
             .unwrap_or_else(|| panic!("an error line: {stderr}"));
         assert!(
-            said.ends_with(&format!("cannot listen on {addr}: the address is already in use")),
+            said.ends_with(&format!(
+                "cannot listen on {addr}: the address is already in use"
+            )),
             "{said}"
         );
         assert_eq!(said.matches("in use").count(), 1, "{said}");

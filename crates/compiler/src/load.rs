@@ -44,7 +44,10 @@ pub enum LoadError {
     /// The cause is worded in the message, so it is not also a `source`: a chain printed whole
     /// (`{:#}`) would say it twice.
     #[error("cannot read `{}`: {}", .path.display(), io_reason(.cause))]
-    Unreadable { path: PathBuf, cause: std::io::Error },
+    Unreadable {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
     #[error("`{}` is not UTF-8 text", path.display())]
     NotUtf8 { path: PathBuf },
     #[error("`{}` contains no `.sr` files", path.display())]

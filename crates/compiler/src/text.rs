@@ -78,7 +78,8 @@ impl PhraseSet {
         let mut has_empty = false;
         for phrase in phrases {
             let folded = fold(phrase);
-            let folded = spaces::collapse_whitespace(&folded).unwrap_or_else(|| folded.into_owned());
+            let folded =
+                spaces::collapse_whitespace(&folded).unwrap_or_else(|| folded.into_owned());
             if folded.is_empty() {
                 has_empty = true;
                 continue;

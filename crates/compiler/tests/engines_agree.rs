@@ -677,23 +677,23 @@ fn phrase_policies() -> Result<Vec<src_compiler::CompiledPolicy>, TestCaseError>
     let policy = outcome
         .policy
         .ok_or_else(|| TestCaseError::fail(format!("{:?}", outcome.diagnostics)))?;
-    [src_compiler::EngineKind::Interp, src_compiler::EngineKind::Jit]
-        .into_iter()
-        .map(|engine| {
-            src_compiler::compile(policy.clone(), engine)
-                .map_err(|e| TestCaseError::fail(format!("compile: {e}")))
-        })
-        .collect()
+    [
+        src_compiler::EngineKind::Interp,
+        src_compiler::EngineKind::Jit,
+    ]
+    .into_iter()
+    .map(|engine| {
+        src_compiler::compile(policy.clone(), engine)
+            .map_err(|e| TestCaseError::fail(format!("compile: {e}")))
+    })
+    .collect()
 }
 
+/// What a policy made of a prompt: its step and every signal's value.
+type Decided = (src_compiler::eval::Step, Vec<(SignalId, Option<Value>)>);
+
 /// The step and the signal values for `prompt`, on each compiled policy.
-fn decided(
-    policies: &[src_compiler::CompiledPolicy],
-    prompt: &str,
-) -> Vec<(
-    src_compiler::eval::Step,
-    Vec<(SignalId, Option<Value>)>,
-)> {
+fn decided(policies: &[src_compiler::CompiledPolicy], prompt: &str) -> Vec<Decided> {
     let req = src_compiler::request::RequestView::from_prompt(prompt, None, &[]);
     policies
         .iter()

@@ -27,7 +27,9 @@ pub fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
         ));
     };
     if port.parse::<u16>().is_err() {
-        return Err(format!("`{port}` in `{text}` is not a port number (0 to 65535)"));
+        return Err(format!(
+            "`{port}` in `{text}` is not a port number (0 to 65535)"
+        ));
     }
     let mut found = text
         .to_socket_addrs()
@@ -461,7 +463,10 @@ mod tests {
         let bad_port = parse_socket_addr("localhost:http").unwrap_err();
         assert!(bad_port.contains("not a port number"), "{bad_port}");
         let unknown = parse_socket_addr("no-such-host.invalid:80").unwrap_err();
-        assert!(unknown.contains("cannot resolve `no-such-host.invalid`"), "{unknown}");
+        assert!(
+            unknown.contains("cannot resolve `no-such-host.invalid`"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `src check`: load each policy, check it, print every diagnostic (for a person, as JSON, as
-//! GitHub workflow commands or as a SARIF log: [`CheckFormat`]).
+//! `src check`: load each policy at or below the paths given ([`crate::discover`]), check it,
+//! print every diagnostic (for a person, as JSON, as GitHub workflow commands or as a SARIF log:
+//! [`CheckFormat`]), and a policy that cannot be read among them.
 
 use crate::ci_report::{self, Finding};
 use crate::cmd::policy::did_you_mean;

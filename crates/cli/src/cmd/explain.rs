@@ -107,14 +107,12 @@ fn parse_given(
     pair: &str,
 ) -> Result<(src_compiler::hir::SignalId, Value)> {
     let (name, raw) = split_pair("--given", pair)?;
-    let id = checked
-        .signal_by_name(name)
-        .ok_or_else(|| {
-            anyhow!(
-                "--given names `{name}`, which is not a signal of this policy{}",
-                did_you_mean(name, signal_names(checked))
-            )
-        })?;
+    let id = checked.signal_by_name(name).ok_or_else(|| {
+        anyhow!(
+            "--given names `{name}`, which is not a signal of this policy{}",
+            did_you_mean(name, signal_names(checked))
+        )
+    })?;
     let ty = checked.signals[id.index()].expr.ty;
     let bad = |what: &str| anyhow!("--given {name}={raw}: `{name}` is {what}");
     let value = match ty {

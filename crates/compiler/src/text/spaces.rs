@@ -122,8 +122,14 @@ mod tests {
 
     #[test]
     fn runs_become_one_space() {
-        assert_eq!(collapse_whitespace("stack\ntrace").as_deref(), Some("stack trace"));
-        assert_eq!(collapse_whitespace("stack  trace").as_deref(), Some("stack trace"));
+        assert_eq!(
+            collapse_whitespace("stack\ntrace").as_deref(),
+            Some("stack trace")
+        );
+        assert_eq!(
+            collapse_whitespace("stack  trace").as_deref(),
+            Some("stack trace")
+        );
         assert_eq!(collapse_whitespace(" \t\r\n a").as_deref(), Some(" a"));
         assert_eq!(collapse_whitespace("a\u{a0}b").as_deref(), Some("a b"));
         assert_eq!(
@@ -136,7 +142,14 @@ mod tests {
 
     #[test]
     fn single_spaces_are_left_alone() {
-        for text in ["", " ", "stack trace", " a b c ", "naïve café 字 字", "\u{1c}"] {
+        for text in [
+            "",
+            " ",
+            "stack trace",
+            " a b c ",
+            "naïve café 字 字",
+            "\u{1c}",
+        ] {
             assert_eq!(collapse_whitespace(text), None, "{text:?}");
         }
     }

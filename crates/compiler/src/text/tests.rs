@@ -316,7 +316,11 @@ fn naive_fallback_agrees_with_the_automaton() {
     let fast = PhraseSet::new(&spaced);
     let mut slow = fast.clone();
     slow.matcher = Matcher::Naive(vec!["stack trace".into(), "err now".into()]);
-    for text in ["STACK\n trace, err now", "stack trace\terr\r\nnow", "stacktrace"] {
+    for text in [
+        "STACK\n trace, err now",
+        "stack trace\terr\r\nnow",
+        "stacktrace",
+    ] {
         assert_eq!(fast.contains(text), slow.contains(text), "{text}");
         assert_eq!(fast.hits(text), slow.hits(text), "{text}");
         assert_eq!(fast.density(text), slow.density(text), "{text}");

@@ -204,7 +204,9 @@ fn priority_of(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<Number>
     }
     let number = number?;
     let digits = cx.span(&number);
-    let span = sign.map_or(digits, |s| Span::new(s.file, s.start as usize, digits.end as usize));
+    let span = sign.map_or(digits, |s| {
+        Span::new(s.file, s.start as usize, digits.end as usize)
+    });
     match expr::numeric(cx, number.as_str(), digits) {
         ExprKind::Number(n) if sign.is_some() => Some(Spanned::new(
             Number {

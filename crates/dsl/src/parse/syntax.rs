@@ -244,7 +244,12 @@ fn other_language_operator(text: &str, at: usize, positives: &[Rule]) -> Option<
     let joined = "conditions are joined with `and` and `or`";
     let assign = rest.starts_with('=') && !rest.starts_with("=<") && !rest.starts_with("=>");
     let (len, spelled, replacement, why) = if operator && assign {
-        (1, "==", "==", "`=` gives a field its value; a comparison is `==`")
+        (
+            1,
+            "==",
+            "==",
+            "`=` gives a field its value; a comparison is `==`",
+        )
     } else if operator && rest.starts_with("&&") {
         (2, "and", "and", joined)
     } else if operator && rest.starts_with("||") {

@@ -292,10 +292,9 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 
 /// Where `listener` listens (the port the system chose for port 0).
 pub fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, ServeError> {
-    listener.local_addr().map_err(|cause| ServeError::Bind {
-        addr: asked,
-        cause,
-    })
+    listener
+        .local_addr()
+        .map_err(|cause| ServeError::Bind { addr: asked, cause })
 }
 
 #[derive(Clone, Copy)]

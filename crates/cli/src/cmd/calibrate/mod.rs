@@ -133,14 +133,12 @@ fn select(checked: &CheckedPolicy, names: &[String]) -> Result<Vec<SignalId>> {
     names
         .iter()
         .map(|n| {
-            checked
-                .signal_by_name(n)
-                .ok_or_else(|| {
-                    anyhow!(
-                        "--signal `{n}` is not a signal of the policy{}",
-                        did_you_mean(n, signal_names(checked))
-                    )
-                })
+            checked.signal_by_name(n).ok_or_else(|| {
+                anyhow!(
+                    "--signal `{n}` is not a signal of the policy{}",
+                    did_you_mean(n, signal_names(checked))
+                )
+            })
         })
         .collect()
 }
