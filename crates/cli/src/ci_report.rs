@@ -23,10 +23,11 @@ pub struct Position {
     pub end_column: usize,
 }
 
-/// One diagnostic, ready to render without its source map.
+/// One diagnostic, ready to render without its source map; or a policy that could not be read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
-    pub code: &'static str,
+    /// `None` for a policy that could not be read, which has no diagnostic code.
+    pub code: Option<&'static str>,
     pub severity: Severity,
     pub message: String,
     pub help: Option<String>,
@@ -44,12 +45,31 @@ impl Finding {
             .filter_map(|l| Some((position(l.span, sources)?, l.message.clone())))
             .collect();
         Finding {
-            code: d.code.as_str(),
+            code: Some(d.code.as_str()),
             severity: d.severity,
             message: d.message.clone(),
             help: d.help.clone(),
             position: position(d.primary_span(), sources),
             related,
+        }
+    }
+
+    /// A path that could not be read as a policy (missing, unreadable, not UTF-8, or without
+    /// `.sr` files), as an error on the path itself, so that CI shows it like any other.
+    pub fn unreadable(path: &Path, why: &str) -> Finding {
+        Finding {
+            code: None,
+            severity: Severity::Error,
+            message: why.to_string(),
+            help: None,
+            position: Some(Position {
+                file: path.display().to_string(),
+                line: 1,
+                column: 1,
+                end_line: 1,
+                end_column: 1,
+            }),
+            related: Vec::new(),
         }
     }
 
@@ -91,12 +111,15 @@ pub fn github_command(f: &Finding) -> String {
         properties.push(format!("endLine={}", p.end_line));
         properties.push(format!("endColumn={}", p.end_column));
     }
-    properties.push(format!("title={}", escape_property(f.code)));
-    format!(
-        "::{command} {}::{}",
-        properties.join(","),
-        escape_data(&f.text())
-    )
+    if let Some(code) = f.code {
+        properties.push(format!("title={}", escape_property(code)));
+    }
+    let text = escape_data(&f.text());
+    if properties.is_empty() {
+        format!("::{command}::{text}")
+    } else {
+        format!("::{command} {}::{text}", properties.join(","))
+    }
 }
 
 /// The escaping of a workflow command's message (GitHub's `escapeData`).
@@ -172,7 +195,8 @@ struct Configuration {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SarifResult {
-    rule_id: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule_id: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rule_index: Option<usize>,
     level: &'static str,
@@ -240,7 +264,9 @@ pub fn sarif(findings: &[Finding]) -> SarifLog {
         .iter()
         .map(|f| SarifResult {
             rule_id: f.code,
-            rule_index: codes::ALL.iter().position(|(c, _)| c.as_str() == f.code),
+            rule_index: codes::ALL
+                .iter()
+                .position(|(c, _)| Some(c.as_str()) == f.code),
             level: match f.severity {
                 Severity::Error => "error",
                 Severity::Warning => "warning",
@@ -344,7 +370,7 @@ mod tests {
 
     fn finding(message: &str, file: &str) -> Finding {
         Finding {
-            code: "E027",
+            code: Some("E027"),
             severity: Severity::Error,
             message: message.into(),
             help: Some("write `0.8`".into()),
@@ -372,6 +398,26 @@ mod tests {
         w.help = None;
         w.position = None;
         assert_eq!(github_command(&w), "::warning title=E027::unused");
+        w.code = None;
+        assert_eq!(github_command(&w), "::warning::unused");
+    }
+
+    #[test]
+    fn an_unreadable_policy_is_an_error_on_its_path() {
+        let f = Finding::unreadable(Path::new("policies/x"), "`policies/x` is not UTF-8 text");
+        assert_eq!(
+            github_command(&f),
+            "::error file=policies/x,line=1,col=1,endLine=1,endColumn=1\
+             ::`policies/x` is not UTF-8 text"
+        );
+        let log = serde_json::to_value(sarif(&[f])).unwrap();
+        let result = &log["runs"][0]["results"][0];
+        assert_eq!(result["level"], "error");
+        assert!(result.get("ruleId").is_none(), "{result}");
+        assert_eq!(
+            result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "policies/x"
+        );
     }
 
     #[test]

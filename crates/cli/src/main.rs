@@ -1,7 +1,8 @@
 //! `src`: the command-line front of the policy compiler and router.
 //!
 //! This file only parses arguments and maps outcomes to exit codes (0 success, 1 a policy problem
-//! such as check errors or failing tests, 2 a usage or I/O error). The modules:
+//! such as check errors or failing tests, 2 a usage or I/O error, 141 when standard output or
+//! error was closed by its reader, the status of a command that `SIGPIPE` ended). The modules:
 //!
 //! - [`cmd::check`]: `src check`: load and check policies, print every diagnostic.
 //! - [`cmd::fmt`]: `src fmt`: rewrite `.sr` files canonically, or list those that differ.
@@ -18,13 +19,24 @@
 //!   held-out split against cost-matched static baselines.
 //! - [`cmd::whatif`]: `src whatif`: recorded traffic decided again under another policy.
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
-//! - [`output`]: the colour choice and the `--format` switch the commands share.
+//! - [`output`]: the colour choice and the `--format` switch the commands share, and the
+//!   writing to standard output and error that every command does.
+//! - [`discover`]: the `.sr` files and the policies below the paths `fmt`, `check` and `test`
+//!   are given.
 //!
 //! `src lsp` is [`src_lsp::run_stdio`] and needs no module of its own.
 
+#![deny(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a closed pipe makes `print!` panic; commands write with `output`'s macros"
+)]
+
+#[macro_use]
+mod output;
 mod ci_report;
 mod cmd;
-mod output;
+mod discover;
 
 use clap::{Parser, Subcommand};
 
@@ -82,7 +94,13 @@ pub enum Outcome {
     Success,
     /// The policy has problems (check errors, formatting differences, failing tests).
     Failure,
+    /// Some inputs could not be read (reported already); the others were dealt with.
+    Incomplete,
 }
+
+/// The exit status of a command that `SIGPIPE` ended (128 + 13), which is what a shell reports
+/// for a program whose output pipe was closed early.
+const CLOSED_PIPE: u8 = 141;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -106,8 +124,17 @@ fn main() -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failure) => ExitCode::from(1),
+        Ok(Outcome::Incomplete) => ExitCode::from(2),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            let closed = err
+                .chain()
+                .find_map(|e| e.downcast_ref::<output::Closed>())
+                .is_some_and(output::Closed::is_broken_pipe);
+            if closed {
+                return ExitCode::from(CLOSED_PIPE);
+            }
+            // Nothing is left to report a failure to write this to.
+            let _ = errln!("error: {err:#}");
             ExitCode::from(2)
         }
     }

@@ -203,3 +203,104 @@ fn clean_policies_give_empty_reports() {
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
 }
+
+/// The arguments of the README's CI step (`run: src check policies/ --format github ...`).
+fn readme_ci_step() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo("README.md")).expect("the README");
+    let line = readme
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("run: src check "))
+        .filter(|l| l.contains("--format github"))
+        .expect("the README shows the CI step");
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn the_readme_ci_step_checks_the_repository_policies() {
+    let args = readme_ci_step();
+    assert!(args.contains(&"--deny-warnings".to_string()), "{args:?}");
+    let out = Command::cargo_bin("src")
+        .expect("the src binary is built")
+        .arg("check")
+        .args(&args)
+        .current_dir(repo(""))
+        .output()
+        .expect("src runs");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "everything is an annotation: {stderr}");
+    // The policies below `policies/` are found, and all they are warned about is the model
+    // directories this repository does not ship (docs/models.md builds them).
+    let lines: Vec<&str> = stdout.lines().collect();
+    for line in &lines {
+        assert!(
+            line.starts_with("::warning file=policies/production/") && line.contains("title=W006"),
+            "{line}"
+        );
+    }
+    let model_dirs = ["models/domain", "models/prompt_guard"];
+    let missing: Vec<&str> = model_dirs
+        .iter()
+        .copied()
+        .filter(|d| !repo("policies/production").join(d).is_dir())
+        .collect();
+    assert_eq!(lines.len(), missing.len(), "{stdout}");
+    let expected = if missing.is_empty() { Some(0) } else { Some(1) };
+    assert_eq!(out.status.code(), expected, "{stdout}");
+}
+
+#[test]
+fn every_problem_below_a_directory_is_an_annotation() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    for (sub, text) in [
+        ("good", "backend b { url = \"http://127.0.0.1:9/v1\" }\nmodel small { backend = b  serves = \"s\" }\nroute default { to small }\n".as_bytes()),
+        ("deep/bad", POLICY.as_bytes()),
+        ("latin1", b"# caf\xe9\n".as_slice()),
+    ] {
+        std::fs::create_dir_all(root.join(sub)).expect("subdirectory");
+        std::fs::write(root.join(sub).join("main.sr"), text).expect("write policy");
+    }
+    let out = Command::cargo_bin("src")
+        .expect("the src binary is built")
+        .args(["check", "--format", "github"])
+        .arg(root)
+        .arg(root.join("missing"))
+        .output()
+        .expect("src runs");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unreadable policy is an I/O error"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
+    for line in stdout.lines() {
+        assert!(
+            line.starts_with("::error file=") || line.starts_with("::warning file="),
+            "{line}"
+        );
+        assert!(line.contains(",line=") && line.contains(",col="), "{line}");
+    }
+    let bad = root.join("deep/bad/main.sr").display().to_string();
+    let errors_in_bad = stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("::error file={bad},")))
+        .count();
+    assert_eq!(errors_in_bad, 2, "{stdout}");
+    let latin1 = root.join("latin1/main.sr").display().to_string();
+    assert!(
+        stdout.contains(&format!("::error file={latin1},line=1,col=1,"))
+            && stdout.contains("not UTF-8"),
+        "{stdout}"
+    );
+    let missing = root.join("missing").display().to_string();
+    assert!(
+        stdout.contains(&format!("::error file={missing},line=1,col=1,")),
+        "{stdout}"
+    );
+}

@@ -496,3 +496,289 @@ fn serve_takes_a_request_log_volume_and_refuses_one_it_does_not_know() {
         .code(2)
         .stderr(contains("`sometimes` is not a request log volume"));
 }
+
+/// A tree of two policies below one root: `a/` (good) and `b/nested/` (with one test).
+fn policy_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("a")).expect("policy a");
+    std::fs::create_dir_all(dir.path().join("b/nested")).expect("policy b/nested");
+    write(&dir.path().join("a"), "main.sr", GOOD);
+    write(
+        &dir.path().join("b/nested"),
+        "main.sr",
+        &format!("{GOOD}test plain {{ prompt = \"hi\"  expect default }}\n"),
+    );
+    dir
+}
+
+#[test]
+fn check_and_test_find_the_policies_below_a_directory() {
+    let dir = policy_tree();
+    src()
+        .args(["check", "--color", "never"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stderr(contains("ok: 2 policies checked"));
+    src()
+        .arg("test")
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(contains("2 passed, 0 failed"));
+    // An error in a nested policy fails the check of the root.
+    write(
+        &dir.path().join("b/nested"),
+        "broken.sr",
+        "route r { to nowhere }\n",
+    );
+    src()
+        .args(["check", "--color", "never"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(contains("nowhere"));
+    // A root without any `.sr` file is still an error.
+    let empty = tempfile::tempdir().unwrap();
+    src()
+        .arg("check")
+        .arg(empty.path())
+        .assert()
+        .code(2)
+        .stderr(contains("holds no `.sr` files"));
+}
+
+#[test]
+fn a_catalog_for_an_undeclared_backend_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = write(dir.path(), "c.json", r#"{"object":"list","data":[]}"#);
+    src()
+        .args(["check", "--color", "never", "--catalog"])
+        .arg(format!("dynamoo={}", catalog.display()))
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("backend `dynamoo`"))
+        .stderr(contains("did you mean `dynamo`?"));
+    src()
+        .args(["check", "--color", "never", "--catalog"])
+        .arg(format!("elsewhere={}", catalog.display()))
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("`dynamo`, `vllm_code`"));
+}
+
+#[test]
+fn names_given_on_the_command_line_get_a_did_you_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let labelled = write(
+        dir.path(),
+        "l.jsonl",
+        "{\"prompt\": \"hi\", \"route\": \"default\"}\n",
+    );
+    src()
+        .args(["explain", "--prompt", "hi", "--given", "atack=0.1"])
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean `attack`?"));
+    src()
+        .args(["calibrate", "--signal", "code_tak", "--labelled"])
+        .arg(&labelled)
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean `code_talk`?"));
+    // `--live` asks every backend, so a catalog file would be ignored: refused instead.
+    src()
+        .args(["check", "--live", "--catalog"])
+        .arg(format!("dynamo={}", labelled.display()))
+        .arg(repo("policies/production"))
+        .assert()
+        .code(2)
+        .stderr(contains("cannot be used with"));
+}
+
+/// Runs `src ARGS` with the chosen stream piped, reads one byte of it and closes it, as
+/// `src .. | head -c1` does; returns the byte and how the command ended.
+fn close_after_a_byte(args: &[&std::ffi::OsStr], stderr: bool) -> (u8, std::process::Output) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("src"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("src starts");
+    let out: Box<dyn Read> = Box::new(child.stdout.take().expect("piped standard output"));
+    let err: Box<dyn Read> = Box::new(child.stderr.take().expect("piped standard error"));
+    let (mut closed, mut kept) = if stderr { (err, out) } else { (out, err) };
+    let mut byte = [0u8; 1];
+    closed.read_exact(&mut byte).expect("one byte of output");
+    drop(closed);
+    let mut rest = Vec::new();
+    kept.read_to_end(&mut rest).expect("the other stream");
+    let mut out = child.wait_with_output().expect("src ends");
+    if stderr {
+        out.stdout = rest;
+    } else {
+        out.stderr = rest;
+    }
+    (byte[0], out)
+}
+
+/// A policy whose explanation, IR listing and diagnostics are each far longer than a pipe's
+/// buffer, so that writing them meets the closed pipe; and one whose test report is.
+fn long_output_policies(dir: &Path) -> (PathBuf, PathBuf) {
+    let mut text = GOOD.to_string();
+    for i in 0..600 {
+        text.push_str(&format!(
+            "signal s{i} = contains(prompt, [\"word{i}\"])\nsignal unused{i} = contains(prompt, [\"x\"])\n\
+             route r{i} priority {} {{ when s{i}  to small }}\n",
+            i + 1
+        ));
+    }
+    let mut tests =
+        format!("{GOOD}route code priority 1 {{ when contains(prompt, [\"rust\"])  to small }}\n");
+    for i in 0..1000 {
+        tests.push_str(&format!("test t{i} {{ prompt = \"none\"  expect code }}\n"));
+    }
+    (write(dir, "long.sr", &text), write(dir, "tests.sr", &tests))
+}
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, tests) = long_output_policies(dir.path());
+    let (p, t) = (policy.as_os_str(), tests.as_os_str());
+    let runs: [(&[&std::ffi::OsStr], bool); 4] = [
+        (
+            &[
+                "explain".as_ref(),
+                p,
+                "--engine".as_ref(),
+                "interp".as_ref(),
+                "--ir".as_ref(),
+                "--prompt".as_ref(),
+                "hello".as_ref(),
+            ],
+            false,
+        ),
+        (
+            &["test".as_ref(), t, "--engine".as_ref(), "interp".as_ref()],
+            false,
+        ),
+        (
+            &["check".as_ref(), p, "--format".as_ref(), "sarif".as_ref()],
+            false,
+        ),
+        // Unused signals, warned about on standard error (`2>&1 | head`).
+        (
+            &["check".as_ref(), "--color".as_ref(), "never".as_ref(), p],
+            true,
+        ),
+    ];
+    for (args, stderr) in runs {
+        let (byte, out) = close_after_a_byte(args, stderr);
+        assert_ne!(byte, 0, "{args:?}");
+        let other = String::from_utf8_lossy(if stderr { &out.stdout } else { &out.stderr });
+        assert!(!other.contains("panicked"), "{args:?}: {other}");
+        assert!(other.is_empty(), "{args:?}: nothing else is said: {other}");
+        assert_eq!(out.status.code(), Some(141), "{args:?}");
+    }
+}
+
+/// Starts `src ARGS` and reads its standard error until a line holds `needle`; returns that line
+/// (`None` when the command ended first) and the still running child, for the caller to stop.
+fn start_until(args: &[&str], needle: &str) -> (Option<String>, std::process::Child) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("src"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("src starts");
+    let stderr = child.stderr.take().expect("piped standard error");
+    let line = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains(needle));
+    (line, child)
+}
+
+#[test]
+fn address_flags_take_host_names() {
+    let (line, mut sim) = start_until(
+        &["sim", "--listen", "localhost:0"],
+        "simulated OpenAI backend on",
+    );
+    let line = line.expect("the simulator says where it listens");
+    let addr = line
+        .rsplit("http://")
+        .next()
+        .and_then(|rest| rest.strip_suffix("/v1"))
+        .expect("an address")
+        .to_string();
+    assert!(
+        !addr.ends_with(":0"),
+        "the bound port, not the one asked for: {line}"
+    );
+    let reached = std::net::TcpStream::connect(&addr);
+    sim.kill().expect("the simulator stops");
+    sim.wait().expect("the simulator ends");
+    reached.expect("the simulator listens where it says");
+
+    let policy = repo("examples/quickstart");
+    let policy = policy.to_str().expect("a UTF-8 path");
+    let (line, mut serve) = start_until(
+        &[
+            "serve",
+            policy,
+            "--listen",
+            "localhost:0",
+            "--admin",
+            "localhost:0",
+            "--no-watch",
+        ],
+        "\"serving\"",
+    );
+    serve.kill().expect("the server stops");
+    serve.wait().expect("the server ends");
+    let line = line.expect("the server starts");
+    assert!(line.contains("\"listen\""), "{line}");
+}
+
+#[test]
+fn an_address_in_use_is_named_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = taken.local_addr().expect("its address").to_string();
+    let policy = repo("examples/quickstart");
+    for args in [
+        vec![
+            "serve".as_ref(),
+            policy.as_os_str(),
+            "--listen".as_ref(),
+            addr.as_ref(),
+            "--admin".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+        vec!["sim".as_ref(), "--listen".as_ref(), addr.as_ref()],
+    ] {
+        let out = src().args(&args).output().expect("src runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or_else(|| panic!("an error line: {stderr}"));
+        assert!(
+            said.ends_with(&format!(
+                "cannot listen on {addr}: the address is already in use"
+            )),
+            "{said}"
+        );
+        assert_eq!(said.matches("in use").count(), 1, "{said}");
+    }
+}

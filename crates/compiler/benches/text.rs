@@ -1,5 +1,6 @@
-//! The phrase builtins on a 10 kB prompt against 200 phrases: exact `contains` (the baseline),
-//! `fuzzy` at MIN 0.8, `fuzzy_hits` and `bm25`.
+//! The phrase builtins on a 10 kB prompt against 200 phrases: exact `contains` (the baseline, and
+//! on the prompt with its sentences on lines of their own, plain and indented, whose whitespace
+//! runs are collapsed first), `fuzzy` at MIN 0.8, `fuzzy_hits` and `bm25`.
 //!
 //! The prompt is 10 kB of words drawn from a 2,000-word pseudo-vocabulary (lengths 2 to 11, so
 //! roughly the spread of English); the phrases are drawn from another pseudo-vocabulary, a fifth
@@ -85,14 +86,27 @@ fn bench_text(c: &mut Criterion) {
 
 fn run_group(c: &mut Criterion, name: &str, text: &str, list: Vec<String>) {
     let text = text.to_string();
+    // The same prompt with a line break after each sentence, as pasted logs have, and with
+    // each line indented, as pasted code is.
+    let lines = text.replace(". ", ".\n");
+    let indented = text.replace(". ", ".\n    ");
     let exact = PhraseSet::new(&list);
     let fuzzy = FuzzySet::new(&list, 0.8);
     assert!(
-        !exact.contains(&text) && !fuzzy.any(&text),
+        !exact.contains(&text)
+            && !exact.contains(&lines)
+            && !exact.contains(&indented)
+            && !fuzzy.any(&text),
         "no phrase occurs"
     );
     let mut group = c.benchmark_group(name);
     group.bench_function("contains", |b| b.iter(|| exact.contains(black_box(&text))));
+    group.bench_function("contains_lines", |b| {
+        b.iter(|| exact.contains(black_box(&lines)))
+    });
+    group.bench_function("contains_indented", |b| {
+        b.iter(|| exact.contains(black_box(&indented)))
+    });
     group.bench_function("fuzzy_0.8", |b| b.iter(|| fuzzy.any(black_box(&text))));
     group.bench_function("fuzzy_hits_0.8", |b| {
         b.iter(|| fuzzy.hits(black_box(&text)))

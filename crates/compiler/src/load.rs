@@ -21,9 +21,9 @@ pub struct PolicySource {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Why a file could not be read, in words that do not depend on the operating system (the
-/// OS's own message and error number vary between platforms and locales; diagnostics should
-/// not).
+/// Why a file could not be read (or an address bound), in words that do not depend on the
+/// operating system (the OS's own message and error number vary between platforms and locales;
+/// diagnostics should not).
 pub fn io_reason(err: &std::io::Error) -> String {
     use std::io::ErrorKind;
     match err.kind() {
@@ -31,6 +31,8 @@ pub fn io_reason(err: &std::io::Error) -> String {
         ErrorKind::PermissionDenied => "permission denied".into(),
         ErrorKind::IsADirectory => "it is a directory".into(),
         ErrorKind::InvalidData => "it is not UTF-8 text".into(),
+        ErrorKind::AddrInUse => "the address is already in use".into(),
+        ErrorKind::AddrNotAvailable => "the address is not one of this machine's".into(),
         _ => err.to_string(),
     }
 }
@@ -39,16 +41,29 @@ pub fn io_reason(err: &std::io::Error) -> String {
 pub enum LoadError {
     #[error("`{}` does not exist", path.display())]
     NotFound { path: PathBuf },
-    #[error("cannot read `{}`: {}", .path.display(), io_reason(.source))]
+    /// The cause is worded in the message, so it is not also a `source`: a chain printed whole
+    /// (`{:#}`) would say it twice.
+    #[error("cannot read `{}`: {}", .path.display(), io_reason(.cause))]
     Unreadable {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("`{}` is not UTF-8 text", path.display())]
     NotUtf8 { path: PathBuf },
     #[error("`{}` contains no `.sr` files", path.display())]
     NoSources { path: PathBuf },
+}
+
+impl LoadError {
+    /// The file or directory that could not be loaded.
+    pub fn path(&self) -> &Path {
+        match self {
+            LoadError::NotFound { path }
+            | LoadError::Unreadable { path, .. }
+            | LoadError::NotUtf8 { path }
+            | LoadError::NoSources { path } => path,
+        }
+    }
 }
 
 /// Loads a directory (every `*.sr` file directly in it, in lexicographic order of file name) or
@@ -60,7 +75,7 @@ pub fn load(path: &Path) -> Result<PolicySource, LoadError> {
         },
         _ => LoadError::Unreadable {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         },
     })?;
     let (root, paths) = if meta.is_dir() {
@@ -74,9 +89,9 @@ pub fn load(path: &Path) -> Result<PolicySource, LoadError> {
     };
     let mut texts = Vec::with_capacity(paths.len());
     for p in paths {
-        let bytes = std::fs::read(&p).map_err(|source| LoadError::Unreadable {
+        let bytes = std::fs::read(&p).map_err(|cause| LoadError::Unreadable {
             path: p.clone(),
-            source,
+            cause,
         })?;
         let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 { path: p.clone() })?;
         texts.push((p, text));
@@ -117,9 +132,9 @@ pub fn from_texts(root: PathBuf, files: Vec<(PathBuf, String)>) -> PolicySource 
 }
 
 fn sr_files_in(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
-    let unreadable = |source| LoadError::Unreadable {
+    let unreadable = |cause| LoadError::Unreadable {
         path: dir.to_path_buf(),
-        source,
+        cause,
     };
     let mut paths = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(unreadable)? {

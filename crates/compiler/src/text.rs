@@ -14,6 +14,8 @@
 //! - a phrase edge that is a word character of a space-separated script (letter, digit, `_`)
 //!   must sit on a word boundary in the text; other edges (`+` in `c++`, a Han or Thai
 //!   character) match anywhere;
+//! - any run of whitespace inside a phrase matches any run of whitespace in the text
+//!   ([`spaces`]: both are searched with each run written as one space);
 //! - an empty phrase never occurs, and an empty list never holds.
 
 #[cfg(test)]
@@ -22,6 +24,7 @@ mod ascii_words;
 mod bm25;
 mod fold;
 mod fuzzy;
+mod spaces;
 #[cfg(test)]
 mod tests;
 
@@ -45,6 +48,9 @@ pub struct PhraseSet {
     /// Pattern ids in list order, for `sequence`; empty when the list can never hold in
     /// sequence (it is empty, or one of its phrases is).
     in_order: Vec<usize>,
+    /// Whether a phrase holds whitespace, so that the text's whitespace runs are collapsed
+    /// before the search; without one they cannot change a match.
+    spaced: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -71,7 +77,9 @@ impl PhraseSet {
         let mut in_order = Vec::with_capacity(phrases.len());
         let mut has_empty = false;
         for phrase in phrases {
-            let folded = fold(phrase).into_owned();
+            let folded = fold(phrase);
+            let folded =
+                spaces::collapse_whitespace(&folded).unwrap_or_else(|| folded.into_owned());
             if folded.is_empty() {
                 has_empty = true;
                 continue;
@@ -90,6 +98,7 @@ impl PhraseSet {
         if has_empty {
             in_order.clear();
         }
+        let spaced = patterns.iter().any(|p| spaces::has_whitespace(p));
         let matcher = if patterns.is_empty() {
             Matcher::Empty
         } else {
@@ -107,6 +116,25 @@ impl PhraseSet {
             matcher,
             edges,
             in_order,
+            spaced,
+        }
+    }
+
+    /// The text as the patterns are searched for in it: folded (`ascii_as_is`: ASCII left as it
+    /// is, for the automaton that ignores ASCII case) and, when a phrase holds whitespace, with
+    /// its whitespace runs collapsed. Borrowed when neither changes anything.
+    fn haystack<'t>(&self, text: &'t str, ascii_as_is: bool) -> Cow<'t, str> {
+        let folded = if ascii_as_is && text.is_ascii() {
+            Cow::Borrowed(text)
+        } else {
+            fold(text)
+        };
+        if !self.spaced {
+            return folded;
+        }
+        match spaces::collapse_whitespace(&folded) {
+            Some(collapsed) => Cow::Owned(collapsed),
+            None => folded,
         }
     }
 
@@ -190,11 +218,7 @@ impl PhraseSet {
             Matcher::Automaton(ac) => {
                 // ASCII folds to its ASCII lowercase, which the automaton already ignores, and
                 // word characters do not depend on case: search the request text as it is.
-                let folded = if text.is_ascii() {
-                    Cow::Borrowed(text)
-                } else {
-                    fold(text)
-                };
+                let folded = self.haystack(text, true);
                 let haystack: &str = &folded;
                 for m in ac.find_overlapping_iter(haystack) {
                     let id = m.pattern().as_usize();
@@ -206,7 +230,7 @@ impl PhraseSet {
                 }
             }
             Matcher::Naive(patterns) => {
-                let folded = fold(text);
+                let folded = self.haystack(text, false);
                 let haystack: &str = &folded;
                 let mut found = Vec::new();
                 for (id, pattern) in patterns.iter().enumerate() {

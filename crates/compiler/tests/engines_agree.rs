@@ -647,3 +647,92 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------- phrase atoms on real text
+
+/// Routes that hang on phrase atoms over the prompt, with phrases holding whitespace runs (one
+/// doubled, one a tab): each route tells which conditions held.
+const PHRASE_POLICY: &str = r#"
+backend b { url = "http://127.0.0.1:9/v1" }
+model small  { backend = b  serves = "s" }
+model strong { backend = b  serves = "l" }
+signal trace = contains(prompt, ["stack trace", "core  dumped"])
+signal many  = hits(prompt, ["stack trace", "null\tpointer", "ok"])
+signal dense = density(prompt, ["stack trace", "ok"])
+signal steps = sequence(prompt, ["first step", "next step"])
+signal score = bm25(prompt, ["stack trace", "null pointer"])
+route ordered  priority 50 { when steps and trace  to strong }
+route several  priority 40 { when many >= 2  to strong }
+route thick    priority 30 { when dense > 0.2  to small }
+route scored   priority 20 { when score > 1.5  to strong }
+route traced   priority 10 { when trace  to strong }
+route default { to small }
+"#;
+
+fn phrase_policies() -> Result<Vec<src_compiler::CompiledPolicy>, TestCaseError> {
+    let outcome = src_compiler::check(
+        src_compiler::load::load_str("phrases.sr", PHRASE_POLICY),
+        &src_compiler::CheckOptions::default(),
+    );
+    let policy = outcome
+        .policy
+        .ok_or_else(|| TestCaseError::fail(format!("{:?}", outcome.diagnostics)))?;
+    [
+        src_compiler::EngineKind::Interp,
+        src_compiler::EngineKind::Jit,
+    ]
+    .into_iter()
+    .map(|engine| {
+        src_compiler::compile(policy.clone(), engine)
+            .map_err(|e| TestCaseError::fail(format!("compile: {e}")))
+    })
+    .collect()
+}
+
+/// What a policy made of a prompt: its step and every signal's value.
+type Decided = (src_compiler::eval::Step, Vec<(SignalId, Option<Value>)>);
+
+/// The step and the signal values for `prompt`, on each compiled policy.
+fn decided(policies: &[src_compiler::CompiledPolicy], prompt: &str) -> Vec<Decided> {
+    let req = src_compiler::request::RequestView::from_prompt(prompt, None, &[]);
+    policies
+        .iter()
+        .map(|p| {
+            let mut ev = p.evaluate(&req);
+            (ev.step(), ev.signal_values())
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn phrase_atoms_agree_across_engines_and_whitespace(
+        words in prop::collection::vec(prop::sample::select(vec![
+            "stack", "Trace", "core", "dumped", "null", "pointer", "first", "next", "step", "ok",
+        ]), 0..16),
+        runs in prop::collection::vec(prop::sample::select(vec![
+            " ", "  ", "\n", "\r\n", "\t", " \n\n ", "\u{a0}", "\u{3000}",
+        ]), 16),
+    ) {
+        let policies = phrase_policies()?;
+        let single = words.join(" ");
+        let mut varied = String::new();
+        for (i, w) in words.iter().enumerate() {
+            if i > 0 {
+                varied.push_str(runs[i]);
+            }
+            varied.push_str(w);
+        }
+        let by_engine = decided(&policies, &varied);
+        prop_assert_eq!(&by_engine[0], &by_engine[1], "interpreter and JIT on {:?}", varied);
+        prop_assert!(
+            matches!(by_engine[0].0, src_compiler::eval::Step::Decided(_)),
+            "{:?}",
+            by_engine[0].0
+        );
+        let spaced = decided(&policies, &single);
+        prop_assert_eq!(&by_engine[0], &spaced[0], "{:?} against {:?}", varied, single);
+    }
+}

@@ -91,6 +91,8 @@ codes! {
     CREDENTIALS_CROSS_HOSTS = "W009": "client credentials forwarded to backends on different hosts";
     SHADOWED_SERVED_ID = "W010": "name or alias shadows another model's served id";
     MESSAGES_ONLY_ROUTE = "W011": "route only Messages requests can use";
+    REPEATED_CANDIDATE = "W012": "model listed twice among a route's candidates";
+    SAME_SERVED_MODEL = "W013": "two models serve one id on one backend";
     // Deployment (`src check --envoy`): the policy against the gateway config that runs it.
     FAIL_OPEN_ENFORCEMENT = "W020": "an enforcing policy behind a fail-open gateway";
     EXTPROC_TIMEOUT = "W021": "model signals can outlast the gateway's message timeout";

@@ -8,7 +8,6 @@
 //! first message) with the same bytes, since in that mode Envoy sends on only what it is
 //! answered.
 
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::task::{Context, Poll};
@@ -104,11 +103,9 @@ fn answer(message: Option<Message>, duplex: bool) -> Answer {
 }
 
 fn main() -> ExitCode {
-    let Some(addr) = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse::<SocketAddr>().ok())
-    else {
-        eprintln!("usage: extproc-null ADDR (e.g. 127.0.0.1:8803)");
+    // `HOST:PORT` too: the listener resolves a host name as `src serve --extproc` does.
+    let Some(addr) = std::env::args().nth(1).filter(|a| a.contains(':')) else {
+        eprintln!("usage: extproc-null ADDR (e.g. 127.0.0.1:8803 or localhost:8803)");
         return ExitCode::from(2);
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -122,7 +119,7 @@ fn main() -> ExitCode {
         }
     };
     let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let listener = tokio::net::TcpListener::bind(addr.as_str()).await?;
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         tonic::transport::Server::builder()
             .add_service(ExternalProcessorServer::new(Null))

@@ -50,14 +50,15 @@ use lsp_types::{
     TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
 };
 
-/// Why the server stopped abnormally.
+/// Why the server stopped abnormally. The cause of each is its `source`, not part of its
+/// message, so that a chain printed whole (`{:#}`) says it once.
 #[derive(Debug, thiserror::Error)]
 pub enum LspError {
-    #[error("language server protocol error: {0}")]
+    #[error("language server protocol error")]
     Protocol(#[from] lsp_server::ProtocolError),
-    #[error("language server i/o error: {0}")]
+    #[error("language server i/o error")]
     Io(#[from] std::io::Error),
-    #[error("cannot encode a message: {0}")]
+    #[error("cannot encode a message")]
     Json(#[from] serde_json::Error),
     #[error("the client disconnected")]
     Disconnected,

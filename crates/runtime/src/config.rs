@@ -14,6 +14,32 @@ use crate::log::Volume;
 use crate::otel::OtlpOptions;
 use crate::sim::SimConfig;
 
+/// A listening address as the command line takes it (`--listen`, `--admin`, `--extproc`,
+/// `src sim --listen`): `IP:PORT` (`127.0.0.1:8801`, `[::1]:8801`) or `HOST:PORT`
+/// (`localhost:8801`), a host name standing for the first address it resolves to.
+pub fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "`{text}` has no port: write HOST:PORT, such as 127.0.0.1:8801 or localhost:8801"
+        ));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(format!(
+            "`{port}` in `{text}` is not a port number (0 to 65535)"
+        ));
+    }
+    let mut found = text
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve `{host}`: {e}"))?;
+    found
+        .next()
+        .ok_or_else(|| format!("`{host}` resolves to no address"))
+}
+
 /// Default listener of the OpenAI-compatible API.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8801";
 /// Default listener of the admin API (policy state).
@@ -264,16 +290,16 @@ impl From<EngineArg> for EngineKind {
 pub struct ServeArgs {
     /// Policy directory (every `*.sr` file in it) or a single `.sr` file.
     pub policy: PathBuf,
-    /// Address of the OpenAI-compatible API.
-    #[arg(long, default_value = DEFAULT_LISTEN)]
+    /// Address of the OpenAI-compatible API (`IP:PORT` or `HOST:PORT`).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, value_parser = parse_socket_addr)]
     pub listen: SocketAddr,
     /// Address of the admin API (`GET /v1/router/policy`). Bound to anything but a loopback
     /// address it needs a bearer token in the environment (`SRC_ADMIN_TOKEN`).
-    #[arg(long, default_value = DEFAULT_ADMIN)]
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_ADMIN, value_parser = parse_socket_addr)]
     pub admin: SocketAddr,
     /// Also serve Envoy's external processing API (`ext_proc` v3 over gRPC) on this address,
     /// from the same policy, sessions, models and metrics.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_socket_addr)]
     pub extproc: Option<SocketAddr>,
     /// Decision engine.
     #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
@@ -461,6 +487,45 @@ mod tests {
         assert_eq!(cfg.drain, Duration::from_secs(25));
         assert_eq!(cfg.request_log.to_string(), "sample:100");
         Ok(())
+    }
+
+    #[test]
+    fn every_address_flag_takes_a_host_name() -> Result<(), clap::Error> {
+        let cli = Cli::try_parse_from([
+            "src",
+            "p.sr",
+            "--listen",
+            "localhost:9000",
+            "--admin",
+            "localhost:9001",
+            "--extproc",
+            "localhost:9002",
+        ])?;
+        let cfg = ServeConfig::from(cli.serve);
+        let extproc = cfg.extproc.unwrap();
+        for (addr, port) in [(cfg.listen, 9000), (cfg.admin, 9001), (extproc, 9002)] {
+            assert!(addr.ip().is_loopback(), "{addr}");
+            assert_eq!(addr.port(), port);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn addresses_are_ip_or_host_with_a_port() {
+        assert_eq!(
+            parse_socket_addr("[::1]:80").map(|a| a.to_string()),
+            Ok("[::1]:80".to_string())
+        );
+        assert!(parse_socket_addr("localhost:0").is_ok_and(|a| a.ip().is_loopback()));
+        let no_port = parse_socket_addr("localhost").unwrap_err();
+        assert!(no_port.contains("no port"), "{no_port}");
+        let bad_port = parse_socket_addr("localhost:http").unwrap_err();
+        assert!(bad_port.contains("not a port number"), "{bad_port}");
+        let unknown = parse_socket_addr("no-such-host.invalid:80").unwrap_err();
+        assert!(
+            unknown.contains("cannot resolve `no-such-host.invalid`"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -274,8 +274,10 @@ fn new_file(dir: &Path, index: u64) -> io::Result<File> {
 /// A recording line that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("cannot read `{path}`: {source}")]
-    Io { path: String, source: io::Error },
+    /// The cause is worded in the message and not also a `source`, which a chain printed whole
+    /// would repeat.
+    #[error("cannot read `{path}`: {}", src_compiler::load::io_reason(.cause))]
+    Io { path: String, cause: io::Error },
     #[error("`{path}` line {line}: {detail}")]
     Line {
         path: String,
@@ -288,7 +290,7 @@ pub enum ReadError {
 pub fn read_recording(dir: &Path) -> Result<Vec<Value>, ReadError> {
     let io_error = |path: &Path| {
         let path = path.display().to_string();
-        move |source| ReadError::Io { path, source }
+        move |cause| ReadError::Io { path, cause }
     };
     let mut lines = Vec::new();
     for path in record_files(dir).map_err(io_error(dir))? {

@@ -1,8 +1,11 @@
-//! `src check`: load each policy, check it, print every diagnostic (for a person, as JSON, as
-//! GitHub workflow commands or as a SARIF log: [`CheckFormat`]).
+//! `src check`: load each policy at or below the paths given ([`crate::discover`]), check it,
+//! print every diagnostic (for a person, as JSON, as GitHub workflow commands or as a SARIF log:
+//! [`CheckFormat`]), and a policy that cannot be read among them.
 
 use crate::ci_report::{self, Finding};
-use crate::output::Color;
+use crate::cmd::policy::did_you_mean;
+use crate::discover;
+use crate::output::{Closed, Color};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
 use src_compiler::check::LiveCatalog;
@@ -22,10 +25,12 @@ const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Policy directories or single `.sr` files (default: the current directory).
+    /// Policy directories or single `.sr` files; a directory's subdirectories that hold `.sr`
+    /// files are policies too (default: the current directory).
     paths: Vec<PathBuf>,
     /// Use FILE as backend B's catalog (its `GET /v1/models` answer) instead of the declared one.
-    #[arg(long = "catalog", value_name = "B=FILE")]
+    /// (`--live` asks every backend instead, so the two do not go together.)
+    #[arg(long = "catalog", value_name = "B=FILE", conflicts_with = "live")]
     catalogs: Vec<String>,
     /// Ask every backend that has a `url` for its catalog (`GET {url}/models`) instead of
     /// reading catalog files; an API key declared with `api_key = env(..)` is sent.
@@ -87,26 +92,41 @@ pub fn run(args: Args) -> Result<Outcome> {
     } else {
         None
     };
-    let paths = if args.paths.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        args.paths.clone()
-    };
     let envoy = match &args.envoy {
         Some(path) => Some((path.display().to_string(), crate::cmd::envoy::read(path)?)),
         None => None,
     };
     let color = args.color.enabled_for_stderr();
+    // Every policy is found and loaded first, so that a path that cannot be read is reported
+    // with the rest rather than stopping the check.
+    let mut sources = Vec::new();
+    let mut unreadable = Vec::new();
+    for root in discover::roots(&args.paths) {
+        match discover::policies(&root) {
+            Ok(found) => {
+                for path in found {
+                    match load(&path) {
+                        Ok(source) => sources.push((path, source)),
+                        Err(e) => unreadable.push((
+                            e.path().to_path_buf(),
+                            format!("cannot load `{}`: {e}", path.display()),
+                        )),
+                    }
+                }
+            }
+            Err(e) => unreadable.push((root, format!("{e:#}"))),
+        }
+    }
+    check_override_names(&catalog_overrides, &sources)?;
     let (mut errors, mut warnings) = (0, 0);
     let mut json_diagnostics = Vec::new();
     let mut findings = Vec::new();
-    for path in &paths {
-        let source = load(path).with_context(|| format!("cannot load `{}`", path.display()))?;
+    for (path, source) in &sources {
         let options = CheckOptions {
             catalog_overrides: catalog_overrides.clone(),
             live_catalogs: live
                 .as_ref()
-                .map(|fetcher| fetcher.catalogs(&source))
+                .map(|fetcher| fetcher.catalogs(source))
                 .unwrap_or_default(),
         };
         let mut outcome = check(source.clone(), &options);
@@ -141,19 +161,31 @@ pub fn run(args: Args) -> Result<Outcome> {
                 args.format,
                 color,
                 &mut json_diagnostics,
-            ),
+            )?,
+        }
+    }
+    match args.format {
+        CheckFormat::Github | CheckFormat::Sarif => findings.extend(
+            unreadable
+                .iter()
+                .map(|(path, why)| Finding::unreadable(path, why)),
+        ),
+        CheckFormat::Human | CheckFormat::Json => {
+            for (_, why) in &unreadable {
+                errln!("error: {why}")?;
+            }
         }
     }
     match args.format {
         CheckFormat::Github => {
             for f in &findings {
-                println!("{}", ci_report::github_command(f));
+                outln!("{}", ci_report::github_command(f))?;
             }
         }
         CheckFormat::Sarif => {
             let log = serde_json::to_string_pretty(&ci_report::sarif(&findings))
                 .context("cannot write the SARIF log")?;
-            println!("{log}");
+            outln!("{log}")?;
         }
         CheckFormat::Json => {
             let doc = serde_json::json!({
@@ -161,15 +193,19 @@ pub fn run(args: Args) -> Result<Outcome> {
                 "errors": errors,
                 "warnings": warnings,
             });
-            println!("{doc}");
+            outln!("{doc}")?;
         }
         CheckFormat::Human => {
             if errors + warnings > 0 {
-                eprintln!("{errors} error(s), {warnings} warning(s)");
-            } else {
-                eprintln!("ok: {} polic{} checked", paths.len(), plural(paths.len()));
+                errln!("{errors} error(s), {warnings} warning(s)")?;
+            } else if unreadable.is_empty() {
+                let n = sources.len();
+                errln!("ok: {n} polic{} checked", plural(n))?;
             }
         }
+    }
+    if !unreadable.is_empty() {
+        return Ok(Outcome::Incomplete);
     }
     let failed = errors > 0 || (args.deny_warnings && warnings > 0);
     Ok(if failed {
@@ -177,6 +213,49 @@ pub fn run(args: Args) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// `--catalog B=FILE` for a backend `B` that no policy checked declares would replace nothing:
+/// a usage error, with the nearest declared name.
+fn check_override_names(
+    overrides: &HashMap<String, PathBuf>,
+    sources: &[(PathBuf, PolicySource)],
+) -> Result<()> {
+    let declared: Vec<&str> = sources
+        .iter()
+        .flat_map(|(_, source)| source.files.iter())
+        .flat_map(|(_, file)| file.items.iter())
+        .filter_map(|item| match &item.kind {
+            ItemKind::Backend(b) => Some(b.name.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut unknown: Vec<&String> = overrides
+        .keys()
+        .filter(|name| !declared.contains(&name.as_str()))
+        .collect();
+    unknown.sort();
+    let Some(name) = unknown.first() else {
+        return Ok(());
+    };
+    let hint = match did_you_mean(name, declared.iter().copied()) {
+        hint if !hint.is_empty() => hint,
+        _ if declared.is_empty() => "; no backend is declared".to_string(),
+        _ => format!(
+            "; the backends are {}",
+            declared
+                .iter()
+                .map(|d| format!("`{d}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let declarer = if sources.len() == 1 {
+        "the policy does not declare"
+    } else {
+        "none of the policies checked declares"
+    };
+    bail!("`--catalog {name}=..` names backend `{name}`, which {declarer}{hint}")
 }
 
 /// `--live`: asks backends for their catalogs with the router's own HTTP clients.
@@ -292,12 +371,12 @@ fn report(
     format: CheckFormat,
     color: bool,
     json: &mut Vec<serde_json::Value>,
-) {
+) -> Result<(), Closed> {
     match format {
         CheckFormat::Github | CheckFormat::Sarif => {}
         CheckFormat::Human => {
             if !diagnostics.is_empty() {
-                eprint!("{}", render::human(diagnostics, sources, color));
+                err!("{}", render::human(diagnostics, sources, color))?;
             }
         }
         CheckFormat::Json => json.extend(
@@ -306,4 +385,5 @@ fn report(
                 .map(|d| render::json_diagnostic(d, sources)),
         ),
     }
+    Ok(())
 }

@@ -5,8 +5,8 @@
 //! otherwise, and a request that needs a model that cannot run is answered with an error naming
 //! the signals to give.
 
-use super::policy::{load_checked, Engine};
-use crate::output::{Color, Format};
+use super::policy::{did_you_mean, load_checked, signal_names, Engine};
+use crate::output::{Closed, Color, Format};
 use crate::Outcome;
 use anyhow::{anyhow, Context, Result};
 use serde_json::Value as Json;
@@ -95,12 +95,12 @@ pub fn run(args: Args) -> Result<Outcome> {
         .collect::<Result<Vec<_>>>()?;
     let policy = compile(checked, args.engine.into()).context("cannot compile the policy")?;
     if args.ir {
-        println!("{}", policy.program.listing());
+        outln!("{}", policy.program.listing())?;
     }
     let explanation = explain(&policy, (&request.0, request.1), &givens)?;
     match args.format {
-        Format::Json => println!("{}", explanation),
-        Format::Human => print_human(&explanation),
+        Format::Json => outln!("{}", explanation)?,
+        Format::Human => print_human(&explanation)?,
     }
     Ok(Outcome::Success)
 }
@@ -127,9 +127,12 @@ fn parse_given(
     pair: &str,
 ) -> Result<(src_compiler::hir::SignalId, Value)> {
     let (name, raw) = split_pair("--given", pair)?;
-    let id = checked
-        .signal_by_name(name)
-        .ok_or_else(|| anyhow!("--given names `{name}`, which is not a signal of this policy"))?;
+    let id = checked.signal_by_name(name).ok_or_else(|| {
+        anyhow!(
+            "--given names `{name}`, which is not a signal of this policy{}",
+            did_you_mean(name, signal_names(checked))
+        )
+    })?;
     let ty = checked.signals[id.index()].expr.ty;
     let bad = |what: &str| anyhow!("--given {name}={raw}: `{name}` is {what}");
     let value = match ty {
@@ -244,18 +247,18 @@ impl ModelRunner {
     }
 }
 
-fn print_human(e: &Json) {
+fn print_human(e: &Json) -> Result<(), Closed> {
     let s = |k: &str| e[k].as_str().map(str::to_string);
     match (s("blocked"), s("route")) {
         (Some(block), _) => match s("model") {
-            Some(m) => println!("blocked by `{block}`: sent to model `{m}`"),
-            None => println!("blocked by `{block}`: refused"),
+            Some(m) => outln!("blocked by `{block}`: sent to model `{m}`")?,
+            None => outln!("blocked by `{block}`: refused")?,
         },
-        (None, Some(route)) => println!("route `{route}`"),
-        (None, None) => println!("explicit model (routing skipped)"),
+        (None, Some(route)) => outln!("route `{route}`")?,
+        (None, None) => outln!("explicit model (routing skipped)")?,
     }
     if let (Some(m), Some(serves), Some(backend)) = (s("model"), s("serves"), s("backend")) {
-        println!("  model `{m}` = `{serves}` on backend `{backend}`");
+        outln!("  model `{m}` = `{serves}` on backend `{backend}`")?;
     }
     let unsendable: Vec<&str> = e["unsendable"]
         .as_array()
@@ -264,7 +267,7 @@ fn print_human(e: &Json) {
         .filter_map(Json::as_str)
         .collect();
     if !unsendable.is_empty() {
-        println!("  skipped before it: {}", unsendable.join(", "));
+        outln!("  skipped before it: {}", unsendable.join(", "))?;
     }
     let tried: Vec<&str> = e["candidates"]
         .as_array()
@@ -273,9 +276,9 @@ fn print_human(e: &Json) {
         .filter_map(Json::as_str)
         .collect();
     if tried.len() > 1 {
-        println!("  on a backend failure, then: {}", tried[1..].join(", "));
+        outln!("  on a backend failure, then: {}", tried[1..].join(", "))?;
     }
-    println!("signals:");
+    outln!("signals:")?;
     if let Some(map) = e["signals"].as_object() {
         for (name, value) in map {
             let shown = if value.is_null() {
@@ -283,26 +286,27 @@ fn print_human(e: &Json) {
             } else {
                 value.to_string()
             };
-            println!("  {name} = {shown}");
+            outln!("  {name} = {shown}")?;
         }
     }
-    println!("conditions checked, in order:");
+    outln!("conditions checked, in order:")?;
     for c in e["trace"].as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "  {} `{}` {}: {}",
             c["kind"].as_str().unwrap_or(""),
             c["name"].as_str().unwrap_or(""),
             c["state"].as_str().unwrap_or(""),
             c["condition"].as_str().unwrap_or("(default)"),
-        );
+        )?;
         for part in c["because"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "      because `{}` {}",
                 part["condition"].as_str().unwrap_or(""),
                 part["state"].as_str().unwrap_or("")
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! `src fmt`: rewrite `.sr` files in canonical form, or with `--check` list those that differ.
 
+use crate::discover;
 use crate::output::Color;
 use crate::Outcome;
 use anyhow::{Context, Result};
 use src_dsl::{format::format_source, render, FileId, SourceMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,14 +19,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let roots = if args.paths.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        args.paths.clone()
-    };
     let mut files = Vec::new();
-    for root in &roots {
-        collect(root, &mut files)?;
+    for root in discover::roots(&args.paths) {
+        files.extend(discover::sr_files(&root)?);
     }
     let mut differing = Vec::new();
     let mut broken = false;
@@ -36,7 +32,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             Ok(formatted) if formatted == text => {}
             Ok(formatted) => {
                 if args.check {
-                    println!("{}", file.display());
+                    outln!("{}", file.display())?;
                 } else {
                     std::fs::write(file, formatted)
                         .with_context(|| format!("cannot write `{}`", file.display()))?;
@@ -46,47 +42,20 @@ pub fn run(args: Args) -> Result<Outcome> {
             Err(diagnostics) => {
                 let mut sources = SourceMap::new();
                 sources.add(file.clone(), text);
-                eprint!(
+                err!(
                     "{}",
                     render::human(&diagnostics, &sources, args.color.enabled_for_stderr())
-                );
+                )?;
                 broken = true;
             }
         }
     }
     if broken {
-        eprintln!("some files were not formatted: they do not parse, or formatting would change what they say");
+        errln!("some files were not formatted: they do not parse, or formatting would change what they say")?;
     }
     Ok(if broken || (args.check && !differing.is_empty()) {
         Outcome::Failure
     } else {
         Outcome::Success
     })
-}
-
-/// Every `.sr` file at or below `path`, skipping hidden directories and `target`.
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot read `{}`", path.display()))?;
-    if meta.is_file() {
-        out.push(path.to_path_buf());
-        return Ok(());
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(path)
-        .with_context(|| format!("cannot list `{}`", path.display()))?
-        .collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let p = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if p.is_dir() {
-            if !name.starts_with('.') && name != "target" {
-                collect(&p, out)?;
-            }
-        } else if name.ends_with(".sr") {
-            out.push(p);
-        }
-    }
-    Ok(())
 }

@@ -62,8 +62,8 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
 
 #[derive(clap::Args)]
 pub struct SimArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8000")]
+    /// Address to listen on (`IP:PORT` or `HOST:PORT`).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8000", value_parser = src_runtime::config::parse_socket_addr)]
     listen: SocketAddr,
     /// A JSON simulator configuration (models, latency model, faults).
     #[arg(long, value_name = "FILE.json", conflicts_with = "model")]
@@ -85,10 +85,9 @@ pub fn sim(args: SimArgs) -> Result<Outcome> {
         None => SimConfig::serving(args.model.clone()),
     };
     runtime()?.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        eprintln!("simulated OpenAI backend on http://{}/v1", args.listen);
+        let listener = src_runtime::server::bind(args.listen).await?;
+        let addr = src_runtime::server::local_addr(&listener, args.listen)?;
+        errln!("simulated OpenAI backend on http://{addr}/v1")?;
         sim::serve(listener, cfg, shutdown_signal())
             .await
             .context("src sim stopped")

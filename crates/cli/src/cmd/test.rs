@@ -1,7 +1,8 @@
 //! `src test`: run the `test` blocks of policies on the interpreter, the JIT, or both.
 
 use super::policy::load_checked;
-use crate::output::Color;
+use crate::discover;
+use crate::output::{Closed, Color};
 use crate::Outcome;
 use anyhow::{Context, Result};
 use src_compiler::testing::{run_tests, CaseResult};
@@ -18,7 +19,8 @@ pub enum Engines {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Policy directories or single `.sr` files (default: the current directory).
+    /// Policy directories or single `.sr` files; a directory's subdirectories that hold `.sr`
+    /// files are policies too (default: the current directory).
     paths: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     engine: Engines,
@@ -27,11 +29,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
-    let paths = if args.paths.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        args.paths.clone()
-    };
+    let mut paths = Vec::new();
+    for root in discover::roots(&args.paths) {
+        paths.extend(discover::policies(&root)?);
+    }
     let engines: &[EngineKind] = match args.engine {
         Engines::Interp => &[EngineKind::Interp],
         Engines::Jit => &[EngineKind::Jit],
@@ -52,12 +53,12 @@ pub fn run(args: Args) -> Result<Outcome> {
                     passed += 1;
                 } else {
                     failed += 1;
-                    print_failure(path, result);
+                    print_failure(path, result)?;
                 }
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    outln!("{passed} passed, {failed} failed")?;
     Ok(if failed > 0 || broken > 0 {
         Outcome::Failure
     } else {
@@ -65,21 +66,22 @@ pub fn run(args: Args) -> Result<Outcome> {
     })
 }
 
-fn print_failure(path: &std::path::Path, r: &CaseResult) {
-    println!(
+fn print_failure(path: &std::path::Path, r: &CaseResult) -> Result<(), Closed> {
+    outln!(
         "FAIL {} `{}` [{}]\n  expected: {}\n  actual:   {}",
         path.display(),
         r.name,
         r.engine.as_str(),
         r.expected,
         r.actual
-    );
+    )?;
     let signals: Vec<String> = r
         .signals
         .iter()
         .map(|(name, value)| format!("{name} = {}", value.as_deref().unwrap_or("(not computed)")))
         .collect();
     if !signals.is_empty() {
-        println!("  signals:  {}", signals.join(", "));
+        outln!("  signals:  {}", signals.join(", "))?;
     }
+    Ok(())
 }

@@ -2,8 +2,9 @@
 //!
 //! These carry data rather than logic: the checks are references (a model's backend), value
 //! ranges (costs, contexts, timeouts) and uniqueness of the names a client may send in `model`
-//! (aliases and router names), which the runtime matches against one flat table. Whether the
-//! referenced files exist and agree with the declarations is [`super::catalog`]'s job.
+//! (aliases and router names), which the runtime matches against one flat table, and of what
+//! the models are to their backends (two models serving one id on one backend, W013). Whether
+//! the referenced files exist and agree with the declarations is [`super::catalog`]'s job.
 
 use super::names::Kind;
 use super::Checker;
@@ -156,6 +157,45 @@ impl Checker<'_> {
             self.report(d);
         }
         self.check_shadowed_served_ids();
+        self.check_same_served_models();
+    }
+
+    /// Two models with the same served id on the same backend are one model to the backend,
+    /// and a client sending the id as its `model` is answered 400 (it names several): W013.
+    fn check_same_served_models(&mut self) {
+        let mut first: HashMap<(&str, &str), (&str, Span)> = HashMap::new();
+        let mut found = Vec::new();
+        for m in &self.decls.models {
+            let (Some(backend), Some(serves)) = (&m.backend, &m.serves) else {
+                continue;
+            };
+            let key = (backend.name.as_str(), serves.value.as_str());
+            match first.get(&key) {
+                Some(&(other, at)) => found.push(
+                    Diagnostic::warning(
+                        codes::SAME_SERVED_MODEL,
+                        format!(
+                            "models `{other}` and `{}` both serve `{}` on backend `{}`",
+                            m.name.name, serves.value, backend.name
+                        ),
+                        serves.span,
+                    )
+                    .with_label_message(format!("served by `{other}` as well"))
+                    .with_secondary(at, format!("`{other}` serves it here"))
+                    .with_help(format!(
+                        "to the backend they are one model, and a client that sends `{}` as its \
+                         `model` is answered 400: keep one and give it the other name in `aliases`",
+                        serves.value
+                    )),
+                ),
+                None => {
+                    first.insert(key, (&m.name.name, serves.span));
+                }
+            }
+        }
+        for d in found {
+            self.report(d);
+        }
     }
 
     /// A served id bound to one model names that model in `model`

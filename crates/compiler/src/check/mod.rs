@@ -44,7 +44,7 @@ use crate::load::PolicySource;
 pub use catalog::parse_catalog;
 pub use name_table::{LabelUse, NameEntry, NameTable};
 use names::Decls;
-pub use names::Kind as DeclKind;
+pub use names::{nearest, Kind as DeclKind};
 use src_dsl::{Diagnostic, SourceMap};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -69,8 +69,9 @@ pub struct LiveCatalog {
     pub answer: Result<String, String>,
 }
 
-/// The result of `check`: the checked policy when there are no errors, every diagnostic (parse
-/// diagnostics included) sorted by file and offset, and the names as far as they resolved.
+/// The result of `check`: the checked policy when there are no errors, every diagnostic (the
+/// parser's first, then the checker's, each sorted by file and offset), and the names as far as
+/// they resolved.
 #[derive(Debug, Clone)]
 pub struct CheckOutcome {
     pub policy: Option<CheckedPolicy>,
@@ -93,17 +94,25 @@ pub fn check(source: PolicySource, options: &CheckOptions) -> CheckOutcome {
         files,
         diagnostics,
     } = source;
+    let parsed = diagnostics.len();
     let (parts, mut diagnostics, names) = {
         let mut cx = Checker::new(&sources, &root, options, &files, diagnostics);
         cx.run();
         let names = cx.name_table();
         (cx.parts, cx.diags, names)
     };
-    // A stable sort keeps the emission order of diagnostics at the same place.
-    diagnostics.sort_by_key(|d| {
+    // What the parser found comes first: a declaration it could not read is missing from the
+    // checker's view, so the checker's complaints about it (an unused signal, a model never
+    // selected, a missing default route) follow from it. A stable sort keeps the emission order
+    // of diagnostics at the same place.
+    let in_order = |d: &Diagnostic| {
         let span = d.primary_span();
         (span.file, span.start)
-    });
+    };
+    let mut checked = diagnostics.split_off(parsed.min(diagnostics.len()));
+    diagnostics.sort_by_key(in_order);
+    checked.sort_by_key(in_order);
+    diagnostics.append(&mut checked);
     let policy = if diagnostics.iter().any(Diagnostic::is_error) {
         None
     } else {

@@ -347,11 +347,9 @@ fn keyword_span_of(span: Span, keyword: &str) -> Span {
 }
 
 /// The candidate closest to `name`, when it is close enough to be a likely typo: a
-/// case-insensitive match, or at most a third of the name's length in edits.
-pub(super) fn nearest<'c>(
-    name: &str,
-    candidates: impl IntoIterator<Item = &'c str>,
-) -> Option<&'c str> {
+/// case-insensitive match, or at most a third of the name's length in edits. The checker's
+/// did-you-mean, and the one for names that tools take on their command line.
+pub fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
     let lower = name.to_lowercase();
     let limit = (name.chars().count() / 3).max(1);
     let mut best: Option<(usize, &'c str)> = None;

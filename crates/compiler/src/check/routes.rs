@@ -2,12 +2,13 @@
 //!
 //! Every request must land somewhere and never on a coin toss, so the route table must have
 //! exactly one default (a route without `when`, tried last), a priority on every other route,
-//! and no two routes sharing a priority. The checked routes are sorted by descending priority
-//! with the default last, the order the runtime tries them in. Whether a route can ever win is
-//! [`super::implication`]'s question.
+//! and no two routes sharing a priority; a model listed twice among a route's candidates is
+//! tried once, so the second mention is pointed out (W012). The checked routes are sorted by
+//! descending priority with the default last, the order the runtime tries them in. Whether a
+//! route can ever win is [`super::implication`]'s question.
 
 use super::{Checker, Scope};
-use crate::hir::{RouteDef, ToolsDef};
+use crate::hir::{ModelId, RouteDef, ToolsDef};
 use src_dsl::ast::{self, Tools};
 use src_dsl::{codes, Diagnostic, Span};
 use std::collections::HashMap;
@@ -165,9 +166,17 @@ impl Checker<'_> {
         let to = r.to.as_ref().and_then(|m| self.select_model(m));
         let mut fallbacks = Vec::with_capacity(r.fallbacks.len());
         let mut fallbacks_ok = true;
+        let mut listed: Vec<(ModelId, Span)> = Vec::new();
+        listed.extend(to.zip(r.to.as_ref().map(|m| m.span)));
         for f in &r.fallbacks {
             match self.select_model(f) {
-                Some(m) => fallbacks.push(m),
+                Some(m) => {
+                    fallbacks.push(m);
+                    match listed.iter().find(|(seen, _)| *seen == m) {
+                        Some(&(_, first)) => self.report(repeated_candidate(r, f, first)),
+                        None => listed.push((m, f.span)),
+                    }
+                }
                 None => fallbacks_ok = false,
             }
         }
@@ -229,4 +238,20 @@ impl Checker<'_> {
         let r = self.decls.routes.get(decl)?;
         Some((r.name.name.as_str(), r.name.span))
     }
+}
+
+/// W012: a model that is already among the route's candidates, which the request procedure
+/// tries once (docs/language.md, "What happens to a request").
+fn repeated_candidate(r: &ast::Route, again: &ast::Ident, first: Span) -> Diagnostic {
+    Diagnostic::warning(
+        codes::REPEATED_CANDIDATE,
+        format!(
+            "model `{}` is listed twice among the candidates of route `{}`",
+            again.name, r.name.name
+        ),
+        again.span,
+    )
+    .with_label_message("listed again here")
+    .with_secondary(first, "first listed here")
+    .with_help("a model is tried once, so this mention does nothing: remove it, or name the fallback you meant")
 }

@@ -56,6 +56,39 @@ fn overlapping_candidates_are_all_considered() {
 }
 
 #[test]
+fn a_whitespace_run_in_a_phrase_matches_any_run_in_the_text() {
+    let trace = set(&["stack trace"]);
+    for text in [
+        "a stack trace",
+        "a stack\ntrace",
+        "a stack  trace",
+        "a Stack\r\n\tTrace:",
+        "stack\u{a0}trace",
+        "stack \u{3000} trace",
+    ] {
+        assert!(trace.contains(text), "{text:?}");
+    }
+    assert!(!trace.contains("stacktrace"));
+    assert!(!trace.contains("stack-trace"));
+    // The phrase's own runs are collapsed too, and then it is the same phrase.
+    let doubled = set(&["stack  trace", "Stack\ttrace"]);
+    assert!(doubled.contains("stack trace"));
+    assert_eq!(doubled.hits("stack\n\ntrace"), 1);
+    // Edges: a phrase that ends in whitespace needs whitespace there, of any kind.
+    let spaced = set(&["err "]);
+    assert!(spaced.contains("err\n"));
+    assert!(!spaced.contains("err"));
+    // Counting rules see the collapsed text: two occurrences, in order, across lines.
+    let steps = set(&["first step", "next step"]);
+    assert!(steps.sequence("first\nstep, then the next\n\nstep"));
+    assert!(steps.density("first  step next\tstep") > 0.0);
+    assert_eq!(
+        steps.density("first  step next\tstep").to_bits(),
+        steps.density("first step next step").to_bits()
+    );
+}
+
+#[test]
 fn turkish_dotted_capital_i_folds_to_i() {
     let city = set(&["istanbul"]);
     assert!(city.contains("İstanbul'a gidiyorum"));
@@ -279,6 +312,20 @@ fn naive_fallback_agrees_with_the_automaton() {
         assert_eq!(fast.density(text), slow.density(text), "{text}");
         assert_eq!(fast.sequence(text), slow.sequence(text), "{text}");
     }
+    let spaced: Vec<String> = vec!["stack  trace".into(), "Err\tnow".into()];
+    let fast = PhraseSet::new(&spaced);
+    let mut slow = fast.clone();
+    slow.matcher = Matcher::Naive(vec!["stack trace".into(), "err now".into()]);
+    for text in [
+        "STACK\n trace, err now",
+        "stack trace\terr\r\nnow",
+        "stacktrace",
+    ] {
+        assert_eq!(fast.contains(text), slow.contains(text), "{text}");
+        assert_eq!(fast.hits(text), slow.hits(text), "{text}");
+        assert_eq!(fast.density(text), slow.density(text), "{text}");
+        assert_eq!(fast.sequence(text), slow.sequence(text), "{text}");
+    }
 }
 
 /// Text drawn from the characters where the rules differ: ASCII letters and punctuation,
@@ -286,7 +333,7 @@ fn naive_fallback_agrees_with_the_automaton() {
 fn text_strategy() -> impl Strategy<Value = String> {
     let pieces = prop::sample::select(vec![
         "a", "B", "e", "r", "R", " ", ".", "+", "_", "1", "ß", "ẞ", "İ", "ı", "Σ", "ς", "σ",
-        "\u{301}", "字", "カ", "ひ", "ไ", "🔥", "\u{200d}", "\n",
+        "\u{301}", "字", "カ", "ひ", "ไ", "🔥", "\u{200d}", "\n", "\t", "  ", "\u{a0}",
     ]);
     prop::collection::vec(pieces, 0..24).prop_map(|v| v.concat())
 }
@@ -339,6 +386,31 @@ proptest! {
     fn a_phrase_found_between_spaces_is_contained(prefix in text_strategy(), phrase in "[a-z]{1,6}", suffix in text_strategy()) {
         let text = format!("{prefix} {phrase} {suffix}");
         prop_assert!(PhraseSet::new(&[phrase.to_ascii_uppercase()]).contains(&text));
+    }
+
+    #[test]
+    fn whitespace_runs_are_interchangeable(
+        words in prop::collection::vec(prop::sample::select(vec!["stack", "trace", "Err", "c++", "字", "ok"]), 0..10),
+        runs in prop::collection::vec(prop::sample::select(vec![" ", "  ", "\n", "\r\n", "\t ", "\u{a0}", " \u{3000}"]), 10),
+        phrases in prop::collection::vec(prop::sample::select(vec!["stack trace", "trace  err", "err\nc++", "ok", "字 ok", " ok", "stack"]), 1..4),
+    ) {
+        // The same words, once with single spaces and once with the drawn runs between them.
+        let single = words.join(" ");
+        let mut varied = String::new();
+        for (i, w) in words.iter().enumerate() {
+            if i > 0 {
+                varied.push_str(runs[i % runs.len()]);
+            }
+            varied.push_str(w);
+        }
+        let phrases: Vec<String> = phrases.iter().map(|p| (*p).to_string()).collect();
+        let set = PhraseSet::new(&phrases);
+        prop_assert_eq!(set.contains(&single), set.contains(&varied));
+        prop_assert_eq!(set.hits(&single), set.hits(&varied));
+        prop_assert_eq!(set.sequence(&single), set.sequence(&varied));
+        // `density` and `bm25` divide by `words`, which whitespace does not change either.
+        prop_assert_eq!(set.density(&single).to_bits(), set.density(&varied).to_bits());
+        prop_assert_eq!(set.bm25(&single).to_bits(), set.bm25(&varied).to_bits());
     }
 
     #[test]

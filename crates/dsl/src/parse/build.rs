@@ -190,10 +190,32 @@ fn declaration(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<ItemKind> {
     })
 }
 
+/// The number after `priority`, negated (and written with its `-`) when it has a sign: the
+/// checker says a priority must not be negative (E034).
 fn priority_of(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<Number>> {
-    let number = pair.into_inner().find(|p| p.as_rule() == Rule::number)?;
-    let span = cx.span(&number);
-    match expr::numeric(cx, number.as_str(), span) {
+    let mut sign = None;
+    let mut number = None;
+    for p in pair.into_inner() {
+        match p.as_rule() {
+            Rule::priority_sign => sign = Some(cx.span(&p)),
+            Rule::number => number = Some(p),
+            _ => {}
+        }
+    }
+    let number = number?;
+    let digits = cx.span(&number);
+    let span = sign.map_or(digits, |s| {
+        Span::new(s.file, s.start as usize, digits.end as usize)
+    });
+    match expr::numeric(cx, number.as_str(), digits) {
+        ExprKind::Number(n) if sign.is_some() => Some(Spanned::new(
+            Number {
+                value: -n.value,
+                is_int: n.is_int,
+                text: format!("-{}", number.as_str()),
+            },
+            span,
+        )),
         ExprKind::Number(n) => Some(Spanned::new(n, span)),
         _ => {
             cx.report(

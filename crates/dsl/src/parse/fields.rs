@@ -396,12 +396,11 @@ impl Fields {
         let (value, entry) = self.value(cx, key, expected)?;
         let out = read(cx, &value);
         if out.is_none() {
-            cx.report(invalid_value(
-                key,
-                expected,
-                &value,
-                value_span(&value, &entry),
-            ));
+            let span = value_span(&value, &entry);
+            cx.report(match negative_duration(&value) {
+                Some(written) => out_of_range(key, &written, span),
+                None => invalid_value(key, expected, &value, span),
+            });
         }
         out
     }
@@ -457,6 +456,28 @@ fn invalid_value(key: &str, expected: &str, value: &Value, span: Span) -> Diagno
     )
     .with_label_message(found(value))
     .with_help(expected.to_string())
+}
+
+/// A duration written with a minus (`ttl = -10s`): the right form with a value out of range,
+/// which the checker reports as E045 for numbers; `-10s` as written.
+fn negative_duration(value: &Value) -> Option<String> {
+    match expr_of(value).map(|e| &e.kind) {
+        Some(ExprKind::Unary(UnaryOp::Neg, inner)) => match &inner.kind {
+            ExprKind::Duration(d) => Some(format!("-{}", d.text)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn out_of_range(key: &str, written: &str, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        codes::INVALID_VALUE,
+        format!("`{key}` must not be negative, found `{written}`"),
+        span,
+    )
+    .with_label_message("a negative duration")
+    .with_help("durations are 0 or more, such as `30s`")
 }
 
 fn unknown_key(shape: &Shape, key: &Ident) -> Diagnostic {

@@ -69,7 +69,7 @@ fn expected_name(rule: Rule) -> Option<&'static str> {
         | Rule::kw_headers => "a field",
         Rule::name | Rule::decl_name | Rule::given_pair => "a name",
         Rule::string | Rule::header_pair => "a string",
-        Rule::number | Rule::priority_clause => "a number",
+        Rule::number | Rule::priority_clause | Rule::priority_sign => "a number",
         Rule::expr
         | Rule::paren
         | Rule::call
@@ -202,7 +202,7 @@ pub(crate) fn token_at(text: &str, at: usize) -> Option<Found> {
         }
         unterminated = end.is_none();
         end.unwrap_or(line)
-    } else if ["==", "!=", "<=", ">=", "??"]
+    } else if ["==", "!=", "<=", ">=", "??", "&&", "||"]
         .iter()
         .any(|op| rest.starts_with(op))
     {
@@ -223,6 +223,47 @@ pub(crate) fn token_at(text: &str, at: usize) -> Option<Found> {
         end: at + len,
         shown,
         unterminated,
+    })
+}
+
+/// An operator as another language spells it, found where this language's was possible.
+struct Respelled {
+    /// Bytes of it in the text.
+    len: usize,
+    /// This language's operator, and what replaces the text.
+    spelled: &'static str,
+    replacement: &'static str,
+    why: &'static str,
+}
+
+fn other_language_operator(text: &str, at: usize, positives: &[Rule]) -> Option<Respelled> {
+    let rest = text.get(at..)?;
+    // Where `==` could follow, so could `and` and `or`; where `not` could, an operand.
+    let operator = positives.contains(&Rule::op_eq);
+    let operand = positives.contains(&Rule::op_not) || positives.contains(&Rule::expr);
+    let joined = "conditions are joined with `and` and `or`";
+    let assign = rest.starts_with('=') && !rest.starts_with("=<") && !rest.starts_with("=>");
+    let (len, spelled, replacement, why) = if operator && assign {
+        (
+            1,
+            "==",
+            "==",
+            "`=` gives a field its value; a comparison is `==`",
+        )
+    } else if operator && rest.starts_with("&&") {
+        (2, "and", "and", joined)
+    } else if operator && rest.starts_with("||") {
+        (2, "or", "or", joined)
+    } else if operand && rest.starts_with('!') && !rest.starts_with("!=") {
+        (1, "not", "not ", "a condition is negated with `not`")
+    } else {
+        return None;
+    };
+    Some(Respelled {
+        len,
+        spelled,
+        replacement,
+        why,
     })
 }
 
@@ -286,6 +327,9 @@ fn describe(
                 d.with_help(
                     "names are ASCII letters, digits and `_`; other text belongs in strings",
                 )
+            } else if let Some(op) = other_language_operator(text, start, &positives) {
+                d.with_help(format!("did you mean `{}`? {}", op.spelled, op.why))
+                    .with_fix(Span::new(file, start, start + op.len), op.replacement)
             } else {
                 d
             }

@@ -28,6 +28,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
+use src_compiler::load::io_reason;
+
 use crate::app::{App, Components};
 use crate::backends::SimPool;
 use crate::cache::{CacheLayer, CacheOptions};
@@ -45,10 +47,12 @@ const SPAN_DRAIN: Duration = Duration::from_secs(3);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("cannot listen on {addr}: {source}")]
+    /// The cause is worded in the message, so it is not also a `source`: a chain printed whole
+    /// (`{:#}`) would say it twice.
+    #[error("cannot listen on {addr}: {}", io_reason(.cause))]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{0}")]
     Policy(LoadFailure),
@@ -56,8 +60,8 @@ pub enum ServeError {
     Watch { path: String, detail: String },
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
-    #[error("cannot record requests in `{dir}`: {source}")]
-    Record { dir: String, source: std::io::Error },
+    #[error("cannot record requests in `{dir}`: {}", io_reason(.cause))]
+    Record { dir: String, cause: std::io::Error },
     #[error(transparent)]
     Otlp(#[from] crate::otel::OtlpError),
     #[error("server task failed: {0}")]
@@ -174,10 +178,10 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let recorder = match &cfg.record {
         None => None,
         Some(dir) => Some(
-            crate::record::Recorder::start(dir, cfg.record_max_bytes).map_err(|source| {
+            crate::record::Recorder::start(dir, cfg.record_max_bytes).map_err(|cause| {
                 ServeError::Record {
                     dir: dir.display().to_string(),
-                    source,
+                    cause,
                 }
             })?,
         ),
@@ -284,17 +288,18 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     })
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+/// Binds a listener, with the error `src serve` and `src sim` report when that fails.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| ServeError::Bind { addr, source })
+        .map_err(|cause| ServeError::Bind { addr, cause })
 }
 
-fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, ServeError> {
-    listener.local_addr().map_err(|source| ServeError::Bind {
-        addr: asked,
-        source,
-    })
+/// Where `listener` listens (the port the system chose for port 0).
+pub fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, ServeError> {
+    listener
+        .local_addr()
+        .map_err(|cause| ServeError::Bind { addr: asked, cause })
 }
 
 #[derive(Clone, Copy)]

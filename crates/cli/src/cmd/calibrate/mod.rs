@@ -22,6 +22,7 @@ pub mod rewrite;
 pub mod sites;
 pub mod split;
 
+use crate::cmd::policy::{did_you_mean, signal_names};
 use crate::output::Format;
 use crate::Outcome;
 use anyhow::{anyhow, bail, Context, Result};
@@ -101,17 +102,19 @@ fn validate(checked: &CheckedPolicy, rows: &[Labelled], path: &std::path::Path) 
             if !checked.routes.iter().any(|r| &r.name == route) {
                 let names: Vec<&str> = checked.routes.iter().map(|r| r.name.as_str()).collect();
                 bail!(
-                    "{}: `route` names `{route}`, which is not a route of the policy (routes: {})",
+                    "{}: `route` names `{route}`, which is not a route of the policy (routes: {}){}",
                     at(),
-                    names.join(", ")
+                    names.join(", "),
+                    did_you_mean(route, names.iter().copied())
                 );
             }
         }
         for name in row.signals.keys() {
             match checked.signal_by_name(name) {
                 None => bail!(
-                    "{}: `signals` names `{name}`, which is not a signal of the policy",
-                    at()
+                    "{}: `signals` names `{name}`, which is not a signal of the policy{}",
+                    at(),
+                    did_you_mean(name, signal_names(checked))
                 ),
                 Some(id) if checked.signals[id.index()].expr.ty != Type::Bool => {
                     bail!(
@@ -130,9 +133,12 @@ fn select(checked: &CheckedPolicy, names: &[String]) -> Result<Vec<SignalId>> {
     names
         .iter()
         .map(|n| {
-            checked
-                .signal_by_name(n)
-                .ok_or_else(|| anyhow!("--signal `{n}` is not a signal of the policy"))
+            checked.signal_by_name(n).ok_or_else(|| {
+                anyhow!(
+                    "--signal `{n}` is not a signal of the policy{}",
+                    did_you_mean(n, signal_names(checked))
+                )
+            })
         })
         .collect()
 }
@@ -160,11 +166,11 @@ pub fn run(args: Args) -> Result<Outcome> {
     let checked = match text.check() {
         Ok(c) => c,
         Err(e) => {
-            eprint!("{e:#}");
-            eprintln!(
+            err!("{e:#}")?;
+            errln!(
                 "`{}` has errors; run `src check` for details",
                 args.policy.display()
-            );
+            )?;
             return Ok(Outcome::Failure);
         }
     };
@@ -288,11 +294,11 @@ pub fn run(args: Args) -> Result<Outcome> {
         diff: changed.iter().map(rewrite::diff).collect(),
     };
     match args.format {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&report).context("cannot render the report")?
-        ),
-        Format::Human => print!("{}", report::human(&report)),
+        )?,
+        Format::Human => out!("{}", report::human(&report))?,
     }
     Ok(Outcome::Success)
 }

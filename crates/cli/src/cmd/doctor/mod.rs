@@ -88,11 +88,11 @@ pub fn run(args: Args) -> Result<Outcome> {
     let secrets: Vec<String> = keys.values().filter_map(|k| k.clone().ok()).collect();
     let report = Report::new(args.policy.display().to_string(), checks, &secrets);
     match args.format {
-        Format::Table => print!("{}", report.table()),
-        Format::Json => println!(
+        Format::Table => out!("{}", report.table())?,
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&report).context("cannot write the report")?
-        ),
+        )?,
     }
     Ok(if report.ok {
         Outcome::Success

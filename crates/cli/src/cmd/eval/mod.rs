@@ -169,14 +169,14 @@ pub fn run(args: Args) -> Result<Outcome> {
             .with_context(|| format!("cannot write `{}`", path.display()))?;
     }
     match args.format {
-        EvalFormat::Json => println!(
+        EvalFormat::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&report).context("cannot render the report")?
-        ),
-        EvalFormat::Table => print!(
+        )?,
+        EvalFormat::Table => out!(
             "{}",
             table::render(&reports, fixture.sessions.len(), args.seed)
-        ),
+        )?,
     }
     Ok(Outcome::Success)
 }

@@ -237,9 +237,9 @@ pub fn run(args: Args) -> Result<Outcome> {
             let path = dir.join(args.format.file_name());
             std::fs::write(&path, yaml)
                 .with_context(|| format!("cannot write `{}`", path.display()))?;
-            eprintln!("wrote {}", path.display());
+            errln!("wrote {}", path.display())?;
         }
-        None => print!("{yaml}"),
+        None => out!("{yaml}")?,
     }
     Ok(Outcome::Success)
 }
@@ -310,13 +310,13 @@ fn policy_files(path: &Path, checked: &CheckedPolicy) -> Result<Vec<PolicyFile>>
         .map(|p| model_file(root, p))
         .collect();
     if !heavy.is_empty() {
-        eprintln!(
+        errln!(
             "warning: the policy reads model files, which the ConfigMap does not hold: {}; the \
              Deployment mounts the claim `…-models` at {} (nothing can be mounted inside the \
              ConfigMap), which the policy names as `../models/NAME`",
             heavy.join(", "),
             k8s::MODELS_DIR
-        );
+        )?;
     }
     Ok(files)
 }

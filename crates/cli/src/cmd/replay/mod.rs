@@ -16,6 +16,7 @@ pub mod judge;
 pub mod report;
 pub mod send;
 
+use crate::output::Closed;
 use crate::Outcome;
 use anyhow::{anyhow, Context, Result};
 use fixture::{Fixture, Session};
@@ -100,7 +101,7 @@ pub fn run(args: Args) -> Result<Outcome> {
     };
     let report = if args.dry_run {
         let plan = dry_run(&fixture, &identity);
-        println!("{}", plan_text(&fixture, &identity));
+        outln!("{}", plan_text(&fixture, &identity))?;
         plan
     } else {
         let base = args
@@ -114,7 +115,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             .context("cannot start the async runtime")?;
         let records = runtime.block_on(replay(&sender, &fixture, &identity));
         let summary = summarize(&records, fixture.sessions.len());
-        print_human(&records, &summary);
+        print_human(&records, &summary)?;
         let passed = summary.passed();
         let report = json!({"turns": records, "summary": summary});
         write_report(args.out.as_ref(), &report)?;
@@ -307,7 +308,7 @@ fn plan_text(fixture: &Fixture, identity: &Identity) -> String {
     out.trim_end().to_string()
 }
 
-fn print_human(records: &[TurnRecord], summary: &report::Summary) {
+fn print_human(records: &[TurnRecord], summary: &report::Summary) -> Result<(), Closed> {
     for r in records {
         let model = r
             .x_sr_model
@@ -315,7 +316,7 @@ fn print_human(records: &[TurnRecord], summary: &report::Summary) {
             .or(r.model.as_deref())
             .unwrap_or("-");
         let state = if r.ok { "ok" } else { "FAILED" };
-        println!(
+        outln!(
             "{} #{}: {state} {model}{}{}",
             r.session,
             r.turn,
@@ -324,12 +325,12 @@ fn print_human(records: &[TurnRecord], summary: &report::Summary) {
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default(),
             if r.tool_loop { " [tool loop]" } else { "" },
-        );
+        )?;
         for v in &r.violations {
-            println!("    violation: {v}");
+            outln!("    violation: {v}")?;
         }
     }
-    println!(
+    outln!(
         "{} turn(s): {} ok, {} failed; {} violation(s); {} switch(es), {} inside a tool loop; \
          cached tokens known for {}, unknown for {}",
         summary.turns,
@@ -340,5 +341,6 @@ fn print_human(records: &[TurnRecord], summary: &report::Summary) {
         summary.tool_loop_switches,
         summary.cached_tokens_known,
         summary.cached_tokens_unknown
-    );
+    )?;
+    Ok(())
 }

@@ -111,35 +111,35 @@ pub fn run(args: Args) -> Result<Exit> {
         },
     });
     match args.format {
-        WhatifFormat::Json => println!("{report:#}"),
+        WhatifFormat::Json => outln!("{report:#}")?,
         WhatifFormat::Table => {
-            println!(
+            outln!(
                 "{} recorded request(s): {} decided, {} undecided, {} would change ({} newly blocked)",
                 records.len(),
                 records.len() - undecided.len(),
                 undecided.len(),
                 changed.len(),
                 new_blocks
-            );
+            )?;
             for ((from, to), count) in &changes {
-                println!("  {count:>5}  {}  =>  {}", shown(from), shown(to));
+                outln!("  {count:>5}  {}  =>  {}", shown(from), shown(to))?;
             }
             for u in report["undecided"].as_array().into_iter().flatten() {
-                println!(
+                outln!(
                     "  undecided record {}: {}",
                     u["record"],
                     u["why"].as_str().unwrap_or("")
-                );
+                )?;
             }
             if broken.is_empty() {
-                println!("continuity: no recorded session would switch models inside a tool loop");
+                outln!("continuity: no recorded session would switch models inside a tool loop")?;
             } else {
-                println!(
+                outln!(
                     "continuity: {} session(s) would switch models inside a tool loop ({} call(s)): {}",
                     broken.len(),
                     mid_loop_switches,
                     broken.iter().cloned().collect::<Vec<_>>().join(", ")
-                );
+                )?;
             }
         }
     }
