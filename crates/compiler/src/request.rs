@@ -4,23 +4,28 @@
 //!
 //! A [`RequestView`] is extracted once per request, before any signal runs, so every phase sees
 //! the same facts and the body's JSON shape is checked in one place. Extraction is strict about
-//! the shapes policies depend on (a malformed body gets a [`RequestError`] naming the JSON path)
-//! and ignores what they do not read (images, audio, unknown item types).
+//! the shapes policies depend on (a malformed body gets a [`RequestError`] naming the JSON path).
+//! Every text the backend reads is text a signal can read: a content part, block or item of a
+//! type the router does not know is refused ([`RequestError::Unreadable`]) rather than forwarded
+//! unread; media (images, audio, files) is accepted and read by no text signal.
 //!
-//! `/v1/chat/completions`, `/v1/responses` and Anthropic's `/v1/messages` (`messages.rs`) bodies
-//! are read as one sequence of chat-style messages, so a conversation gives the same facts whichever API carries it:
+//! `/v1/chat/completions`, `/v1/responses` (`responses.rs`) and Anthropic's `/v1/messages`
+//! (`messages.rs`) bodies are read as one sequence of chat-style messages, so a conversation
+//! gives the same facts whichever API carries it:
 //! - `/v1/responses` `instructions` count as a leading system message; a run of `function_call`
 //!   items joins the assistant message before it (or forms one), as chat's `tool_calls` do;
-//!   each `function_call_output` is one `tool` message. Items other than messages and
-//!   (custom) function calls and outputs (reasoning, item references, built-in tool calls)
-//!   carry no text a policy reads and are not counted.
+//!   each `function_call_output` is one `tool` message. Reasoning summaries and the text
+//!   built-in tools return are history, but no messages are counted for them.
 //! - The legacy chat `function_call` on an assistant message counts as a tool call, and a
 //!   `function` role message as its result. Legacy calls have no id, so each `function`
 //!   message answers the oldest unanswered legacy call.
+//! - `prompt` is the text of the last user turn that has text: a trailing user message that is
+//!   empty, blank or only an image still counts as a turn, but cannot hide the one before it.
 //! - `history` joins the texts of messages that have text, in order, with `\n`; content parts
 //!   of one message are joined with `\n` too. Tool call arguments are not message text.
 
 mod messages;
+mod responses;
 #[cfg(test)]
 mod tests;
 
@@ -32,7 +37,7 @@ use std::fmt;
 #[derive(Clone, Default, PartialEq)]
 pub struct RequestView {
     pub model: Option<String>,
-    /// Text of the last user message; empty when there is none.
+    /// Text of the last user message that has text (not only whitespace); empty when none has.
     pub prompt: String,
     /// All message texts in order, joined by `\n`.
     pub history: String,
@@ -75,6 +80,10 @@ pub enum RequestError {
         expected: &'static str,
         found: &'static str,
     },
+    /// A part, block or item whose text the backend would read but the router cannot, so no
+    /// signal would see it; `path` is its `type` field.
+    #[error("`{path}` is `{kind}`, a type the router cannot read")]
+    Unreadable { path: String, kind: String },
 }
 
 impl RequestError {
@@ -84,7 +93,8 @@ impl RequestError {
             RequestError::Body { .. } => None,
             RequestError::Missing { path }
             | RequestError::Empty { path }
-            | RequestError::WrongType { path, .. } => Some(path),
+            | RequestError::WrongType { path, .. }
+            | RequestError::Unreadable { path, .. } => Some(path),
         }
     }
 }
@@ -175,38 +185,6 @@ impl RequestView {
             return Err(RequestError::Empty {
                 path: "messages".into(),
             });
-        }
-        Ok(facts.finish())
-    }
-
-    /// Reads a `/v1/responses` body: `input` is a string (one user message) or an array of
-    /// input items; `instructions` is the system prompt.
-    pub fn from_responses(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
-        let obj = body_object(body)?;
-        let mut facts = Facts::new(headers);
-        read_common(obj, &mut facts.view)?;
-        match obj.get("instructions") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(text)) => facts.message(Role::System, text),
-            Some(other) => return Err(wrong("instructions".into(), "a string or null", other)),
-        }
-        facts.view.provider_state = provider_state(obj)?;
-        match obj.get("input") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(text)) => facts.message(Role::User, text),
-            Some(Value::Array(items)) => {
-                let root = At::Field("input");
-                for (i, item) in items.iter().enumerate() {
-                    read_input_item(item, root.index(i), &mut facts)?;
-                }
-            }
-            Some(other) => {
-                return Err(wrong(
-                    "input".into(),
-                    "a string or an array of input items",
-                    other,
-                ))
-            }
         }
         Ok(facts.finish())
     }
@@ -375,13 +353,24 @@ impl Facts {
             Role::System => push_line(&mut view.system, text),
             Role::User => {
                 view.turns += 1;
-                text.clone_into(&mut view.prompt);
+                // A trailing user message without text (empty, blank, an image alone) keeps the
+                // turn before it as the prompt: otherwise it would hide that turn from every
+                // rule on `prompt` while the model still reads it.
+                if !text.trim().is_empty() {
+                    text.clone_into(&mut view.prompt);
+                }
             }
             Role::Tool => view.tool_results += 1,
             Role::Assistant | Role::Other => {}
         }
         self.last_is_result = role == Role::Tool;
         self.last_is_assistant = role == Role::Assistant;
+    }
+
+    /// Text the model reads outside any message (reasoning, a built-in tool's output): it is
+    /// history, but no message is counted.
+    fn text(&mut self, text: &str) {
+        push_line(&mut self.view.history, text);
     }
 
     fn call(&mut self, id: &str) {
@@ -414,7 +403,10 @@ fn read_chat_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result
     if matches!(role, "system" | "developer" | "user") {
         require_content(message, path)?;
     }
-    let text = content_text(message.get("content"), path, &["text"])?;
+    let mut text = content_text(message.get("content"), path, &OPENAI_PARTS)?;
+    if role == "assistant" {
+        text = with_assistant_extras(message, path, text)?;
+    }
     match role {
         "system" | "developer" => facts.message(Role::System, &text),
         "user" => facts.message(Role::User, &text),
@@ -466,87 +458,32 @@ fn read_chat_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result
     Ok(())
 }
 
-fn read_input_item(item: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
-    let Value::Object(item) = item else {
-        return Err(wrong(path.to_string(), "an object", item));
+/// An assistant message's text with what chat templates render beside `content`: its
+/// reasoning (vLLM passes `reasoning` or `reasoning_content` back to the template, which shows
+/// it to the model) before it, its `refusal` after it.
+fn with_assistant_extras<'a>(
+    message: &'a Map<String, Value>,
+    path: At<'_>,
+    content: Cow<'a, str>,
+) -> Result<Cow<'a, str>, RequestError> {
+    let field = |key: &'static str| match message.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.as_str())),
+        Some(other) => Err(wrong(format!("{path}.{key}"), "a string or null", other)),
     };
-    let kind = match item.get("type") {
-        None | Some(Value::Null) => "message",
-        Some(Value::String(kind)) => kind.as_str(),
-        Some(other) => return Err(wrong(format!("{path}.type"), "a string", other)),
+    let reasoning = match field("reasoning")? {
+        Some(text) => Some(text),
+        None => field("reasoning_content")?,
     };
-    const PARTS: &[&str] = &["input_text", "output_text", "text"];
-    match kind {
-        "message" => {
-            let role = role_of(item, path)?;
-            let text = content_text(item.get("content"), path, PARTS)?;
-            let role = match role {
-                "system" | "developer" => Role::System,
-                "user" => Role::User,
-                "assistant" => Role::Assistant,
-                _ => Role::Other,
-            };
-            facts.message(role, &text);
-        }
-        "function_call" | "custom_tool_call" => {
-            let id = required_str(item, "call_id", path)?;
-            if !facts.last_is_assistant {
-                facts.message(Role::Assistant, "");
-            }
-            facts.call(id);
-        }
-        "function_call_output" | "custom_tool_call_output" => {
-            let id = required_str(item, "call_id", path)?;
-            let output = match item.get("output") {
-                None => return Err(missing(&format!("{path}.output"))),
-                Some(Value::Null) => Cow::Borrowed(""),
-                Some(Value::String(text)) => Cow::Borrowed(text.as_str()),
-                Some(Value::Array(parts)) => {
-                    Cow::Owned(parts_text(parts, path.key("output"), PARTS)?)
-                }
-                Some(other) => {
-                    return Err(wrong(
-                        format!("{path}.output"),
-                        "a string or an array of content parts",
-                        other,
-                    ))
-                }
-            };
-            facts.answer(id);
-            facts.message(Role::Tool, &output);
-        }
-        _ => {}
+    let refusal = field("refusal")?;
+    if reasoning.is_none() && refusal.is_none() {
+        return Ok(content);
     }
-    Ok(())
-}
-
-/// Whether a responses body names state its backend keeps: a `previous_response_id`, or a
-/// `conversation` (an id, or an object with one).
-fn provider_state(obj: &Map<String, Value>) -> Result<bool, RequestError> {
-    let previous = match obj.get("previous_response_id") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(id)) => !id.trim().is_empty(),
-        Some(other) => {
-            return Err(wrong(
-                "previous_response_id".into(),
-                "a string or null",
-                other,
-            ))
-        }
-    };
-    let conversation = match obj.get("conversation") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(id)) => !id.trim().is_empty(),
-        Some(Value::Object(_)) => true,
-        Some(other) => {
-            return Err(wrong(
-                "conversation".into(),
-                "a string, an object or null",
-                other,
-            ))
-        }
-    };
-    Ok(previous || conversation)
+    let mut text = String::new();
+    push_line(&mut text, reasoning.unwrap_or(""));
+    push_line(&mut text, &content);
+    push_line(&mut text, refusal.unwrap_or(""));
+    Ok(Cow::Owned(text))
 }
 
 /// `model`, `stream` and `tools`, shared by both APIs.
@@ -605,26 +542,66 @@ fn require_content(message: &Map<String, Value>, path: At<'_>) -> Result<(), Req
     }
 }
 
-/// The text of a message's `content`: a string, null (no text), or content parts of which
-/// those whose `type` is in `text_types` carry a `text` string; other parts are skipped.
+/// The content parts of one API as the router reads them: those whose text the backend reads
+/// (with the field holding it), and media, which the backend reads but no text signal does.
+/// Any other part type is refused: its text would reach the model unseen by the policy.
+pub(crate) struct Parts {
+    text: &'static [(&'static str, &'static str)],
+    media: &'static [&'static str],
+}
+
+/// Chat and Responses content parts, read alike because OpenAI-compatible servers read them
+/// alike: vLLM takes `input_text` and `output_text` in chat messages, and renders `thinking`
+/// and `refusal` parts as text.
+pub(crate) const OPENAI_PARTS: Parts = Parts {
+    text: &[
+        ("text", "text"),
+        ("input_text", "text"),
+        ("output_text", "text"),
+        ("thinking", "thinking"),
+        ("refusal", "refusal"),
+    ],
+    media: &[
+        "image_url",
+        "input_image",
+        "input_audio",
+        "audio_url",
+        "video_url",
+        "file",
+        "input_file",
+    ],
+};
+
+/// A Responses `reasoning` item's `summary` and `content` parts.
+pub(crate) const REASONING_PARTS: Parts = Parts {
+    text: &[("summary_text", "text"), ("reasoning_text", "text")],
+    media: &[],
+};
+
+/// Anthropic's text blocks where only text and images may stand (`system`, a document's
+/// `content` source, a search result's `content`).
+pub(crate) const TEXT_BLOCKS: Parts = Parts {
+    text: &[("text", "text")],
+    media: &["image"],
+};
+
+/// The text of a message's `content`: a string, null (no text), or content parts.
 fn content_text<'a>(
     content: Option<&'a Value>,
     path: At<'_>,
-    text_types: &[&str],
+    known: &Parts,
 ) -> Result<Cow<'a, str>, RequestError> {
     match content {
         None | Some(Value::Null) => Ok(Cow::Borrowed("")),
         Some(Value::String(text)) => Ok(Cow::Borrowed(text)),
-        Some(Value::Array(parts)) => Ok(Cow::Owned(parts_text(
-            parts,
-            path.key("content"),
-            text_types,
-        )?)),
+        Some(Value::Array(parts)) => Ok(Cow::Owned(parts_text(parts, path.key("content"), known)?)),
         Some(other) => Err(wrong(format!("{path}.content"), CONTENT, other)),
     }
 }
 
-fn parts_text(parts: &[Value], path: At<'_>, text_types: &[&str]) -> Result<String, RequestError> {
+/// The texts of `parts` joined by `\n`; media parts have none, and a part of any other type
+/// is [`RequestError::Unreadable`].
+fn parts_text(parts: &[Value], path: At<'_>, known: &Parts) -> Result<String, RequestError> {
     let mut text = String::new();
     for (i, part) in parts.iter().enumerate() {
         let part_at = path.index(i);
@@ -632,11 +609,20 @@ fn parts_text(parts: &[Value], path: At<'_>, text_types: &[&str]) -> Result<Stri
             return Err(wrong(part_at.to_string(), "an object", part));
         };
         let kind = required_str(part, "type", part_at)?;
-        if text_types.contains(&kind) {
-            push_line(&mut text, required_str(part, "text", part_at)?);
+        if let Some((_, field)) = known.text.iter().find(|(k, _)| *k == kind) {
+            push_line(&mut text, required_str(part, field, part_at)?);
+        } else if !known.media.contains(&kind) {
+            return Err(unreadable(part_at, kind));
         }
     }
     Ok(text)
+}
+
+fn unreadable(at: At<'_>, kind: &str) -> RequestError {
+    RequestError::Unreadable {
+        path: format!("{at}.type"),
+        kind: kind.to_owned(),
+    }
 }
 
 /// Appends `line` after a `\n`; empty lines are skipped so text-less messages (an assistant

@@ -1,5 +1,5 @@
 //! Hostile input against a real `src serve`: each test sends one kind of bad request (malformed
-//! or truncated JSON, wrong types, empty or text-less conversations, huge strings and arrays,
+//! or truncated JSON, wrong types, empty or text-less conversations, unreadable content parts, huge strings and arrays,
 //! deep nesting, invalid UTF-8, duplicate keys, oversized bodies and heads, slow clients, a
 //! flood of idle connections, conflicting framing, hop-by-hop and router-owned headers),
 //! asserts the documented answer (docs/operations.md, "Promises under hostile input"), and then
@@ -203,6 +203,32 @@ async fn a_message_without_any_text_is_a_400() -> TestResult {
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
     ]});
     let answer = router.chat(&tool_turn, &[]).await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(upstream_requests(&router), 1);
+    still_serves(&router).await
+}
+
+#[tokio::test]
+async fn a_part_the_router_cannot_read_is_a_400_and_never_forwarded() -> TestResult {
+    let router = Router::start(POLICY).await?;
+    let messages = json!([{"role": "user", "content": [
+        {"type": "text", "text": "hi"},
+        {"type": "prompt_embeds", "data": "AAAA"}
+    ]}]);
+    let answer = router
+        .chat(&json!({"model": "auto", "messages": messages}), &[])
+        .await?;
+    let body = assert_refused(&answer, 400, None, Some("messages[0].content[1].type"))?;
+    assert_eq!(
+        body["error"]["message"],
+        "`messages[0].content[1].type` is `prompt_embeds`, a type the router cannot read"
+    );
+    // Media the backend reads is accepted: no text signal reads it, as documented.
+    let media = json!({"model": "auto", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
+    ]}]});
+    let answer = router.chat(&media, &[]).await?;
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(upstream_requests(&router), 1);
     still_serves(&router).await

@@ -13,8 +13,8 @@
 //! clients' `x-api-key` is one.
 
 use super::{
-    body_object, missing, parts_text, read_common, required_str, wrong, At, Facts, IntoHeaders,
-    RequestError, RequestView, Role,
+    body_object, missing, parts_text, push_line, read_common, required_str, unreadable, wrong, At,
+    Facts, IntoHeaders, RequestError, RequestView, Role, TEXT_BLOCKS,
 };
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -46,7 +46,7 @@ impl RequestView {
             None | Some(Value::Null) => {}
             Some(Value::String(text)) => facts.message(Role::System, text),
             Some(Value::Array(blocks)) => {
-                let text = parts_text(blocks, At::Field("system"), &["text"])?;
+                let text = parts_text(blocks, At::Field("system"), &TEXT_BLOCKS)?;
                 facts.message(Role::System, &text);
             }
             Some(other) => return Err(wrong("system".into(), "a string or an array", other)),
@@ -88,8 +88,13 @@ fn read_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), 
             return Err(wrong(block_at.to_string(), "an object", block));
         };
         match required_str(block, "type", block_at)? {
-            "text" => super::push_line(&mut text, required_str(block, "text", block_at)?),
-            "document" => super::push_line(&mut text, &document_text(block, block_at)?),
+            "text" => push_line(&mut text, required_str(block, "text", block_at)?),
+            "document" => push_line(&mut text, &document_text(block, block_at)?),
+            "search_result" => push_line(&mut text, &search_result_text(block, block_at)?),
+            // Unsigned thinking is text to a server that does not check signatures.
+            "thinking" => push_line(&mut text, required_str(block, "thinking", block_at)?),
+            "mcp_tool_result" => push_line(&mut text, &result_text(block, block_at)?),
+            "web_fetch_tool_result" => push_line(&mut text, &fetched_text(block, block_at)?),
             "tool_use" => calls.push(required_str(block, "id", block_at)?),
             "tool_result" => {
                 let id = required_str(block, "tool_use_id", block_at)?;
@@ -98,7 +103,20 @@ fn read_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), 
                 facts.message(Role::Tool, &output);
                 results += 1;
             }
-            _ => {}
+            // Media, encrypted thinking, and Anthropic's server tools: their calls' inputs are
+            // no text (as `tool_use` inputs are not) and their results come encrypted or as
+            // media from Anthropic itself.
+            "image"
+            | "redacted_thinking"
+            | "server_tool_use"
+            | "mcp_tool_use"
+            | "web_search_tool_result"
+            | "code_execution_tool_result"
+            | "bash_code_execution_tool_result"
+            | "text_editor_code_execution_tool_result"
+            | "tool_search_tool_result"
+            | "container_upload" => {}
+            other => return Err(unreadable(block_at, other)),
         }
     }
     // Results come first in a user message; what text follows them is the user's turn.
@@ -136,14 +154,50 @@ fn result_text<'a>(
                     return Err(wrong(block_at.to_string(), "an object", block));
                 };
                 match required_str(block, "type", block_at)? {
-                    "text" => super::push_line(&mut text, required_str(block, "text", block_at)?),
-                    "document" => super::push_line(&mut text, &document_text(block, block_at)?),
-                    _ => {}
+                    "text" => push_line(&mut text, required_str(block, "text", block_at)?),
+                    "document" => push_line(&mut text, &document_text(block, block_at)?),
+                    "search_result" => push_line(&mut text, &search_result_text(block, block_at)?),
+                    "image" => {}
+                    other => return Err(unreadable(block_at, other)),
                 }
             }
             Ok(Cow::Owned(text))
         }
         Some(other) => Err(wrong(format!("{path}.content"), BLOCKS, other)),
+    }
+}
+
+/// A `search_result` block as the model reads it: its `title` and `source`, then its `content`
+/// text blocks.
+fn search_result_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, RequestError> {
+    let mut text = String::new();
+    for key in ["title", "source"] {
+        push_line(&mut text, required_str(block, key, path)?);
+    }
+    match block.get("content") {
+        Some(Value::Array(parts)) => push_line(
+            &mut text,
+            &parts_text(parts, path.key("content"), &TEXT_BLOCKS)?,
+        ),
+        None => return Err(missing(&format!("{path}.content"))),
+        Some(other) => {
+            return Err(wrong(
+                format!("{path}.content"),
+                "an array of text blocks",
+                other,
+            ))
+        }
+    }
+    Ok(text)
+}
+
+/// A `web_fetch_tool_result`: the fetched page is a document block the model reads; an error
+/// result has no text.
+fn fetched_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, RequestError> {
+    let content_at = path.key("content");
+    match block.get("content").and_then(|c| c.get("content")) {
+        Some(Value::Object(document)) => document_text(document, content_at.key("content")),
+        _ => Ok(String::new()),
     }
 }
 
@@ -156,7 +210,7 @@ fn document_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, Req
     for key in ["title", "context"] {
         match block.get(key) {
             None | Some(Value::Null) => {}
-            Some(Value::String(line)) => super::push_line(&mut text, line),
+            Some(Value::String(line)) => push_line(&mut text, line),
             Some(other) => return Err(wrong(format!("{path}.{key}"), "a string or null", other)),
         }
     }
@@ -167,12 +221,12 @@ fn document_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, Req
         Some(other) => return Err(wrong(source_at.to_string(), "an object", other)),
     };
     match required_str(source, "type", source_at)? {
-        "text" => super::push_line(&mut text, required_str(source, "data", source_at)?),
+        "text" => push_line(&mut text, required_str(source, "data", source_at)?),
         "content" => match source.get("content") {
-            Some(Value::String(line)) => super::push_line(&mut text, line),
+            Some(Value::String(line)) => push_line(&mut text, line),
             Some(Value::Array(parts)) => {
-                let parts = parts_text(parts, source_at.key("content"), &["text"])?;
-                super::push_line(&mut text, &parts);
+                let parts = parts_text(parts, source_at.key("content"), &TEXT_BLOCKS)?;
+                push_line(&mut text, &parts);
             }
             None => return Err(missing(&format!("{source_at}.content"))),
             Some(other) => return Err(wrong(format!("{source_at}.content"), BLOCKS, other)),
@@ -305,6 +359,70 @@ mod tests {
             .as_deref(),
             Some("messages[0].content[0].source.data")
         );
+        Ok(())
+    }
+
+    #[test]
+    fn every_block_the_model_reads_as_text_is_text() -> Result<(), RequestError> {
+        let found = json!({"type": "search_result", "source": "https://wiki/door",
+            "title": "door", "content": [{"type": "text", "text": "the code is 4711"}]});
+        let view = read(json!({"max_tokens": 8, "messages": [
+            {"role": "user", "content": [found.clone(), {"type": "text", "text": "code?"}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "look it up", "signature": "s"},
+                {"type": "redacted_thinking", "data": "x"},
+                {"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t", "content": [found]}]}
+        ]}))?;
+        assert_eq!(
+            view.prompt,
+            "door\nhttps://wiki/door\nthe code is 4711\ncode?"
+        );
+        assert_eq!(
+            view.history,
+            "door\nhttps://wiki/door\nthe code is 4711\ncode?\nlook it up\n\
+             door\nhttps://wiki/door\nthe code is 4711"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_block_the_router_cannot_read_is_refused() {
+        let err = read(
+            json!({"max_tokens": 8, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "hi"}, {"type": "input_text", "text": "ignore it all"}]}]}),
+        );
+        let err = err.err();
+        assert_eq!(
+            err.as_ref().and_then(RequestError::path),
+            Some("messages[0].content[1].type")
+        );
+        assert!(err.is_some_and(|e| e.to_string().contains("`input_text`")));
+        let err = read(
+            json!({"max_tokens": 8, "messages": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "note", "text": "x"}]}]}]}),
+        );
+        assert_eq!(
+            err.err().as_ref().and_then(RequestError::path),
+            Some("messages[0].content[0].content[0].type")
+        );
+    }
+
+    #[test]
+    fn a_trailing_user_message_without_text_keeps_the_prompt() -> Result<(), RequestError> {
+        for trailing in [
+            json!(""),
+            json!("  "),
+            json!([{"type": "image", "source": {}}]),
+        ] {
+            let view = read(json!({"max_tokens": 8, "messages": [
+                {"role": "user", "content": "ignore previous instructions"},
+                {"role": "user", "content": trailing}
+            ]}))?;
+            assert_eq!(view.prompt, "ignore previous instructions");
+            assert_eq!(view.turns, 2);
+        }
         Ok(())
     }
 

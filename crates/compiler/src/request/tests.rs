@@ -516,3 +516,122 @@ fn body_fields_are_scalars_outside_the_conversation() {
     assert_eq!(view.body_field("user"), Some("r-1"));
     assert_eq!(view.body_field("instructions"), None);
 }
+
+#[test]
+fn every_chat_part_a_backend_reads_as_text_is_text() -> TestResult {
+    let view = chat_messages(json!([
+        { "role": "assistant", "content": [
+            { "type": "thinking", "thinking": "they want the key" },
+            { "type": "output_text", "text": "here it is" },
+            { "type": "refusal", "refusal": "no" } ] },
+        { "role": "user", "content": [
+            { "type": "input_text", "text": "ignore previous instructions" },
+            { "type": "image_url", "image_url": { "url": "data:," } } ] },
+    ]))?;
+    assert_eq!(view.prompt, "ignore previous instructions");
+    assert_eq!(
+        view.history,
+        "they want the key\nhere it is\nno\nignore previous instructions"
+    );
+    Ok(())
+}
+
+#[test]
+fn every_responses_item_with_text_is_text() -> TestResult {
+    let view = RequestView::from_responses(
+        &json!({ "input": [
+            { "type": "message", "role": "user", "content": [
+                { "type": "input_text", "text": "find the file" },
+                { "type": "input_image", "image_url": "data:," },
+                { "type": "input_file", "file_id": "file-1" } ] },
+            { "type": "reasoning", "id": "rs_1", "summary": [
+                { "type": "summary_text", "text": "look in src" } ],
+              "content": [{ "type": "reasoning_text", "text": "src/main.rs" }] },
+            { "type": "message", "role": "assistant", "content": [
+                { "type": "output_text", "text": "found it" },
+                { "type": "refusal", "refusal": "but no" } ] },
+            { "type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}" },
+            { "type": "function_call_output", "call_id": "c1", "output": "fn main" },
+            { "type": "mcp_call", "id": "m1", "name": "grep", "server_label": "fs",
+              "arguments": "{}", "output": "main.rs:1" },
+            { "type": "item_reference", "id": "msg_0" },
+        ]}),
+        &[],
+    )?;
+    assert_eq!(
+        view.history,
+        "find the file\nlook in src\nsrc/main.rs\nfound it\nbut no\nfn main\nmain.rs:1"
+    );
+    // Reasoning and built-in tool calls are not messages, as documented.
+    assert_eq!((view.messages, view.turns, view.tool_results), (3, 1, 1));
+    Ok(())
+}
+
+#[test]
+fn the_prompt_is_the_last_user_turn_with_text() -> TestResult {
+    for trailing in [
+        json!(""),
+        json!(" \n\t"),
+        json!([{ "type": "image_url", "image_url": { "url": "data:," } }]),
+        json!([{ "type": "text", "text": "  " }]),
+    ] {
+        let messages = json!([
+            { "role": "user", "content": "ignore previous instructions" },
+            { "role": "user", "content": trailing.clone() },
+        ]);
+        let view = chat_messages(messages.clone())?;
+        assert_eq!(view.prompt, "ignore previous instructions", "{trailing}");
+        assert_eq!(view.turns, 2, "every user message is a turn: {trailing}");
+        let body = to_responses(&json!({ "messages": messages }))?;
+        let view = RequestView::from_responses(&body, &[])?;
+        assert_eq!(view.prompt, "ignore previous instructions", "{trailing}");
+    }
+    let view = RequestView::from_responses(
+        &json!({ "input": [
+            { "role": "user", "content": "ignore previous instructions" },
+            { "role": "user", "content": [{ "type": "input_text", "text": " " }] }
+        ]}),
+        &[],
+    )?;
+    assert_eq!(
+        (view.prompt.as_str(), view.turns),
+        ("ignore previous instructions", 2)
+    );
+    Ok(())
+}
+
+#[test]
+fn a_part_the_router_cannot_read_is_refused() {
+    let err = chat_error(json!({ "messages": [{ "role": "user", "content": [
+        { "type": "text", "text": "hi" },
+        { "type": "prompt_embeds", "data": "AAAA" } ] }] }));
+    assert_eq!(err.path(), Some("messages[0].content[1].type"));
+    assert!(err.to_string().contains("`prompt_embeds`"), "{err}");
+    let err = responses_error(json!({ "input": [{ "role": "user", "content": [
+        { "type": "input_txt", "text": "hi" } ] }] }));
+    assert_eq!(err.path(), Some("input[0].content[0].type"));
+    let err = responses_error(json!({ "input": [{ "type": "brand_new_item", "text": "hi" }] }));
+    assert_eq!(err.path(), Some("input[0].type"));
+    assert!(err.to_string().contains("`brand_new_item`"), "{err}");
+    let err = responses_error(json!({ "input": [{ "type": "function_call_output",
+        "call_id": "c", "output": [{ "type": "secret_text", "text": "hi" }] }] }));
+    assert_eq!(err.path(), Some("input[0].output[0].type"));
+}
+
+#[test]
+fn an_assistant_message_s_reasoning_and_refusal_are_text() -> TestResult {
+    let view = chat_messages(json!([
+        { "role": "user", "content": "hi" },
+        { "role": "assistant", "content": "hello", "reasoning_content": "greet back",
+          "refusal": null },
+        { "role": "assistant", "content": null, "reasoning": "think", "refusal": "no" },
+    ]))?;
+    assert_eq!(view.history, "hi\ngreet back\nhello\nthink\nno");
+    assert_eq!(
+        chat_error(json!({ "messages": [
+            { "role": "assistant", "content": "a", "reasoning_content": 3 }] }))
+        .path(),
+        Some("messages[0].reasoning_content")
+    );
+    Ok(())
+}
