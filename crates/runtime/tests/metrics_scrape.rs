@@ -192,7 +192,7 @@ async fn a_real_prometheus_reads_counters_with_their_help_in_both_formats() -> T
          scrape_configs:\n\
          - job_name: openmetrics\n  static_configs: [{{targets: ['{}']}}]\n\
          - job_name: text\n  static_configs: [{{targets: ['{relay}']}}]\n",
-        router.server.addr
+        router.server.admin_addr
     );
     std::fs::write(dir.path().join("prometheus.yml"), config)?;
     let port = src_testkit::free_port();
