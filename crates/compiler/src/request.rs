@@ -46,7 +46,7 @@ pub struct RequestView {
     /// Header names lowercased; values as received.
     pub headers: Vec<(String, String)>,
     /// The credential: the bearer token of `authorization`, else its whole value, else
-    /// `api-key`, else `x-api-key` (see [`credential`]).
+    /// `api-key`, else `x-api-key` (one reader for every door).
     pub api_key: Option<String>,
     pub tools: i64,
     pub turns: i64,

@@ -15,7 +15,7 @@
 //!   must sit on a word boundary in the text; other edges (`+` in `c++`, a Han or Thai
 //!   character) match anywhere;
 //! - any run of whitespace inside a phrase matches any run of whitespace in the text
-//!   ([`spaces`]: both are searched with each run written as one space);
+//!   (the `spaces` module: both are searched with each run written as one space);
 //! - an empty phrase never occurs, and an empty list never holds.
 
 #[cfg(test)]

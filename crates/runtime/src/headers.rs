@@ -65,6 +65,10 @@ pub fn router_owned(name: &str) -> bool {
 /// `client_auth = forward` (the default without an `api_key`); `cookie` never does.
 pub const CLIENT_CREDENTIALS: [&str; 3] = ["authorization", "api-key", "x-api-key"];
 
+/// The token an outcome report carries (`server::outcome_access`): with `outcomes = admin`, the
+/// admin token itself.
+pub const OUTCOME_TOKEN: &str = "x-sr-outcome-token";
+
 /// Request id forwarded upstream and read from clients.
 pub const REQUEST_ID: &str = "x-request-id";
 /// W3C trace context.

@@ -6,6 +6,7 @@
 //!
 //! 0. Leaves, using no other module of the crate:
 //!    - [`headers`]: every header name and fixed value.
+//!    - [`credentials`]: what counts as a client's credential, in headers and policy expressions.
 //!    - [`metrics`]: every metric name.
 //!    - [`exposition`]: the metrics text formats and their negotiation on `Accept`.
 //!    - [`hex`]: bytes as lowercase hexadecimal.
@@ -44,6 +45,7 @@
 //!    - [`relay`]: the response bodies, the relay that streams an upstream answer through, and
 //!      the request's completion (its one log line and its metrics).
 //!    - [`readiness`]: the last probe of each backend and the `/readyz` report.
+//!    - [`secrets`]: taking a known secret out of a text or a relayed error body.
 //! 9. [`anthropic`]: the Messages API and its translation for OpenAI-only backends.
 //! 10. [`pipeline`]: one module per step of a proxied request: intake, decide, cache step,
 //!     signals, forward, answer.
@@ -65,6 +67,7 @@ pub mod catalog;
 pub mod config;
 pub mod console;
 pub mod cooldown;
+pub mod credentials;
 pub mod door;
 pub mod exposition;
 pub mod extproc;

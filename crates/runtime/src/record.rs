@@ -30,7 +30,8 @@ const QUEUE: usize = 4096;
 /// Default bound on the recording directory.
 pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
 
-/// Headers never written to a recording.
+/// Headers never written to a recording: credentials, and the outcome token (the admin token
+/// when a policy says `outcomes = admin`).
 pub fn is_secret_header(name: &str) -> bool {
     [
         "authorization",
@@ -38,6 +39,7 @@ pub fn is_secret_header(name: &str) -> bool {
         "api-key",
         "x-api-key",
         "cookie",
+        crate::headers::OUTCOME_TOKEN,
     ]
     .iter()
     .any(|s| name.eq_ignore_ascii_case(s))
@@ -118,14 +120,25 @@ pub fn value_json(policy: &CheckedPolicy, value: &SignalValue) -> Value {
     }
 }
 
-/// Every signal of the decision, by name; `null` for those it did not compute.
+/// A text signal's recorded value when it reads a credential: never the credential itself.
+pub const REDACTED: &str = "<redacted>";
+
+/// Every signal of the decision, by name; `null` for those it did not compute; a text signal
+/// that reads a credential (`header("authorization")`, `api_key`) as [`REDACTED`].
 pub fn signal_values(policy: &CheckedPolicy, evaluation: &Evaluation<'_>) -> Map<String, Value> {
     evaluation
         .signal_values()
         .into_iter()
         .filter_map(|(id, v)| {
-            let name = policy.signals.get(id.index())?.name.clone();
-            Some((name, v.map_or(Value::Null, |v| value_json(policy, &v))))
+            let signal = policy.signals.get(id.index())?;
+            let secret = matches!(v, Some(SignalValue::Text(Some(_))))
+                && crate::credentials::reads_credential(policy, &signal.expr, 0);
+            let value = match v {
+                _ if secret => json!(REDACTED),
+                Some(v) => value_json(policy, &v),
+                None => Value::Null,
+            };
+            Some((signal.name.clone(), value))
         })
         .collect()
 }
@@ -328,6 +341,7 @@ mod tests {
             ("Authorization".to_string(), "Bearer sk-1".to_string()),
             ("x-api-key".to_string(), "k".to_string()),
             ("X-Tenant".to_string(), "acme".to_string()),
+            ("x-sr-outcome-token".to_string(), "admin-secret".to_string()),
         ];
         assert_eq!(recorded_headers(&headers), json!([["x-tenant", "acme"]]));
     }

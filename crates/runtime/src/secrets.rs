@@ -54,7 +54,7 @@ fn redact_bytes(bytes: &[u8], secrets: &[String]) -> Bytes {
     Bytes::from(out)
 }
 
-/// A body relayed with `secrets` taken out: read whole (up to [`MAX_SCRUBBED`]) since a key may
+/// A body relayed with `secrets` taken out: read whole (up to `MAX_SCRUBBED`) since a key may
 /// be split across frames, then handed on as one frame; trailers pass as they are.
 pub struct Scrubbed {
     inner: ProxyBody,

@@ -16,7 +16,7 @@ use crate::config::{AdminToken, ServeConfig};
 use crate::openai::ApiError;
 
 /// The request header that carries the reporter's token.
-pub const OUTCOME_TOKEN: &str = "x-sr-outcome-token";
+pub use crate::headers::OUTCOME_TOKEN;
 
 /// `Ok` when the policy lets this request report outcomes; 401 otherwise.
 pub fn admit(

@@ -67,15 +67,18 @@ pub fn session_id(raw: &str) -> Option<String> {
 /// then `/` and the session's `tenant` expression's value when it has one.
 pub fn tenant(policy: &CheckedPolicy, view: &RequestView) -> String {
     let mut tenant = tenant_of_key(view.api_key.as_deref());
-    let claimed = policy
-        .session
-        .as_ref()
-        .and_then(|def| def.tenant.as_ref())
-        .and_then(|expr| eval_text(policy, expr, view, 0))
-        .and_then(non_blank);
-    if let Some(claimed) = claimed {
+    let Some(expr) = policy.session.as_ref().and_then(|def| def.tenant.as_ref()) else {
+        return tenant;
+    };
+    if let Some(claimed) = eval_text(policy, expr, view, 0).and_then(non_blank) {
         tenant.push(TENANT_PARTS);
-        tenant.push_str(&claimed);
+        // A tenant read from a credential (`tenant = api_key`) is kept as its hash, as the
+        // credential part is: stores, the console and logs then never hold the key.
+        if crate::credentials::reads_credential(policy, expr, 0) {
+            tenant.push_str(&tenant_of_key(Some(&claimed)));
+        } else {
+            tenant.push_str(&claimed);
+        }
     }
     tenant
 }

@@ -8,8 +8,8 @@
 //! Answers are deterministic under the seed and start with `[served-id]` so tests can see which
 //! model answered; every request is recorded for tests to inspect. A request's `n`, `stop` and
 //! a `tool_choice` that forces a call (`required`, or a named function) shape the answer as
-//! they would a real server's; streams follow OpenAI's published event sequences ([`stream`]);
-//! ids are never reused, across restarts too.
+//! they would a real server's; streams follow OpenAI's published event sequences (the `stream`
+//! module); ids are never reused, across restarts too.
 //!
 //! [`quality`] declares, per served model, how likely a simulated agent turn is to be correct;
 //! `src eval` reads it to report task success, always as simulation.
