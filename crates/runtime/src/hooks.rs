@@ -44,6 +44,19 @@ pub trait ModelSignals: Send + Sync {
         calls: &'a [ModelCall],
     ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>>;
 
+    /// [`ModelSignals::compute`] for one tenant's request: an implementation that remembers
+    /// answers keeps each tenant's apart (`scope` is the tenant), so no tenant can learn from a
+    /// remembered answer, or from how fast it came, what another one sent. Offline callers
+    /// (explain, calibrate) use `compute`, one scope of their own.
+    fn compute_scoped<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        calls: &'a [ModelCall],
+        _scope: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
+        self.compute(policy, calls)
+    }
+
     /// Embeds `text` under the policy's `encoder` (one encoder call), for the response cache.
     /// Implementations time out rather than hang. The default has no encoder to run.
     fn embed<'a>(

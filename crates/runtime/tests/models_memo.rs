@@ -126,6 +126,46 @@ async fn a_tool_loop_runs_each_model_once() -> TestResult {
     Ok(())
 }
 
+/// The memo is a tenant's own: another credential's identical text is a fresh call of each
+/// model (no hit, no speed-up to learn from), while the same credential's is a hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenant_never_hits_a_tenants_memo() -> TestResult {
+    let served = serve(&policy("{models}", ""), options(MemoOptions::default())).await?;
+    let url = format!("http://{}/v1/chat/completions", served.server.addr);
+    let ask = |key: &'static str| {
+        let served = &served;
+        let url = url.clone();
+        async move {
+            let auth = format!("Bearer {key}");
+            let answer = served
+                .client
+                .send(
+                    Method::POST,
+                    &url,
+                    tool_loop_turn(0).to_string(),
+                    &[("authorization", auth.as_str())],
+                )
+                .await?;
+            assert_eq!(answer.status, 200, "{}", answer.text());
+            TestResult::Ok(())
+        }
+    };
+    ask("tenant-a").await?;
+    ask("tenant-b").await?;
+    let metrics = served.metrics().await?;
+    for model in ["prompt_guard", "domain"] {
+        assert_eq!(calls(&metrics, model), 2.0, "{model}:\n{metrics}");
+        assert_eq!(count(&metrics, "src_model_memo_hits_total", model), 0.0);
+    }
+    ask("tenant-a").await?;
+    let metrics = served.metrics().await?;
+    for model in ["prompt_guard", "domain"] {
+        assert_eq!(calls(&metrics, model), 2.0, "{model}:\n{metrics}");
+        assert_eq!(count(&metrics, "src_model_memo_hits_total", model), 1.0);
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_memo_off_every_turn_runs_the_models() -> TestResult {
     let off = MemoOptions {

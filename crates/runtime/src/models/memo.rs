@@ -64,17 +64,23 @@ pub(crate) struct MemoKey {
     pub model: Arc<str>,
     pub role: Role,
     pub device: &'static str,
-    /// sha256 of the text.
+    /// sha256 of the scope (the tenant whose answer it is) and the text.
     pub text: [u8; 32],
 }
 
 impl MemoKey {
-    pub fn new(batcher: &Batcher, text: &str) -> MemoKey {
+    /// The key of `text` for `scope`: one tenant's answers are never another's, so neither a
+    /// hit nor its speed tells a tenant what another one sent.
+    pub fn new(batcher: &Batcher, text: &str, scope: &str) -> MemoKey {
+        let mut hasher = Sha256::new();
+        hasher.update(scope.as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
         MemoKey {
             model: Arc::from(batcher.fingerprint.as_str()),
             role: batcher.role,
             device: batcher.device,
-            text: Sha256::digest(text.as_bytes()).into(),
+            text: hasher.finalize().into(),
         }
     }
 

@@ -48,18 +48,19 @@ impl Recall {
         }
     }
 
-    /// `batcher`'s model's output for `text`, by `deadline`.
+    /// `batcher`'s model's output for `text`, by `deadline`, remembered for `scope` (a tenant)
+    /// only.
     pub async fn row(
         &self,
         batcher: &Batcher,
-        text: &str,
+        (text, scope): (&str, &str),
         deadline: Instant,
         store: Option<&str>,
     ) -> Result<Arc<[f32]>, Reason> {
         if !self.memo.enabled() {
             return self.run(batcher, text, deadline).await;
         }
-        let key = MemoKey::new(batcher, text);
+        let key = MemoKey::new(batcher, text, scope);
         let fill = async {
             if let (Some(shared), Some(url)) = (&self.shared, store) {
                 let left = deadline.saturating_duration_since(Instant::now());

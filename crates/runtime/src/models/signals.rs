@@ -364,6 +364,15 @@ impl ModelSignals for OnnxModels {
         policy: &'a CheckedPolicy,
         calls: &'a [ModelCall],
     ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
+        self.compute_scoped(policy, calls, "")
+    }
+
+    fn compute_scoped<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        calls: &'a [ModelCall],
+        scope: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + self.options.timeout;
             let store = self.recall.store_of(policy);
@@ -391,12 +400,12 @@ impl ModelSignals for OnnxModels {
                 slots.push(Some(slot));
             }
             // Polled together, the texts missing from the memo reach their batchers together.
-            let answers: Vec<Result<Arc<[f32]>, Reason>> = futures_util::future::join_all(
-                texts
-                    .iter()
-                    .map(|&(b, text)| self.recall.row(&batchers[b], text, deadline, store)),
-            )
-            .await;
+            let answers: Vec<Result<Arc<[f32]>, Reason>> =
+                futures_util::future::join_all(texts.iter().map(|&(b, text)| {
+                    self.recall
+                        .row(&batchers[b], (text, scope), deadline, store)
+                }))
+                .await;
             let results = calls
                 .iter()
                 .zip(slots)
@@ -450,7 +459,7 @@ impl ModelSignals for OnnxModels {
             }
             let deadline = tokio::time::Instant::now() + self.options.timeout;
             let store = self.recall.store_of(policy);
-            let row = self.recall.row(&batcher, text, deadline, store).await;
+            let row = self.recall.row(&batcher, (text, ""), deadline, store).await;
             match row {
                 Ok(row) => match unit(row.to_vec()) {
                     Some(vector) => Ok(Embedding {

@@ -238,6 +238,8 @@ async fn drive(
     answers: &mut Answers,
 ) -> Result<ProcedureDecision, ApiError> {
     let policy = snapshot.policy();
+    // Computed at the first model call: most requests make none.
+    let mut tenant: Option<String> = None;
     loop {
         let next = procedure.advance().map_err(|error| {
             answers.cache_error = matches!(error, ProcedureError::SkipFailed(_));
@@ -247,9 +249,11 @@ async fn drive(
             Next::Done(decision) => return Ok(decision),
             Next::Models(calls) => {
                 let traced = (asked.trace, phase);
+                let tenant = tenant
+                    .get_or_insert_with(|| crate::session::identity::tenant(policy, asked.view));
                 let results = effects
                     .signals
-                    .supply(policy, procedure, &calls, traced)
+                    .supply(policy, procedure, (&calls, tenant.as_str()), traced)
                     .await?;
                 if answers.keep {
                     answers.models.extend(calls.into_iter().zip(results));

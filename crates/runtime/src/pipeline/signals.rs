@@ -26,17 +26,18 @@ impl Signals<'_> {
     /// Computes the model-backed atoms of one procedure step and supplies them.
     /// The step is a `src.signals` span under `traced`'s phase, with a `src.model` span per
     /// model in it.
+    /// `tenant` scopes what the model runtime may remember between requests.
     pub async fn supply(
         &self,
         policy: &CheckedPolicy,
         procedure: &mut Procedure<'_>,
-        calls: &[ModelCall],
+        (calls, tenant): (&[ModelCall], &str),
         traced: (&RequestTrace, &Phase),
     ) -> Result<Vec<ModelResult>, ApiError> {
         let (trace, parent) = traced;
         let started = Instant::now();
         let wall_start = trace_clock(parent);
-        let computed = self.models.compute(policy, calls).await;
+        let computed = self.models.compute_scoped(policy, calls, tenant).await;
         let elapsed = started.elapsed();
         let failed = match &computed {
             Ok(results) if results.len() == calls.len() => None,

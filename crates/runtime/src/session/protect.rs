@@ -85,8 +85,12 @@ async fn evaluate_holds(
                 ))
             }
             HoldStep::NeedModels(calls) => {
+                let tenant = crate::session::identity::tenant(&compiled.checked, view);
                 let answers = match models {
-                    Some(models) => match models.compute(&compiled.checked, &calls).await {
+                    Some(models) => match models
+                        .compute_scoped(&compiled.checked, &calls, &tenant)
+                        .await
+                    {
                         Ok(results) if results.len() == calls.len() => results,
                         Ok(_) | Err(_) => vec![ModelResult::Failed; calls.len()],
                     },
