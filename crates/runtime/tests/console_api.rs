@@ -365,11 +365,10 @@ async fn the_explain_box_answers_what_the_compilers_explainer_answers() -> TestR
     let (status, e) = explain(&router, json!({"request": messages, "api": "messages"})).await?;
     assert_eq!((status, &e["route"]), (200, &json!("coding")), "{e}");
     let (status, e) = explain(&router, json!({"request": messages, "api": "chat"})).await?;
-    assert_eq!(
-        (status, &e["route"]),
-        (200, &json!("default")),
-        "read as chat, the last user message is the results: {e}"
-    );
+    assert_eq!(status, 400, "chat has no `tool_use` part: {e}");
+    assert!(e["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("tool_use")));
     let (status, e) = explain(&router, json!({"request": messages, "api": "grpc"})).await?;
     assert_eq!(status, 400);
     assert!(e["error"]["message"]
