@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzing the readers of untrusted input: `.sr` text (policy), request bodies (request),
-# upstream event streams (sse) and Envoy's `ext_proc` messages (extproc). The properties live in the workspace's tests and are shared
+# upstream event streams (sse), Envoy's `ext_proc` messages (extproc) and text folding (text). The properties live in the workspace's tests and are shared
 # with the coverage-guided targets under fuzz/ (see docs/operations.md, "Fuzzing").
 #
 # Usage:
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(policy request sse extproc)
+targets=(policy request sse extproc text)
 target_dir="${CARGO_TARGET_DIR:-target}/fuzz"
 bin="$target_dir/x86_64-unknown-linux-gnu/release"
 
@@ -32,7 +32,7 @@ build() {
 
 case "${1:-replay}" in
   replay)
-    cargo test --locked -p src-compiler --test fuzz_policy --test fuzz_request
+    cargo test --locked -p src-compiler --test fuzz_policy --test fuzz_request --test fuzz_text
     cargo test --locked -p src-runtime --test fuzz_readers
     ;;
   run)

@@ -9,7 +9,9 @@
 //!
 //! A second group draws the phrases from the prompt's own letters, keeping only those that are
 //! not 0.8 similar anywhere in it: near misses, which no character-set filter can tell apart
-//! from the prompt's words.
+//! from the prompt's words. A third runs the first group's phrases over the prompt written with
+//! accents and Cyrillic letters (every third word), where folding rebuilds the text: the cost of
+//! normalisation, accent and look-alike folding against the ASCII prompt.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use src_compiler::text::{FuzzySet, PhraseSet};
@@ -82,6 +84,26 @@ fn bench_text(c: &mut Criterion) {
         !FuzzySet::new(&[p.to_string()], 0.8).any(&text)
     });
     run_group(c, "text_10kB_200_phrases_same_letters", &text, near_misses);
+    run_group(
+        c,
+        "text_10kB_200_phrases_accents_cyrillic",
+        &disguised(&text),
+        phrases(b"gypbvkjxqz", |_| true),
+    );
+}
+
+/// The prompt with every third word accented (`e` → `é`, `u` → `ü`) and every fifth written
+/// with Cyrillic `о` and `а` for `o` and `a`.
+fn disguised(text: &str) -> String {
+    text.split(' ')
+        .enumerate()
+        .map(|(i, w)| match (i % 3, i % 5) {
+            (_, 0) => w.replace('o', "\u{43e}").replace('a', "\u{430}"),
+            (0, _) => w.replace('e', "é").replace('u', "ü"),
+            _ => w.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn run_group(c: &mut Criterion, name: &str, text: &str, list: Vec<String>) {

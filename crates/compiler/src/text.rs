@@ -10,7 +10,10 @@
 //! is valid, so every candidate must be seen.
 //!
 //! Matching rules, which `docs/language.md` repeats for policy authors:
-//! - caseless by [`fold`]: Unicode lowercasing plus `ß` = `ss`, `ς` = `σ`, `İ` = `i`;
+//! - on the folded text and phrases ([`fold`]): compatibility-normalised (NFKC), hidden
+//!   characters (zero-width, soft hyphen, bidirectional controls, NUL) removed, caseless
+//!   (Unicode lowercasing plus `ß` = `ss`, `ς` = `σ`, `İ` = `i`), accents off Latin letters
+//!   dropped, and look-alikes of ASCII (Cyrillic `о`, Greek `ο`) read as the ASCII they imitate;
 //! - a phrase edge that is a word character of a space-separated script (letter, digit, `_`)
 //!   must sit on a word boundary in the text; other edges (`+` in `c++`, a Han or Thai
 //!   character) match anywhere;
@@ -23,7 +26,10 @@ mod approximate_tests;
 mod ascii_words;
 mod bm25;
 mod fold;
+#[cfg(test)]
+mod fold_tests;
 mod fuzzy;
+mod lookalikes;
 mod spaces;
 #[cfg(test)]
 mod tests;
@@ -35,7 +41,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use unicode_segmentation::UnicodeSegmentation;
 
-pub use fold::fold;
+pub use fold::{fold, unhide};
 use fold::{is_han_or_kana, is_unspaced, is_word_char};
 pub use fuzzy::FuzzySet;
 
@@ -124,7 +130,7 @@ impl PhraseSet {
     /// is, for the automaton that ignores ASCII case) and, when a phrase holds whitespace, with
     /// its whitespace runs collapsed. Borrowed when neither changes anything.
     fn haystack<'t>(&self, text: &'t str, ascii_as_is: bool) -> Cow<'t, str> {
-        let folded = if ascii_as_is && text.is_ascii() {
+        let folded = if ascii_as_is && text.is_ascii() && !fold::has_hidden_ascii(text) {
             Cow::Borrowed(text)
         } else {
             fold(text)
@@ -348,14 +354,16 @@ pub fn tokens_estimate(text: &str) -> i64 {
     to_i64(text.len().div_ceil(4))
 }
 
-/// `count(TEXT, REGEX)`: the number of non-overlapping matches.
+/// `count(TEXT, REGEX)`: the number of non-overlapping matches in the text as regexes read it
+/// ([`fold::unhide`]).
 pub fn count(regex: &Regex, text: &str) -> i64 {
-    to_i64(regex.find_iter(text).count())
+    to_i64(regex.find_iter(&fold::unhide(text)).count())
 }
 
-/// `matches(TEXT, REGEX)`: whether the regex matches anywhere in the text.
+/// `matches(TEXT, REGEX)`: whether the regex matches anywhere in the text as regexes read it
+/// ([`fold::unhide`]).
 pub fn matches(regex: &Regex, text: &str) -> bool {
-    regex.is_match(text)
+    regex.is_match(&fold::unhide(text))
 }
 
 fn to_i64(n: usize) -> i64 {

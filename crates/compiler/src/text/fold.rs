@@ -1,39 +1,193 @@
-//! Case folding and the character classes that phrase matching and word counting rely on.
+//! Folding: the one form in which phrase lists and request texts are compared, and the
+//! character classes that phrase matching and word counting rely on.
 //!
 //! Matching runs on folded text only (phrases are folded once, at policy load; the request text
-//! once per call), so the length changes of Unicode lowercasing never need an offset map. The
-//! script tables are hand-written ranges because the standard library exposes neither the
-//! `Script` property nor general categories, and only a yes/no answer per character is needed.
+//! once per call), so the length changes of normalisation never need an offset map. A fold is
+//! built to leave an attacker nothing between a phrase guard and the words it guards:
+//!
+//! 1. compatibility normalisation (NFKC): fullwidth `ｉｇｎｏｒｅ`, mathematical `𝐢𝐠𝐧𝐨𝐫𝐞`,
+//!    ligatures and no-break spaces become the plain letters and spaces they stand for;
+//! 2. hidden characters removed: Unicode's default-ignorable code points (zero-width space and
+//!    joiners, word joiner, soft hyphen, byte-order mark, bidirectional controls, variation
+//!    selectors) and control characters other than whitespace (NUL among them);
+//! 3. caseless: Unicode lowercasing plus the full-folding cases that plain lowercasing leaves
+//!    apart (`ß`/`ẞ` → `ss`, final `ς` → `σ`, long `ſ` → `s`, micro `µ` → `μ`, `İ` → `i`);
+//! 4. accents off Latin letters: letters are decomposed and a combining mark that follows an
+//!    ASCII letter is dropped (`ígnore` is `ignore`); marks on other scripts' letters, which
+//!    carry vowels in Devanagari or Thai, stay;
+//! 5. look-alikes read as the ASCII they imitate: a letter that Unicode's confusables table
+//!    (UTS #39) lists as a look-alike of ASCII, such as Cyrillic `о` or Greek `ο` for `o`, is
+//!    read as that ASCII ([`super::lookalikes`]). Case folds first, as UTS #39 asks for caseless
+//!    matching, so an upper-case letter is read by its lower-case form's look-alike.
+//!
+//! ASCII text needs none of 1, 4 and 5: it costs one vectorised pass and is borrowed unchanged
+//! when it has no upper-case letter and no control character. Other text is borrowed when no
+//! character of it changes; otherwise it is rebuilt in one pass. The script tables are
+//! hand-written ranges because the standard library exposes neither the `Script` property nor
+//! general categories, and only a yes/no answer per character is needed.
 
+use super::lookalikes::lookalike;
 use std::borrow::Cow;
+use unicode_normalization::char::{decompose_canonical, decompose_compatible, is_combining_mark};
+use unicode_normalization::UnicodeNormalization;
 
-/// Folds `text` for caseless comparison: Unicode lowercasing plus the full-folding cases that
-/// plain lowercasing leaves apart (`ß`/`ẞ` → `ss`, final `ς` → `σ`, long `ſ` → `s`, micro
-/// `µ` → `μ`) and `İ` → `i` without the combining dot that lowercasing would add, so
-/// `İstanbul` matches `istanbul`. Dotless `ı` stays distinct: telling Turkish `I` apart
-/// needs the text's language, which a phrase list does not carry.
+/// Folds `text` for matching (the steps above). Dotless `ı` is read as `i` (a look-alike);
+/// telling Turkish `I` apart would need the text's language, which a phrase list does not carry.
 ///
 /// Borrows when nothing changes, which is the common case for prompts already in lowercase.
 pub fn fold(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         // A fold rather than `any`, so the check has no exit per byte and runs vectorised.
-        if text
-            .bytes()
-            .fold(false, |upper, b| upper | b.is_ascii_uppercase())
-        {
+        let (upper, hidden) = text.bytes().fold((false, false), |(upper, hidden), b| {
+            (upper | b.is_ascii_uppercase(), hidden | is_hidden_ascii(b))
+        });
+        if hidden {
+            return Cow::Owned(
+                text.bytes()
+                    .filter(|&b| !is_hidden_ascii(b))
+                    .map(|b| char::from(b.to_ascii_lowercase()))
+                    .collect(),
+            );
+        }
+        if upper {
             return Cow::Owned(text.to_ascii_lowercase());
         }
         return Cow::Borrowed(text);
     }
-    let Some(first) = text.char_indices().find(|&(_, c)| changes_when_folded(c)) else {
+    if text.chars().all(is_inert) {
         return Cow::Borrowed(text);
-    };
+    }
     let mut out = String::with_capacity(text.len() + text.len() / 8);
-    out.push_str(&text[..first.0]);
-    for c in text[first.0..].chars() {
-        push_folded(c, &mut out);
+    // Hidden characters go before normalising too, so that one between a letter and its accent
+    // cannot keep the two from composing.
+    for c in text.chars().filter(|&c| !is_hidden(c)).nfkc() {
+        if is_hidden(c) {
+            continue;
+        }
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+            continue;
+        }
+        fold_case(c, |lower| push_letters(lower, &mut out));
     }
     Cow::Owned(out)
+}
+
+/// The text as regexes read it: steps 1 and 2 of a fold (NFKC, hidden characters removed), case
+/// and letters as written, since a regex states its own case rules and character classes.
+/// Borrowed when that changes nothing.
+pub fn unhide(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        if !has_hidden_ascii(text) {
+            return Cow::Borrowed(text);
+        }
+        return Cow::Owned(text.chars().filter(|&c| !is_hidden(c)).collect());
+    }
+    let normal = unicode_normalization::is_nfkc_quick(text.chars())
+        == unicode_normalization::IsNormalized::Yes;
+    if normal && !text.chars().any(is_hidden) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .filter(|&c| !is_hidden(c))
+            .nfkc()
+            .filter(|&c| !is_hidden(c))
+            .collect(),
+    )
+}
+
+/// Whether an ASCII text holds a byte that [`fold`] removes, so that a matcher which ignores
+/// ASCII case by itself can still search an ASCII text as it is when this is false.
+pub fn has_hidden_ascii(text: &str) -> bool {
+    text.bytes().fold(false, |hidden, b| hidden | is_hidden_ascii(b))
+}
+
+/// An ASCII control character other than whitespace (tab, line feed, vertical tab, form
+/// feed, carriage return): NUL, escape, delete and the like.
+fn is_hidden_ascii(b: u8) -> bool {
+    (b < 0x20 && !(0x09..=0x0D).contains(&b)) || b == 0x7F
+}
+
+/// Characters [`fold`] removes: default-ignorable code points and non-whitespace controls.
+pub fn is_hidden(c: char) -> bool {
+    if c.is_ascii() {
+        return is_hidden_ascii(c as u8);
+    }
+    (c.is_control() && !c.is_whitespace()) || is_default_ignorable(c)
+}
+
+/// Unicode's `Default_Ignorable_Code_Point` (DerivedCoreProperties.txt, Unicode 16): what a
+/// renderer shows as nothing. Held to the `unicode-security` crate's table by a test.
+fn is_default_ignorable(c: char) -> bool {
+    matches!(u32::from(c),
+        0x00AD | 0x034F | 0x061C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFF8 | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A
+        | 0xE0000..=0xE0FFF)
+}
+
+/// A non-ASCII character that [`fold`] leaves as it is.
+fn is_inert(c: char) -> bool {
+    if c.is_ascii() {
+        return !c.is_ascii_uppercase() && !is_hidden_ascii(c as u8);
+    }
+    if is_hangul_syllable(c) {
+        return true;
+    }
+    let mut decomposes = false;
+    decompose_compatible(c, |d| decomposes |= d != c);
+    !decomposes
+        && !is_hidden(c)
+        && !is_combining_mark(c)
+        && !changes_when_folded(c)
+        && lookalike(c).is_none()
+}
+
+/// Hangul syllables are NFKC's composed form; decomposing them into jamo would only make the
+/// folded text longer.
+fn is_hangul_syllable(c: char) -> bool {
+    matches!(u32::from(c), 0xAC00..=0xD7A3)
+}
+
+/// Steps 4 and 5 for one case-folded character: its canonical decomposition, marks after an
+/// ASCII letter dropped, look-alikes replaced by their ASCII.
+fn push_letters(c: char, out: &mut String) {
+    if c.is_ascii() {
+        out.push(c);
+        return;
+    }
+    let mut each = |d: char| {
+        if is_combining_mark(d) {
+            if !out.ends_with(|last: char| last.is_ascii_alphanumeric()) {
+                out.push(d);
+            }
+        } else if let Some(ascii) = lookalike(d) {
+            out.push_str(ascii);
+        } else {
+            out.push(d);
+        }
+    };
+    if is_hangul_syllable(c) {
+        each(c);
+    } else {
+        decompose_canonical(c, each);
+    }
+}
+
+/// Calls `f` with each character of `c`'s case fold (the full-folding cases of step 3).
+fn fold_case(c: char, mut f: impl FnMut(char)) {
+    match c {
+        'ß' | 'ẞ' => {
+            f('s');
+            f('s');
+        }
+        'ς' => f('σ'),
+        'ſ' => f('s'),
+        'µ' => f('μ'),
+        'İ' => f('i'),
+        _ => c.to_lowercase().for_each(f),
+    }
 }
 
 fn changes_when_folded(c: char) -> bool {
@@ -45,18 +199,6 @@ fn changes_when_folded(c: char) -> bool {
     }
     let mut lower = c.to_lowercase();
     lower.next() != Some(c) || lower.next().is_some()
-}
-
-fn push_folded(c: char, out: &mut String) {
-    match c {
-        'ß' | 'ẞ' => out.push_str("ss"),
-        'ς' => out.push('σ'),
-        'ſ' => out.push('s'),
-        'µ' => out.push('μ'),
-        'İ' => out.push('i'),
-        _ if c.is_ascii() => out.push(c.to_ascii_lowercase()),
-        _ => out.extend(c.to_lowercase()),
-    }
 }
 
 /// Characters of scripts written without spaces between words. A phrase edge in these scripts

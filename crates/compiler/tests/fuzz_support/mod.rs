@@ -3,6 +3,7 @@
 //!
 //! - [`policy`]: any `.sr` text through parse, check and format;
 //! - [`request`]: any bytes as a chat or responses body, up to a decision;
+//! - [`text`]: any text through folding and phrase matching;
 //! - [`corpus`]: the inputs the fuzz targets found and the repository's own `.sr` files.
 
 #![allow(
@@ -12,6 +13,7 @@
 
 pub mod policy;
 pub mod request;
+pub mod text;
 
 /// The committed inputs of a fuzz target, and what proptest needs to know about case counts.
 pub mod corpus {
