@@ -100,7 +100,8 @@ pub fn unhide(text: &str) -> Cow<'_, str> {
 /// Whether an ASCII text holds a byte that [`fold`] removes, so that a matcher which ignores
 /// ASCII case by itself can still search an ASCII text as it is when this is false.
 pub fn has_hidden_ascii(text: &str) -> bool {
-    text.bytes().fold(false, |hidden, b| hidden | is_hidden_ascii(b))
+    text.bytes()
+        .fold(false, |hidden, b| hidden | is_hidden_ascii(b))
 }
 
 /// An ASCII control character other than whitespace (tab, line feed, vertical tab, form

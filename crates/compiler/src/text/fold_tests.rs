@@ -31,7 +31,11 @@ fn reference(text: &str) -> String {
             }
             for d in pieces {
                 if is_combining_mark(d) {
-                    if !out.chars().last().is_some_and(|p| p.is_ascii_alphanumeric()) {
+                    if !out
+                        .chars()
+                        .last()
+                        .is_some_and(|p| p.is_ascii_alphanumeric())
+                    {
                         out.push(d);
                     }
                 } else {
@@ -47,9 +51,9 @@ fn reference(text: &str) -> String {
 /// forms, hidden characters, look-alikes, Hangul, Han, Devanagari with its vowel marks.
 fn text_strategy() -> impl Strategy<Value = String> {
     let pieces = prop::sample::select(vec![
-        "a", "Q", "z", " ", "\t", "\0", "\u{7f}", "1", "é", "e\u{301}", "\u{301}", "É", "ß",
-        "İ", "ı", "Σ", "ς", "ﬁ", "ｉ", "𝐢", "\u{200b}", "\u{200d}", "\u{ad}", "\u{feff}",
-        "\u{202e}", "\u{fe0f}", "о", "О", "а", "ν", "한", "字", "कि", "\u{a0}", "\u{85}", "㎏",
+        "a", "Q", "z", " ", "\t", "\0", "\u{7f}", "1", "é", "e\u{301}", "\u{301}", "É", "ß", "İ",
+        "ı", "Σ", "ς", "ﬁ", "ｉ", "𝐢", "\u{200b}", "\u{200d}", "\u{ad}", "\u{feff}", "\u{202e}",
+        "\u{fe0f}", "о", "О", "а", "ν", "한", "字", "कि", "\u{a0}", "\u{85}", "㎏",
     ]);
     prop::collection::vec(pieces, 0..20).prop_map(|v| v.concat())
 }
@@ -80,14 +84,20 @@ fn hidden_characters_and_controls_are_removed() {
     assert_eq!(fold("a\tb\nc"), "a\tb\nc");
     assert_eq!(unhide("ex\u{200b}fil\u{0}trate"), "exfiltrate");
     assert_eq!(unhide("ＣＡＳＥ"), "CASE");
-    assert!(matches!(unhide("plain text"), std::borrow::Cow::Borrowed(_)));
+    assert!(matches!(
+        unhide("plain text"),
+        std::borrow::Cow::Borrowed(_)
+    ));
     assert!(matches!(unhide("ещё"), std::borrow::Cow::Borrowed(_)));
 }
 
 #[test]
 fn inert_text_is_borrowed() {
     for text in ["already lower", "你好 世界", "한국어", "κ"] {
-        assert!(matches!(fold(text), std::borrow::Cow::Borrowed(_)), "{text}");
+        assert!(
+            matches!(fold(text), std::borrow::Cow::Borrowed(_)),
+            "{text}"
+        );
     }
 }
 

@@ -64,7 +64,11 @@ mod tests {
              pub static TABLE: &[(char, &str)] = &[\n",
         );
         for (c, ascii) in rows {
-            out.push_str(&format!("    ('\\u{{{:x}}}', {:?}),\n", u32::from(*c), ascii));
+            out.push_str(&format!(
+                "    ('\\u{{{:x}}}', {:?}),\n",
+                u32::from(*c),
+                ascii
+            ));
         }
         out.push_str("];\n");
         out
@@ -91,7 +95,14 @@ mod tests {
 
     #[test]
     fn common_impostors_are_read_as_ascii() {
-        for (c, ascii) in [('о', "o"), ('а', "a"), ('е', "e"), ('ο', "o"), ('ı', "i"), ('ѕ', "s")] {
+        for (c, ascii) in [
+            ('о', "o"),
+            ('а', "a"),
+            ('е', "e"),
+            ('ο', "o"),
+            ('ı', "i"),
+            ('ѕ', "s"),
+        ] {
             assert_eq!(lookalike(c), Some(ascii), "{c}");
         }
         assert_eq!(lookalike('a'), None);
