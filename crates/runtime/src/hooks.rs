@@ -58,12 +58,15 @@ pub trait ModelSignals: Send + Sync {
     }
 
     /// Embeds `text` under the policy's `encoder` (one encoder call), for the response cache.
-    /// Implementations time out rather than hang. The default has no encoder to run.
+    /// `scope` is the request's tenant, as for [`ModelSignals::compute_scoped`]: an embedding
+    /// remembered for one tenant is never another's. Implementations time out rather than hang.
+    /// The default has no encoder to run.
     fn embed<'a>(
         &'a self,
         policy: &'a CheckedPolicy,
         encoder: EncoderId,
         _text: &'a str,
+        _scope: &'a str,
     ) -> BoxFuture<'a, Result<Embedding, SignalError>> {
         let signal = policy
             .encoders

@@ -378,3 +378,45 @@ async fn concurrent_identical_requests_run_each_model_once() -> TestResult {
     }
     Ok(())
 }
+
+/// The response cache's own embedding of the prompt is remembered per tenant too: another
+/// credential's identical prompt is a fresh encoder call, the same credential's a memo hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_embedding_is_remembered_per_tenant() -> TestResult {
+    let text = format!(
+        "{HEAD}\nencoder minilm {{ path = \"{{models}}/minilm\" }}\nroute default {{ to small }}\n\
+         cache {{ encoder = minilm  threshold = 0.95 }}\n"
+    );
+    let served = serve(&text, options(MemoOptions::default())).await?;
+    let url = format!("http://{}/v1/chat/completions", served.server.addr);
+    let body = json!({"model": "auto", "messages": [{"role": "user", "content": TASK}]});
+    let ask = |key: &'static str| {
+        let served = &served;
+        let url = url.clone();
+        let body = body.to_string();
+        async move {
+            let auth = format!("Bearer {key}");
+            let answer = served
+                .client
+                .send(
+                    Method::POST,
+                    &url,
+                    body,
+                    &[("authorization", auth.as_str())],
+                )
+                .await?;
+            assert_eq!(answer.status, 200, "{}", answer.text());
+            TestResult::Ok(answer.header("x-sr-cache").map(str::to_owned))
+        }
+    };
+    assert_eq!(ask("tenant-a").await?.as_deref(), Some("miss"));
+    assert_eq!(ask("tenant-b").await?.as_deref(), Some("miss"));
+    let metrics = served.metrics().await?;
+    assert_eq!(calls(&metrics, "minilm"), 2.0, "{metrics}");
+    assert_eq!(count(&metrics, "src_model_memo_hits_total", "minilm"), 0.0);
+    assert_eq!(ask("tenant-a").await?.as_deref(), Some("hit"));
+    let metrics = served.metrics().await?;
+    assert_eq!(calls(&metrics, "minilm"), 2.0, "{metrics}");
+    assert_eq!(count(&metrics, "src_model_memo_hits_total", "minilm"), 1.0);
+    Ok(())
+}

@@ -114,7 +114,7 @@ struct Loaded {
 /// full (its use is the same request, milliseconds apart, so recency hardly matters).
 const RECENT_EMBEDDINGS: usize = 1024;
 
-/// (model fingerprint, sha256 of the text) → unit embedding.
+/// (model fingerprint, sha256 of the tenant and the text) → unit embedding.
 type RecentEmbeddings = HashMap<(String, [u8; 32]), Arc<[f32]>>;
 
 /// Runs classifier, guard and similarity atoms on ONNX models.
@@ -250,15 +250,19 @@ impl OnnxModels {
             .collect()
     }
 
-    fn recent_key(fingerprint: &str, text: &str) -> (String, [u8; 32]) {
-        (
-            fingerprint.to_owned(),
-            Sha256::digest(text.as_bytes()).into(),
-        )
+    /// The key of `text`'s embedding for one tenant (`scope`): the tenant is hashed with the
+    /// text, its length first, so no tenant's text can spell another tenant's key.
+    fn recent_key(fingerprint: &str, scope: &str, text: &str) -> (String, [u8; 32]) {
+        let digest = Sha256::new()
+            .chain_update((scope.len() as u64).to_le_bytes())
+            .chain_update(scope.as_bytes())
+            .chain_update(text.as_bytes())
+            .finalize();
+        (fingerprint.to_owned(), digest.into())
     }
 
-    /// Remembers the unit embedding of `text` under `fingerprint`'s model.
-    fn remember(&self, fingerprint: &str, text: &str, row: &[f32]) {
+    /// Remembers the unit embedding of `text` under `fingerprint`'s model, for one tenant.
+    fn remember(&self, fingerprint: &str, scope: &str, text: &str, row: &[f32]) {
         let Some(vector) = unit(row.to_vec()) else {
             return;
         };
@@ -266,15 +270,15 @@ impl OnnxModels {
             if recent.len() >= RECENT_EMBEDDINGS {
                 recent.clear();
             }
-            recent.insert(Self::recent_key(fingerprint, text), vector.into());
+            recent.insert(Self::recent_key(fingerprint, scope, text), vector.into());
         }
     }
 
-    fn recalled(&self, fingerprint: &str, text: &str) -> Option<Arc<[f32]>> {
+    fn recalled(&self, fingerprint: &str, scope: &str, text: &str) -> Option<Arc<[f32]>> {
         self.recent
             .lock()
             .ok()?
-            .get(&Self::recent_key(fingerprint, text))
+            .get(&Self::recent_key(fingerprint, scope, text))
             .cloned()
     }
 
@@ -420,7 +424,7 @@ impl ModelSignals for OnnxModels {
                     match &answers[slot] {
                         Ok(row) => {
                             if matches!(call.model, ModelKind::Similarity(_)) {
-                                self.remember(&batcher.fingerprint, &call.text, row);
+                                self.remember(&batcher.fingerprint, scope, &call.text, row);
                             }
                             self.answer(policy, call, batcher, row)
                         }
@@ -437,6 +441,7 @@ impl ModelSignals for OnnxModels {
         policy: &'a CheckedPolicy,
         encoder: EncoderId,
         text: &'a str,
+        scope: &'a str,
     ) -> BoxFuture<'a, Result<Embedding, SignalError>> {
         Box::pin(async move {
             let name = policy
@@ -451,7 +456,7 @@ impl ModelSignals for OnnxModels {
                 self.fail("unprepared", "error");
                 return Err(failed("the encoder is not loaded".into()));
             };
-            if let Some(vector) = self.recalled(&batcher.fingerprint, text) {
+            if let Some(vector) = self.recalled(&batcher.fingerprint, scope, text) {
                 return Ok(Embedding {
                     vector: vector.to_vec(),
                     model: batcher.fingerprint.clone(),
@@ -459,7 +464,10 @@ impl ModelSignals for OnnxModels {
             }
             let deadline = tokio::time::Instant::now() + self.options.timeout;
             let store = self.recall.store_of(policy);
-            let row = self.recall.row(&batcher, (text, ""), deadline, store).await;
+            let row = self
+                .recall
+                .row(&batcher, (text, scope), deadline, store)
+                .await;
             match row {
                 Ok(row) => match unit(row.to_vec()) {
                     Some(vector) => Ok(Embedding {

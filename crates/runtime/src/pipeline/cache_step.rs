@@ -128,14 +128,18 @@ pub async fn lookup(
         .models
         .get(query.proposal.index())
         .ok_or_else(|| ApiError::internal("the decision named an unknown model"))?;
-    let embedding = match layer.models.embed(policy, def.encoder, &view.prompt).await {
+    let tenant = scope::tenant(policy, view);
+    let embedding = match layer
+        .models
+        .embed(policy, def.encoder, &view.prompt, &tenant)
+        .await
+    {
         Ok(embedding) => embedding,
         Err(err) => {
             tracing::warn!(%err, "cannot embed the prompt for the cache; going on without it");
             return Ok(report(layer, CacheResult::Error));
         }
     };
-    let tenant = scope::tenant(policy, view);
     let plugins = route.map(scope::plugins).unwrap_or_default();
     let scope = scope::scope(
         &ScopeParts {

@@ -133,6 +133,7 @@ impl ModelSignals for Scripted {
         policy: &'a CheckedPolicy,
         encoder: EncoderId,
         _text: &'a str,
+        _scope: &'a str,
     ) -> BoxFuture<'a, Result<Embedding, SignalError>> {
         self.note(&format!("embed:{}", policy.encoders[encoder.index()].name));
         let answer = match &self.embedding {
