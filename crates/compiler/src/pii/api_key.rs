@@ -1,0 +1,33 @@
+//! `api_key`: credentials whose issuers give them a recognisable shape: AWS access key ids
+//! (`AKIA`/`ASIA` + 16), GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` + 36, and
+//! fine-grained `github_pat_` + 22 + `_` + 59), OpenAI keys (`sk-`, `sk-proj-`,
+//! `sk-svcacct-`, `sk-admin-` + 32 or more), Slack tokens (`xoxb-`, `xoxp-`, `xoxa-`,
+//! `xoxo-`, `xoxr-`, `xoxs-`), Google API keys (`AIza` + 35) and Stripe live secret and
+//! restricted keys (`sk_live_`, `rk_live_` + 24 or more). The random part must hold both a
+//! letter and a digit, so `sk-` before a long hyphenated phrase is not a key.
+
+use super::{bounded, Family};
+use std::ops::Range;
+
+pub(super) const FAMILY: Family = Family {
+    pattern: concat!(
+        r"(?:AKIA|ASIA)[0-9A-Z]{16}",
+        r"|gh[pousr]_[A-Za-z0-9]{36}",
+        r"|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
+        r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}",
+        r"|xox[abposr]-[0-9A-Za-z\-]{10,}",
+        r"|AIza[0-9A-Za-z_\-]{35}",
+        r"|[sr]k_live_[0-9A-Za-z]{24,}",
+    ),
+    accept,
+};
+
+fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {
+    let raw = &text[span.clone()];
+    let secret = raw.split_once(['_', '-']).map_or(raw, |(_, rest)| rest);
+    let random = secret.bytes().any(|b| b.is_ascii_digit())
+        && secret.bytes().any(|b| b.is_ascii_alphabetic());
+    if random && bounded(text, &span, &['_', '-']) {
+        out.push(span);
+    }
+}

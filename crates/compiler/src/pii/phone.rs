@@ -1,0 +1,51 @@
+//! `phone`: a telephone number that libphonenumber's metadata (the `phonenumber` crate)
+//! calls valid. Written with `+` or the `00` international prefix, any country's numbering
+//! plan applies (E.164); written nationally (`(212) 555-0100`, `020 7946 0958`), the North
+//! American and the United Kingdom plans do, whose fixed lengths keep order numbers and dates
+//! out. Between digits a candidate may hold one space, dash or dot, or a parenthesised area
+//! code.
+
+use super::{bounded_num, is_hidden, Family};
+use phonenumber::country::Id;
+use std::ops::Range;
+
+pub(super) const FAMILY: Family = Family {
+    pattern: concat!(
+        r"\+?\(?[0-9](?:",
+        hidden!(),
+        r"(?:\) ?|[ .\-])?\(?",
+        hidden!(),
+        "[0-9]){6,16}"
+    ),
+    accept,
+};
+
+/// The national plans a number without a country code is read in.
+const NATIONAL: [Id; 2] = [Id::US, Id::GB];
+
+fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {
+    if !bounded_num(text, &span) || text[..span.start].ends_with('+') {
+        return;
+    }
+    let clean: String = text[span.clone()]
+        .chars()
+        .filter(|&c| !is_hidden(c))
+        .collect();
+    if is_phone(&clean) {
+        out.push(span);
+    }
+}
+
+/// Whether a written number (no hidden characters) is a valid phone number.
+pub(super) fn is_phone(written: &str) -> bool {
+    let valid = |country: Option<Id>, s: &str| {
+        phonenumber::parse(country, s).is_ok_and(|n| phonenumber::is_valid(&n))
+    };
+    if written.starts_with('+') {
+        valid(None, written)
+    } else if let Some(rest) = written.strip_prefix("00") {
+        valid(None, &format!("+{rest}"))
+    } else {
+        NATIONAL.into_iter().any(|c| valid(Some(c), written))
+    }
+}
