@@ -13,6 +13,7 @@ use crate::engine::{DecisionEngine, EngineKind, Interpreter};
 use crate::hir::CheckedPolicy;
 use crate::ir::{lower, Atom, Inst, LowerError, NodeId, Program};
 use crate::jit::{JitError, JitPolicy};
+use crate::pii::Recognizers;
 use crate::text::{FuzzySet, PhraseSet};
 use regex::Regex;
 use std::collections::HashMap;
@@ -25,6 +26,8 @@ pub enum CompileError {
     Lower(#[from] LowerError),
     #[error(transparent)]
     Jit(#[from] JitError),
+    #[error("the personal data recognizers do not compile: {0}")]
+    Pii(regex::Error),
     #[error("regular expression {regex:?} does not compile: {message}")]
     Regex { regex: String, message: String },
 }
@@ -41,6 +44,8 @@ pub(crate) enum Matcher {
     /// Boxed: a fuzzy list carries its tables inline, several times the other variants.
     Fuzzy(Box<FuzzySet>),
     Regex(Regex),
+    /// Boxed like `Fuzzy`: the recognizers carry a regex set and one regex per type.
+    Pii(Box<Recognizers>),
 }
 
 /// A policy ready to evaluate requests. Immutable and `Send + Sync`.
@@ -134,6 +139,9 @@ fn prepare(atom: &Atom) -> Result<Matcher, CompileError> {
             Matcher::Fuzzy(Box::new(FuzzySet::new(l, f64::from_bits(*min))))
         }
         Atom::Count(_, r) | Atom::Matches(_, r) => Matcher::Regex(regex(r)?),
+        Atom::Pii(_, types) => Matcher::Pii(Box::new(
+            Recognizers::new(types).map_err(CompileError::Pii)?,
+        )),
         _ => Matcher::None,
     })
 }

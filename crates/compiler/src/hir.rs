@@ -185,6 +185,11 @@ pub enum TExprKind {
         regex: String,
     },
     Tokens(Box<TExpr>),
+    /// `pii(text, [types])`: the set without repeats, in source order.
+    Pii {
+        text: Box<TExpr>,
+        types: Vec<crate::pii::EntityType>,
+    },
     Classify(ClassifierId, Box<TExpr>),
     Guard(GuardId, Box<TExpr>),
     Similarity {
@@ -538,6 +543,7 @@ impl TExpr {
             | K::FuzzyHits { text, .. }
             | K::Bm25 { text, .. }
             | K::Matches { text, .. }
+            | K::Pii { text, .. }
             | K::Similarity { text, .. } => vec![text],
             K::Words(x)
             | K::Language(x)

@@ -10,6 +10,7 @@
 //!    - [`load`](mod@load): `.sr` files from disk, parsed, with their source map.
 //!    - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
 //!    - [`language`]: `language(TEXT)`: its label set and detector.
+//!    - [`pii`]: `pii(TEXT, [types])`: the built-in recognizers of personal data and secrets.
 //!    - [`request`]: the facts of one OpenAI-style request that policies read.
 //!    - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
 //! 1. [`hir`]: the checked policy: names resolved to table indices, every expression typed.
@@ -51,6 +52,7 @@ pub mod ir;
 pub mod jit;
 pub mod language;
 pub mod load;
+pub mod pii;
 pub mod procedure;
 mod redis_url;
 pub mod request;

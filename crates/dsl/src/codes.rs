@@ -79,6 +79,8 @@ codes! {
     MODEL_UNAVAILABLE = "E060": "classifier, guard or encoder the server cannot run";
     // Internal errors (a fault of the tool, not of the policy).
     FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
+    // Personal data.
+    UNKNOWN_PII_TYPE = "E100": "unknown personal data type in `pii`";
     // Warnings.
     UNUSED_SIGNAL = "W001": "signal never used";
     UNUSED_MODEL_SOURCE = "W002": "classifier, guard or encoder never used";
@@ -99,6 +101,8 @@ codes! {
     GATEWAY_ROUTE = "W022": "the gateway sends a model's requests elsewhere than its backend";
     // Tenancy.
     ANONYMOUS_SHARED = "W030": "requests without a credential share answers and stored responses";
+    // Personal data.
+    REPEATED_PII_TYPE = "W055": "personal data type listed twice in `pii`";
 }
 
 /// The title of a code, if it is known.

@@ -214,6 +214,7 @@ impl Checker<'_> {
             Function::Fuzzy | Function::FuzzyHits | Function::Bm25 => {
                 self.approximate(function, f, args, span)
             }
+            Function::Pii => self.pii(f, args, span),
             Function::Count | Function::Matches => {
                 let text = self.text_argument(f, &args[0]);
                 let regex = self.regex(f, &args[1]);
@@ -393,7 +394,7 @@ impl Checker<'_> {
 }
 
 /// How a builtin is called, for the help of argument errors.
-fn usage(name: &str) -> &'static str {
+pub(super) fn usage(name: &str) -> &'static str {
     vocabulary::lookup_function(name).map_or("", |b| b.usage)
 }
 

@@ -29,6 +29,7 @@ mod implication;
 mod labels;
 mod name_table;
 mod names;
+mod pii;
 mod routes;
 mod sections;
 mod signals;

@@ -83,6 +83,10 @@ impl<'a> Evaluation<'a> {
             Atom::Bm25(t, _) => phrases(&|p| float(p.bm25(text(t)))),
             Atom::Count(t, _) => regex(&|r| int(text::count(r, text(t)))),
             Atom::Matches(t, _) => regex(&|r| bool(text::matches(r, text(t)))),
+            Atom::Pii(t, _) => match matcher {
+                Matcher::Pii(r) => bool(r.any(text(t))),
+                _ => Computed::Absent,
+            },
             Atom::Words(t) => int(text::words(text(t))),
             Atom::Tokens(t) => {
                 let t = text(t);

@@ -166,6 +166,10 @@ impl Program {
             Atom::Bm25(x, l) => format!("bm25({}, {})", t(x), list(l)),
             Atom::Count(x, r) => format!("count({}, {r:?})", t(x)),
             Atom::Matches(x, r) => format!("matches({}, {r:?})", t(x)),
+            Atom::Pii(x, types) => {
+                let names: Vec<String> = types.iter().map(|t| format!("{:?}", t.name())).collect();
+                format!("pii({}, [{}])", t(x), names.join(", "))
+            }
             Atom::Words(x) => format!("words({})", t(x)),
             Atom::Tokens(x) => format!("tokens({})", t(x)),
             Atom::Language(x) => format!("language({})", t(x)),

@@ -334,6 +334,12 @@ impl<'p> Lowerer<'p> {
                 let t = self.text(text)?;
                 self.atom(Atom::Matches(t, regex.clone()))
             }
+            K::Pii { text, types } => {
+                let t = self.text(text)?;
+                let mut types = types.clone();
+                types.sort();
+                self.atom(Atom::Pii(t, types))
+            }
             K::Words(t) => {
                 let t = self.text(t)?;
                 self.atom(Atom::Words(t))

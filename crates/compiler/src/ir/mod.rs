@@ -29,6 +29,7 @@ use crate::hir::{
     ArithOp, BlockId, ClassSet, ClassifierId, CmpOp, EncoderId, GuardId, LabelId, RequestField,
     RouteId, SignalId,
 };
+use crate::pii::EntityType;
 use src_dsl::Span;
 
 macro_rules! ir_id {
@@ -130,6 +131,8 @@ pub enum Atom {
     Bm25(TextExpr, Vec<String>),
     Count(TextExpr, String),
     Matches(TextExpr, String),
+    /// `pii`: the entity types, sorted and without repeats (one atom per set).
+    Pii(TextExpr, Vec<EntityType>),
     Words(TextExpr),
     Tokens(TextExpr),
     /// Two slots: the label and the detector's confidence.
@@ -160,6 +163,7 @@ impl Atom {
             | Atom::Sequence(..)
             | Atom::Count(..)
             | Atom::Matches(..)
+            | Atom::Pii(..)
             | Atom::Words(_) => CostClass::Scan,
             Atom::Fuzzy(..) | Atom::FuzzyHits(..) | Atom::Bm25(..) => CostClass::Approximate,
             Atom::Tokens(_) | Atom::Language(_) => CostClass::Analyze,
@@ -177,7 +181,8 @@ impl Atom {
             | Atom::Contains(..)
             | Atom::Sequence(..)
             | Atom::Fuzzy(..)
-            | Atom::Matches(..) => (SlotKind::Bool, None),
+            | Atom::Matches(..)
+            | Atom::Pii(..) => (SlotKind::Bool, None),
             Atom::Request(_)
             | Atom::Hits(..)
             | Atom::FuzzyHits(..)
@@ -211,6 +216,7 @@ impl Atom {
             | Atom::Bm25(t, _)
             | Atom::Count(t, _)
             | Atom::Matches(t, _)
+            | Atom::Pii(t, _)
             | Atom::Words(t)
             | Atom::Tokens(t)
             | Atom::Language(t)

@@ -82,6 +82,11 @@ impl Analysis {
             K::Bm25 { phrases, .. } => ("bm25", phrases.join("\u{0}")),
             K::Count { regex, .. } => ("count", regex.clone()),
             K::Matches { regex, .. } => ("matches", regex.clone()),
+            K::Pii { types, .. } => {
+                let mut names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+                names.sort_unstable();
+                ("pii", names.join("\u{0}"))
+            }
             K::Words(_) => ("words", String::new()),
             K::Language(_) => ("language", String::new()),
             K::Tokens(_) => ("tokens", String::new()),
