@@ -41,11 +41,21 @@ pub(super) fn is_phone(written: &str) -> bool {
     let valid = |country: Option<Id>, s: &str| {
         phonenumber::parse(country, s).is_ok_and(|n| phonenumber::is_valid(&n))
     };
+    // Lengths first: parsing is the costly step, and most numbers in text (dates, order
+    // numbers, amounts) fail on length alone. E.164 allows 15 digits with the country code;
+    // a national North American number has 10 (11 with the leading 1), a British one 10 or
+    // 11 with its leading 0.
+    let digits = super::digits(written);
+    let national_length = match (digits.len(), digits.first()) {
+        (10, _) => true,
+        (11, Some(1 | 0)) => true,
+        _ => false,
+    };
     if written.starts_with('+') {
-        valid(None, written)
+        (8..=15).contains(&digits.len()) && valid(None, written)
     } else if let Some(rest) = written.strip_prefix("00") {
-        valid(None, &format!("+{rest}"))
+        (10..=17).contains(&digits.len()) && valid(None, &format!("+{rest}"))
     } else {
-        NATIONAL.into_iter().any(|c| valid(Some(c), written))
+        national_length && NATIONAL.into_iter().any(|c| valid(Some(c), written))
     }
 }
