@@ -93,7 +93,7 @@ pub(super) fn luhn(d: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// The issuer whose prefix and length `d` has, if any.

@@ -46,11 +46,7 @@ pub(super) fn is_phone(written: &str) -> bool {
     // a national North American number has 10 (11 with the leading 1), a British one 10 or
     // 11 with its leading 0.
     let digits = super::digits(written);
-    let national_length = match (digits.len(), digits.first()) {
-        (10, _) => true,
-        (11, Some(1 | 0)) => true,
-        _ => false,
-    };
+    let national_length = matches!((digits.len(), digits.first()), (10, _) | (11, Some(1 | 0)));
     if written.starts_with('+') {
         (8..=15).contains(&digits.len()) && valid(None, written)
     } else if let Some(rest) = written.strip_prefix("00") {
