@@ -17,7 +17,7 @@
 //!    carry vowels in Devanagari or Thai, stay;
 //! 5. look-alikes read as the ASCII they imitate: a letter that Unicode's confusables table
 //!    (UTS #39) lists as a look-alike of ASCII, such as Cyrillic `о` or Greek `ο` for `o`, is
-//!    read as that ASCII ([`super::lookalikes`]). Case folds first, as UTS #39 asks for caseless
+//!    read as that ASCII ([`super::confusables`]). Case folds first, as UTS #39 asks for caseless
 //!    matching, so an upper-case letter is read by its lower-case form's look-alike.
 //!
 //! ASCII text needs none of 1, 4 and 5: it costs one vectorised pass and is borrowed unchanged
@@ -26,7 +26,7 @@
 //! hand-written ranges because the standard library exposes neither the `Script` property nor
 //! general categories, and only a yes/no answer per character is needed.
 
-use super::lookalikes::lookalike;
+use super::confusables::lookalike;
 use std::borrow::Cow;
 use unicode_normalization::char::{decompose_canonical, decompose_compatible, is_combining_mark};
 use unicode_normalization::{IsNormalized, UnicodeNormalization};
