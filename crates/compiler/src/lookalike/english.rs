@@ -766,5 +766,9 @@ pub static NAMES: LazyLock<HashSet<Vec<&'static str>>> = LazyLock::new(|| {
         .collect()
 });
 
+/// The first words of the built-in names: most words start none, and need no further look-up.
+pub static NAME_STARTS: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| NAMES.iter().filter_map(|n| n.first().copied()).collect());
+
 /// The most words a built-in name has.
 pub const LONGEST_NAME: usize = 4;

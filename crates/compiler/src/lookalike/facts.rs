@@ -1,8 +1,6 @@
 //! The facts of one question that the look-alike check compares, read in one pass over its
 //! tokens, and the comparison of two questions' facts.
 
-use std::collections::HashSet;
-
 use super::english as en;
 use super::tokens::{self, Kind, Token};
 use super::Mismatch;
@@ -56,8 +54,11 @@ impl Facts {
     /// The facts of `text`; English word tables apply unless the text is reliably detected as
     /// another language.
     pub fn of(text: &str) -> Facts {
-        let english = whatlang::detect(text)
-            .is_none_or(|info| info.lang() == whatlang::Lang::Eng || !info.is_reliable());
+        // ASCII text is read with the English tables without asking the detector (the tables
+        // only match English words, and the detector costs more than the rest of the check).
+        let english = text.is_ascii()
+            || whatlang::detect(text)
+                .is_none_or(|info| info.lang() == whatlang::Lang::Eng || !info.is_reliable());
         Facts::read(&tokens::tokens(text), english)
     }
 
@@ -387,16 +388,15 @@ fn opposed(a: &[(u16, u8)], b: &[(u16, u8)]) -> bool {
 
 /// Whether `a` uses a word that `b` uses only with a negating prefix (`legal` / `illegal`).
 fn prefixed(a: &[String], b: &[String]) -> bool {
-    let (sa, sb): (HashSet<&str>, HashSet<&str>) = (
-        a.iter().map(String::as_str).collect(),
-        b.iter().map(String::as_str).collect(),
-    );
-    sa.iter().filter(|w| w.chars().count() >= 4).any(|w| {
-        !sb.contains(w)
-            && en::NEGATING_PREFIXES.iter().any(|p| {
-                let negated = format!("{p}{w}");
-                sb.contains(negated.as_str()) && !sa.contains(negated.as_str())
+    b.iter().any(|negated| {
+        en::NEGATING_PREFIXES.iter().any(|p| {
+            negated.strip_prefix(p).is_some_and(|w| {
+                w.chars().count() >= 4
+                    && a.iter().any(|x| x == w)
+                    && !b.iter().any(|x| x == w)
+                    && !a.iter().any(|x| x == negated)
             })
+        })
     })
 }
 
@@ -440,9 +440,14 @@ fn names(toks: &[Token], english: bool) -> Vec<Vec<String>> {
         let words: Vec<&str> = toks.iter().map(|t| t.text.as_str()).collect();
         let mut i = 0;
         while i < words.len() {
-            let longest = (1..=en::LONGEST_NAME.min(words.len() - i))
-                .rev()
-                .find(|&n| en::NAMES.contains(&words[i..i + n].to_vec()));
+            let longest = en::NAME_STARTS
+                .contains(words[i])
+                .then(|| {
+                    (1..=en::LONGEST_NAME.min(words.len() - i))
+                        .rev()
+                        .find(|&n| en::NAMES.contains(&words[i..i + n].to_vec()))
+                })
+                .flatten();
             match longest {
                 Some(n) => {
                     out.push(words[i..i + n].iter().map(|w| (*w).to_owned()).collect());
