@@ -28,9 +28,9 @@
 //!    *who* wrote Hamlet is not one that asks *when* it was written (`what`, `which` and `how`
 //!    are left out: paraphrases trade them freely).
 //!
-//! The word tables are English ([`english`]); a question that the detector reliably finds to be
-//! in another language is compared on the language-neutral facts only (digits, symbols,
-//! capitalisation). The check is pure and cheap — one pass over each question and a few table
+//! The word tables are English (the `english` module); a question that the detector reliably
+//! finds to be in another language is compared on the language-neutral facts only (digits,
+//! symbols, capitalisation); ASCII text is always read with them. The check is pure and cheap — one pass over each question and a few table
 //! look-ups per word — so it runs on every candidate, and it errs towards a miss: a paraphrase it
 //! rejects costs one backend call, a look-alike it accepted would have cost a wrong answer.
 
