@@ -12,7 +12,10 @@
 //!    - [`language`]: `language(TEXT)`: its label set and detector.
 //!    - [`request`]: the facts of one OpenAI-style request that policies read.
 //!    - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
-//! 1. [`hir`]: the checked policy: names resolved to table indices, every expression typed.
+//! 1. Over the leaves:
+//!    - [`hir`]: the checked policy: names resolved to table indices, every expression typed.
+//!    - [`lookalike`]: the response cache's check that a stored question asks what the request
+//!      asks (numbers, units, dates, polarity, names), over `text`'s folding.
 //! 2. Over the HIR:
 //!    - [`vocabulary`]: the language's builtins (name, signature, doc, snippet), read by the
 //!      checker, the language server and the docs' table.
@@ -51,6 +54,7 @@ pub mod ir;
 pub mod jit;
 pub mod language;
 pub mod load;
+pub mod lookalike;
 pub mod procedure;
 mod redis_url;
 pub mod request;

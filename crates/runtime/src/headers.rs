@@ -137,6 +137,10 @@ pub mod cache {
     pub const HIT: &str = "hit";
     /// No stored answer was close enough: the backend answered.
     pub const MISS: &str = "miss";
+    /// A stored answer was close enough by the encoder, but its question differs from the
+    /// request's (a number, a unit, a direction, a date, a negation or a name): the backend
+    /// answered.
+    pub const MISS_VERIFIED: &str = "miss-verified";
     /// The policy's `skip when` held.
     pub const SKIP: &str = "skip";
     /// The cache does not apply: the route says `cache = off`, a streaming `/v1/responses`

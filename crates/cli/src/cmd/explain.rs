@@ -236,6 +236,20 @@ impl ModelRunner {
         Ok(ModelRunner { models, runtime })
     }
 
+    /// The embedding of `text` under `encoder` (`src calibrate --pairs`).
+    pub(crate) fn embed(
+        &self,
+        checked: &CheckedPolicy,
+        encoder: src_compiler::hir::EncoderId,
+        text: &str,
+    ) -> Result<Vec<f32>> {
+        use src_runtime::hooks::ModelSignals as _;
+        self.runtime
+            .block_on(self.models.embed(checked, encoder, text))
+            .map(|e| e.vector)
+            .map_err(|e| anyhow!("cannot embed a question: {e}"))
+    }
+
     pub(crate) fn compute(
         &self,
         checked: &CheckedPolicy,
