@@ -9,7 +9,7 @@
 //! docs/models.md), so a window must be of the order of what it detects.
 
 /// Windows a model reads of one text unless its declaration says `windows = N`.
-pub const DEFAULT_WINDOWS: usize = 64;
+pub const DEFAULT_WINDOWS: usize = 128;
 /// The most `windows` a declaration may ask for.
 pub const MAX_WINDOWS: usize = 4096;
 /// Tokens per window of a guard or encoder unless its declaration says `window = N`.
@@ -47,7 +47,7 @@ mod tests {
         assert_eq!(overlap(30), 15);
         assert_eq!(capacity(30, 1), 30);
         assert_eq!(capacity(30, 2), 45);
-        assert_eq!(capacity(30, DEFAULT_WINDOWS), 30 + 63 * 15);
+        assert_eq!(capacity(30, DEFAULT_WINDOWS), 30 + 127 * 15);
         // A classifier's 256-token window: 254 of content, advancing by 127.
         assert_eq!(capacity(254, 3), 254 + 2 * 127);
         assert_eq!(capacity(1, 5), 5);

@@ -3,9 +3,11 @@
 //! A classifier, guard or encoder reads a text in windows of its model's `max_length` tokens,
 //! at most its declaration's `windows` of them ([`crate::window`]); past that the rest of the
 //! text is never read, and the signal answers as its failure mode says (closed: a guard or
-//! `similarity` scores 1 and a classifier fails; open: the first windows decide). Text a client
-//! writes (`prompt`, `history`, `system`, `body(..)`) has no length of its own, so a signal over
-//! it is warned about unless a `block` bounds the same text with `tokens(TEXT) > N` (or `>=`)
+//! `similarity` scores 1 and a classifier fails; open: the first windows decide). That matters
+//! where a `block` reads the signal: closed, every long request is refused; open, an attack past
+//! the bound is never seen. Text a client writes (`prompt`, `history`, `system`, `body(..)`) has
+//! no length of its own, so a model call a block reads (directly or through signals) over such
+//! text is warned about unless a `block` bounds the same text with `tokens(TEXT) > N` (or `>=`)
 //! where `N` fits what the declaration reads. The model's `max_length` comes from its
 //! `config.json` when the directory can be read.
 
@@ -21,6 +23,8 @@ struct Call {
     kind: &'static str,
     name: String,
     windows: usize,
+    /// Tokens per window as declared; `None`: the model's `max_length`.
+    window: Option<usize>,
     path: std::path::PathBuf,
     text: String,
     span: Span,
@@ -28,17 +32,9 @@ struct Call {
 
 impl Checker<'_> {
     pub(super) fn check_model_windows(&mut self) {
-        let mut exprs: Vec<&TExpr> = Vec::new();
         let parts = &self.parts;
-        exprs.extend(parts.signals.iter().flatten().map(|s| &s.expr));
-        exprs.extend(parts.blocks.iter().flatten().map(|b| &b.when));
-        exprs.extend(parts.routes.iter().flatten().filter_map(|r| r.when.as_ref()));
-        if let Some(Some(c)) = &parts.cache {
-            exprs.extend(c.skip_when.as_ref());
-        }
-        if let Some(Some(p)) = &parts.protect {
-            exprs.extend(p.holds.iter().map(|h| &h.when));
-        }
+        let mut exprs: Vec<&TExpr> = parts.blocks.iter().flatten().map(|b| &b.when).collect();
+        let mut expanded = vec![false; parts.signals.len()];
         let limits: Vec<(String, i64)> = parts
             .blocks
             .iter()
@@ -47,6 +43,12 @@ impl Checker<'_> {
             .collect();
         let mut calls: Vec<Call> = Vec::new();
         while let Some(e) = exprs.pop() {
+            if let TExprKind::Signal(id) = &e.kind {
+                if let Some(false) = expanded.get(id.index()) {
+                    expanded[id.index()] = true;
+                    exprs.extend(parts.signals.get(id.index()).and_then(Option::as_ref).map(|s| &s.expr));
+                }
+            }
             if let Some(call) = self.call_of(e) {
                 let seen = calls
                     .iter()
@@ -60,7 +62,8 @@ impl Checker<'_> {
         calls.sort_by_key(|c| c.span.start);
         for call in calls {
             let max_length = max_length(&call.path);
-            let content = max_length.saturating_sub(SPECIAL_TOKENS).max(1);
+            let window = call.window.unwrap_or(max_length).min(max_length);
+            let content = window.saturating_sub(SPECIAL_TOKENS).max(1);
             let reads = capacity(content, call.windows);
             let bounded = limits.iter().any(|(t, n)| *t == call.text && *n <= reads as i64);
             if bounded {
@@ -75,12 +78,12 @@ impl Checker<'_> {
                     ),
                     call.span,
                 )
-                .with_label_message("nothing bounds this text")
+                .with_label_message("a `block` reads this; nothing bounds its text")
                 .with_note(format!(
-                    "the model reads {max_length} tokens at a time; past {} windows the rest is \
-                     never read: where the signal fails closed (a `block` uses it, or \
-                     `failure.classifier = closed`) a guard or `similarity` scores 1 and a \
-                     classifier fails, elsewhere the first windows decide",
+                    "the model reads {window} tokens at a time; past {} windows the rest is \
+                     never read, so a guard or `similarity` scores 1 and a classifier fails: the \
+                     block refuses every longer request (with `failure.classifier = open` the \
+                     first windows decide and what follows is never seen)",
                     call.windows
                 ))
                 .with_help(format!(
@@ -96,18 +99,18 @@ impl Checker<'_> {
     }
 
     fn call_of(&self, e: &TExpr) -> Option<Call> {
-        let (kind, name, windows, path, text) = match &e.kind {
+        let (kind, name, (windows, window), path, text) = match &e.kind {
             TExprKind::Classify(c, text) => {
                 let d = self.parts.classifiers.get(c.index())?;
-                ("classifier", &d.name, d.windows, &d.path, text)
+                ("classifier", &d.name, (d.windows, d.window), &d.path, text)
             }
             TExprKind::Guard(g, text) => {
                 let d = self.parts.guards.get(g.index())?;
-                ("guard", &d.name, d.windows, &d.path, text)
+                ("guard", &d.name, (d.windows, d.window), &d.path, text)
             }
             TExprKind::Similarity { encoder, text, .. } => {
                 let d = self.parts.encoders.get(encoder.index())?;
-                ("encoder", &d.name, d.windows, &d.path, text)
+                ("encoder", &d.name, (d.windows, d.window), &d.path, text)
             }
             _ => return None,
         };
@@ -115,6 +118,7 @@ impl Checker<'_> {
             kind,
             name: name.clone(),
             windows,
+            window,
             path: path.clone(),
             text: client_text(text)?,
             span: e.span,
