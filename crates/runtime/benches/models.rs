@@ -73,7 +73,9 @@ fn concurrent(model: Model, options: BatchOptions, base: &str, per_client: usize
             let base = base.to_string();
             tasks.push(tokio::spawn(async move {
                 for i in 0..per_client {
-                    let _ = batcher.submit(format!("{c} {i} {base}"), Reading::FIRST).await;
+                    let _ = batcher
+                        .submit(format!("{c} {i} {base}"), Reading::FIRST)
+                        .await;
                 }
             }));
         }

@@ -59,9 +59,19 @@ block similar {{ when like > 0.6  message = \"blocked as an injection\" }}
 fn guard_scores(text: &str) -> TestResult<(usize, f32, f32)> {
     load_library()?;
     let mut model = Model::load(&model_dir("prompt_guard")?, Role::Guard, Device::Cpu, 1)?;
-    let injection = model.labels.iter().position(|l| l == "injection").ok_or("no label")?;
+    let injection = model
+        .labels
+        .iter()
+        .position(|l| l == "injection")
+        .ok_or("no label")?;
     let truncated = softmax(&model.infer(&[text])?[0])[injection];
-    let cut = model.windows(text, Reading { window: Some(32), limit: DEFAULT_WINDOWS })?;
+    let cut = model.windows(
+        text,
+        Reading {
+            window: Some(32),
+            limit: DEFAULT_WINDOWS,
+        },
+    )?;
     let windows = cut.total;
     let best = model
         .infer_encoded(&cut.encodings)?
@@ -78,7 +88,13 @@ fn similarity_scores(text: &str) -> TestResult<(usize, f32, f32)> {
     let example = model.infer(&[EXAMPLE])?.remove(0);
     let cos = |row: &[f32]| row.iter().zip(&example).map(|(a, b)| a * b).sum::<f32>();
     let truncated = cos(&model.infer(&[text])?[0]);
-    let cut = model.windows(text, Reading { window: Some(32), limit: DEFAULT_WINDOWS })?;
+    let cut = model.windows(
+        text,
+        Reading {
+            window: Some(32),
+            limit: DEFAULT_WINDOWS,
+        },
+    )?;
     let windows = cut.total;
     let best = model
         .infer_encoded(&cut.encodings)?
@@ -92,7 +108,10 @@ fn similarity_scores(text: &str) -> TestResult<(usize, f32, f32)> {
 async fn the_guard_refuses_an_injection_after_600_words_of_filler() -> TestResult {
     // What the model sees: one truncated call scores the filler, a window the injection.
     let (windows, best, truncated) = guard_scores(&long_attack())?;
-    assert!(windows > 1 && windows <= DEFAULT_WINDOWS, "{windows} windows");
+    assert!(
+        windows > 1 && windows <= DEFAULT_WINDOWS,
+        "{windows} windows"
+    );
     assert!(truncated < 0.5, "the truncated call scored {truncated}");
     assert!(best > 0.5, "the best window scored {best}");
     let (_, alone, _) = guard_scores(INJECTION)?;
@@ -102,7 +121,10 @@ async fn the_guard_refuses_an_injection_after_600_words_of_filler() -> TestResul
     for text in [INJECTION.to_string(), long_attack()] {
         let (status, _, body) = served.chat(&text).await?;
         assert_ne!(status, 200, "{body}");
-        assert_eq!(body["error"]["message"], "blocked by the prompt guard", "{body}");
+        assert_eq!(
+            body["error"]["message"], "blocked by the prompt guard",
+            "{body}"
+        );
     }
     let (status, route, body) = served.chat(&filler(600)).await?;
     assert_eq!((status, route.as_deref()), (200, Some("default")), "{body}");
@@ -112,7 +134,10 @@ async fn the_guard_refuses_an_injection_after_600_words_of_filler() -> TestResul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_similarity_block_refuses_an_injection_after_600_words_of_filler() -> TestResult {
     let (windows, best, truncated) = similarity_scores(&long_attack())?;
-    assert!(windows > 1 && windows <= DEFAULT_WINDOWS, "{windows} windows");
+    assert!(
+        windows > 1 && windows <= DEFAULT_WINDOWS,
+        "{windows} windows"
+    );
     assert!(truncated < 0.6, "the truncated call scored {truncated}");
     assert!(best > 0.6, "the best window scored {best}");
 
@@ -120,7 +145,10 @@ async fn a_similarity_block_refuses_an_injection_after_600_words_of_filler() -> 
     for text in [INJECTION.to_string(), long_attack()] {
         let (status, _, body) = served.chat(&text).await?;
         assert_ne!(status, 200, "{body}");
-        assert_eq!(body["error"]["message"], "blocked as an injection", "{body}");
+        assert_eq!(
+            body["error"]["message"], "blocked as an injection",
+            "{body}"
+        );
     }
     let (status, _, body) = served.chat(&filler(600)).await?;
     assert_eq!(status, 200, "{body}");
@@ -137,7 +165,11 @@ async fn a_text_s_windows_run_as_one_batch_and_are_remembered() -> TestResult {
     }
     let metrics = served.metrics().await?;
     let label = "model=\"prompt_guard\"";
-    assert_eq!(sample(&metrics, "src_model_calls_total", label), 1.0, "{metrics}");
+    assert_eq!(
+        sample(&metrics, "src_model_calls_total", label),
+        1.0,
+        "{metrics}"
+    );
     assert_eq!(sample(&metrics, "src_model_memo_hits_total", label), 1.0);
     assert_eq!(sample(&metrics, "src_model_batch_size_count", label), 1.0);
     assert_eq!(
@@ -156,10 +188,17 @@ async fn past_the_bound_a_block_refuses_and_an_open_failure_mode_reads_the_first
     let closed = serve(&guard_policy("windows = 4"), ModelOptions::default()).await?;
     let (status, _, body) = closed.chat(&filler(600)).await?;
     assert_ne!(status, 200, "{body}");
-    assert_eq!(body["error"]["message"], "blocked by the prompt guard", "{body}");
+    assert_eq!(
+        body["error"]["message"], "blocked by the prompt guard",
+        "{body}"
+    );
     let metrics = closed.metrics().await?;
     assert_eq!(
-        sample(&metrics, "src_model_past_bound_total", "model=\"prompt_guard\""),
+        sample(
+            &metrics,
+            "src_model_past_bound_total",
+            "model=\"prompt_guard\""
+        ),
         1.0
     );
     // Within the bound, the same guard reads a short text as before.
@@ -167,7 +206,10 @@ async fn past_the_bound_a_block_refuses_and_an_open_failure_mode_reads_the_first
     assert_eq!(status, 200, "{body}");
 
     let open = serve(
-        &format!("{}failure {{ classifier = open }}\n", guard_policy("windows = 4")),
+        &format!(
+            "{}failure {{ classifier = open }}\n",
+            guard_policy("windows = 4")
+        ),
         ModelOptions::default(),
     )
     .await?;

@@ -46,7 +46,13 @@ impl Checker<'_> {
             if let TExprKind::Signal(id) = &e.kind {
                 if let Some(false) = expanded.get(id.index()) {
                     expanded[id.index()] = true;
-                    exprs.extend(parts.signals.get(id.index()).and_then(Option::as_ref).map(|s| &s.expr));
+                    exprs.extend(
+                        parts
+                            .signals
+                            .get(id.index())
+                            .and_then(Option::as_ref)
+                            .map(|s| &s.expr),
+                    );
                 }
             }
             if let Some(call) = self.call_of(e) {
@@ -65,7 +71,9 @@ impl Checker<'_> {
             let window = call.window.unwrap_or(max_length).min(max_length);
             let content = window.saturating_sub(SPECIAL_TOKENS).max(1);
             let reads = capacity(content, call.windows);
-            let bounded = limits.iter().any(|(t, n)| *t == call.text && *n <= reads as i64);
+            let bounded = limits
+                .iter()
+                .any(|(t, n)| *t == call.text && *n <= reads as i64);
             if bounded {
                 continue;
             }

@@ -149,7 +149,10 @@ impl Batcher {
     /// embedding a policy's examples, off the async runtime. Each text is read in one window
     /// (a `similarity` example is a short phrase; a longer one is truncated).
     pub fn run_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let pending: Vec<_> = texts.iter().map(|t| self.submit(t.clone(), Reading::FIRST)).collect();
+        let pending: Vec<_> = texts
+            .iter()
+            .map(|t| self.submit(t.clone(), Reading::FIRST))
+            .collect();
         pending
             .into_iter()
             .map(|rx| {
@@ -176,7 +179,12 @@ impl Taken {
     }
 
     fn longest(&self) -> usize {
-        self.cut.encodings.iter().map(Encoding::len).max().unwrap_or(0)
+        self.cut
+            .encodings
+            .iter()
+            .map(Encoding::len)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -192,8 +200,7 @@ impl Forming {
     /// in `max` and its padded size in `bound`.
     fn fits(&self, rows: usize, len: usize, max: usize, bound: usize) -> bool {
         let all = self.rows + rows;
-        self.taken.is_empty()
-            || (all <= max && all.saturating_mul(self.longest.max(len)) <= bound)
+        self.taken.is_empty() || (all <= max && all.saturating_mul(self.longest.max(len)) <= bound)
     }
 
     fn push(&mut self, taken: Taken) {

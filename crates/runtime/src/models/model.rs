@@ -122,7 +122,9 @@ impl Model {
         let (tokenizer, pad_id) = load_tokenizer(dir, max_length)?;
         let mut plain = tokenizer.clone();
         plain.with_padding(None);
-        let special = plain.get_post_processor().map_or(0, |p| p.added_tokens(false));
+        let special = plain
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false));
         let content = max_length.saturating_sub(special).max(1);
         let (session, device_used) = open_session(dir, device, threads)?;
         let inputs = match_inputs(dir, &session)?;

@@ -597,7 +597,10 @@ fn reading_of(policy: &CheckedPolicy, kind: ModelKind) -> Reading {
             .get(c.index())
             .map(|d| (d.window, d.windows)),
         ModelKind::Guard(g) => policy.guards.get(g.index()).map(|d| (d.window, d.windows)),
-        ModelKind::Similarity(e) => policy.encoders.get(e.index()).map(|d| (d.window, d.windows)),
+        ModelKind::Similarity(e) => policy
+            .encoders
+            .get(e.index())
+            .map(|d| (d.window, d.windows)),
     };
     let (window, limit) = declared.unwrap_or((None, super::window::DEFAULT_WINDOWS));
     Reading {

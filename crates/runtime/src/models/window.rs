@@ -20,9 +20,7 @@
 
 use std::sync::Arc;
 
-use tokenizers::{
-    Encoding, PostProcessor, Tokenizer, TruncationDirection, TruncationParams,
-};
+use tokenizers::{Encoding, PostProcessor, Tokenizer, TruncationDirection, TruncationParams};
 
 use super::error::ModelError;
 use super::model::softmax;
@@ -61,7 +59,12 @@ pub struct Cut {
 /// The windows are cut from the whole text's tokens rather than by the tokenizer's own
 /// `stride` truncation, which (tokenizers 0.23) stops tokenizing at `max_length` and so never
 /// yields the windows past the second.
-pub fn cut(plain: &mut Tokenizer, text: &str, content: usize, limit: usize) -> Result<Cut, ModelError> {
+pub fn cut(
+    plain: &mut Tokenizer,
+    text: &str,
+    content: usize,
+    limit: usize,
+) -> Result<Cut, ModelError> {
     let content = content.max(1);
     let limit = limit.max(1);
     let reads = capacity(content, limit);
@@ -154,9 +157,7 @@ impl<'a> Windows<'a> {
     pub fn class(&self) -> Vec<f32> {
         let mut mean = vec![0f32; self.width];
         for row in self.rows() {
-            mean.iter_mut()
-                .zip(softmax(row))
-                .for_each(|(m, p)| *m += p);
+            mean.iter_mut().zip(softmax(row)).for_each(|(m, p)| *m += p);
         }
         let n = self.ran() as f32;
         mean.iter_mut().for_each(|m| *m /= n);
@@ -218,7 +219,10 @@ mod tests {
     }
 
     fn words(n: usize) -> String {
-        (0..n).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
+        (0..n)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     fn tokens(e: &Encoding) -> Vec<&str> {
@@ -255,7 +259,10 @@ mod tests {
         assert_eq!(cut.encodings.len(), 1);
         assert_eq!(cut.encodings[0].len(), 10);
         let empty = super::cut(&mut t, "", 8, 16).unwrap();
-        assert_eq!((empty.total, tokens(&empty.encodings[0])), (1, vec!["[CLS]", "[SEP]"]));
+        assert_eq!(
+            (empty.total, tokens(&empty.encodings[0])),
+            (1, vec!["[CLS]", "[SEP]"])
+        );
     }
 
     #[test]
@@ -286,10 +293,16 @@ mod tests {
         let w = Windows::unpack(&packed).unwrap();
         assert_eq!((w.total, w.ran()), (7, 2));
         assert!(w.past(1) && !w.past(7));
-        assert_eq!(w.rows().collect::<Vec<_>>(), vec![&[0.0, 2.0][..], &[3.0, 0.0][..]]);
+        assert_eq!(
+            w.rows().collect::<Vec<_>>(),
+            vec![&[0.0, 2.0][..], &[3.0, 0.0][..]]
+        );
         assert!(Windows::unpack(&[1.0]).is_none());
         assert!(Windows::unpack(&[1.0, 3.0, 0.5, 0.5]).is_none(), "ragged");
-        assert!(Windows::unpack(&[1.0, 1.0, 0.5, 0.5]).is_none(), "more rows than windows");
+        assert!(
+            Windows::unpack(&[1.0, 1.0, 0.5, 0.5]).is_none(),
+            "more rows than windows"
+        );
     }
 
     #[test]
