@@ -93,7 +93,13 @@ fn main() {
     for (name, text) in &texts {
         let windows = |r: Reading, m: &mut Model| m.windows(text, r).map_or(0, |c| c.total);
         let (w32, w256) = (windows(guard, &mut model), windows(classifier, &mut model));
-        let tokens = model.windows(text, Reading { window: None, limit: 1000 });
+        let tokens = model.windows(
+            text,
+            Reading {
+                window: None,
+                limit: 1000,
+            },
+        );
         let tokens = tokens.map_or(0, |c| c.total);
         println!("{name}: {w32} windows of 32 tokens, {w256} of 256 ({tokens} of 256 unbounded)");
         // Warm every shape once.
@@ -111,7 +117,9 @@ fn main() {
             }));
             figures[1].push(ms(|| scores[1] = windowed(&mut model, text, guard, true)));
             figures[2].push(ms(|| scores[2] = windowed(&mut model, text, guard, false)));
-            figures[3].push(ms(|| scores[3] = windowed(&mut model, text, classifier, true)));
+            figures[3].push(ms(|| {
+                scores[3] = windowed(&mut model, text, classifier, true)
+            }));
         }
         let ratio = |i: usize| {
             median(

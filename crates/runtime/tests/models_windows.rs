@@ -220,3 +220,48 @@ async fn past_the_bound_a_block_refuses_and_an_open_failure_mode_reads_the_first
     assert_eq!(status, 200, "{body}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_classifier_reads_a_long_text_whole_and_past_its_bound_a_block_fails_closed() -> TestResult
+{
+    let maths = "What is the derivative of x^3 + 2x with respect to x, and how do I integrate \
+                 x squared from 0 to 3? Show each step of the calculus. "
+        .repeat(20);
+    let policy = |windows: &str| {
+        format!(
+            "{HEAD}classifier domain {{ path = \"{{models}}/domain\"  labels = [math, code, law, other] {windows} }}
+signal topic = domain(prompt)
+block legal {{ when topic is law  message = \"no legal advice\" }}
+route maths priority 10 {{ when topic is math  to small }}
+"
+        )
+    };
+    // Several 256-token windows, each maths: the mean is maths.
+    let served = serve(&policy(""), ModelOptions::default()).await?;
+    let (status, route, body) = served.chat(&maths).await?;
+    assert_eq!((status, route.as_deref()), (200, Some("maths")), "{body}");
+    let metrics = served.metrics().await?;
+    let label = "model=\"domain\"";
+    assert!(
+        sample(&metrics, "src_model_batch_size_sum", label) > 1.0,
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "src_model_past_bound_total", label), 0.0);
+
+    // One window read of several: a block reads the classifier, so it fails closed (503).
+    let bounded = serve(&policy("windows = 1"), ModelOptions::default()).await?;
+    let (status, _, body) = bounded.chat(&maths).await?;
+    assert_eq!(status, 503, "{body}");
+    let metrics = bounded.metrics().await?;
+    assert_eq!(sample(&metrics, "src_model_past_bound_total", label), 1.0);
+    assert_eq!(
+        sample(
+            &metrics,
+            "src_model_failures_total",
+            "model=\"domain\",reason=\"too_long\""
+        ),
+        1.0,
+        "{metrics}"
+    );
+    Ok(())
+}
