@@ -255,6 +255,8 @@ pub struct ModelDef {
     pub tokenizer: Option<PathBuf>,
 }
 
+pub use crate::window::{DEFAULT_WINDOWS, DETECTOR_WINDOW, MAX_WINDOWS};
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassifierDef {
     pub name: String,
@@ -262,6 +264,10 @@ pub struct ClassifierDef {
     pub path: PathBuf,
     pub labels: Vec<String>,
     pub device: Device,
+    /// Most windows of one text the model reads (`windows`, by default [`DEFAULT_WINDOWS`]).
+    pub windows: usize,
+    /// Tokens per window (`window`); `None`: the model's `max_length`.
+    pub window: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -277,6 +283,9 @@ pub struct GuardDef {
     /// when it cannot, and `None` when there is neither.
     pub unsafe_label: Option<String>,
     pub device: Device,
+    pub windows: usize,
+    /// Tokens per window (`window`, by default [`DETECTOR_WINDOW`]).
+    pub window: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -285,6 +294,9 @@ pub struct EncoderDef {
     pub span: Span,
     pub path: PathBuf,
     pub device: Device,
+    pub windows: usize,
+    /// Tokens per window (`window`, by default [`DETECTOR_WINDOW`]).
+    pub window: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

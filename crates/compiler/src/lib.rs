@@ -61,6 +61,7 @@ pub mod request;
 pub mod testing;
 pub mod text;
 pub mod vocabulary;
+pub mod window;
 
 pub use check::{check, CheckOptions, CheckOutcome, NameTable};
 pub use compiled::{compile, CompileError, CompiledPolicy};

@@ -165,30 +165,40 @@ pub enum Device {
     Cuda,
 }
 
-/// `classifier NAME { path = ".." labels = [a, b] device = .. }`
+/// `classifier NAME { path = ".." labels = [a, b] device = .. window = N windows = N }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classifier {
     pub name: Ident,
     pub path: Option<Spanned<String>>,
     pub labels: Option<Spanned<Vec<Ident>>>,
     pub device: Option<Spanned<Device>>,
+    /// Most windows of one text the model reads.
+    pub windows: Option<Spanned<Number>>,
+    /// Tokens per window.
+    pub window: Option<Spanned<Number>>,
 }
 
-/// `guard NAME { path = ".." positive = LABEL device = .. }`
+/// `guard NAME { path = ".." positive = LABEL device = .. window = N windows = N }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guard {
     pub name: Ident,
     pub path: Option<Spanned<String>>,
     pub positive: Option<Ident>,
     pub device: Option<Spanned<Device>>,
+    pub windows: Option<Spanned<Number>>,
+    /// Tokens per window.
+    pub window: Option<Spanned<Number>>,
 }
 
-/// `encoder NAME { path = ".." device = .. }`
+/// `encoder NAME { path = ".." device = .. window = N windows = N }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Encoder {
     pub name: Ident,
     pub path: Option<Spanned<String>>,
     pub device: Option<Spanned<Device>>,
+    pub windows: Option<Spanned<Number>>,
+    /// Tokens per window.
+    pub window: Option<Spanned<Number>>,
 }
 
 /// `signal NAME = EXPR`

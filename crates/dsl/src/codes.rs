@@ -99,6 +99,8 @@ codes! {
     GATEWAY_ROUTE = "W022": "the gateway sends a model's requests elsewhere than its backend";
     // Tenancy.
     ANONYMOUS_SHARED = "W030": "requests without a credential share answers and stored responses";
+    // Models.
+    TEXT_PAST_WINDOWS = "W050": "model-backed signal's text can be longer than its model reads";
 }
 
 /// The title of a code, if it is known.

@@ -61,9 +61,9 @@ pub mod fields {
         "context",
         "tokenizer",
     ];
-    pub const CLASSIFIER: &[&str] = &["path", "labels", "device"];
-    pub const GUARD: &[&str] = &["path", "positive", "device"];
-    pub const ENCODER: &[&str] = &["path", "device"];
+    pub const CLASSIFIER: &[&str] = &["path", "labels", "device", "window", "windows"];
+    pub const GUARD: &[&str] = &["path", "positive", "device", "window", "windows"];
+    pub const ENCODER: &[&str] = &["path", "device", "window", "windows"];
     pub const BLOCK: &[&str] = &["when", "status", "message", "to"];
     pub const ROUTE: &[&str] = &[
         "when",

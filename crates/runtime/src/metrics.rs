@@ -114,11 +114,15 @@ pub const STORE_RETRIED: &str = "src_store_retried";
 
 /// Texts sent to a model (one per model-backed signal computed), labelled by `model`.
 pub const MODEL_CALLS: &str = "src_model_calls";
-/// Texts per inference batch, labelled by `model`.
+/// Rows (texts' windows) per inference batch, labelled by `model`.
 pub const MODEL_BATCH_SIZE: &str = "src_model_batch_size";
+/// Model-backed signals whose text had more windows than the declaration reads, labelled by
+/// `model`.
+pub const MODEL_PAST_BOUND: &str = "src_model_past_bound";
 /// Time of one inference batch (tokenize + run + pool), labelled by `model`.
 pub const MODEL_INFERENCE_SECONDS: &str = "src_model_inference_seconds";
-/// Model calls that failed or timed out, labelled by `model` and `reason` (`timeout`, `error`).
+/// Model calls that failed or timed out, labelled by `model` and `reason` (`timeout`, `error`,
+/// `too_long`: a classifier's text past its window bound under a closed failure mode).
 pub const MODEL_FAILURES: &str = "src_model_failures";
 /// Texts answered from the model memo instead of a model call, labelled by `model`.
 pub const MODEL_MEMO_HITS: &str = "src_model_memo_hits";

@@ -34,6 +34,7 @@ mod sections;
 mod signals;
 mod types;
 mod unused;
+mod windows;
 mod wire;
 
 use crate::hir::{
@@ -273,6 +274,9 @@ impl<'a> Checker<'a> {
         self.check_apis();
         self.check_unused();
         self.check_client_credentials();
+        if self.error_count() == 0 {
+            self.check_model_windows();
+        }
     }
 
     /// A path written in the policy, resolved against the policy root.

@@ -47,6 +47,10 @@ pub struct ModelCall {
     /// The examples of a similarity atom (empty for classifiers and guards), so a model runtime
     /// that sees only the checked policy can answer the call.
     pub examples: Arc<[String]>,
+    /// Whether the atom fails closed (`failure.classifier = closed`, or unset and a `block`
+    /// uses it): a model runtime that could read only part of the text answers as a failure
+    /// would, a guard or `similarity` at its worst (score 1).
+    pub closed: bool,
 }
 
 impl ModelCall {
@@ -602,6 +606,7 @@ impl<'a> Evaluation<'a> {
             model,
             text: self.text(text).unwrap_or("").to_string(),
             examples,
+            closed: self.fails_closed(a),
         })
     }
 }

@@ -108,9 +108,9 @@ by_fields! {
     EnvRef { var; skip span }
     Backend { name, url, catalog, api_key, timeout, simulated, client_auth, api }
     Model { name, backend, serves, aliases, cost, context, tokenizer }
-    Classifier { name, path, labels, device }
-    Guard { name, path, positive, device }
-    Encoder { name, path, device }
+    Classifier { name, path, labels, device, window, windows }
+    Guard { name, path, positive, device, window, windows }
+    Encoder { name, path, device, window, windows }
     Signal { name, expr }
     Block { name, when, action }
     SystemPrompt { text, replace; skip span }

@@ -300,6 +300,12 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.device {
                 field(v, "device", FieldValue::Device(x));
             }
+            if let Some(x) = &$($m)? d.window {
+                field(v, "window", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.windows {
+                field(v, "windows", FieldValue::Number(x));
+            }
         }
 
         pub fn walk_guard<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Guard) {
@@ -313,6 +319,12 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.device {
                 field(v, "device", FieldValue::Device(x));
             }
+            if let Some(x) = &$($m)? d.window {
+                field(v, "window", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.windows {
+                field(v, "windows", FieldValue::Number(x));
+            }
         }
 
         pub fn walk_encoder<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Encoder) {
@@ -322,6 +334,12 @@ macro_rules! visitor {
             }
             if let Some(x) = &$($m)? d.device {
                 field(v, "device", FieldValue::Device(x));
+            }
+            if let Some(x) = &$($m)? d.window {
+                field(v, "window", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.windows {
+                field(v, "windows", FieldValue::Number(x));
             }
         }
 

@@ -57,6 +57,8 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                 );
             }
             b.device(&d.device);
+            b.field_number("window", &d.window);
+            b.field_number("windows", &d.windows);
             b.close(0, end);
         }
         ItemKind::Guard(d) => {
@@ -66,6 +68,8 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                 b.stmt(INDENT, format!("positive = {}", p.name), cover(&[p.span]));
             }
             b.device(&d.device);
+            b.field_number("window", &d.window);
+            b.field_number("windows", &d.windows);
             b.close(0, end);
         }
         ItemKind::Encoder(d) => {
@@ -77,6 +81,8 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
             );
             b.field_str("path", &d.path);
             b.device(&d.device);
+            b.field_number("window", &d.window);
+            b.field_number("windows", &d.windows);
             b.close(0, end);
         }
         ItemKind::Block(d) => {

@@ -306,6 +306,8 @@ fn classifier(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) 
         path: fields.read(cx, "path", f::EXPECT_STRING, f::as_string),
         labels: fields.read(cx, "labels", f::EXPECT_LABELS, f::as_labels),
         device: fields.choice(cx, "device", DEVICES),
+        windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
+        window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),
     }
 }
 
@@ -327,6 +329,8 @@ fn guard(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Gu
             f::as_name,
         ),
         device: fields.choice(cx, "device", DEVICES),
+        windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
+        window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),
     }
 }
 
@@ -342,5 +346,7 @@ fn encoder(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> 
         name,
         path: fields.read(cx, "path", f::EXPECT_STRING, f::as_string),
         device: fields.choice(cx, "device", DEVICES),
+        windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
+        window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),
     }
 }
