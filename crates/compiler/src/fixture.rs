@@ -262,6 +262,7 @@ impl PolicyBuilder {
                 anonymous: src_dsl::ast::Anonymous::Isolate,
             },
             tests: vec![],
+            budgets: vec![],
         };
         PolicyBuilder { policy }
     }

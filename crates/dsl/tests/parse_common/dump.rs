@@ -146,6 +146,7 @@ fn value(v: &FieldValue<'_>) -> String {
         FieldValue::OwnerLost(m) => format!("{:?}", m.value),
         FieldValue::FailMode(m) => format!("{:?}", m.value),
         FieldValue::Anonymous(m) => format!("{:?}", m.value),
+        FieldValue::Exceeded(m) => format!("{:?}", m.value),
         FieldValue::Store(s) => store(&s.value),
         FieldValue::Tools(t) => match &t.value {
             Tools::Keep => "keep".to_string(),

@@ -178,6 +178,9 @@ pub async fn forward(
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
+            if let Some(charge) = &mut done.charge {
+                charge.answered_by(policy, model_id);
+            }
             let mut protection = plan.protection.as_deref();
             if let Some(rule) = attempts.owner_lost().filter(|o| o.model != model_id) {
                 let action = rule.action();
