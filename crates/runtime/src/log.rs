@@ -107,7 +107,6 @@ pub struct RequestRecord {
     pub previous: Option<&'static str>,
     /// The budgets the request counted against (`x-sr-budget`: `NAME; used=U; limit=L`, comma
     /// separated), with the one that acted.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<String>,
     /// Who sent it, as the console shows it: filled only while a console page watches the
     /// live stream, and never written to the log.

@@ -233,6 +233,7 @@ pub fn redecide(
                     proposal: None,
                     cache: src_compiler::procedure::CacheUse::NotReached,
                     candidates: Vec::new(),
+                    budgets: Default::default(),
                 };
             }
             Err(e) => return Redecided::Undecided(e.to_string()),
