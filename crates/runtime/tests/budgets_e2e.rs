@@ -294,7 +294,7 @@ async fn admitted(routers: &[&Router], n: usize, api_key: &str) -> TestResult<us
 async fn two_replicas_on_one_redis_admit_exactly_the_limit() -> TestResult {
     let redis = RedisServer::start();
     let text = policy(
-        "budget per_key { per = tenant  window = 1h  requests = 50 }",
+        "budget per_key { per = tenant  window = 1h  requests = 100 }",
         &format!(
             "session {{ store = redis(\"{}\")  missing = route }}",
             redis.url()
@@ -302,10 +302,19 @@ async fn two_replicas_on_one_redis_admit_exactly_the_limit() -> TestResult {
     );
     let a = Router::start(&text).await?;
     let b = Router::start(&text).await?;
-    for run in 0..5 {
-        let ok = admitted(&[&a, &b], 120, &format!("sk-run-{run}")).await?;
-        assert_eq!(ok, 50, "run {run}: admitted {ok} of 120 with a limit of 50");
+    let mut total = 0;
+    for run in 0..10 {
+        let ok = admitted(&[&a, &b], 200, &format!("sk-run-{run}")).await?;
+        assert_eq!(ok, 100, "run {run}: admitted {ok} of 200 with a limit of 100");
+        total += ok;
     }
+    // Only the admitted requests reached a backend, split over both replicas.
+    let sent: Vec<usize> = [&a, &b]
+        .iter()
+        .map(|r| r.sims().iter().map(|s| s.received().len()).sum())
+        .collect();
+    assert_eq!(sent.iter().sum::<usize>(), total);
+    assert!(sent.iter().all(|n| *n > 0), "{sent:?}");
     Ok(())
 }
 
