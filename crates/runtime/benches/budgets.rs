@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use src_compiler::procedure::budget::BudgetUse;
+use src_compiler::procedure::budget::{BudgetAsk, BudgetUse};
+
+/// A request's budget asks with their counters.
+type Keyed = [(BudgetAsk, Counter)];
 use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
 use src_compiler::{CheckOptions, CompiledPolicy, EngineKind, Next, Procedure};
@@ -61,7 +64,7 @@ fn request() -> RequestView {
 fn decide(
     compiled: &CompiledPolicy,
     view: &RequestView,
-    reserve: &mut dyn FnMut(&[(src_compiler::procedure::budget::BudgetAsk, Counter)]) -> Vec<BudgetUse>,
+    reserve: &mut dyn FnMut(&Keyed) -> Vec<BudgetUse>,
 ) -> usize {
     let mut procedure = Procedure::new(compiled, view);
     loop {
@@ -119,11 +122,9 @@ fn bench(c: &mut Criterion) {
         .block_on(client.get_multiplexed_async_connection())
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let mut none = |_: &[(src_compiler::procedure::budget::BudgetAsk, Counter)]| Vec::new();
-    let mut in_memory = |keyed: &[(src_compiler::procedure::budget::BudgetAsk, Counter)]| {
-        memory.reserve_now(keyed, now_ms())
-    };
-    let mut in_redis = |keyed: &[(src_compiler::procedure::budget::BudgetAsk, Counter)]| {
+    let mut none = |_: &Keyed| Vec::new();
+    let mut in_memory = |keyed: &Keyed| memory.reserve_now(keyed, now_ms());
+    let mut in_redis = |keyed: &Keyed| {
         rt.block_on(redis.reserve(keyed, now_ms()))
             .unwrap_or_else(|e| panic!("{e}"))
     };

@@ -305,7 +305,10 @@ async fn two_replicas_on_one_redis_admit_exactly_the_limit() -> TestResult {
     let mut total = 0;
     for run in 0..10 {
         let ok = admitted(&[&a, &b], 200, &format!("sk-run-{run}")).await?;
-        assert_eq!(ok, 100, "run {run}: admitted {ok} of 200 with a limit of 100");
+        assert_eq!(
+            ok, 100,
+            "run {run}: admitted {ok} of 200 with a limit of 100"
+        );
         total += ok;
     }
     // Only the admitted requests reached a backend, split over both replicas.
