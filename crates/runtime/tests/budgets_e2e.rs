@@ -334,3 +334,29 @@ async fn one_replica_in_memory_admits_exactly_the_limit() -> TestResult {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_store_outage_follows_failure_store() -> TestResult {
+    let mut redis = RedisServer::start();
+    let budgets = "budget per_key { per = tenant  window = 1h  requests = 5 }";
+    let session = |mode: &str| {
+        format!(
+            "session {{ store = redis(\"{}\")  missing = route }}\nfailure {{ store = {mode} }}",
+            redis.url()
+        )
+    };
+    let closed = Router::start(&policy(budgets, &session("closed"))).await?;
+    let open = Router::start(&policy(budgets, &session("open"))).await?;
+    let auth = key("sk-outage");
+    let h = [("authorization", auth.as_str())];
+    assert_eq!(chat(&closed, &user("hi"), &h).await?.status, 200);
+    redis.kill();
+    let refused = chat(&closed, &user("hi"), &h).await?;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    let (message, _, _) = refused.error()?;
+    assert!(message.contains("budget store"), "{message}");
+    let admitted = chat(&open, &user("hi"), &h).await?;
+    assert_eq!(admitted.status, 200, "{}", admitted.text());
+    assert_eq!(admitted.header("x-sr-budget"), None, "uncounted while the store is down");
+    Ok(())
+}
