@@ -357,6 +357,10 @@ async fn a_budget_store_outage_follows_failure_store() -> TestResult {
     assert!(message.contains("budget store"), "{message}");
     let admitted = chat(&open, &user("hi"), &h).await?;
     assert_eq!(admitted.status, 200, "{}", admitted.text());
-    assert_eq!(admitted.header("x-sr-budget"), None, "uncounted while the store is down");
+    assert_eq!(
+        admitted.header("x-sr-budget"),
+        None,
+        "uncounted while the store is down"
+    );
     Ok(())
 }
