@@ -364,3 +364,57 @@ async fn a_budget_store_outage_follows_failure_store() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_charged_its_usage_without_showing_the_client_a_chunk_it_did_not_ask_for(
+) -> TestResult {
+    let router = Router::start(&policy(
+        "budget strong_tokens { per = tenant  window = 1h  tokens = 100000 }",
+        "",
+    ))
+    .await?;
+    let mut body = user("count to three");
+    body["stream"] = json!(true);
+    let a = chat(&router, &body, &[("authorization", "Bearer sk-stream")]).await?;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let text = a.text();
+    assert!(text.contains("[DONE]"), "{text}");
+    assert!(
+        !text.contains("\"usage\":{"),
+        "the client did not ask for usage: {text}"
+    );
+    // The backend was asked for it.
+    let sent = router
+        .sims()
+        .iter()
+        .flat_map(|s| s.received())
+        .next()
+        .ok_or("nothing reached the simulator")?;
+    let sent = sent.json().ok_or("the simulator got no JSON")?;
+    assert_eq!(
+        sent["stream_options"]["include_usage"],
+        json!(true),
+        "{sent}"
+    );
+    // And the budget is charged the usage it reported, not an estimate.
+    let tenant = src_runtime::session::identity::tenant_of_key(Some("sk-stream"));
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let used = loop {
+        let l = listing(&router, &tenant).await?;
+        let used = l["budgets"][0]["used"].as_f64().unwrap_or(0.0);
+        if used > 0.0 || tokio::time::Instant::now() > deadline {
+            break used;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(used > 0.0);
+    let line = router
+        .log_line(a.header("x-sr-request-id").ok_or("no request id")?)
+        .await?;
+    assert_eq!(line["usage_estimated"], json!(false), "{line}");
+    // A client that asks for usage keeps its chunk.
+    body["stream_options"] = json!({"include_usage": true});
+    let b = chat(&router, &body, &[("authorization", "Bearer sk-stream")]).await?;
+    assert!(b.text().contains("\"usage\":{"), "{}", b.text());
+    Ok(())
+}

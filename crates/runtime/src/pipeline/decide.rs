@@ -63,6 +63,9 @@ pub struct Plan {
     pub session: Option<SessionReport>,
     /// What the response cache did, for a policy with a `cache`.
     pub cache: Option<CacheReport>,
+    /// The request counts against token or cost budgets: a streamed chat answer is asked for
+    /// its usage (`stream_options.include_usage`) when the client did not ask.
+    pub ask_usage: bool,
 }
 
 /// What the request's evaluation found, besides the decision.
@@ -205,6 +208,7 @@ pub async fn decide(
         protection: answers.protection,
         session: answers.session,
         cache,
+        ask_usage: facts.charge.is_some(),
     })))
 }
 
