@@ -268,6 +268,7 @@ impl PolicyBuilder {
                 anonymous: src_dsl::ast::Anonymous::Isolate,
             },
             tests: vec![],
+            budgets: vec![],
         };
         PolicyBuilder { policy }
     }

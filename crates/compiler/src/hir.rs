@@ -30,7 +30,8 @@ id_type!(
     SignalId,
     BlockId,
     RouteId,
-    LabelId
+    LabelId,
+    BudgetId
 );
 
 /// Which label set a `class<..>` value draws from.
@@ -204,6 +205,10 @@ pub enum TExprKind {
     OutcomeFailRate,
     /// `outcomes(pinned).count` (`protect` only).
     OutcomeCount,
+    /// `budget(NAME).used`: the share of the budget used before this request, 0–1.
+    BudgetUsed(BudgetId),
+    /// `budget(NAME).remaining`: what is left, in the budget's unit.
+    BudgetRemaining(BudgetId),
     Not(Box<TExpr>),
     And(Box<TExpr>, Box<TExpr>),
     Or(Box<TExpr>, Box<TExpr>),
@@ -437,6 +442,56 @@ impl CooldownDef {
     pub const DEFAULT_MILLIS: u64 = 30_000;
 }
 
+/// What a budget counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BudgetUnit {
+    Requests,
+    /// Prompt and completion tokens, from the answer's usage.
+    Tokens,
+    /// Σ tokens / 1000 × the answering model's `cost`.
+    Cost,
+}
+
+impl BudgetUnit {
+    /// The unit as a budget's field names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetUnit::Requests => "requests",
+            BudgetUnit::Tokens => "tokens",
+            BudgetUnit::Cost => "cost",
+        }
+    }
+}
+
+/// Whose usage a budget counts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetPerDef {
+    /// The request's tenant (the runtime's one tenant function).
+    Tenant,
+    /// A `text?` expression; a request it yields no text for is not counted.
+    Text(TExpr),
+}
+
+/// What a request over its budget gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetAction {
+    Reject,
+    To(ModelId),
+    Observe,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetDef {
+    pub name: String,
+    pub span: Span,
+    pub per: BudgetPerDef,
+    pub window_ms: u64,
+    pub unit: BudgetUnit,
+    /// Positive (E081).
+    pub limit: f64,
+    pub exceeded: BudgetAction,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouterDef {
     /// Defaults to `["auto"]`.
@@ -478,6 +533,8 @@ pub struct TestDef {
     pub system: Option<String>,
     pub headers: Vec<(String, String)>,
     pub givens: Vec<(SignalId, Value)>,
+    /// `given BUDGET = SHARE`: the share of a budget used before the test's request.
+    pub budget_givens: Vec<(BudgetId, f64)>,
     pub expect: ExpectDef,
     pub expect_model: Option<ModelId>,
 }
@@ -505,6 +562,8 @@ pub struct CheckedPolicy {
     pub failure: FailureDef,
     pub router: RouterDef,
     pub tests: Vec<TestDef>,
+    /// In declaration order: the first exceeded one acts.
+    pub budgets: Vec<BudgetDef>,
 }
 
 impl CheckedPolicy {
@@ -513,6 +572,13 @@ impl CheckedPolicy {
             .iter()
             .position(|s| s.name == name)
             .map(|i| SignalId(i as u32))
+    }
+
+    pub fn budget_by_name(&self, name: &str) -> Option<BudgetId> {
+        self.budgets
+            .iter()
+            .position(|b| b.name == name)
+            .map(|i| BudgetId(i as u32))
     }
 
     pub fn model_by_name(&self, name: &str) -> Option<ModelId> {
@@ -583,7 +649,9 @@ impl TExpr {
             | K::Pinned
             | K::Proposed
             | K::OutcomeFailRate
-            | K::OutcomeCount => Vec::new(),
+            | K::OutcomeCount
+            | K::BudgetUsed(_)
+            | K::BudgetRemaining(_) => Vec::new(),
         }
     }
 

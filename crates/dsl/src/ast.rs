@@ -63,6 +63,7 @@ pub enum ItemKind {
     Failure(Failure),
     Router(Router),
     Test(Test),
+    Budget(Budget),
 }
 
 impl ItemKind {
@@ -83,6 +84,7 @@ impl ItemKind {
             ItemKind::Failure(_) => "failure",
             ItemKind::Router(_) => "router",
             ItemKind::Test(_) => "test",
+            ItemKind::Budget(_) => "budget",
         }
     }
 
@@ -98,6 +100,7 @@ impl ItemKind {
             ItemKind::Block(d) => Some(&d.name),
             ItemKind::Route(d) => Some(&d.name),
             ItemKind::Test(d) => Some(&d.name),
+            ItemKind::Budget(d) => Some(&d.name),
             ItemKind::Cache(_)
             | ItemKind::Session(_)
             | ItemKind::Protect(_)
@@ -379,6 +382,39 @@ pub struct Router {
     pub tokenizer: Option<Spanned<String>>,
     /// Whether requests without a credential share cached answers and stored responses.
     pub anonymous: Option<Spanned<Anonymous>>,
+}
+
+/// Whose usage a budget counts (`per = ..`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetPer {
+    /// `per = tenant`: the request's tenant, as sessions and the cache scope it.
+    Tenant(Span),
+    /// A `text?` expression: `header("x-team")`; a request it yields no text for is not counted.
+    Expr(Expr),
+}
+
+/// What a request gets once its budget is spent (`exceeded = ..`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Exceeded {
+    /// Refused with 429 and `Retry-After`.
+    Reject,
+    /// Proposed to this model instead, as a route proposes (`protect` holds apply).
+    To(Ident),
+    /// Counted and reported only.
+    Observe,
+}
+
+/// `budget NAME { per = tenant|EXPR  window = D  requests|tokens|cost = N
+/// exceeded = reject|to MODEL|observe }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    pub name: Ident,
+    pub per: Option<BudgetPer>,
+    pub window: Option<Spanned<Duration>>,
+    pub requests: Option<Spanned<Number>>,
+    pub tokens: Option<Spanned<Number>>,
+    pub cost: Option<Spanned<Number>>,
+    pub exceeded: Option<Spanned<Exceeded>>,
 }
 
 /// What requests that carry no credential may share (`router { anonymous = .. }`).

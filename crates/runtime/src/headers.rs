@@ -125,6 +125,11 @@ pub mod session {
     pub const STORE_UNAVAILABLE: &str = "store-unavailable";
 }
 
+/// The budgets a request counted against: `NAME; used=U; limit=L` each (usage before the
+/// request, in the budget's unit), comma separated, with `; exceeded=reject|to|observe` on the
+/// one that acted.
+pub const SR_BUDGET: &str = "x-sr-budget";
+
 /// What the response cache did with the request: one of [`cache`]'s values (only when the
 /// policy declares `cache`).
 pub const SR_CACHE: &str = "x-sr-cache";

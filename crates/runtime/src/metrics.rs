@@ -145,3 +145,12 @@ pub const CACHE_STORES: &str = "src_cache_stores";
 /// Cache store failures, labelled by `store` (`memory`, `redis`), `op` (`connect`, `lookup`,
 /// `store`) and `kind` (`timeout`, `unavailable`, `corrupt`, `config`).
 pub const CACHE_STORE_ERRORS: &str = "src_cache_store_errors";
+
+/// Requests that found a budget exceeded, by budget and what it did (`reject`, `to`,
+/// `observe`); a counter (`_total`).
+pub const BUDGET_EXCEEDED: &str = "src_budget_exceeded";
+/// Units counted against each budget (requests reserved, tokens and cost charged); a counter.
+pub const BUDGET_USED: &str = "src_budget_used";
+/// Share of its budget the last request that touched it found used (0–1), per budget: a gauge,
+/// never per tenant, so its cardinality is the policy's.
+pub const BUDGET_SHARE: &str = "src_budget_share";

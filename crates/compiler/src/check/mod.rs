@@ -20,6 +20,7 @@
 
 mod apis;
 mod approximate;
+mod budgets;
 mod builtins;
 mod cases;
 mod catalog;
@@ -38,8 +39,9 @@ mod windows;
 mod wire;
 
 use crate::hir::{
-    BackendDef, BlockDef, CacheDef, CheckedPolicy, ClassifierDef, EncoderDef, FailureDef, GuardDef,
-    ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr, TestDef,
+    BackendDef, BlockDef, BudgetDef, CacheDef, CheckedPolicy, ClassifierDef, EncoderDef,
+    FailureDef, GuardDef, ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr,
+    TestDef,
 };
 use crate::load::PolicySource;
 pub use catalog::parse_catalog;
@@ -145,6 +147,7 @@ struct Parts {
     failure: Option<FailureDef>,
     router: Option<RouterDef>,
     tests: Vec<Option<TestDef>>,
+    budgets: Vec<Option<BudgetDef>>,
 }
 
 impl Parts {
@@ -166,6 +169,7 @@ impl Parts {
             failure: self.failure?,
             router: self.router?,
             tests: self.tests.into_iter().collect::<Option<_>>()?,
+            budgets: self.budgets.into_iter().collect::<Option<_>>()?,
         })
     }
 }
@@ -263,6 +267,7 @@ impl<'a> Checker<'a> {
         self.check_models();
         self.check_model_sources();
         self.check_signals();
+        self.check_budgets();
         self.check_blocks();
         self.check_routes();
         self.check_sections();

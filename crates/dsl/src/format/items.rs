@@ -175,6 +175,11 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
             test(&mut b, d);
             b.close(0, end);
         }
+        ItemKind::Budget(d) => {
+            b.open(0, format!("budget {}", d.name.name), start, d.name.span.end);
+            budget(&mut b, d);
+            b.close(0, end);
+        }
     }
     b.lines
 }
@@ -334,6 +339,28 @@ fn session(b: &mut Builder, d: &Session) {
             Outcomes::Keys => "keys",
         };
         b.stmt(INDENT, format!("outcomes = {v}"), cover(&[o.span]));
+    }
+}
+
+fn budget(b: &mut Builder, d: &Budget) {
+    match &d.per {
+        Some(BudgetPer::Tenant(span)) => b.stmt(INDENT, "per = tenant".into(), cover(&[*span])),
+        Some(BudgetPer::Expr(e)) => {
+            b.stmt(INDENT, format!("per = {}", expr(e)), cover(&[e.span]));
+        }
+        None => {}
+    }
+    b.field_duration("window", &d.window);
+    b.field_number("requests", &d.requests);
+    b.field_number("tokens", &d.tokens);
+    b.field_number("cost", &d.cost);
+    if let Some(x) = &d.exceeded {
+        let v = match &x.value {
+            Exceeded::Reject => "reject".to_string(),
+            Exceeded::Observe => "observe".to_string(),
+            Exceeded::To(model) => format!("to {}", model.name),
+        };
+        b.stmt(INDENT, format!("exceeded = {v}"), cover(&[x.span]));
     }
 }
 

@@ -181,6 +181,7 @@ fn declaration(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<ItemKind> {
         ("block", Some(name)) => ItemKind::Block(rules::block(cx, &mut d, name, entries)),
         ("route", Some(name)) => ItemKind::Route(rules::route(cx, &mut d, name, priority, entries)),
         ("test", Some(name)) => ItemKind::Test(rules::test(cx, &mut d, name, entries)),
+        ("budget", Some(name)) => ItemKind::Budget(rules::budget(cx, &mut d, name, entries)),
         ("cache", _) => ItemKind::Cache(rules::cache(cx, &mut d, entries)),
         ("session", _) => ItemKind::Session(rules::session(cx, entries)),
         ("protect", _) => ItemKind::Protect(rules::protect(cx, entries)),
