@@ -282,7 +282,8 @@ impl ModelRunner {
     ) -> Result<Vec<f32>> {
         use src_runtime::hooks::ModelSignals as _;
         self.runtime
-            .block_on(self.models.embed(checked, encoder, text))
+            // Offline, one scope of its own, as `compute` has.
+            .block_on(self.models.embed(checked, encoder, text, ""))
             .map(|e| e.vector)
             .map_err(|e| anyhow!("cannot embed a question: {e}"))
     }
