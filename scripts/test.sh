@@ -26,6 +26,8 @@ done < <(find policies examples -name '*.sr' -printf '%h\n' | sort -u)
 "$src" fmt --check policies examples
 # The calibration example (docs/calibrate.md) on the real models; a few seconds, nothing written.
 "$src" calibrate examples/calibrate --labelled examples/calibrate/labelled.jsonl --holdout 0.4 >/dev/null
+# The cache threshold fitted on the shipped question pairs (docs/calibrate.md, `--pairs`).
+"$src" calibrate examples/cache --pairs examples/cache/pairs.jsonl >/dev/null
 
 echo "== the official openai client against src serve"
 tests/e2e/openai_client.sh "$src" .cache/venv-e2e/bin/python

@@ -12,8 +12,13 @@ can never disagree about preprocessing. The rules it fixes:
 - A classifier's `logits` are turned into probabilities with a softmax; an encoder's
   `last_hidden_state` is mean-pooled over the attention mask and L2-normalised.
 
+- With `--window N` each text is read in windows instead, as the runtime reads a long text:
+  its tokens (no special tokens, no truncation) in runs of `min(N, max_length) - 2`, each run
+  starting half a run after the previous one (the first at 0, the last where the text ends),
+  each given `[CLS]` and `[SEP]`; every window is one row (see `windows`).
+
 Command line:
-    reference.py MODEL_DIR TEXTS [--batch N] [--threads N]
+    reference.py MODEL_DIR TEXTS [--batch N] [--threads N] [--window N]
 TEXTS is a path to a JSON file holding a list of strings, `-` for standard input, or the JSON
 list itself. Prints one JSON object (see `describe`).
 """
@@ -217,6 +222,31 @@ def describe(model: ModelDir, texts: list[str], batch_size: int) -> dict:
     }
 
 
+def windows(model: ModelDir, text: str, window: int) -> list[list[float]]:
+    """The rows of `text` read in windows of `window` tokens (special tokens included)."""
+    plain = Tokenizer.from_file(str(model.path / "tokenizer.json"))
+    plain.no_truncation()
+    plain.no_padding()
+    ids = plain.encode(text, add_special_tokens=False).ids
+    cls, sep = plain.token_to_id("[CLS]"), plain.token_to_id("[SEP]")
+    content = max(min(window, model.max_length) - 2, 1)
+    step = content - content // 2
+    starts = [0]
+    while starts[-1] + content < len(ids):
+        starts.append(starts[-1] + step)
+    rows = [[cls, *ids[s : s + content], sep] for s in starts]
+    width = max(len(r) for r in rows)
+    batch = Batch(
+        input_ids=np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.int64),
+        attention_mask=np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=np.int64),
+        token_type_ids=np.zeros((len(rows), width), dtype=np.int64),
+    )
+    (out,) = model.session.run([model.output], batch.feeds(model.inputs))
+    if model.kind == "encoder":
+        out = mean_pool(out, batch.attention_mask)
+    return [[float(x) for x in row] for row in out.astype(np.float32)]
+
+
 def read_texts(arg: str) -> list[str]:
     if arg == "-":
         raw = sys.stdin.read()
@@ -236,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("texts", help="JSON file, `-` for stdin, or an inline JSON list")
     parser.add_argument("--batch", type=int, default=0, help="batch size (0: one batch)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads")
+    parser.add_argument("--window", type=int, default=0, help="read each text in windows of N tokens")
     args = parser.parse_args(argv)
     try:
         texts = read_texts(args.texts)
@@ -243,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, ModelDirError) as err:
         print(f"reference: {err}", file=sys.stderr)
         return 2
+    if args.window > 0:
+        report = {"window": args.window, "windows": [windows(model, t, args.window) for t in texts]}
+        json.dump(report, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
     json.dump(describe(model, texts, args.batch), sys.stdout, ensure_ascii=False)
     sys.stdout.write("\n")
     return 0

@@ -465,3 +465,99 @@ fn a_fitted_fuzzy_min_is_written_back_and_checks() {
         written
     );
 }
+
+/// The shipped `examples/cache` policy and pairs, copied so `--write` can change the copy.
+fn cache_setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo("examples/cache/policy.sr"))
+        .unwrap()
+        .replace(
+            "../../models/minilm",
+            &repo("models/minilm").display().to_string(),
+        );
+    std::fs::create_dir(dir.path().join("policy")).unwrap();
+    let policy = write(&dir.path().join("policy"), "policy.sr", &text);
+    let pairs = std::fs::read_to_string(repo("examples/cache/pairs.jsonl")).unwrap();
+    let data = write(dir.path(), "pairs.jsonl", &pairs);
+    (dir, policy.parent().unwrap().to_path_buf(), data)
+}
+
+fn calibrate_pairs(policy: &Path, data: &Path, extra: &[&str]) -> std::process::Output {
+    src()
+        .arg("calibrate")
+        .arg(policy)
+        .arg("--pairs")
+        .arg(data)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_cache_threshold_is_fitted_on_pairs_with_the_look_alike_check() {
+    let (_dir, policy, data) = cache_setup();
+    let r = report(&calibrate_pairs(&policy, &data, &["--format", "json"]));
+    assert_eq!(r["objective"], "precision=0.99");
+    assert_eq!(r["encoder"], "minilm");
+    let (before, after, alone) = (&r["before"], &r["after"], &r["cosine_only_fit"]);
+    let rate = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    // At the shipped 0.92, cosine alone hands out a third of the look-alikes' answers.
+    assert_eq!(rate(before, "threshold"), 0.92);
+    assert!(rate(before, "cosine_only_false_hit_rate") > 0.2, "{r:#}");
+    // The fitted threshold with the check: few false hits, most paraphrases hit.
+    assert!(rate(after, "false_hit_rate") <= 0.01, "{r:#}");
+    assert!(rate(after, "hit_rate") >= 0.75, "{r:#}");
+    // Cosine alone needs a threshold so high that most paraphrases miss.
+    assert!(rate(alone, "threshold") > rate(after, "threshold"), "{r:#}");
+    assert!(rate(alone, "hit_rate") < rate(after, "hit_rate"), "{r:#}");
+    let kinds = r["kinds"].as_array().unwrap();
+    let units = kinds.iter().find(|k| k["kind"] == "units").unwrap();
+    assert!(units["cosine_hits"].as_u64().unwrap() > units["hits"].as_u64().unwrap());
+    assert!(r["refusals"]["direction"].as_u64().unwrap() > 0, "{r:#}");
+
+    // `--write` rewrites the threshold line alone; a second run writes nothing.
+    let first = calibrate_pairs(&policy, &data, &["--write"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let shown = String::from_utf8_lossy(&first.stdout);
+    assert!(shown.contains("-  threshold = 0.92"), "{shown}");
+    let written = std::fs::read_to_string(policy.join("policy.sr")).unwrap();
+    assert!(!written.contains("threshold = 0.92"), "{written}");
+    let check = src().arg("check").arg(&policy).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let second = report(&calibrate_pairs(
+        &policy,
+        &data,
+        &["--write", "--format", "json"],
+    ));
+    assert_eq!(second["diff"], "", "{second:#}");
+}
+
+#[test]
+fn pairs_need_a_cache_and_both_labels() {
+    let (dir, policy, _) = setup();
+    let data = write(
+        dir.path(),
+        "pairs.jsonl",
+        "{\"a\":\"x\",\"b\":\"y\",\"same\":true}\n{\"a\":\"x\",\"b\":\"z\",\"same\":false}\n",
+    );
+    let out = calibrate_pairs(&policy, &data, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("declares no `cache`"));
+    let (_d, policy, _) = cache_setup();
+    let bad = write(dir.path(), "bad.jsonl", "{\"a\":\"x\",\"same\":true}\n");
+    let out = calibrate_pairs(&policy, &bad, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

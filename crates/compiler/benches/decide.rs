@@ -182,6 +182,7 @@ fn bench_evaluate(c: &mut Criterion) {
                             }
                         }
                         Ok(Next::Cache(_)) => procedure.cache_answered(false),
+                        Ok(Next::Budgets(_)) => procedure.budgets_answered(&[]),
                         Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
                         Err(_) => break None,
                     }

@@ -13,9 +13,10 @@ use serde_json::{json, Value as Json};
 
 use crate::eval::{ModelCall, ModelKind, ModelResult};
 use crate::failover::{Attempts, Wire};
-use crate::hir::{CheckedPolicy, SignalId, TExprKind, Value};
+use crate::hir::{BudgetAction, BudgetId, CheckedPolicy, SignalId, TExprKind, Value};
 use crate::interp::Trace;
 use crate::ir::CondOwner;
+use crate::procedure::budget::Budgets;
 use crate::procedure::SessionAnswer;
 use crate::request::RequestView;
 use crate::testing::display_value;
@@ -74,6 +75,19 @@ pub fn explain(
     givens: &[(SignalId, Value)],
     models: &mut dyn ModelAnswers,
 ) -> Result<Json, ExplainError> {
+    explain_budgets(policy, request, wire, givens, &[], models)
+}
+
+/// [`explain`] with budgets stubbed (`--given BUDGET=SHARE`): offline, a budget not given reads
+/// as unused.
+pub fn explain_budgets(
+    policy: &CompiledPolicy,
+    request: &RequestView,
+    wire: Wire,
+    givens: &[(SignalId, Value)],
+    budget_givens: &[(BudgetId, f64)],
+    models: &mut dyn ModelAnswers,
+) -> Result<Json, ExplainError> {
     let checked = &policy.checked;
     // The procedure `src serve` runs, offline: a prompt without a model is routed, and nothing
     // is looked up in a cache or a session store.
@@ -85,9 +99,14 @@ pub fn explain(
             .give(*signal, value.clone())
             .map_err(|e| ExplainError::Given(e.to_string()))?;
     }
+    for (budget, share) in budget_givens {
+        procedure.give_budget(*budget, *share);
+    }
     let decision = loop {
         match procedure.advance() {
             Ok(Next::Done(decision)) => break decision,
+            // No store offline: a budget not given is unused.
+            Ok(Next::Budgets(_)) => procedure.budgets_answered(&[]),
             Ok(Next::Models(calls)) => {
                 let results = models.answer(checked, &calls).map_err(|why| match why {
                     ModelsUnavailable::CannotRun(why) => ExplainError::NeedsModels {
@@ -146,6 +165,7 @@ pub fn explain(
         .map(|m| checked.models[m.index()].name.as_str())
         .collect();
     Ok(json!({
+        "budgets": budgets_json(checked, &decision.budgets),
         "blocked": blocked,
         "route": route,
         "model": model_def.map(|m| m.name.clone()),
@@ -157,6 +177,40 @@ pub fn explain(
         "skipped": skipped,
         "trace": trace_json(checked, &trace),
     }))
+}
+
+/// Each budget that applied (its use before the request), and the one that acted.
+fn budgets_json(checked: &CheckedPolicy, budgets: &Budgets) -> Json {
+    let name = |b: BudgetId| {
+        checked
+            .budgets
+            .get(b.index())
+            .map_or_else(String::new, |d| d.name.clone())
+    };
+    let uses: Vec<Json> = budgets
+        .uses
+        .iter()
+        .map(|u| {
+            json!({
+                "budget": name(u.budget),
+                "unit": checked.budgets.get(u.budget.index()).map(|d| d.unit.as_str()),
+                "used": u.used,
+                "limit": u.limit,
+                "share": u.share(),
+                "remaining": u.remaining(),
+                "exceeded": u.exceeded,
+            })
+        })
+        .collect();
+    let acting = budgets.acting.map(|(b, action)| {
+        let action = match action {
+            BudgetAction::Reject => "reject".to_string(),
+            BudgetAction::Observe => "observe".to_string(),
+            BudgetAction::To(m) => format!("to {}", checked.models[m.index()].name),
+        };
+        json!({ "budget": name(b), "action": action })
+    });
+    json!({ "uses": uses, "acting": acting })
 }
 
 /// The signals whose definitions call one of the models of `calls`, sorted, each once.

@@ -229,6 +229,8 @@ impl PolicyBuilder {
                 path: PathBuf::from("models/domain"),
                 labels: ["math", "code", "law", "other"].map(String::from).to_vec(),
                 device: Device::Cpu,
+                windows: crate::hir::DEFAULT_WINDOWS,
+                window: None,
             }],
             guards: vec![GuardDef {
                 name: "prompt_guard".into(),
@@ -237,12 +239,16 @@ impl PolicyBuilder {
                 positive: None,
                 unsafe_label: Some("injection".into()),
                 device: Device::Cpu,
+                windows: crate::hir::DEFAULT_WINDOWS,
+                window: Some(crate::hir::DETECTOR_WINDOW),
             }],
             encoders: vec![EncoderDef {
                 name: "minilm".into(),
                 span: Span::default(),
                 path: PathBuf::from("models/minilm"),
                 device: Device::Cpu,
+                windows: crate::hir::DEFAULT_WINDOWS,
+                window: Some(crate::hir::DETECTOR_WINDOW),
             }],
             signals: vec![],
             blocks: vec![],
@@ -262,6 +268,7 @@ impl PolicyBuilder {
                 anonymous: src_dsl::ast::Anonymous::Isolate,
             },
             tests: vec![],
+            budgets: vec![],
         };
         PolicyBuilder { policy }
     }

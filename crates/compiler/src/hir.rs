@@ -30,7 +30,8 @@ id_type!(
     SignalId,
     BlockId,
     RouteId,
-    LabelId
+    LabelId,
+    BudgetId
 );
 
 /// Which label set a `class<..>` value draws from.
@@ -209,6 +210,10 @@ pub enum TExprKind {
     OutcomeFailRate,
     /// `outcomes(pinned).count` (`protect` only).
     OutcomeCount,
+    /// `budget(NAME).used`: the share of the budget used before this request, 0–1.
+    BudgetUsed(BudgetId),
+    /// `budget(NAME).remaining`: what is left, in the budget's unit.
+    BudgetRemaining(BudgetId),
     Not(Box<TExpr>),
     And(Box<TExpr>, Box<TExpr>),
     Or(Box<TExpr>, Box<TExpr>),
@@ -260,6 +265,8 @@ pub struct ModelDef {
     pub tokenizer: Option<PathBuf>,
 }
 
+pub use crate::window::{DEFAULT_WINDOWS, DETECTOR_WINDOW, MAX_WINDOWS};
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassifierDef {
     pub name: String,
@@ -267,6 +274,10 @@ pub struct ClassifierDef {
     pub path: PathBuf,
     pub labels: Vec<String>,
     pub device: Device,
+    /// Most windows of one text the model reads (`windows`, by default [`DEFAULT_WINDOWS`]).
+    pub windows: usize,
+    /// Tokens per window (`window`); `None`: the model's `max_length`.
+    pub window: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -282,6 +293,9 @@ pub struct GuardDef {
     /// when it cannot, and `None` when there is neither.
     pub unsafe_label: Option<String>,
     pub device: Device,
+    pub windows: usize,
+    /// Tokens per window (`window`, by default [`DETECTOR_WINDOW`]).
+    pub window: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -290,6 +304,9 @@ pub struct EncoderDef {
     pub span: Span,
     pub path: PathBuf,
     pub device: Device,
+    pub windows: usize,
+    /// Tokens per window (`window`, by default [`DETECTOR_WINDOW`]).
+    pub window: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -430,6 +447,56 @@ impl CooldownDef {
     pub const DEFAULT_MILLIS: u64 = 30_000;
 }
 
+/// What a budget counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BudgetUnit {
+    Requests,
+    /// Prompt and completion tokens, from the answer's usage.
+    Tokens,
+    /// Σ tokens / 1000 × the answering model's `cost`.
+    Cost,
+}
+
+impl BudgetUnit {
+    /// The unit as a budget's field names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetUnit::Requests => "requests",
+            BudgetUnit::Tokens => "tokens",
+            BudgetUnit::Cost => "cost",
+        }
+    }
+}
+
+/// Whose usage a budget counts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetPerDef {
+    /// The request's tenant (the runtime's one tenant function).
+    Tenant,
+    /// A `text?` expression; a request it yields no text for is not counted.
+    Text(TExpr),
+}
+
+/// What a request over its budget gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetAction {
+    Reject,
+    To(ModelId),
+    Observe,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetDef {
+    pub name: String,
+    pub span: Span,
+    pub per: BudgetPerDef,
+    pub window_ms: u64,
+    pub unit: BudgetUnit,
+    /// Positive (E081).
+    pub limit: f64,
+    pub exceeded: BudgetAction,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouterDef {
     /// Defaults to `["auto"]`.
@@ -471,6 +538,8 @@ pub struct TestDef {
     pub system: Option<String>,
     pub headers: Vec<(String, String)>,
     pub givens: Vec<(SignalId, Value)>,
+    /// `given BUDGET = SHARE`: the share of a budget used before the test's request.
+    pub budget_givens: Vec<(BudgetId, f64)>,
     pub expect: ExpectDef,
     pub expect_model: Option<ModelId>,
 }
@@ -498,6 +567,8 @@ pub struct CheckedPolicy {
     pub failure: FailureDef,
     pub router: RouterDef,
     pub tests: Vec<TestDef>,
+    /// In declaration order: the first exceeded one acts.
+    pub budgets: Vec<BudgetDef>,
 }
 
 impl CheckedPolicy {
@@ -506,6 +577,13 @@ impl CheckedPolicy {
             .iter()
             .position(|s| s.name == name)
             .map(|i| SignalId(i as u32))
+    }
+
+    pub fn budget_by_name(&self, name: &str) -> Option<BudgetId> {
+        self.budgets
+            .iter()
+            .position(|b| b.name == name)
+            .map(|i| BudgetId(i as u32))
     }
 
     pub fn model_by_name(&self, name: &str) -> Option<ModelId> {
@@ -577,7 +655,9 @@ impl TExpr {
             | K::Pinned
             | K::Proposed
             | K::OutcomeFailRate
-            | K::OutcomeCount => Vec::new(),
+            | K::OutcomeCount
+            | K::BudgetUsed(_)
+            | K::BudgetRemaining(_) => Vec::new(),
         }
     }
 

@@ -13,7 +13,10 @@
 //!    - [`pii`]: `pii(TEXT, [types])`: the built-in recognizers of personal data and secrets.
 //!    - [`request`]: the facts of one OpenAI-style request that policies read.
 //!    - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
-//! 1. [`hir`]: the checked policy: names resolved to table indices, every expression typed.
+//! 1. Over the leaves:
+//!    - [`hir`]: the checked policy: names resolved to table indices, every expression typed.
+//!    - [`lookalike`]: the response cache's check that a stored question asks what the request
+//!      asks (numbers, units, dates, polarity, names), over `text`'s folding.
 //! 2. Over the HIR:
 //!    - [`vocabulary`]: the language's builtins (name, signature, doc, snippet), read by the
 //!      checker, the language server and the docs' table.
@@ -52,6 +55,7 @@ pub mod ir;
 pub mod jit;
 pub mod language;
 pub mod load;
+pub mod lookalike;
 pub mod pii;
 pub mod procedure;
 mod redis_url;
@@ -59,6 +63,7 @@ pub mod request;
 pub mod testing;
 pub mod text;
 pub mod vocabulary;
+pub mod window;
 
 pub use check::{check, CheckOptions, CheckOutcome, NameTable};
 pub use compiled::{compile, CompileError, CompiledPolicy};

@@ -29,6 +29,10 @@ pub enum Actual {
     Model {
         model: String,
     },
+    /// A budget (`exceeded = reject`) refused the case.
+    BudgetRefused {
+        budget: String,
+    },
     /// The case could not be evaluated (a missing `given`, a bad request file).
     Error {
         code: codes::Code,
@@ -41,6 +45,7 @@ impl std::fmt::Display for Actual {
         match self {
             Actual::Route { route, model } => write!(f, "route `{route}` (model `{model}`)"),
             Actual::Blocked { block, model: None } => write!(f, "blocked by `{block}`"),
+            Actual::BudgetRefused { budget } => write!(f, "refused by budget `{budget}`"),
             Actual::Blocked {
                 block,
                 model: Some(m),
@@ -155,6 +160,9 @@ fn evaluate(policy: &CompiledPolicy, case: &TestDef, request: &RequestView) -> (
     let mut procedure = Procedure::new(policy, request)
         .routing_unnamed()
         .without_cache();
+    for (budget, share) in &case.budget_givens {
+        procedure.give_budget(*budget, *share);
+    }
     for (signal, value) in &case.givens {
         if let Err(e) = procedure.give(*signal, value.clone()) {
             return (
@@ -171,6 +179,8 @@ fn evaluate(policy: &CompiledPolicy, case: &TestDef, request: &RequestView) -> (
             Ok(Next::Done(decision)) => break actual_of(checked, &decision),
             Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
             Ok(Next::Cache(_)) => procedure.cache_answered(false),
+            // No store offline: a budget the case does not give is unused.
+            Ok(Next::Budgets(_)) => procedure.budgets_answered(&[]),
             Ok(Next::Models(calls)) => {
                 let mut models: Vec<String> = calls
                     .iter()
@@ -229,6 +239,16 @@ pub fn actual_of(checked: &CheckedPolicy, decision: &Decision) -> Actual {
             .map_or_else(|| format!("#{}", m.0), |m| m.name.clone())
     };
     let first = decision.candidates.first().copied().map(name);
+    if let (Some(_), None, Some((budget, _))) =
+        (&decision.refusal, decision.block, decision.budgets.acting)
+    {
+        return Actual::BudgetRefused {
+            budget: checked
+                .budgets
+                .get(budget.index())
+                .map_or_else(String::new, |b| b.name.clone()),
+        };
+    }
     match (decision.block, decision.route) {
         (Some(b), _) => Actual::Blocked {
             block: checked.blocks[b.index()].name.clone(),

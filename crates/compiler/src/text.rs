@@ -25,11 +25,11 @@
 mod approximate_tests;
 mod ascii_words;
 mod bm25;
+mod confusables;
 mod fold;
 #[cfg(test)]
 mod fold_tests;
 mod fuzzy;
-mod lookalikes;
 mod spaces;
 #[cfg(test)]
 mod tests;

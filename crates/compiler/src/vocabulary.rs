@@ -32,6 +32,8 @@ pub enum Function {
     Max,
     /// `outcomes(pinned)`, only meaningful through its fields.
     Outcomes,
+    /// `budget(NAME)`, only meaningful through its fields.
+    Budget,
 }
 
 /// A builtin value: a name an expression reads without a declaration.
@@ -58,6 +60,8 @@ pub enum Receiver {
     Model,
     /// `outcomes(pinned).fail_rate`.
     Outcomes,
+    /// `budget(NAME).used`.
+    Budget,
 }
 
 impl Receiver {
@@ -68,6 +72,7 @@ impl Receiver {
             Receiver::Class => "c",
             Receiver::Model => "m",
             Receiver::Outcomes => "outcomes(pinned)",
+            Receiver::Budget => "budget(NAME)",
         }
     }
 }
@@ -80,6 +85,8 @@ pub enum Field {
     Cost,
     FailRate,
     OutcomeCount,
+    BudgetUsed,
+    BudgetRemaining,
 }
 
 impl Field {
@@ -89,6 +96,7 @@ impl Field {
             Field::Confidence => Receiver::Class,
             Field::Cost => Receiver::Model,
             Field::FailRate | Field::OutcomeCount => Receiver::Outcomes,
+            Field::BudgetUsed | Field::BudgetRemaining => Receiver::Budget,
         }
     }
 }
@@ -251,6 +259,7 @@ pub const BUILTINS: &[Builtin] = &[
     function("similarity", F::Similarity, "similarity(encoder, text, [STRING...]) -> score", "score", "max cosine similarity to the examples under the encoder", "similarity(${1:encoder}, ${2:prompt}, [\"${3}\"])", "similarity(encoder, prompt, [\"example\"])", 3),
     function("min", F::Min, "min(a, b) -> int | float", "int | float", "the smaller number (int if both are int)", "min(${1}, ${2})", "min(a, b)", 2),
     function("max", F::Max, "max(a, b) -> int | float", "int | float", "the larger number (int if both are int)", "max(${1}, ${2})", "max(a, b)", 2),
+    function("budget", F::Budget, "budget(NAME).used: score, .remaining: float", "budget", "a declared budget's use for this request's `per` (see `budget`)", "budget(${1:name}).${2:used}", "budget(per_key).used", 1),
     function("outcomes", F::Outcomes, "outcomes(pinned).fail_rate: score, .count: int", "outcomes", "recent outcomes of the pinned model in this session (`protect` only)", "outcomes(pinned).${1:fail_rate}", "outcomes(pinned).fail_rate", 1),
     value("prompt", Value::Prompt, "prompt: text", "text", "last user message"),
     value("history", Value::History, "history: text", "text", "all message text in order"),
@@ -271,6 +280,8 @@ pub const BUILTINS: &[Builtin] = &[
     field("cost", Field::Cost, "model.cost: float", "float", "the model's declared cost"),
     field("fail_rate", Field::FailRate, "outcomes(pinned).fail_rate: score", "score", "share of the pinned model's recent answers that failed (`protect` only)"),
     field("count", Field::OutcomeCount, "outcomes(pinned).count: int", "int", "number of recent outcomes of the pinned model (`protect` only)"),
+    field("used", Field::BudgetUsed, "budget(NAME).used: score", "score", "share of the budget used before this request, 0–1"),
+    field("remaining", Field::BudgetRemaining, "budget(NAME).remaining: float", "float", "what is left of the budget, in its unit (requests, tokens or cost)"),
 ];
 
 /// The builtin functions.

@@ -213,6 +213,21 @@ fn outline(policy: &CheckedPolicy) -> String {
         let _ = writeln!(out, "cooldown: after {} for {}ms", c.after, c.millis);
     }
     let _ = writeln!(out, "router: {:?}", policy.router.names);
+    for b in &policy.budgets {
+        let per = match &b.per {
+            src_compiler::hir::BudgetPerDef::Tenant => "tenant".to_string(),
+            src_compiler::hir::BudgetPerDef::Text(e) => text_expr(e),
+        };
+        let _ = writeln!(
+            out,
+            "budget {}: per {per} window {}ms {} {} exceeded {:?}",
+            b.name,
+            b.window_ms,
+            b.limit,
+            b.unit.as_str(),
+            b.exceeded
+        );
+    }
     for t in &policy.tests {
         let _ = writeln!(out, "test {}: {} given", t.name, t.givens.len());
     }

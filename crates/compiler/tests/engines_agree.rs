@@ -437,7 +437,7 @@ impl F {
 
 fn float_atom(n: u8) -> TExpr {
     let t = text(n / 8);
-    let k = match n % 6 {
+    let k = match n % 7 {
         0 => return guard(t),
         1 => {
             let examples = phrases(n / 5);
@@ -449,6 +449,7 @@ fn float_atom(n: u8) -> TExpr {
             phrases: phrases(n / 3),
         },
         3 => TExprKind::OutcomeFailRate,
+        5 => TExprKind::BudgetUsed(src_compiler::hir::BudgetId(u32::from(n % 2))),
         4 => {
             let bm25 = TExprKind::Bm25 {
                 text: bx(t),

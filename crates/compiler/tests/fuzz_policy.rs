@@ -220,9 +220,10 @@ fn typed_value(keyword: &'static str, field: &'static str) -> BoxedStrategy<Stri
         (_, "labels") => prop::collection::vec(name(), 0..4)
             .prop_map(|v| format!("[{}]", v.join(", ")))
             .boxed(),
-        (_, "cost" | "context" | "threshold" | "status" | "cooldown_after") => {
-            plain_number().boxed()
-        }
+        (
+            _,
+            "cost" | "context" | "threshold" | "status" | "cooldown_after" | "window" | "windows",
+        ) => plain_number().boxed(),
         (_, "backend" | "positive" | "encoder") if keyword != "failure" => name().boxed(),
         ("route", "system_prompt") => {
             prop_oneof![string(), string().prop_map(|s| format!("replace {s}")),].boxed()

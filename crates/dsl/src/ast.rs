@@ -63,6 +63,7 @@ pub enum ItemKind {
     Failure(Failure),
     Router(Router),
     Test(Test),
+    Budget(Budget),
 }
 
 impl ItemKind {
@@ -83,6 +84,7 @@ impl ItemKind {
             ItemKind::Failure(_) => "failure",
             ItemKind::Router(_) => "router",
             ItemKind::Test(_) => "test",
+            ItemKind::Budget(_) => "budget",
         }
     }
 
@@ -98,6 +100,7 @@ impl ItemKind {
             ItemKind::Block(d) => Some(&d.name),
             ItemKind::Route(d) => Some(&d.name),
             ItemKind::Test(d) => Some(&d.name),
+            ItemKind::Budget(d) => Some(&d.name),
             ItemKind::Cache(_)
             | ItemKind::Session(_)
             | ItemKind::Protect(_)
@@ -165,30 +168,40 @@ pub enum Device {
     Cuda,
 }
 
-/// `classifier NAME { path = ".." labels = [a, b] device = .. }`
+/// `classifier NAME { path = ".." labels = [a, b] device = .. window = N windows = N }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classifier {
     pub name: Ident,
     pub path: Option<Spanned<String>>,
     pub labels: Option<Spanned<Vec<Ident>>>,
     pub device: Option<Spanned<Device>>,
+    /// Most windows of one text the model reads.
+    pub windows: Option<Spanned<Number>>,
+    /// Tokens per window.
+    pub window: Option<Spanned<Number>>,
 }
 
-/// `guard NAME { path = ".." positive = LABEL device = .. }`
+/// `guard NAME { path = ".." positive = LABEL device = .. window = N windows = N }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guard {
     pub name: Ident,
     pub path: Option<Spanned<String>>,
     pub positive: Option<Ident>,
     pub device: Option<Spanned<Device>>,
+    pub windows: Option<Spanned<Number>>,
+    /// Tokens per window.
+    pub window: Option<Spanned<Number>>,
 }
 
-/// `encoder NAME { path = ".." device = .. }`
+/// `encoder NAME { path = ".." device = .. window = N windows = N }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Encoder {
     pub name: Ident,
     pub path: Option<Spanned<String>>,
     pub device: Option<Spanned<Device>>,
+    pub windows: Option<Spanned<Number>>,
+    /// Tokens per window.
+    pub window: Option<Spanned<Number>>,
 }
 
 /// `signal NAME = EXPR`
@@ -369,6 +382,39 @@ pub struct Router {
     pub tokenizer: Option<Spanned<String>>,
     /// Whether requests without a credential share cached answers and stored responses.
     pub anonymous: Option<Spanned<Anonymous>>,
+}
+
+/// Whose usage a budget counts (`per = ..`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetPer {
+    /// `per = tenant`: the request's tenant, as sessions and the cache scope it.
+    Tenant(Span),
+    /// A `text?` expression: `header("x-team")`; a request it yields no text for is not counted.
+    Expr(Expr),
+}
+
+/// What a request gets once its budget is spent (`exceeded = ..`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Exceeded {
+    /// Refused with 429 and `Retry-After`.
+    Reject,
+    /// Proposed to this model instead, as a route proposes (`protect` holds apply).
+    To(Ident),
+    /// Counted and reported only.
+    Observe,
+}
+
+/// `budget NAME { per = tenant|EXPR  window = D  requests|tokens|cost = N
+/// exceeded = reject|to MODEL|observe }`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    pub name: Ident,
+    pub per: Option<BudgetPer>,
+    pub window: Option<Spanned<Duration>>,
+    pub requests: Option<Spanned<Number>>,
+    pub tokens: Option<Spanned<Number>>,
+    pub cost: Option<Spanned<Number>>,
+    pub exceeded: Option<Spanned<Exceeded>>,
 }
 
 /// What requests that carry no credential may share (`router { anonymous = .. }`).

@@ -77,6 +77,12 @@ codes! {
     TEST_MESSAGES_UNREADABLE = "E052": "test `messages` file missing or not a chat request";
     // Runtime (`src serve` refusing a policy it cannot run).
     MODEL_UNAVAILABLE = "E060": "classifier, guard or encoder the server cannot run";
+    // Budgets.
+    BUDGET_LIMIT = "E080": "budget with no limit, or with more than one";
+    BUDGET_RANGE = "E081": "budget limit or window that is zero or negative";
+    BUDGET_UNKNOWN_MODEL = "E082": "budget's `exceeded = to` names no model";
+    UNKNOWN_BUDGET = "E083": "`budget(..)` names no budget";
+    BUDGET_PER = "E084": "budget `per` that is neither `tenant` nor text";
     // Internal errors (a fault of the tool, not of the policy).
     FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
     // Personal data.
@@ -101,6 +107,8 @@ codes! {
     GATEWAY_ROUTE = "W022": "the gateway sends a model's requests elsewhere than its backend";
     // Tenancy.
     ANONYMOUS_SHARED = "W030": "requests without a credential share answers and stored responses";
+    // Models.
+    TEXT_PAST_WINDOWS = "W050": "model-backed signal's text can be longer than its model reads";
     // Personal data.
     REPEATED_PII_TYPE = "W055": "personal data type listed twice in `pii`";
 }

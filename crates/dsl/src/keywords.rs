@@ -39,8 +39,25 @@ pub const KEYWORDS: &[&str] = &[
     "blocked",
 ];
 
-/// Keywords that begin a top-level declaration.
-pub const DECLARATION_KEYWORDS: &[&str] = KEYWORDS.split_at(14).0;
+/// Keywords that begin a top-level declaration. `budget` is one only at the start of a
+/// declaration: in an expression it is the builtin `budget(NAME)`, so it is not in [`KEYWORDS`].
+pub const DECLARATION_KEYWORDS: &[&str] = &[
+    "backend",
+    "model",
+    "classifier",
+    "guard",
+    "encoder",
+    "signal",
+    "block",
+    "route",
+    "cache",
+    "session",
+    "protect",
+    "failure",
+    "router",
+    "test",
+    "budget",
+];
 
 /// The fields (and statements) each declaration body accepts, by declaration keyword.
 pub mod fields {
@@ -61,9 +78,9 @@ pub mod fields {
         "context",
         "tokenizer",
     ];
-    pub const CLASSIFIER: &[&str] = &["path", "labels", "device"];
-    pub const GUARD: &[&str] = &["path", "positive", "device"];
-    pub const ENCODER: &[&str] = &["path", "device"];
+    pub const CLASSIFIER: &[&str] = &["path", "labels", "device", "window", "windows"];
+    pub const GUARD: &[&str] = &["path", "positive", "device", "window", "windows"];
+    pub const ENCODER: &[&str] = &["path", "device", "window", "windows"];
     pub const BLOCK: &[&str] = &["when", "status", "message", "to"];
     pub const ROUTE: &[&str] = &[
         "when",
@@ -86,6 +103,7 @@ pub mod fields {
     ];
     pub const ROUTER: &[&str] = &["names", "tokenizer", "anonymous"];
     pub const TEST: &[&str] = &["prompt", "messages", "system", "header", "given", "expect"];
+    pub const BUDGET: &[&str] = &["per", "window", "requests", "tokens", "cost", "exceeded"];
 }
 
 /// A top-level declaration: its keyword, what its body accepts and the skeleton an editor
@@ -114,6 +132,7 @@ pub const DECLARATIONS: &[Declaration] = &[
     Declaration { keyword: "failure", fields: fields::FAILURE, snippet: "failure {\n  backend = ${1:closed}\n}" },
     Declaration { keyword: "router", fields: fields::ROUTER, snippet: "router {\n  names = [\"${1:auto}\"]\n}" },
     Declaration { keyword: "test", fields: fields::TEST, snippet: "test ${1:name} {\n  prompt = \"${2}\"\n  expect ${3:route_name}\n}" },
+    Declaration { keyword: "budget", fields: fields::BUDGET, snippet: "budget ${1:name} {\n  per = ${2:tenant}\n  window = ${3:1m}\n  requests = ${4:20}\n  exceeded = ${5:reject}\n}" },
 ];
 
 /// The declaration a keyword begins.
@@ -142,13 +161,17 @@ pub fn choices(keyword: &str, field: &str) -> &'static [&'static str] {
         ("cache" | "session", "store") => &["memory", "redis(\"redis://127.0.0.1:6379\")"],
         ("backend", "simulated") => &["true", "false"],
         ("backend", "api") => &["openai", "anthropic"],
+        ("budget", "exceeded") => &["reject", "to MODEL", "observe"],
         _ => &[],
     }
 }
 
 /// Whether a field (or statement) takes an expression.
 pub fn takes_expression(keyword: &str, field: &str) -> bool {
-    matches!((keyword, field), ("session", "id" | "tenant") | (_, "when"))
+    matches!(
+        (keyword, field),
+        ("session", "id" | "tenant") | ("budget", "per") | (_, "when")
+    )
 }
 
 #[cfg(test)]
@@ -225,7 +248,7 @@ mod tests {
     #[test]
     fn declaration_keywords_are_the_declarations() {
         assert_eq!(DECLARATION_KEYWORDS.first(), Some(&"backend"));
-        assert_eq!(DECLARATION_KEYWORDS.last(), Some(&"test"));
+        assert_eq!(DECLARATION_KEYWORDS.last(), Some(&"budget"));
         assert!(!DECLARATION_KEYWORDS.contains(&"when"));
     }
 }

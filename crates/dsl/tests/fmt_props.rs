@@ -295,38 +295,60 @@ fn classifier() -> impl Strategy<Value = ItemKind> {
         text(),
         prop::collection::vec(ident(), 0..4),
         device(),
+        windows(),
     )
-        .prop_map(|(name, path, labels, device)| {
+        .prop_map(|(name, path, labels, device, (window, windows))| {
             ItemKind::Classifier(Classifier {
                 name,
                 path: Some(sp(path)),
                 labels: Some(sp(labels)),
                 device,
+                windows,
+                window,
             })
         })
 }
 
 fn guard() -> impl Strategy<Value = ItemKind> {
-    (ident(), text(), prop::option::of(ident()), device()).prop_map(
-        |(name, path, positive, device)| {
+    (
+        ident(),
+        text(),
+        prop::option::of(ident()),
+        device(),
+        windows(),
+    )
+        .prop_map(|(name, path, positive, device, (window, windows))| {
             ItemKind::Guard(Guard {
                 name,
                 path: Some(sp(path)),
                 positive,
                 device,
+                windows,
+                window,
             })
-        },
-    )
+        })
 }
 
 fn encoder() -> impl Strategy<Value = ItemKind> {
-    (ident(), text(), device()).prop_map(|(name, path, device)| {
+    (ident(), text(), device(), windows()).prop_map(|(name, path, device, (window, windows))| {
         ItemKind::Encoder(Encoder {
             name,
             path: Some(sp(path)),
             device,
+            windows,
+            window,
         })
     })
+}
+
+/// A model declaration's optional `window` and `windows`.
+type Windows = (Option<Spanned<Number>>, Option<Spanned<Number>>);
+
+fn windows() -> impl Strategy<Value = Windows> {
+    (
+        prop::option::of(int_number().prop_map(sp)),
+        prop::option::of(int_number().prop_map(sp)),
+    )
 }
 
 fn signal() -> impl Strategy<Value = ItemKind> {

@@ -198,6 +198,7 @@ fn receiver(cx: &CursorContext, names: &Names<'_>) -> Option<Receiver> {
         let function = vocabulary::lookup_function(callee).and_then(|b| b.function());
         return match function {
             Some(vocabulary::Function::Outcomes) => Some(Receiver::Outcomes),
+            Some(vocabulary::Function::Budget) => Some(Receiver::Budget),
             Some(vocabulary::Function::Language) => Some(Receiver::Class),
             _ if names.value_kind(callee) == Some(SymKind::Classifier) => Some(Receiver::Class),
             _ => None,

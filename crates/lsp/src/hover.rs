@@ -26,9 +26,14 @@ pub fn hover(analysis: &Analysis, file: FileId, offset: usize) -> Option<(String
     let builtin = if before.ends_with("request.") {
         vocabulary::lookup_field(Receiver::Request, word)
     } else if before.ends_with('.') {
-        [Receiver::Class, Receiver::Model, Receiver::Outcomes]
-            .into_iter()
-            .find_map(|r| vocabulary::lookup_field(r, word))
+        [
+            Receiver::Class,
+            Receiver::Model,
+            Receiver::Outcomes,
+            Receiver::Budget,
+        ]
+        .into_iter()
+        .find_map(|r| vocabulary::lookup_field(r, word))
     } else {
         vocabulary::lookup_function(word).or_else(|| vocabulary::lookup_value(word))
     }?;

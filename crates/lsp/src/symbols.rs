@@ -282,6 +282,14 @@ impl SymbolIndex {
                 }
             }
             ItemKind::Test(t) => self.test(t),
+            ItemKind::Budget(b) => {
+                if let Some(ast::BudgetPer::Expr(e)) = &b.per {
+                    self.expr(e);
+                }
+                if let Some(ast::Exceeded::To(model)) = b.exceeded.as_ref().map(|e| &e.value) {
+                    self.reference(SymKind::Model, model);
+                }
+            }
             ItemKind::Backend(_)
             | ItemKind::Classifier(_)
             | ItemKind::Guard(_)

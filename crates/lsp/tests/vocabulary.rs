@@ -58,6 +58,7 @@ fn receiver_expr(r: Receiver) -> &'static str {
         Receiver::Class => "topic",
         Receiver::Model => "strong",
         Receiver::Outcomes => "outcomes(pinned)",
+        Receiver::Budget => "budget(per_key)",
     }
 }
 

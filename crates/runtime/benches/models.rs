@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use src_dsl::ast::Device;
-use src_runtime::models::{softmax, BatchOptions, Batcher, Model, ModelMetrics, Role};
+use src_runtime::models::{softmax, BatchOptions, Batcher, Model, ModelMetrics, Reading, Role};
 
 const SHORT: &str = "Please summarise the main points of this article about solar power.";
 const PARAGRAPH: &str =
@@ -53,7 +53,7 @@ fn concurrent(model: Model, options: BatchOptions, base: &str, per_client: usize
     let batcher = Arc::new(batcher);
     // One untimed burst first: the session's first run at a new shape plans its memory.
     let warm: Vec<_> = (0..16)
-        .map(|c| batcher.submit(format!("{c} {base}")))
+        .map(|c| batcher.submit(format!("{c} {base}"), Reading::FIRST))
         .collect();
     for rx in warm {
         let _ = rx.blocking_recv();
@@ -73,7 +73,9 @@ fn concurrent(model: Model, options: BatchOptions, base: &str, per_client: usize
             let base = base.to_string();
             tasks.push(tokio::spawn(async move {
                 for i in 0..per_client {
-                    let _ = batcher.submit(format!("{c} {i} {base}")).await;
+                    let _ = batcher
+                        .submit(format!("{c} {i} {base}"), Reading::FIRST)
+                        .await;
                 }
             }));
         }

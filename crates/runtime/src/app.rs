@@ -30,6 +30,7 @@ impl App {
             models: self.components.models.as_ref(),
             sessions: self.components.sessions.as_ref(),
             cache: &self.cache,
+            budgets: &self.budgets,
             cooldowns: &self.cooldowns,
             log: &self.components.log,
             recorder: self.recorder.as_ref(),
@@ -106,4 +107,6 @@ pub struct App {
     pub responses: ResponseStates,
     /// Models skipped after failing too often in a row (`failure.cooldown_after`).
     pub cooldowns: Arc<Cooldowns>,
+    /// Where `budget`s are counted (the session's store, or memory).
+    pub budgets: crate::budget::BudgetLayer,
 }

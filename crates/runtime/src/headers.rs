@@ -125,6 +125,11 @@ pub mod session {
     pub const STORE_UNAVAILABLE: &str = "store-unavailable";
 }
 
+/// The budgets a request counted against: `NAME; used=U; limit=L` each (usage before the
+/// request, in the budget's unit), comma separated, with `; exceeded=reject|to|observe` on the
+/// one that acted.
+pub const SR_BUDGET: &str = "x-sr-budget";
+
 /// What the response cache did with the request: one of [`cache`]'s values (only when the
 /// policy declares `cache`).
 pub const SR_CACHE: &str = "x-sr-cache";
@@ -137,6 +142,10 @@ pub mod cache {
     pub const HIT: &str = "hit";
     /// No stored answer was close enough: the backend answered.
     pub const MISS: &str = "miss";
+    /// A stored answer was close enough by the encoder, but its question differs from the
+    /// request's (a number, a unit, a direction, a date, a negation or a name): the backend
+    /// answered.
+    pub const MISS_VERIFIED: &str = "miss-verified";
     /// The policy's `skip when` held.
     pub const SKIP: &str = "skip";
     /// The cache does not apply: the route says `cache = off`, a streaming `/v1/responses`

@@ -62,6 +62,7 @@
 pub mod anthropic;
 pub mod app;
 pub mod backends;
+pub mod budget;
 pub mod cache;
 pub mod catalog;
 pub mod config;

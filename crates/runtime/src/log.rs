@@ -105,6 +105,9 @@ pub struct RequestRecord {
     pub cache_score: Option<f64>,
     /// How a `/v1/responses` turn with `previous_response_id` was sent (`x-sr-previous`).
     pub previous: Option<&'static str>,
+    /// The budgets the request counted against (`x-sr-budget`: `NAME; used=U; limit=L`, comma
+    /// separated), with the one that acted.
+    pub budget: Option<String>,
     /// Who sent it, as the console shows it: filled only while a console page watches the
     /// live stream, and never written to the log.
     #[serde(skip)]

@@ -114,11 +114,15 @@ pub const STORE_RETRIED: &str = "src_store_retried";
 
 /// Texts sent to a model (one per model-backed signal computed), labelled by `model`.
 pub const MODEL_CALLS: &str = "src_model_calls";
-/// Texts per inference batch, labelled by `model`.
+/// Rows (texts' windows) per inference batch, labelled by `model`.
 pub const MODEL_BATCH_SIZE: &str = "src_model_batch_size";
+/// Model-backed signals whose text had more windows than the declaration reads, labelled by
+/// `model`.
+pub const MODEL_PAST_BOUND: &str = "src_model_past_bound";
 /// Time of one inference batch (tokenize + run + pool), labelled by `model`.
 pub const MODEL_INFERENCE_SECONDS: &str = "src_model_inference_seconds";
-/// Model calls that failed or timed out, labelled by `model` and `reason` (`timeout`, `error`).
+/// Model calls that failed or timed out, labelled by `model` and `reason` (`timeout`, `error`,
+/// `too_long`: a classifier's text past its window bound under a closed failure mode).
 pub const MODEL_FAILURES: &str = "src_model_failures";
 /// Texts answered from the model memo instead of a model call, labelled by `model`.
 pub const MODEL_MEMO_HITS: &str = "src_model_memo_hits";
@@ -141,3 +145,12 @@ pub const CACHE_STORES: &str = "src_cache_stores";
 /// Cache store failures, labelled by `store` (`memory`, `redis`), `op` (`connect`, `lookup`,
 /// `store`) and `kind` (`timeout`, `unavailable`, `corrupt`, `config`).
 pub const CACHE_STORE_ERRORS: &str = "src_cache_store_errors";
+
+/// Requests that found a budget exceeded, by budget and what it did (`reject`, `to`,
+/// `observe`); a counter (`_total`).
+pub const BUDGET_EXCEEDED: &str = "src_budget_exceeded";
+/// Units counted against each budget (requests reserved, tokens and cost charged); a counter.
+pub const BUDGET_USED: &str = "src_budget_used";
+/// Share of its budget the last request that touched it found used (0–1), per budget: a gauge,
+/// never per tenant, so its cardinality is the policy's.
+pub const BUDGET_SHARE: &str = "src_budget_share";

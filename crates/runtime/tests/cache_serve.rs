@@ -4,7 +4,8 @@
 //! a route with `cache = off` never caches; `skip when` skips (computing its model-backed
 //! signal); a streaming chat request replays a stored answer as events, and a streamed answer is
 //! stored too; `/v1/responses` and `/v1/messages` cache too (apart) and bypass when they
-//! stream; a reload keeps the store and applies the new threshold; and
+//! stream; a reload keeps the store and applies the new threshold; look-alike questions (swapped
+//! units, a negation) that MiniLM scores above the threshold are verified misses; and
 //! a cache the server cannot serve refuses the policy, while a TLS Redis store the checker
 //! accepts loads.
 
@@ -22,6 +23,50 @@ fn policy(cache: &str, routes: &str) -> String {
 
 async fn basic() -> TestResult<Served> {
     serve(&policy("threshold = 0.9", "")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn look_alike_questions_are_verified_misses_and_paraphrases_still_hit() -> TestResult {
+    // The threshold `examples/guarded` ships.
+    let served = serve(&policy("threshold = 0.92", "")).await?;
+    let cases = [
+        ("convert 5 km to miles", "convert 5 miles to km"),
+        (
+            "Is it safe to mix bleach and ammonia?",
+            "Is it unsafe to mix bleach and ammonia?",
+        ),
+    ];
+    let mut upstream = 0;
+    for (stored, look_alike) in cases {
+        let first = served.ask(stored, "key-a").await?;
+        assert_eq!(first.cache(), "miss");
+        upstream += 1;
+        served.stored(upstream as f64).await?;
+        let refused = served.ask(look_alike, "key-a").await?;
+        assert_eq!(refused.status, 200, "{:?}", refused.body);
+        assert_eq!(refused.cache(), "miss-verified", "{look_alike}");
+        assert_eq!(refused.header("x-sr-path"), Some("upstream"));
+        assert_ne!(refused.body, first.body);
+        upstream += 1;
+        assert_eq!(served.backend_requests(), upstream);
+        // Its own answer is stored, and answers it next time.
+        served.stored(upstream as f64).await?;
+        let again = served.ask(look_alike, "key-a").await?;
+        assert_eq!(again.cache(), "hit");
+        assert_eq!(again.body, refused.body);
+    }
+    let paraphrase = served.ask("convert 5 km to miles please", "key-a").await?;
+    assert_eq!(paraphrase.cache(), "hit");
+    assert_eq!(served.backend_requests(), upstream);
+    let verified = served
+        .metric("src_cache_lookups_total", "result=\"miss-verified\"")
+        .await?;
+    assert_eq!(verified, 2.0);
+    assert!(served
+        .log()
+        .iter()
+        .any(|line| line["cache"] == "miss-verified"));
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -81,6 +81,23 @@ async fn send(served: &Served, body: &Value) -> TestResult<(u16, Option<String>)
     Ok((answer.status, route))
 }
 
+/// Posts `body` with `key` as the bearer credential; the answer's `x-sr-cache` header.
+async fn send_as(served: &Served, body: &Value, key: &str) -> TestResult<Option<String>> {
+    let url = format!("http://{}/v1/chat/completions", served.server.addr);
+    let auth = format!("Bearer {key}");
+    let answer = served
+        .client
+        .send(
+            Method::POST,
+            &url,
+            body.to_string(),
+            &[("authorization", &auth)],
+        )
+        .await?;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    Ok(answer.header("x-sr-cache").map(str::to_owned))
+}
+
 fn count(metrics: &str, name: &str, model: &str) -> f64 {
     sample(metrics, name, &format!("model=\"{model}\""))
 }
@@ -131,25 +148,8 @@ async fn a_tool_loop_runs_each_model_once() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tenant_never_hits_a_tenants_memo() -> TestResult {
     let served = serve(&policy("{models}", ""), options(MemoOptions::default())).await?;
-    let url = format!("http://{}/v1/chat/completions", served.server.addr);
-    let ask = |key: &'static str| {
-        let served = &served;
-        let url = url.clone();
-        async move {
-            let auth = format!("Bearer {key}");
-            let answer = served
-                .client
-                .send(
-                    Method::POST,
-                    &url,
-                    tool_loop_turn(0).to_string(),
-                    &[("authorization", auth.as_str())],
-                )
-                .await?;
-            assert_eq!(answer.status, 200, "{}", answer.text());
-            TestResult::Ok(())
-        }
-    };
+    let turn = tool_loop_turn(0);
+    let ask = |key: &'static str| send_as(&served, &turn, key);
     ask("tenant-a").await?;
     ask("tenant-b").await?;
     let metrics = served.metrics().await?;
@@ -388,27 +388,8 @@ async fn the_cache_embedding_is_remembered_per_tenant() -> TestResult {
          cache {{ encoder = minilm  threshold = 0.95 }}\n"
     );
     let served = serve(&text, options(MemoOptions::default())).await?;
-    let url = format!("http://{}/v1/chat/completions", served.server.addr);
     let body = json!({"model": "auto", "messages": [{"role": "user", "content": TASK}]});
-    let ask = |key: &'static str| {
-        let served = &served;
-        let url = url.clone();
-        let body = body.to_string();
-        async move {
-            let auth = format!("Bearer {key}");
-            let answer = served
-                .client
-                .send(
-                    Method::POST,
-                    &url,
-                    body,
-                    &[("authorization", auth.as_str())],
-                )
-                .await?;
-            assert_eq!(answer.status, 200, "{}", answer.text());
-            TestResult::Ok(answer.header("x-sr-cache").map(str::to_owned))
-        }
-    };
+    let ask = |key: &'static str| send_as(&served, &body, key);
     assert_eq!(ask("tenant-a").await?.as_deref(), Some("miss"));
     assert_eq!(ask("tenant-b").await?.as_deref(), Some("miss"));
     let metrics = served.metrics().await?;

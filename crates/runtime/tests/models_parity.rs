@@ -1,6 +1,7 @@
 //! The Rust model runtime computes what the Python reference (`scripts/models/reference.py`,
 //! onnxruntime + tokenizers) computes for the same texts: encoder embeddings and classifier
-//! logits to 1e-4, token counts exactly, in one batch and one text at a time.
+//! logits to 1e-4, token counts exactly, in one batch and one text at a time; and a long text
+//! read in windows (`reference.py --window`) window by window.
 
 use src_dsl::ast::Device;
 use src_runtime::models::{softmax, verify, Model, Role};
@@ -145,5 +146,70 @@ fn verify_accepts_each_directory_for_its_kind_only() -> TestResult {
         .err()
         .ok_or("a classifier passed as an encoder")?;
     assert!(err.to_string().contains("last_hidden_state"), "{err}");
+    Ok(())
+}
+
+/// The reference's rows for `texts` read in windows of `window` tokens (`--window`).
+fn reference_windows(
+    model: &std::path::Path,
+    texts: &[&str],
+    window: usize,
+) -> TestResult<Vec<Vec<Vec<f32>>>> {
+    let repo = src_testkit::models::repo();
+    let out = std::process::Command::new(repo.join(".cache/venv-models/bin/python"))
+        .arg(repo.join("scripts/models/reference.py"))
+        .arg(model)
+        .arg(serde_json::to_string(texts)?)
+        .args(["--window", &window.to_string()])
+        .output()?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let texts = report["windows"].as_array().ok_or("no windows")?;
+    texts
+        .iter()
+        .map(|rows| {
+            rows.as_array()
+                .ok_or("no rows")?
+                .iter()
+                .map(floats)
+                .collect::<TestResult<Vec<_>>>()
+        })
+        .collect()
+}
+
+#[test]
+fn long_texts_are_read_in_the_reference_s_windows() -> TestResult {
+    load_library()?;
+    let long = "The quarterly report covers revenue, costs, hiring and the roadmap. ".repeat(30);
+    let texts = [long.as_str(), "A man is playing a guitar.", ""];
+    for (name, role) in [("prompt_guard", Role::Guard), ("minilm", Role::Encoder)] {
+        let dir = model_dir(name)?;
+        let mut model = Model::load(&dir, role, Device::Cpu, 1)?;
+        for window in [32, 256] {
+            let expected = reference_windows(&dir, &texts, window)?;
+            for (text, want) in texts.iter().zip(&expected) {
+                let reading = src_runtime::models::Reading {
+                    window: Some(window),
+                    limit: 1000,
+                };
+                let cut = model.windows(text, reading)?;
+                assert_eq!(
+                    cut.total,
+                    want.len(),
+                    "{name} {window}: windows of `{text:.30}`"
+                );
+                let rows = model.infer_encoded(&cut.encodings)?;
+                for (i, (row, want)) in rows.iter().zip(want).enumerate() {
+                    assert_close(
+                        &format!("{name} {window} window {i} of `{text:.30}`"),
+                        row,
+                        want,
+                    );
+                }
+            }
+        }
+    }
     Ok(())
 }

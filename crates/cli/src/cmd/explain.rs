@@ -37,7 +37,8 @@ pub struct Args {
     /// A request header, `NAME=VALUE` (repeatable).
     #[arg(long = "header", value_name = "K=V")]
     headers: Vec<String>,
-    /// Stub a signal's value, `SIGNAL=VALUE` (repeatable): needed for model-backed signals.
+    /// Stub a signal's value, `SIGNAL=VALUE` (repeatable): needed for model-backed signals; or a
+    /// budget's used share, `BUDGET=SHARE` (0–1; a budget not given reads as unused).
     #[arg(long = "given", value_name = "S=V")]
     givens: Vec<String>,
     #[arg(long, value_enum, default_value_t)]
@@ -88,16 +89,26 @@ pub fn run(args: Args) -> Result<Outcome> {
         .map(|h| split_pair("--header", h).map(|(k, v)| (k.to_ascii_lowercase(), v.to_string())))
         .collect::<Result<Vec<_>>>()?;
     let request = build_request(&args, &headers)?;
-    let givens = args
-        .givens
-        .iter()
+    // `--given BUDGET=SHARE` stubs a budget's used share; any other name is a signal's.
+    let (budget_pairs, signal_pairs): (Vec<&String>, Vec<&String>) =
+        args.givens.iter().partition(|g| {
+            split_pair("--given", g).is_ok_and(|(name, _)| {
+                checked.signal_by_name(name).is_none() && checked.budget_by_name(name).is_some()
+            })
+        });
+    let givens = signal_pairs
+        .into_iter()
         .map(|g| parse_given(&checked, g))
+        .collect::<Result<Vec<_>>>()?;
+    let budget_givens = budget_pairs
+        .into_iter()
+        .map(|g| parse_budget_given(&checked, g))
         .collect::<Result<Vec<_>>>()?;
     let policy = compile(checked, args.engine.into()).context("cannot compile the policy")?;
     if args.ir {
         outln!("{}", policy.program.listing())?;
     }
-    let explanation = explain(&policy, (&request.0, request.1), &givens)?;
+    let explanation = explain(&policy, (&request.0, request.1), &givens, &budget_givens)?;
     match args.format {
         Format::Json => outln!("{}", explanation)?,
         Format::Human => print_human(&explanation)?,
@@ -119,6 +130,25 @@ fn build_request(args: &Args, headers: &[(String, String)]) -> Result<(RequestVi
         .with_context(|| format!("`{}` is not valid JSON", path.display()))?;
     src_compiler::explain::read_body(&body, headers, args.api.map(Wire::from))
         .with_context(|| format!("`{}` is not a valid request", path.display()))
+}
+
+/// Parses `BUDGET=SHARE`: the share of the budget used before the request, in [0, 1].
+fn parse_budget_given(
+    checked: &CheckedPolicy,
+    pair: &str,
+) -> Result<(src_compiler::hir::BudgetId, f64)> {
+    let (name, raw) = split_pair("--given", pair)?;
+    let id = checked
+        .budget_by_name(name)
+        .ok_or_else(|| anyhow!("--given names `{name}`, which is not a budget"))?;
+    let share: f64 = raw
+        .parse()
+        .ok()
+        .filter(|v: &f64| (0.0..=1.0).contains(v))
+        .ok_or_else(|| {
+            anyhow!("--given {name}={raw}: a budget is given the share used, in [0, 1]")
+        })?;
+    Ok((id, share))
 }
 
 /// Parses `SIGNAL=VALUE` by the signal's type.
@@ -171,14 +201,21 @@ fn explain(
     policy: &CompiledPolicy,
     (request, wire): (&RequestView, Wire),
     givens: &[(src_compiler::hir::SignalId, Value)],
+    budget_givens: &[(src_compiler::hir::BudgetId, f64)],
 ) -> Result<Json> {
     let mut models = LazyRunner(None);
-    src_compiler::explain::explain(policy, request, wire, givens, &mut models).map_err(
-        |e| match e {
-            ExplainError::Given(e) => anyhow!("--given: {e}"),
-            other => anyhow!("{other}"),
-        },
+    src_compiler::explain::explain_budgets(
+        policy,
+        request,
+        wire,
+        givens,
+        budget_givens,
+        &mut models,
     )
+    .map_err(|e| match e {
+        ExplainError::Given(e) => anyhow!("--given: {e}"),
+        other => anyhow!("{other}"),
+    })
 }
 
 /// The model runtime, loaded when a request first needs it.
@@ -236,6 +273,21 @@ impl ModelRunner {
         Ok(ModelRunner { models, runtime })
     }
 
+    /// The embedding of `text` under `encoder` (`src calibrate --pairs`).
+    pub(crate) fn embed(
+        &self,
+        checked: &CheckedPolicy,
+        encoder: src_compiler::hir::EncoderId,
+        text: &str,
+    ) -> Result<Vec<f32>> {
+        use src_runtime::hooks::ModelSignals as _;
+        self.runtime
+            // Offline, one scope of its own, as `compute` has.
+            .block_on(self.models.embed(checked, encoder, text, ""))
+            .map(|e| e.vector)
+            .map_err(|e| anyhow!("cannot embed a question: {e}"))
+    }
+
     pub(crate) fn compute(
         &self,
         checked: &CheckedPolicy,
@@ -249,6 +301,11 @@ impl ModelRunner {
 
 fn print_human(e: &Json) -> Result<(), Closed> {
     let s = |k: &str| e[k].as_str().map(str::to_string);
+    let acting = &e["budgets"]["acting"];
+    if acting["action"] == "reject" {
+        let name = acting["budget"].as_str().unwrap_or("");
+        return outln!("refused by budget `{name}` (429)");
+    }
     match (s("blocked"), s("route")) {
         (Some(block), _) => match s("model") {
             Some(m) => outln!("blocked by `{block}`: sent to model `{m}`")?,
@@ -256,6 +313,11 @@ fn print_human(e: &Json) -> Result<(), Closed> {
         },
         (None, Some(route)) => outln!("route `{route}`")?,
         (None, None) => outln!("explicit model (routing skipped)")?,
+    }
+    if let Some(acting) = e["budgets"]["acting"].as_object() {
+        let name = acting.get("budget").and_then(Json::as_str).unwrap_or("");
+        let action = acting.get("action").and_then(Json::as_str).unwrap_or("");
+        outln!("  budget `{name}` is spent: {action}")?;
     }
     if let (Some(m), Some(serves), Some(backend)) = (s("model"), s("serves"), s("backend")) {
         outln!("  model `{m}` = `{serves}` on backend `{backend}`")?;

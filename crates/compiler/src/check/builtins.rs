@@ -140,6 +140,28 @@ impl Checker<'_> {
             );
             return None;
         }
+        if function == Function::Budget {
+            // `budget(NAME)` only has meaning through its fields (see `types::field`).
+            if let [Expr {
+                kind: ExprKind::Name(name),
+                ..
+            }] = args
+            {
+                let _ = self.budget_ref(name);
+            }
+            self.report(
+                Diagnostic::error(
+                    codes::TYPE_MISMATCH,
+                    "`budget(..)` is not a value on its own",
+                    span,
+                )
+                .with_label_message("needs a field")
+                .with_help(
+                    "use `budget(NAME).used` (a score) or `budget(NAME).remaining` (a float)",
+                ),
+            );
+            return None;
+        }
         if args.len() != b.arity {
             self.type_args_quietly(args);
             let n = b.arity;
@@ -159,7 +181,7 @@ impl Checker<'_> {
             return None;
         }
         match function {
-            Function::Outcomes => None,
+            Function::Outcomes | Function::Budget => None,
             Function::Header => {
                 let header = self.string_literal(f, &args[0], "a header name")?;
                 Some(texpr(

@@ -12,7 +12,8 @@ use super::names::Kind;
 use super::types::literal_number;
 use super::Checker;
 use crate::hir::{
-    ExpectDef, ModelId, RouteId, SignalId, TExpr, TExprKind, TestDef, TestInputDef, Type, Value,
+    BudgetId, ExpectDef, ModelId, RouteId, SignalId, TExpr, TExprKind, TestDef, TestInputDef, Type,
+    Value,
 };
 use crate::load::io_reason;
 use src_dsl::ast::{self, Expectation, ExprKind, TestInput};
@@ -47,6 +48,7 @@ impl Checker<'_> {
             None => None,
         };
         let mut givens = Vec::with_capacity(t.givens.len());
+        let mut budget_givens = Vec::new();
         let mut givens_ok = true;
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for g in &t.givens {
@@ -65,6 +67,14 @@ impl Checker<'_> {
                     .with_help("keep one value per signal"),
                 );
                 givens_ok = false;
+                continue;
+            }
+            let budget = self.decls.get(Kind::Budget, &g.signal.name);
+            if let (Some(b), None) = (budget, self.decls.value(&g.signal.name)) {
+                match self.budget_given(g) {
+                    Some(share) => budget_givens.push((BudgetId(b as u32), share)),
+                    None => givens_ok = false,
+                }
                 continue;
             }
             match self.given(g) {
@@ -88,9 +98,36 @@ impl Checker<'_> {
                 .map(|h| (h.name.value.clone(), h.value.value.clone()))
                 .collect(),
             givens,
+            budget_givens,
             expect,
             expect_model,
         })
+    }
+
+    /// A `given BUDGET = SHARE`: the share of the budget used before the request, in [0, 1]
+    /// (E051 otherwise).
+    fn budget_given(&mut self, g: &ast::Given) -> Option<f64> {
+        let share = literal_number(&g.value)
+            .map(|(n, ..)| n)
+            .filter(|n| (0.0..=1.0).contains(n));
+        if share.is_none() {
+            self.report(
+                Diagnostic::error(
+                    codes::TEST_BAD_GIVEN,
+                    format!(
+                        "`given {}` needs the share of the budget used",
+                        g.signal.name
+                    ),
+                    g.value.span,
+                )
+                .with_label_message("expected a number in [0, 1]")
+                .with_help(format!(
+                    "write e.g. `given {} = 0.9` (90% used before the test's request; 1 is spent)",
+                    g.signal.name
+                )),
+            );
+        }
+        share
     }
 
     fn expectation(&mut self, e: &Expectation) -> Option<(ExpectDef, Option<ModelId>)> {

@@ -8,7 +8,11 @@
 
 use super::names::Kind;
 use super::Checker;
-use crate::hir::{BackendDef, BackendId, ClassifierDef, EncoderDef, GuardDef, ModelDef};
+use crate::hir::{
+    BackendDef, BackendId, ClassifierDef, EncoderDef, GuardDef, ModelDef, DEFAULT_WINDOWS,
+    DETECTOR_WINDOW, MAX_WINDOWS,
+};
+use crate::window::MIN_WINDOW;
 use src_dsl::ast::{ClientAuth, Device, Ident, Number};
 use src_dsl::{codes, Diagnostic, Span, Spanned};
 use std::collections::HashMap;
@@ -276,15 +280,21 @@ impl Checker<'_> {
                 labels.push(l.name.clone());
             }
             self.class_labels.push(labels.clone());
+            let windows = self.windows(&c.name, &c.windows);
+            let window = self.window(&c.name, &c.window);
             self.parts.classifiers.push(ClassifierDef {
                 name: c.name.name.clone(),
                 span: c.name.span,
                 path: self.model_path(&c.path),
                 labels,
                 device: device(&c.device),
+                windows,
+                window,
             });
         }
         for g in self.decls.guards.clone() {
+            let windows = self.windows(&g.name, &g.windows);
+            let window = self.window(&g.name, &g.window).or(Some(DETECTOR_WINDOW));
             self.parts.guards.push(GuardDef {
                 name: g.name.name.clone(),
                 span: g.name.span,
@@ -293,15 +303,62 @@ impl Checker<'_> {
                 // Resolved against the model's labels, when they can be read, by `catalog`.
                 unsafe_label: g.positive.as_ref().map(|p| p.name.clone()),
                 device: device(&g.device),
+                windows,
+                window,
             });
         }
         for e in self.decls.encoders.clone() {
+            let windows = self.windows(&e.name, &e.windows);
+            let window = self.window(&e.name, &e.window).or(Some(DETECTOR_WINDOW));
             self.parts.encoders.push(EncoderDef {
                 name: e.name.name.clone(),
                 span: e.name.span,
                 path: self.model_path(&e.path),
                 device: device(&e.device),
+                windows,
+                window,
             });
+        }
+    }
+
+    /// A declaration's `window`: a whole number of tokens from MIN_WINDOW (E045); a window
+    /// longer than the model's `max_length` is cut to it when the model loads.
+    fn window(&mut self, name: &Ident, w: &Option<Spanned<Number>>) -> Option<usize> {
+        let w = w.as_ref()?;
+        match w.value.as_int() {
+            Some(n) if n >= MIN_WINDOW as i64 => Some(n as usize),
+            _ => {
+                self.report(out_of_range(
+                    format!(
+                        "window of `{}` must be a whole number of tokens from {MIN_WINDOW}, found `{}`",
+                        name.name, w.value.text
+                    ),
+                    w.span,
+                    "write the tokens of one window, special tokens included, e.g. `window = 64`",
+                ));
+                None
+            }
+        }
+    }
+
+    /// A declaration's `windows`: a whole number in 1..=MAX_WINDOWS (E045), else the default.
+    fn windows(&mut self, name: &Ident, w: &Option<Spanned<Number>>) -> usize {
+        let Some(w) = w else {
+            return DEFAULT_WINDOWS;
+        };
+        match w.value.as_int() {
+            Some(n) if n >= 1 && n as u64 <= MAX_WINDOWS as u64 => n as usize,
+            _ => {
+                self.report(out_of_range(
+                    format!(
+                        "windows of `{}` must be a whole number from 1 to {MAX_WINDOWS}, found `{}`",
+                        name.name, w.value.text
+                    ),
+                    w.span,
+                    "write how many windows of one text the model may read, e.g. `windows = 16`",
+                ));
+                DEFAULT_WINDOWS
+            }
         }
     }
 

@@ -20,6 +20,7 @@
 
 mod apis;
 mod approximate;
+mod budgets;
 mod builtins;
 mod cases;
 mod catalog;
@@ -35,11 +36,13 @@ mod sections;
 mod signals;
 mod types;
 mod unused;
+mod windows;
 mod wire;
 
 use crate::hir::{
-    BackendDef, BlockDef, CacheDef, CheckedPolicy, ClassifierDef, EncoderDef, FailureDef, GuardDef,
-    ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr, TestDef,
+    BackendDef, BlockDef, BudgetDef, CacheDef, CheckedPolicy, ClassifierDef, EncoderDef,
+    FailureDef, GuardDef, ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr,
+    TestDef,
 };
 use crate::load::PolicySource;
 pub use catalog::parse_catalog;
@@ -145,6 +148,7 @@ struct Parts {
     failure: Option<FailureDef>,
     router: Option<RouterDef>,
     tests: Vec<Option<TestDef>>,
+    budgets: Vec<Option<BudgetDef>>,
 }
 
 impl Parts {
@@ -166,6 +170,7 @@ impl Parts {
             failure: self.failure?,
             router: self.router?,
             tests: self.tests.into_iter().collect::<Option<_>>()?,
+            budgets: self.budgets.into_iter().collect::<Option<_>>()?,
         })
     }
 }
@@ -263,6 +268,7 @@ impl<'a> Checker<'a> {
         self.check_models();
         self.check_model_sources();
         self.check_signals();
+        self.check_budgets();
         self.check_blocks();
         self.check_routes();
         self.check_sections();
@@ -274,6 +280,9 @@ impl<'a> Checker<'a> {
         self.check_apis();
         self.check_unused();
         self.check_client_credentials();
+        if self.error_count() == 0 {
+            self.check_model_windows();
+        }
     }
 
     /// A path written in the policy, resolved against the policy root.

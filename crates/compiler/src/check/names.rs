@@ -24,10 +24,11 @@ pub enum Kind {
     Block,
     Route,
     Test,
+    Budget,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Backend,
         Kind::Model,
         Kind::Classifier,
@@ -37,6 +38,7 @@ impl Kind {
         Kind::Block,
         Kind::Route,
         Kind::Test,
+        Kind::Budget,
     ];
 
     /// The kind's keyword: `model`, `signal`.
@@ -51,6 +53,7 @@ impl Kind {
             Kind::Block => "block",
             Kind::Route => "route",
             Kind::Test => "test",
+            Kind::Budget => "budget",
         }
     }
 
@@ -66,6 +69,7 @@ impl Kind {
             Kind::Block => "a block",
             Kind::Route => "a route",
             Kind::Test => "a test",
+            Kind::Budget => "a budget",
         }
     }
 
@@ -103,6 +107,7 @@ pub(super) struct Decls<'a> {
     pub blocks: Vec<&'a ast::Block>,
     pub routes: Vec<&'a ast::Route>,
     pub tests: Vec<&'a ast::Test>,
+    pub budgets: Vec<&'a ast::Budget>,
     /// Singleton sections with the span of the whole section.
     pub cache: Option<(&'a ast::Cache, Span)>,
     pub session: Option<(&'a ast::Session, Span)>,
@@ -115,6 +120,7 @@ pub(super) struct Decls<'a> {
     block_names: HashMap<&'a str, usize>,
     route_names: HashMap<&'a str, usize>,
     test_names: HashMap<&'a str, usize>,
+    budget_names: HashMap<&'a str, usize>,
     /// Names declared more than once, or declared with a builtin's name: a use of one that
     /// does not fit what the name resolves to may have meant the other declaration, so it is not
     /// reported again.
@@ -155,6 +161,7 @@ impl<'a> Decls<'a> {
             ItemKind::Block(_) => Kind::Block,
             ItemKind::Route(_) => Kind::Route,
             ItemKind::Test(_) => Kind::Test,
+            ItemKind::Budget(_) => Kind::Budget,
         };
         let Some(name) = item.kind.name() else {
             return;
@@ -203,6 +210,7 @@ impl<'a> Decls<'a> {
             ItemKind::Block(x) => push(&mut self.blocks, x),
             ItemKind::Route(x) => push(&mut self.routes, x),
             ItemKind::Test(x) => push(&mut self.tests, x),
+            ItemKind::Budget(x) => push(&mut self.budgets, x),
             _ => return,
         };
         let key = name.name.as_str();
@@ -211,6 +219,7 @@ impl<'a> Decls<'a> {
             Kind::Block => self.block_names.insert(key, index),
             Kind::Route => self.route_names.insert(key, index),
             Kind::Test => self.test_names.insert(key, index),
+            Kind::Budget => self.budget_names.insert(key, index),
             _ => self
                 .values
                 .insert(key, Sym { kind, index })
@@ -225,6 +234,7 @@ impl<'a> Decls<'a> {
             Kind::Block => self.block_names.get(name).copied(),
             Kind::Route => self.route_names.get(name).copied(),
             Kind::Test => self.test_names.get(name).copied(),
+            Kind::Budget => self.budget_names.get(name).copied(),
             _ => {
                 let sym = self.values.get(name)?;
                 return Some(self.name_of(*sym).span);
@@ -245,6 +255,7 @@ impl<'a> Decls<'a> {
             Kind::Block => &self.blocks[sym.index].name,
             Kind::Route => &self.routes[sym.index].name,
             Kind::Test => &self.tests[sym.index].name,
+            Kind::Budget => &self.budgets[sym.index].name,
         }
     }
 
@@ -265,6 +276,7 @@ impl<'a> Decls<'a> {
             Kind::Block => self.block_names.get(name).copied(),
             Kind::Route => self.route_names.get(name).copied(),
             Kind::Test => self.test_names.get(name).copied(),
+            Kind::Budget => self.budget_names.get(name).copied(),
             _ => self
                 .values
                 .get(name)
@@ -283,6 +295,7 @@ impl<'a> Decls<'a> {
             (Kind::Block, &self.block_names),
             (Kind::Backend, &self.backend_names),
             (Kind::Test, &self.test_names),
+            (Kind::Budget, &self.budget_names),
         ];
         tables
             .into_iter()
@@ -304,6 +317,7 @@ impl<'a> Decls<'a> {
             Kind::Block => names(&self.blocks, |x| &x.name),
             Kind::Route => names(&self.routes, |x| &x.name),
             Kind::Test => names(&self.tests, |x| &x.name),
+            Kind::Budget => names(&self.budgets, |x| &x.name),
         }
     }
 }

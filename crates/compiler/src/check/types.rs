@@ -15,7 +15,7 @@
 use super::names::{nearest, Kind, Sym};
 use super::{Checker, Scope};
 use crate::hir::{
-    ArithOp, ClassSet, CmpOp, ModelId, RequestField, SignalId, TExpr, TExprKind, Type,
+    ArithOp, BudgetId, ClassSet, CmpOp, ModelId, RequestField, SignalId, TExpr, TExprKind, Type,
 };
 use crate::vocabulary::{self, Field, Receiver, Value};
 use src_dsl::ast::{BinOp, Expr, ExprKind, Ident, Number, UnaryOp};
@@ -380,6 +380,9 @@ impl Checker<'_> {
             if function == Some(vocabulary::Function::Outcomes) {
                 return self.outcomes(f, args, field, span);
             }
+            if function == Some(vocabulary::Function::Budget) {
+                return self.budget_field(f, args, field, span);
+            }
         }
         let t = self.expr(base, Hint::None)?;
         let receiver = match t.ty {
@@ -460,6 +463,70 @@ impl Checker<'_> {
             }
         };
         (allowed && arg_ok).then(|| texpr(kind, ty, span))
+    }
+
+    /// `budget(NAME).used` and `.remaining`; E083 when NAME is no budget.
+    fn budget_field(
+        &mut self,
+        f: &Ident,
+        args: &[Expr],
+        field: &Ident,
+        span: Span,
+    ) -> Option<TExpr> {
+        let budget = match args {
+            [Expr {
+                kind: ExprKind::Name(name),
+                ..
+            }] => self.budget_ref(name),
+            _ => {
+                self.report(
+                    Diagnostic::error(
+                        codes::WRONG_ARGUMENTS,
+                        "`budget` takes exactly one argument, the name of a budget",
+                        args.first().map_or(f.span, |a| a.span),
+                    )
+                    .with_label_message("expected a budget's name")
+                    .with_help("write `budget(NAME).used` with NAME a declared `budget`"),
+                );
+                None
+            }
+        };
+        let found = vocabulary::lookup_field(Receiver::Budget, &field.name);
+        let (kind, ty): (fn(BudgetId) -> TExprKind, Type) = match found.and_then(|b| b.field()) {
+            Some(Field::BudgetUsed) => (TExprKind::BudgetUsed, Type::Score),
+            Some(Field::BudgetRemaining) => (TExprKind::BudgetRemaining, Type::Float),
+            _ => {
+                let fields = field_names(Receiver::Budget);
+                self.unknown_field("budget(..)", field, &fields);
+                return None;
+            }
+        };
+        budget.map(|b| texpr(kind(b), ty, span))
+    }
+
+    /// The budget a name refers to; E083 (with a did-you-mean) when none is declared.
+    pub(super) fn budget_ref(&mut self, name: &Ident) -> Option<BudgetId> {
+        if let Some(i) = self.decls.get(super::names::Kind::Budget, &name.name) {
+            return Some(BudgetId(i as u32));
+        }
+        let budgets = self.decls.names_of(super::names::Kind::Budget);
+        let d = Diagnostic::error(
+            codes::UNKNOWN_BUDGET,
+            format!("no budget is named `{}`", name.name),
+            name.span,
+        )
+        .with_label_message("not a budget");
+        let d = match nearest(&name.name, budgets.iter().copied()) {
+            Some(close) => d
+                .with_help(format!("did you mean `{close}`?"))
+                .with_fix(name.span, close),
+            None if budgets.is_empty() => d.with_help(
+                "declare it: `budget NAME { per = tenant  window = 1m  requests = 20 }`",
+            ),
+            None => d.with_help(format!("the budgets are {}", super::list_names(&budgets))),
+        };
+        self.report(d);
+        None
     }
 
     /// E011 for a field `base` does not have.

@@ -108,7 +108,9 @@ impl<'a> Evaluation<'a> {
             | Atom::Pinned
             | Atom::Proposed
             | Atom::OutcomeFailRate
-            | Atom::OutcomeCount => Computed::Absent,
+            | Atom::OutcomeCount
+            | Atom::BudgetUsed(_)
+            | Atom::BudgetRemaining(_) => Computed::Absent,
         }
     }
 }

@@ -18,7 +18,9 @@
 mod atoms;
 
 use crate::compiled::CompiledPolicy;
-use crate::hir::{ClassSet, ClassifierId, EncoderId, GuardId, LabelId, ModelId, SignalId, Value};
+use crate::hir::{
+    BudgetId, ClassSet, ClassifierId, EncoderId, GuardId, LabelId, ModelId, SignalId, Value,
+};
 use crate::interp::{self, Trace};
 use crate::ir::{
     Atom, AtomId, CondId, CostClass, HoldOutcome, Inst, NodeId, Outcome, Program, Row, SignalNode,
@@ -47,6 +49,10 @@ pub struct ModelCall {
     /// The examples of a similarity atom (empty for classifiers and guards), so a model runtime
     /// that sees only the checked policy can answer the call.
     pub examples: Arc<[String]>,
+    /// Whether the atom fails closed (`failure.classifier = closed`, or unset and a `block`
+    /// uses it): a model runtime that could read only part of the text answers as a failure
+    /// would, a guard or `similarity` at its worst (score 1).
+    pub closed: bool,
 }
 
 impl ModelCall {
@@ -354,6 +360,28 @@ impl<'a> Evaluation<'a> {
         Ok(())
     }
 
+    /// The text a budget's `per` expression yields for this request, trimmed; `None` when the
+    /// budget counts per tenant, or when the expression yields no text.
+    pub fn budget_text(&self, budget: BudgetId) -> Option<&str> {
+        let key = self.policy.program.budget_key(budget)?;
+        self.text(key).map(str::trim).filter(|t| !t.is_empty())
+    }
+
+    /// Sets `budget(NAME).used` (a share, 0–1) and `.remaining` (in the budget's unit).
+    pub fn set_budget(&mut self, budget: BudgetId, used: f64, remaining: f64) {
+        for (atom, value) in [
+            (Atom::BudgetUsed(budget), used),
+            (Atom::BudgetRemaining(budget), remaining),
+        ] {
+            let Some(id) = self.atom_id(&atom) else {
+                continue;
+            };
+            let slot = self.policy.program.atoms()[id.index()].slot;
+            self.row.set(slot, Slot::known(value.to_bits()));
+            self.atoms[id.index()] = AtomState::Computed;
+        }
+    }
+
     /// Every signal with its value where this evaluation knows it (text signals that may hold
     /// the API key are never shown).
     pub fn signal_values(&self) -> Vec<(SignalId, Option<Value>)> {
@@ -602,6 +630,7 @@ impl<'a> Evaluation<'a> {
             model,
             text: self.text(text).unwrap_or("").to_string(),
             examples,
+            closed: self.fails_closed(a),
         })
     }
 }

@@ -191,6 +191,15 @@ impl Program {
             Atom::Proposed => "proposed".into(),
             Atom::OutcomeFailRate => "outcomes(pinned).fail_rate".into(),
             Atom::OutcomeCount => "outcomes(pinned).count".into(),
+            Atom::BudgetUsed(b) => {
+                format!("budget({}).used", self.name(&self.names.budgets, b.index()))
+            }
+            Atom::BudgetRemaining(b) => {
+                format!(
+                    "budget({}).remaining",
+                    self.name(&self.names.budgets, b.index())
+                )
+            }
         }
     }
 

@@ -372,6 +372,8 @@ impl<'p> Lowerer<'p> {
             K::Proposed => self.atom(Atom::Proposed),
             K::OutcomeFailRate => self.atom(Atom::OutcomeFailRate),
             K::OutcomeCount => self.atom(Atom::OutcomeCount),
+            K::BudgetUsed(b) => self.atom(Atom::BudgetUsed(*b)),
+            K::BudgetRemaining(b) => self.atom(Atom::BudgetRemaining(*b)),
             K::Confidence(c) => match self.expr(c)? {
                 Val::Class { confidence, .. } => scalar(confidence),
                 _ => Err(unexpected("`.confidence` of a non-class value", e)),
@@ -547,7 +549,17 @@ impl<'p> Lowerer<'p> {
             .enumerate()
             .map(|(i, s)| s.ok_or(LowerError::UnknownSignal(i as u32)))
             .collect::<Result<Vec<_>, _>>()?;
+        // A budget's `per` as text the evaluation reads (`None`: the tenant, which the caller
+        // knows).
+        let mut budget_keys = Vec::with_capacity(policy.budgets.len());
+        for b in &policy.budgets {
+            budget_keys.push(match &b.per {
+                crate::hir::BudgetPerDef::Tenant => None,
+                crate::hir::BudgetPerDef::Text(e) => Some(self.text(e)?),
+            });
+        }
         let names = Names {
+            budgets: policy.budgets.iter().map(|b| b.name.clone()).collect(),
             signals: policy.signals.iter().map(|s| s.name.clone()).collect(),
             blocks: policy.blocks.iter().map(|b| b.name.clone()).collect(),
             routes: policy.routes.iter().map(|r| r.name.clone()).collect(),
@@ -576,6 +588,7 @@ impl<'p> Lowerer<'p> {
             hold_count,
             signals,
             model_costs: policy.models.iter().map(|m| m.cost).collect(),
+            budget_keys,
             names,
         })
     }

@@ -26,8 +26,8 @@ pub use lower::{lower, LowerError};
 pub use row::{Row, Slot};
 
 use crate::hir::{
-    ArithOp, BlockId, ClassSet, ClassifierId, CmpOp, EncoderId, GuardId, LabelId, RequestField,
-    RouteId, SignalId,
+    ArithOp, BlockId, BudgetId, ClassSet, ClassifierId, CmpOp, EncoderId, GuardId, LabelId,
+    RequestField, RouteId, SignalId,
 };
 use crate::pii::EntityType;
 use src_dsl::Span;
@@ -146,6 +146,10 @@ pub enum Atom {
     Proposed,
     OutcomeFailRate,
     OutcomeCount,
+    /// `budget(NAME).used`, supplied by the procedure once the budgets are answered.
+    BudgetUsed(BudgetId),
+    /// `budget(NAME).remaining`, supplied with `BudgetUsed`.
+    BudgetRemaining(BudgetId),
 }
 
 impl Atom {
@@ -156,7 +160,9 @@ impl Atom {
             | Atom::Pinned
             | Atom::Proposed
             | Atom::OutcomeFailRate
-            | Atom::OutcomeCount => CostClass::Fact,
+            | Atom::OutcomeCount
+            | Atom::BudgetUsed(_)
+            | Atom::BudgetRemaining(_) => CostClass::Fact,
             Atom::Contains(..)
             | Atom::Hits(..)
             | Atom::Density(..)
@@ -194,7 +200,9 @@ impl Atom {
             | Atom::Bm25(..)
             | Atom::Guard(..)
             | Atom::Similarity(..)
-            | Atom::OutcomeFailRate => (SlotKind::Float, None),
+            | Atom::OutcomeFailRate
+            | Atom::BudgetUsed(_)
+            | Atom::BudgetRemaining(_) => (SlotKind::Float, None),
             Atom::Language(_) => (SlotKind::Label(ClassSet::Language), Some(SlotKind::Float)),
             Atom::Classify(c, _) => (
                 SlotKind::Label(ClassSet::Classifier(*c)),
@@ -430,6 +438,7 @@ pub struct Names {
     pub encoders: Vec<String>,
     /// Label names per classifier.
     pub classifier_labels: Vec<Vec<String>>,
+    pub budgets: Vec<String>,
 }
 
 impl Names {
@@ -461,6 +470,8 @@ pub struct Program {
     pub(crate) hold_count: usize,
     pub(crate) signals: Vec<SignalNode>,
     pub(crate) model_costs: Vec<f64>,
+    /// Each budget's `per` as text; `None` for `per = tenant`.
+    pub(crate) budget_keys: Vec<Option<TextExpr>>,
     pub(crate) names: Names,
 }
 
@@ -490,6 +501,11 @@ pub enum HoldOutcome {
 }
 
 impl Program {
+    /// A budget's `per` as text; `None` for `per = tenant` (or no such budget).
+    pub fn budget_key(&self, budget: BudgetId) -> Option<&TextExpr> {
+        self.budget_keys.get(budget.index())?.as_ref()
+    }
+
     pub fn slots(&self) -> &[SlotDef] {
         &self.slots
     }

@@ -9,22 +9,32 @@
 //! - [`Next::Cache`]: look the response cache up for the proposal; answer with
 //!   [`Procedure::cache_answered`];
 //! - [`Next::Session`]: what the session layer makes of the proposal (a pin, a `protect` hold);
-//!   answer with [`Procedure::session_answered`].
+//!   answer with [`Procedure::session_answered`];
+//! - [`Next::Budgets`]: first of all, the budgets the request counts against, to look up and
+//!   reserve from in the store (see [`budget`]); answer with [`Procedure::budgets_answered`].
 //!
-//! The rules live here once: blocks in order (refuse, or `to MODEL`); a `model` that names a
+//! The rules live here once: budgets first (the first exceeded one refuses with 429 before
+//! anything is computed, proposes its model once a route or the client proposed one, or only
+//! reports), then blocks in order (refuse, or `to MODEL`); a `model` that names a
 //! router name asks for routing, a model name, alias or served id bound to one model is the
 //! proposal (only blocks are then evaluated: models that only routes read are never run), a
 //! served id bound to several is a 400 and anything else a 404 once no block holds; routes by priority; the cache unless bypassed (`cache = off`, or a request the caller
 //! cannot cache) or skipped (`skip when`); the session unless a block redirected; then the order
 //! in which models are tried.
 
+pub mod budget;
+
 use crate::compiled::target::{self, Target};
 use crate::compiled::CompiledPolicy;
 use crate::eval::{CacheStep, GiveError};
 use crate::eval::{Evaluation, FailedModels, ModelCall, ModelResult, Step, SupplyError};
-use crate::hir::{BlockActionDef, BlockId, CheckedPolicy, ModelId, RouteId, SignalId, Value};
+use crate::hir::{
+    BlockActionDef, BlockId, BudgetAction, BudgetId, CheckedPolicy, ModelId, RouteId, SignalId,
+    Value,
+};
 use crate::ir::{CondOwner, Outcome, Verdict};
 use crate::request::RequestView;
+use budget::{BudgetAsk, BudgetKey, BudgetUse, Budgets};
 use src_dsl::ast::FailMode;
 
 /// What the route step proposed, before the cache and the session.
@@ -34,6 +44,8 @@ pub struct Proposal {
     pub route: Option<RouteId>,
     /// The block that redirected the request (`block ... to MODEL`).
     pub block: Option<BlockId>,
+    /// The exceeded budget whose `to MODEL` replaced the route's or the client's model.
+    pub budget: Option<BudgetId>,
     pub model: ModelId,
 }
 
@@ -78,6 +90,8 @@ pub struct Decision {
     /// (with `failure.backend = open`) the default route's model; each once. Empty when
     /// refused; the proposal alone on a cache hit.
     pub candidates: Vec<ModelId>,
+    /// The budgets the request counted against, and the exceeded one that acted.
+    pub budgets: Budgets,
 }
 
 /// What the session layer made of a proposal.
@@ -98,6 +112,9 @@ pub enum Next {
     Cache(Proposal),
     /// Ask the session layer about this proposal, then [`Procedure::session_answered`].
     Session(Proposal),
+    /// Look these budgets up in the store and reserve from them (see [`budget::settle`]), then
+    /// [`Procedure::budgets_answered`].
+    Budgets(Vec<BudgetAsk>),
     Done(Decision),
 }
 
@@ -161,6 +178,8 @@ enum Found {
 
 #[derive(Debug, Clone)]
 enum Stage {
+    Budgets,
+    AwaitBudgets(Vec<BudgetAsk>),
     Route,
     Cache(Proposal),
     AwaitCache(Proposal),
@@ -177,6 +196,9 @@ pub struct Procedure<'a> {
     unnamed: Unnamed,
     cacheable: bool,
     stage: Stage,
+    /// `given BUDGET = SHARE` (tests, `src explain`): not asked of the store.
+    budget_givens: Vec<(BudgetId, f64)>,
+    budgets: Budgets,
 }
 
 impl<'a> Procedure<'a> {
@@ -197,7 +219,13 @@ impl<'a> Procedure<'a> {
             asked,
             unnamed: Unnamed::Refuse,
             cacheable: true,
-            stage: Stage::Route,
+            stage: if policy.checked.budgets.is_empty() {
+                Stage::Route
+            } else {
+                Stage::Budgets
+            },
+            budget_givens: Vec::new(),
+            budgets: Budgets::default(),
         }
     }
 
@@ -217,6 +245,127 @@ impl<'a> Procedure<'a> {
     /// Pins a signal's value (`given` in tests, `--given` in `src explain`).
     pub fn give(&mut self, signal: SignalId, value: Value) -> Result<(), GiveError> {
         self.evaluation.give(signal, value)
+    }
+
+    /// Stubs a budget's used share (0–1; `given` in tests, `--given` in `src explain`): the
+    /// store is not asked about it, and at 1 it is exceeded.
+    pub fn give_budget(&mut self, budget: BudgetId, share: f64) {
+        self.budget_givens.retain(|(b, _)| *b != budget);
+        self.budget_givens.push((budget, share.clamp(0.0, 1.0)));
+    }
+
+    /// The answer to [`Next::Budgets`]: what the store found for each ask, in any order. An ask
+    /// without an answer counts as unused. Ignored when no budgets were asked for.
+    pub fn budgets_answered(&mut self, uses: &[BudgetUse]) {
+        if let Stage::AwaitBudgets(asks) = &self.stage {
+            let asked: Vec<BudgetId> = asks.iter().map(|a| a.budget).collect();
+            let answered: Vec<BudgetUse> = uses
+                .iter()
+                .filter(|u| asked.contains(&u.budget))
+                .copied()
+                .collect();
+            self.settle_budgets(answered);
+        }
+    }
+
+    /// The budgets so far (empty until [`Next::Budgets`] is answered).
+    pub fn budgets(&self) -> &Budgets {
+        &self.budgets
+    }
+
+    /// Records the request's budgets: every budget's `.used` and `.remaining` (a budget that
+    /// does not apply reads as unused), and the first exceeded one.
+    fn settle_budgets(&mut self, mut uses: Vec<BudgetUse>) {
+        let checked = &self.policy.checked;
+        for (b, share) in &self.budget_givens {
+            if let Some(def) = checked.budgets.get(b.index()) {
+                uses.retain(|u| u.budget != *b);
+                uses.push(BudgetUse {
+                    budget: *b,
+                    used: share * def.limit,
+                    limit: def.limit,
+                    exceeded: *share >= 1.0,
+                    retry_after_s: (def.window_ms / 1000).max(1),
+                });
+            }
+        }
+        uses.sort_by_key(|u| u.budget);
+        for (i, def) in checked.budgets.iter().enumerate() {
+            let id = BudgetId(i as u32);
+            let (used, remaining) = match uses.iter().find(|u| u.budget == id) {
+                Some(u) => (u.share(), u.remaining()),
+                None => (0.0, def.limit),
+            };
+            self.evaluation.set_budget(id, used, remaining);
+        }
+        let acting = uses.iter().find(|u| u.exceeded).and_then(|u| {
+            let def = checked.budgets.get(u.budget.index())?;
+            Some((u.budget, def.exceeded))
+        });
+        self.budgets = Budgets { uses, acting };
+        self.stage = Stage::Route;
+    }
+
+    /// Step 0: the budgets this request counts against (those whose `per` has a value).
+    fn budget_asks(&mut self) -> Next {
+        let checked = &self.policy.checked;
+        let mut asks = Vec::new();
+        for (i, def) in checked.budgets.iter().enumerate() {
+            let id = BudgetId(i as u32);
+            if self.budget_givens.iter().any(|(b, _)| *b == id) {
+                continue;
+            }
+            let key = match &def.per {
+                crate::hir::BudgetPerDef::Tenant => BudgetKey::Tenant,
+                crate::hir::BudgetPerDef::Text(_) => match self.evaluation.budget_text(id) {
+                    Some(text) => BudgetKey::Text(text.to_owned()),
+                    None => continue,
+                },
+            };
+            asks.push(BudgetAsk {
+                budget: id,
+                key,
+                unit: def.unit,
+                limit: def.limit,
+                window_ms: def.window_ms,
+                reserve: budget::reserve_of(def.unit),
+                refuses: def.exceeded == BudgetAction::Reject,
+            });
+        }
+        if asks.is_empty() {
+            self.settle_budgets(Vec::new());
+            return Next::Budgets(Vec::new());
+        }
+        self.stage = Stage::AwaitBudgets(asks.clone());
+        Next::Budgets(asks)
+    }
+
+    /// A refusal by the budget that acted (`exceeded = reject`).
+    fn budget_refusal(&mut self) -> Option<Decision> {
+        let (budget, BudgetAction::Reject) = self.budgets.acting? else {
+            return None;
+        };
+        let def = self.policy.checked.budgets.get(budget.index())?;
+        let decision = Decision {
+            block: None,
+            refusal: Some(Refusal {
+                status: 429,
+                message: format!(
+                    "budget `{}` is spent: {} {} per {} s",
+                    def.name,
+                    def.limit,
+                    def.unit.as_str(),
+                    def.window_ms / 1000
+                ),
+            }),
+            route: None,
+            proposal: None,
+            cache: CacheUse::NotReached,
+            candidates: Vec::new(),
+            budgets: self.budgets.clone(),
+        };
+        self.stage = Stage::Done(decision.clone());
+        Some(decision)
     }
 
     /// Records the answer to a model call of the last [`Next::Models`].
@@ -239,7 +388,7 @@ impl<'a> Procedure<'a> {
     pub fn cache_answered(&mut self, hit: bool) {
         if let Stage::AwaitCache(proposal) = self.stage {
             self.stage = if hit {
-                Stage::Done(decision(proposal, CacheUse::Hit, vec![proposal.model]))
+                Stage::Done(self.decision(proposal, CacheUse::Hit, vec![proposal.model]))
             } else {
                 Stage::Session(proposal, CacheUse::Miss)
             };
@@ -264,14 +413,22 @@ impl<'a> Procedure<'a> {
                 SessionAnswer::Use(model) => model,
             };
             let candidates = candidates(&self.policy.checked, proposal.route, first);
-            self.stage = Stage::Done(decision(proposal, cache, candidates));
+            self.stage = Stage::Done(self.decision(proposal, cache, candidates));
         }
     }
 
     /// Runs the procedure as far as it can go without its caller.
     pub fn advance(&mut self) -> Result<Next, ProcedureError> {
         match self.stage.clone() {
-            Stage::Route => self.route(),
+            Stage::Budgets => match self.budget_asks() {
+                Next::Budgets(asks) if asks.is_empty() => self.advance(),
+                next => Ok(next),
+            },
+            Stage::AwaitBudgets(asks) => Ok(Next::Budgets(asks)),
+            Stage::Route => match self.budget_refusal() {
+                Some(refused) => Ok(Next::Done(refused)),
+                None => self.route(),
+            },
             Stage::Cache(proposal) => self.cache(proposal),
             Stage::AwaitCache(proposal) => Ok(Next::Cache(proposal)),
             Stage::Session(proposal, cache) => Ok(self.session(proposal, cache)),
@@ -315,6 +472,7 @@ impl<'a> Procedure<'a> {
                             proposal: None,
                             cache: CacheUse::NotReached,
                             candidates: Vec::new(),
+                            budgets: self.budgets.clone(),
                         };
                         self.stage = Stage::Done(decision.clone());
                         return Ok(Next::Done(decision));
@@ -322,6 +480,7 @@ impl<'a> Procedure<'a> {
                     BlockActionDef::Redirect(model) => Proposal {
                         route: None,
                         block: Some(block),
+                        budget: None,
                         model: *model,
                     },
                 }
@@ -330,6 +489,7 @@ impl<'a> Procedure<'a> {
                 (Asked::Model(model), _, _) => Proposal {
                     route: None,
                     block: None,
+                    budget: None,
                     model,
                 },
                 (Asked::Unknown(name), _, _) => {
@@ -353,6 +513,7 @@ impl<'a> Procedure<'a> {
                     Proposal {
                         route: Some(route),
                         block: None,
+                        budget: None,
                         model: def.to,
                     }
                 }
@@ -361,6 +522,15 @@ impl<'a> Procedure<'a> {
                     return Err(ProcedureError::Internal("route"))
                 }
             },
+        };
+        // A block's redirect is a safety decision: no budget overrides it.
+        let proposal = match self.budgets.acting {
+            Some((budget, BudgetAction::To(model))) if proposal.block.is_none() => Proposal {
+                budget: Some(budget),
+                model,
+                ..proposal
+            },
+            _ => proposal,
         };
         self.cache(proposal)
     }
@@ -420,7 +590,7 @@ impl<'a> Procedure<'a> {
     fn session(&mut self, proposal: Proposal, cache: CacheUse) -> Next {
         if proposal.block.is_some() {
             let candidates = candidates(&self.policy.checked, proposal.route, proposal.model);
-            let decision = decision(proposal, cache, candidates);
+            let decision = self.decision(proposal, cache, candidates);
             self.stage = Stage::Done(decision.clone());
             return Next::Done(decision);
         }
@@ -429,14 +599,17 @@ impl<'a> Procedure<'a> {
     }
 }
 
-fn decision(proposal: Proposal, cache: CacheUse, candidates: Vec<ModelId>) -> Decision {
-    Decision {
-        block: proposal.block,
-        refusal: None,
-        route: proposal.route,
-        proposal: Some(proposal.model),
-        cache,
-        candidates,
+impl Procedure<'_> {
+    fn decision(&self, proposal: Proposal, cache: CacheUse, candidates: Vec<ModelId>) -> Decision {
+        Decision {
+            block: proposal.block,
+            refusal: None,
+            route: proposal.route,
+            proposal: Some(proposal.model),
+            cache,
+            candidates,
+            budgets: self.budgets.clone(),
+        }
     }
 }
 
@@ -464,3 +637,6 @@ fn candidates(policy: &CheckedPolicy, route: Option<RouteId>, first: ModelId) ->
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod budget_tests;

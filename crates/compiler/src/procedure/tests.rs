@@ -87,6 +87,10 @@ fn drive(
     let mut asked = Vec::new();
     for _ in 0..16 {
         match procedure.advance() {
+            Ok(Next::Budgets(_)) => {
+                asked.push("budgets");
+                procedure.budgets_answered(&[]);
+            }
             Ok(Next::Models(calls)) => {
                 for call in &calls {
                     let result = match call.model {
@@ -365,6 +369,7 @@ fn asks_are_repeated_until_answered_and_the_decision_is_kept() {
         let mut cache_asks = 0;
         let decision = loop {
             match procedure.advance().expect("no error") {
+                Next::Budgets(_) => procedure.budgets_answered(&[]),
                 Next::Models(calls) => {
                     for call in &calls {
                         procedure

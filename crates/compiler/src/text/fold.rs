@@ -17,7 +17,7 @@
 //!    carry vowels in Devanagari or Thai, stay;
 //! 5. look-alikes read as the ASCII they imitate: a letter that Unicode's confusables table
 //!    (UTS #39) lists as a look-alike of ASCII, such as Cyrillic `о` or Greek `ο` for `o`, is
-//!    read as that ASCII ([`super::lookalikes`]). Case folds first, as UTS #39 asks for caseless
+//!    read as that ASCII ([`super::confusables`]). Case folds first, as UTS #39 asks for caseless
 //!    matching, so an upper-case letter is read by its lower-case form's look-alike.
 //!
 //! ASCII text needs none of 1, 4 and 5: it costs one vectorised pass and is borrowed unchanged
@@ -26,10 +26,10 @@
 //! hand-written ranges because the standard library exposes neither the `Script` property nor
 //! general categories, and only a yes/no answer per character is needed.
 
-use super::lookalikes::lookalike;
+use super::confusables::lookalike;
 use std::borrow::Cow;
 use unicode_normalization::char::{decompose_canonical, decompose_compatible, is_combining_mark};
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::{IsNormalized, UnicodeNormalization};
 
 /// Folds `text` for matching (the steps above). Dotless `ı` is read as `i` (a look-alike);
 /// telling Turkish `I` apart would need the text's language, which a phrase list does not carry.
@@ -58,17 +58,27 @@ pub fn fold(text: &str) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + text.len() / 8);
-    // Hidden characters go before normalising too, so that one between a letter and its accent
-    // cannot keep the two from composing.
-    for c in text.chars().filter(|&c| !is_hidden(c)).nfkc() {
-        if is_hidden(c) {
-            continue;
-        }
+    let mut push = |c: char| {
         if c.is_ascii() {
-            out.push(c.to_ascii_lowercase());
-            continue;
+            if !is_hidden_ascii(c as u8) {
+                out.push(c.to_ascii_lowercase());
+            }
+        } else if !is_hidden(c) {
+            fold_case(c, |lower| push_letters(lower, &mut out));
         }
-        fold_case(c, |lower| push_letters(lower, &mut out));
+    };
+    // Most text is already in NFKC (the quick check answers from a table, no buffering), and
+    // then normalising would change nothing but the speed.
+    let hidden = text.chars().any(is_hidden);
+    if !hidden && unicode_normalization::is_nfkc_quick(text.chars()) == IsNormalized::Yes {
+        text.chars().for_each(&mut push);
+    } else {
+        // Hidden characters go before normalising too, so that one between a letter and its
+        // accent cannot keep the two from composing.
+        text.chars()
+            .filter(|&c| !is_hidden(c))
+            .nfkc()
+            .for_each(&mut push);
     }
     Cow::Owned(out)
 }
@@ -83,8 +93,7 @@ pub fn unhide(text: &str) -> Cow<'_, str> {
         }
         return Cow::Owned(text.chars().filter(|&c| !is_hidden(c)).collect());
     }
-    let normal = unicode_normalization::is_nfkc_quick(text.chars())
-        == unicode_normalization::IsNormalized::Yes;
+    let normal = unicode_normalization::is_nfkc_quick(text.chars()) == IsNormalized::Yes;
     if normal && !text.chars().any(is_hidden) {
         return Cow::Borrowed(text);
     }

@@ -2,8 +2,8 @@
 //! stays found however its text is disguised with hidden characters, compatibility forms,
 //! accents, look-alike letters or case.
 
+use super::confusables::{lookalike, TABLE};
 use super::fold::{fold, is_hidden, unhide};
-use super::lookalikes::{lookalike, TABLE};
 use super::PhraseSet;
 use proptest::prelude::*;
 use unicode_normalization::char::{decompose_canonical, is_combining_mark};

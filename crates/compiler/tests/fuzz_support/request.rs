@@ -108,6 +108,7 @@ fn decide(policy: &CompiledPolicy, view: &RequestView) -> Result<(), String> {
                 }
             }
             Ok(Next::Cache(_)) => procedure.cache_answered(false),
+            Ok(Next::Budgets(_)) => procedure.budgets_answered(&[]),
             Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
             Err(ProcedureError::Internal(what)) => {
                 return Err(format!(

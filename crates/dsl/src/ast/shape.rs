@@ -108,9 +108,9 @@ by_fields! {
     EnvRef { var; skip span }
     Backend { name, url, catalog, api_key, timeout, simulated, client_auth, api }
     Model { name, backend, serves, aliases, cost, context, tokenizer }
-    Classifier { name, path, labels, device }
-    Guard { name, path, positive, device }
-    Encoder { name, path, device }
+    Classifier { name, path, labels, device, window, windows }
+    Guard { name, path, positive, device, window, windows }
+    Encoder { name, path, device, window, windows }
     Signal { name, expr }
     Block { name, when, action }
     SystemPrompt { text, replace; skip span }
@@ -124,6 +124,7 @@ by_fields! {
     Router { names, tokenizer, anonymous }
     Given { signal, value }
     Test { name, input, system, headers, givens, expect }
+    Budget { name, per, window, requests, tokens, cost, exceeded }
     Duration { millis, text }
     Expr { kind; skip span }
 }
@@ -159,6 +160,26 @@ impl EqShape for ItemKind {
             ItemKind::Failure(a) => matches!(other, ItemKind::Failure(b) if a.eq_shape(b)),
             ItemKind::Router(a) => matches!(other, ItemKind::Router(b) if a.eq_shape(b)),
             ItemKind::Test(a) => matches!(other, ItemKind::Test(b) if a.eq_shape(b)),
+            ItemKind::Budget(a) => matches!(other, ItemKind::Budget(b) if a.eq_shape(b)),
+        }
+    }
+}
+
+impl EqShape for BudgetPer {
+    fn eq_shape(&self, other: &Self) -> bool {
+        match self {
+            BudgetPer::Tenant(_) => matches!(other, BudgetPer::Tenant(_)),
+            BudgetPer::Expr(a) => matches!(other, BudgetPer::Expr(b) if a.eq_shape(b)),
+        }
+    }
+}
+
+impl EqShape for Exceeded {
+    fn eq_shape(&self, other: &Self) -> bool {
+        match self {
+            Exceeded::Reject => matches!(other, Exceeded::Reject),
+            Exceeded::Observe => matches!(other, Exceeded::Observe),
+            Exceeded::To(a) => matches!(other, Exceeded::To(b) if a.eq_shape(b)),
         }
     }
 }

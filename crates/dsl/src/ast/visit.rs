@@ -51,6 +51,8 @@ macro_rules! visitor {
             FailMode(&'a $($m)? Spanned<FailMode>),
             /// `anonymous = isolate|share`.
             Anonymous(&'a $($m)? Spanned<Anonymous>),
+            /// A budget's `exceeded = reject|observe|to MODEL`.
+            Exceeded(&'a $($m)? Spanned<Exceeded>),
             Store(&'a $($m)? Spanned<Store>),
             Tools(&'a $($m)? Spanned<Tools>),
             Headers(&'a $($m)? Spanned<Vec<HeaderSet>>),
@@ -84,6 +86,7 @@ macro_rules! visitor {
                     FieldValue::OwnerLost(x) => x.span,
                     FieldValue::FailMode(x) => x.span,
                     FieldValue::Anonymous(x) => x.span,
+                    FieldValue::Exceeded(x) => x.span,
                     FieldValue::Store(x) => x.span,
                     FieldValue::Tools(x) => x.span,
                     FieldValue::Headers(x) => x.span,
@@ -149,6 +152,9 @@ macro_rules! visitor {
             }
             fn visit_test(&mut self, decl: &$($m)? Test) {
                 walk_test(self, decl)
+            }
+            fn visit_budget(&mut self, decl: &$($m)? Budget) {
+                walk_budget(self, decl)
             }
             /// Every field of every declaration that is present in the tree.
             fn visit_field(&mut self, field: Field<'_>) {
@@ -239,6 +245,7 @@ macro_rules! visitor {
                 ItemKind::Failure(d) => v.visit_failure(d),
                 ItemKind::Router(d) => v.visit_router(d),
                 ItemKind::Test(d) => v.visit_test(d),
+                ItemKind::Budget(d) => v.visit_budget(d),
             }
         }
 
@@ -300,6 +307,12 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.device {
                 field(v, "device", FieldValue::Device(x));
             }
+            if let Some(x) = &$($m)? d.window {
+                field(v, "window", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.windows {
+                field(v, "windows", FieldValue::Number(x));
+            }
         }
 
         pub fn walk_guard<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Guard) {
@@ -313,6 +326,12 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.device {
                 field(v, "device", FieldValue::Device(x));
             }
+            if let Some(x) = &$($m)? d.window {
+                field(v, "window", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.windows {
+                field(v, "windows", FieldValue::Number(x));
+            }
         }
 
         pub fn walk_encoder<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Encoder) {
@@ -322,6 +341,12 @@ macro_rules! visitor {
             }
             if let Some(x) = &$($m)? d.device {
                 field(v, "device", FieldValue::Device(x));
+            }
+            if let Some(x) = &$($m)? d.window {
+                field(v, "window", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.windows {
+                field(v, "windows", FieldValue::Number(x));
             }
         }
 
@@ -455,6 +480,31 @@ macro_rules! visitor {
             }
         }
 
+        /// The name, `per` (when an expression), `window`, the limits, then `exceeded`.
+        pub fn walk_budget<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Budget) {
+            v.visit_ident(&$($m)? d.name);
+            match &$($m)? d.per {
+                Some(BudgetPer::Expr(x)) => field(v, "per", FieldValue::Expr(x)),
+                Some(BudgetPer::Tenant(x)) => v.visit_span(x),
+                None => {}
+            }
+            if let Some(x) = &$($m)? d.window {
+                field(v, "window", FieldValue::Duration(x));
+            }
+            if let Some(x) = &$($m)? d.requests {
+                field(v, "requests", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.tokens {
+                field(v, "tokens", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.cost {
+                field(v, "cost", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.exceeded {
+                field(v, "exceeded", FieldValue::Exceeded(x));
+            }
+        }
+
         pub fn walk_router<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Router) {
             if let Some(x) = &$($m)? d.names {
                 field(v, "names", FieldValue::Strings(x));
@@ -527,6 +577,12 @@ macro_rules! visitor {
                 FieldValue::OwnerLost(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::FailMode(x) => v.visit_span(&$($m)? x.span),
                 FieldValue::Anonymous(x) => v.visit_span(&$($m)? x.span),
+                FieldValue::Exceeded(x) => {
+                    v.visit_span(&$($m)? x.span);
+                    if let Exceeded::To(model) = &$($m)? x.value {
+                        v.visit_ident(model);
+                    }
+                }
                 FieldValue::Env(x) => v.visit_env_ref(x),
                 FieldValue::Store(x) => {
                     v.visit_span(&$($m)? x.span);

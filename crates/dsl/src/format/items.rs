@@ -57,6 +57,8 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                 );
             }
             b.device(&d.device);
+            b.field_number("window", &d.window);
+            b.field_number("windows", &d.windows);
             b.close(0, end);
         }
         ItemKind::Guard(d) => {
@@ -66,6 +68,8 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                 b.stmt(INDENT, format!("positive = {}", p.name), cover(&[p.span]));
             }
             b.device(&d.device);
+            b.field_number("window", &d.window);
+            b.field_number("windows", &d.windows);
             b.close(0, end);
         }
         ItemKind::Encoder(d) => {
@@ -77,6 +81,8 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
             );
             b.field_str("path", &d.path);
             b.device(&d.device);
+            b.field_number("window", &d.window);
+            b.field_number("windows", &d.windows);
             b.close(0, end);
         }
         ItemKind::Block(d) => {
@@ -167,6 +173,11 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
         ItemKind::Test(d) => {
             b.open(0, format!("test {}", d.name.name), start, d.name.span.end);
             test(&mut b, d);
+            b.close(0, end);
+        }
+        ItemKind::Budget(d) => {
+            b.open(0, format!("budget {}", d.name.name), start, d.name.span.end);
+            budget(&mut b, d);
             b.close(0, end);
         }
     }
@@ -328,6 +339,28 @@ fn session(b: &mut Builder, d: &Session) {
             Outcomes::Keys => "keys",
         };
         b.stmt(INDENT, format!("outcomes = {v}"), cover(&[o.span]));
+    }
+}
+
+fn budget(b: &mut Builder, d: &Budget) {
+    match &d.per {
+        Some(BudgetPer::Tenant(span)) => b.stmt(INDENT, "per = tenant".into(), cover(&[*span])),
+        Some(BudgetPer::Expr(e)) => {
+            b.stmt(INDENT, format!("per = {}", expr(e)), cover(&[e.span]));
+        }
+        None => {}
+    }
+    b.field_duration("window", &d.window);
+    b.field_number("requests", &d.requests);
+    b.field_number("tokens", &d.tokens);
+    b.field_number("cost", &d.cost);
+    if let Some(x) = &d.exceeded {
+        let v = match &x.value {
+            Exceeded::Reject => "reject".to_string(),
+            Exceeded::Observe => "observe".to_string(),
+            Exceeded::To(model) => format!("to {}", model.name),
+        };
+        b.stmt(INDENT, format!("exceeded = {v}"), cover(&[x.span]));
     }
 }
 

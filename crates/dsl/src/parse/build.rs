@@ -181,6 +181,7 @@ fn declaration(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<ItemKind> {
         ("block", Some(name)) => ItemKind::Block(rules::block(cx, &mut d, name, entries)),
         ("route", Some(name)) => ItemKind::Route(rules::route(cx, &mut d, name, priority, entries)),
         ("test", Some(name)) => ItemKind::Test(rules::test(cx, &mut d, name, entries)),
+        ("budget", Some(name)) => ItemKind::Budget(rules::budget(cx, &mut d, name, entries)),
         ("cache", _) => ItemKind::Cache(rules::cache(cx, &mut d, entries)),
         ("session", _) => ItemKind::Session(rules::session(cx, entries)),
         ("protect", _) => ItemKind::Protect(rules::protect(cx, entries)),
@@ -306,6 +307,8 @@ fn classifier(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) 
         path: fields.read(cx, "path", f::EXPECT_STRING, f::as_string),
         labels: fields.read(cx, "labels", f::EXPECT_LABELS, f::as_labels),
         device: fields.choice(cx, "device", DEVICES),
+        windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
+        window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),
     }
 }
 
@@ -327,6 +330,8 @@ fn guard(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Gu
             f::as_name,
         ),
         device: fields.choice(cx, "device", DEVICES),
+        windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
+        window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),
     }
 }
 
@@ -342,5 +347,7 @@ fn encoder(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> 
         name,
         path: fields.read(cx, "path", f::EXPECT_STRING, f::as_string),
         device: fields.choice(cx, "device", DEVICES),
+        windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
+        window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),
     }
 }

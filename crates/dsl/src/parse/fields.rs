@@ -9,7 +9,8 @@ use super::expr::{self, Invalid};
 use super::syntax::Rule;
 use super::Ctx;
 use crate::ast::{
-    EnvRef, Expectation, Expr, ExprKind, Given, HeaderSet, Hold, Ident, Number, Store, UnaryOp,
+    BudgetPer, EnvRef, Exceeded, Expectation, Expr, ExprKind, Given, HeaderSet, Hold, Ident,
+    Number, Store, UnaryOp,
 };
 use crate::codes;
 use crate::diagnostic::Diagnostic;
@@ -24,6 +25,8 @@ pub(crate) enum Value {
     Replace(Spanned<String>, Span),
     /// `only [...]` (only `tools` takes it).
     Only(Vec<Expr>, Span),
+    /// `to MODEL` (only a budget's `exceeded` takes it), with the span of the whole form.
+    To(Ident, Span),
     /// A keyword standing alone as a value (`missing = route`).
     Word(Ident),
     /// A value that could not be read; its error is already reported.
@@ -249,6 +252,13 @@ fn field_value(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Value {
                 Value::Only(items, span)
             }
         }
+        Rule::to_value => {
+            let span = cx.span(&pair);
+            match pair.into_inner().find(|p| p.as_rule() == Rule::name) {
+                Some(name) => Value::To(expr::ident(cx, &name), span),
+                None => Value::Invalid,
+            }
+        }
         Rule::bare_word => Value::Word(expr::ident(cx, &pair)),
         _ => Value::Invalid,
     }
@@ -269,6 +279,7 @@ fn found(value: &Value) -> &'static str {
         },
         Value::Replace(..) => "found `replace`",
         Value::Only(..) => "found `only`",
+        Value::To(..) => "found `to`",
         Value::Word(_) => "found a keyword",
         Value::Invalid => "",
     }
@@ -279,6 +290,7 @@ fn value_span(value: &Value, entry: &Entry) -> Span {
         Value::Expr(e) => e.span,
         Value::Replace(_, span) => *span,
         Value::Only(_, span) => *span,
+        Value::To(_, span) => *span,
         Value::Word(w) => w.span,
         Value::Invalid => entry.span,
     }
@@ -513,6 +525,7 @@ pub(crate) const EXPECT_ENV: &str = "expected `env(\"VARIABLE\")`";
 pub(crate) const EXPECT_TOOLS: &str = "expected `keep`, `none` or `only [\"tool\", ...]`";
 pub(crate) const EXPECT_PROMPT: &str = "expected a string, or `replace` and a string";
 pub(crate) const EXPECT_EXPR: &str = "expected an expression";
+pub(crate) const EXPECT_EXCEEDED: &str = "expected `reject`, `observe` or `to MODEL`";
 
 fn expr_of(value: &Value) -> Option<&Expr> {
     match value {
@@ -573,6 +586,34 @@ pub(crate) fn number_of(e: &Expr) -> Option<Spanned<Number>> {
 
 pub(crate) fn as_number(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Number>> {
     expr_of(value).and_then(number_of)
+}
+
+/// `exceeded = reject | observe | to MODEL`.
+pub(crate) fn as_exceeded(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Exceeded>> {
+    match value {
+        Value::To(model, span) => Some(Spanned::new(Exceeded::To(model.clone()), *span)),
+        Value::Word(id)
+        | Value::Expr(Expr {
+            kind: ExprKind::Name(id),
+            ..
+        }) => match id.name.as_str() {
+            "reject" => Some(Spanned::new(Exceeded::Reject, id.span)),
+            "observe" => Some(Spanned::new(Exceeded::Observe, id.span)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `per = tenant` or a text expression.
+pub(crate) fn as_per(_: &mut Ctx<'_>, value: &Value) -> Option<BudgetPer> {
+    match expr_of(value)? {
+        Expr {
+            kind: ExprKind::Name(id),
+            ..
+        } if id.name == "tenant" => Some(BudgetPer::Tenant(id.span)),
+        e => Some(BudgetPer::Expr(e.clone())),
+    }
 }
 
 pub(crate) fn as_name(_: &mut Ctx<'_>, value: &Value) -> Option<Ident> {

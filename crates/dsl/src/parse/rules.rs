@@ -255,6 +255,25 @@ pub(super) fn session(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Session {
     }
 }
 
+pub(super) fn budget(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Budget {
+    const SHAPE: Shape = Shape {
+        keyword: "budget",
+        keys: crate::keywords::fields::BUDGET,
+        repeatable: &[],
+    };
+    let mut fields = Fields::check(cx, &SHAPE, entries);
+    d.require(cx, &fields, &[("window", "window = 1m")]);
+    Budget {
+        name,
+        per: fields.read(cx, "per", f::EXPECT_EXPR, f::as_per),
+        window: fields.read(cx, "window", f::EXPECT_DURATION, f::as_duration),
+        requests: fields.read(cx, "requests", f::EXPECT_NUMBER, f::as_number),
+        tokens: fields.read(cx, "tokens", f::EXPECT_NUMBER, f::as_number),
+        cost: fields.read(cx, "cost", f::EXPECT_NUMBER, f::as_number),
+        exceeded: fields.read(cx, "exceeded", f::EXPECT_EXCEEDED, f::as_exceeded),
+    }
+}
+
 pub(super) fn protect(cx: &mut Ctx<'_>, entries: Vec<Entry>) -> Protect {
     const SHAPE: Shape = Shape {
         keyword: "protect",

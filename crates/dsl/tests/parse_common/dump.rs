@@ -146,6 +146,10 @@ fn value(v: &FieldValue<'_>) -> String {
         FieldValue::OwnerLost(m) => format!("{:?}", m.value),
         FieldValue::FailMode(m) => format!("{:?}", m.value),
         FieldValue::Anonymous(m) => format!("{:?}", m.value),
+        FieldValue::Exceeded(m) => match &m.value {
+            src_dsl::ast::Exceeded::To(model) => format!("to {}", model.name),
+            other => format!("{other:?}"),
+        },
         FieldValue::Store(s) => store(&s.value),
         FieldValue::Tools(t) => match &t.value {
             Tools::Keep => "keep".to_string(),

@@ -41,6 +41,8 @@ pub struct Fill {
     pub(crate) store: Arc<dyn CacheStore>,
     pub(crate) scope: Scope,
     pub(crate) vector: Arc<[f32]>,
+    /// The final user message the vector embeds, kept for the look-alike check.
+    pub(crate) question: Arc<str>,
     pub(crate) ttl_ms: u64,
     pub(crate) max_bytes: usize,
     pub(crate) clock: Arc<dyn Clock>,
@@ -66,6 +68,7 @@ impl PartialEq for Fill {
             && Arc::ptr_eq(&self.store, &other.store)
             && self.scope == other.scope
             && self.vector == other.vector
+            && self.question == other.question
             && self.ttl_ms == other.ttl_ms
     }
 }
@@ -125,7 +128,14 @@ impl Fill {
         let now = self.clock.now_ms();
         let stored = self
             .store
-            .insert(&self.scope, &self.vector, body, now, self.ttl_ms)
+            .insert(
+                &self.scope,
+                &self.vector,
+                &self.question,
+                body,
+                now,
+                self.ttl_ms,
+            )
             .await;
         match stored {
             Ok(Inserted::Stored) => self.metrics.stored(result::STORED),

@@ -7,8 +7,10 @@
 //! user message must be identical: the [`scope`] is a hash of the tenant, the API, the proposed
 //! model (its served id and the route's plugins too) and the whole body with that message's text
 //! left out. Within a scope, the final user message is compared by meaning: the encoder embeds
-//! it and the nearest stored entry answers when its cosine similarity reaches the threshold and
-//! it is younger than the ttl. Because the model is part of the scope, a hit is always an answer
+//! it and the nearest stored entry answers when its cosine similarity reaches the threshold, it
+//! is younger than the ttl, and the question it was stored for agrees with the request's on what
+//! the encoder is blind to (numbers, units and direction, dates, polarity, names: the compiler's
+//! `lookalike` check; a refused candidate makes the lookup a `miss-verified`). Because the model is part of the scope, a hit is always an answer
 //! that the proposed model gave: the router never overrides a model decision for a hit.
 //!
 //! This module is a library: it knows nothing of the server or of HTTP answers. The request

@@ -80,7 +80,9 @@ fn cache(samples: &[Sample]) -> Value {
         *by_result.entry(s.label("result")).or_default() += s.value;
     }
     let hits = by_result.get("hit").copied().unwrap_or(0.0);
-    let misses = by_result.get("miss").copied().unwrap_or(0.0);
+    // A look-alike refused by the check is a miss too: the backend answered.
+    let misses = by_result.get("miss").copied().unwrap_or(0.0)
+        + by_result.get("miss-verified").copied().unwrap_or(0.0);
     let ratio = (hits + misses > 0.0).then(|| hits / (hits + misses));
     json!({"lookups": by_result, "hit_ratio": ratio})
 }

@@ -12,6 +12,7 @@
 //! - [`health`]: probes, reload history, model latency, cache hit ratio.
 //! - sessions: the pins of the policy's store, listed by the session layer, with their recent
 //!   decisions ([`crate::watch::recent`]).
+//! - [`budgets`]: one tenant's budgets, what it used of each in the current window.
 //!
 //! What the request path keeps for these pages (the feed, the counts, who sent a request) is
 //! the [`crate::watch`] module's, below the pipeline; the console itself sits above the server's
@@ -19,6 +20,7 @@
 //! error shape.
 
 pub mod assets;
+pub mod budgets;
 pub mod explain;
 pub mod health;
 pub mod picture;
@@ -61,7 +63,11 @@ pub async fn api(app: &App, request: Request<Incoming>) -> Response<ProxyBody> {
         "policy" if get => json(picture::picture(&app.store.current()).to_string()),
         "health" if get => json(health::report(app).to_string()),
         "sessions" if get => sessions(app, request.uri().query()).await,
-        "live" | "counts" | "policy" | "health" | "sessions" => {
+        "budgets" if get => match budgets::listing(app, request.uri().query()).await {
+            Ok(answer) => json(answer.to_string()),
+            Err(error) => error.into_response(),
+        },
+        "live" | "counts" | "policy" | "health" | "sessions" | "budgets" => {
             not_allowed(&method, &path, "GET, HEAD")
         }
         "explain" if method == Method::POST => explain_box(app, request).await,

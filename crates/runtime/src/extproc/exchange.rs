@@ -373,6 +373,8 @@ impl Exchange {
             request_id: &done.record.request_id,
             route,
             session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
+            // The gateway relays the answer: a usage chunk asked for could not be taken out.
+            ask_usage: false,
         });
         let policy = snapshot.policy();
         let (Some(model), Some(wire_model)) = (

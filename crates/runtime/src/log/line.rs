@@ -50,6 +50,7 @@ pub(super) fn write(
     field(out, "cache", &r.cache)?;
     field(out, "cache_score", &r.cache_score)?;
     field(out, "previous", &r.previous)?;
+    field(out, "budget", &r.budget)?;
     out.extend_from_slice(b"}}");
     Ok(())
 }
@@ -125,6 +126,7 @@ mod tests {
             cache: Some("miss"),
             cache_score: Some(0.91),
             previous: Some("expanded"),
+            budget: Some("per_key; used=1; limit=2".into()),
             watched: None,
         }
     }

@@ -13,6 +13,10 @@
 //! activations outgrow the caches, so long prompts gain nothing from company (measured in
 //! docs/benchmarks.md). Each text is tokenized as it is taken; one that would push the batch
 //! over the bound waits for the next batch.
+//!
+//! A text longer than the model's window is cut into windows ([`super::window`]); its windows
+//! travel together — one text, one batch, even past the bounds — and its answer is their rows,
+//! packed with the number of windows the whole text has.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -23,6 +27,7 @@ use tokio::sync::oneshot;
 use super::error::ModelError;
 use super::metrics::{ModelLabel, ModelMetrics};
 use super::model::{Model, Role};
+use super::window::{self, Cut, Reading};
 
 /// Padded tokens per batch on a CPU unless configured: the cost per text of the shipped
 /// MiniLM models is lowest between about 256 and 512 (docs/benchmarks.md).
@@ -61,10 +66,14 @@ impl BatchOptions {
     }
 }
 
-type Reply = oneshot::Sender<Result<Vec<f32>, ModelError>>;
+/// A text's answer: its windows' rows, packed ([`window::pack`]).
+type Answer = Result<std::sync::Arc<[f32]>, ModelError>;
+type Reply = oneshot::Sender<Answer>;
 
 struct Job {
     text: String,
+    /// How to cut the text into windows.
+    reading: Reading,
     reply: Reply,
 }
 
@@ -120,10 +129,15 @@ impl Batcher {
         Ok(batcher)
     }
 
-    /// Queues `text`; the answer arrives when its batch has run.
-    pub fn submit(&self, text: String) -> oneshot::Receiver<Result<Vec<f32>, ModelError>> {
+    /// Queues `text`, to be read in windows as `reading` says; the answer (packed rows, see
+    /// [`window::Windows`]) arrives when its batch has run.
+    pub fn submit(&self, text: String, reading: Reading) -> oneshot::Receiver<Answer> {
         let (reply, rx) = oneshot::channel();
-        if let Err(mpsc::SendError(job)) = self.tx.send(Job { text, reply }) {
+        if let Err(mpsc::SendError(job)) = self.tx.send(Job {
+            text,
+            reading,
+            reply,
+        }) {
             let _ = job.reply.send(Err(ModelError::Inference(
                 "the model thread has stopped".into(),
             )));
@@ -132,50 +146,74 @@ impl Batcher {
     }
 
     /// Runs `texts` and waits (blocking) for the answers: for loading-time work such as
-    /// embedding a policy's examples, off the async runtime.
+    /// embedding a policy's examples, off the async runtime. Each text is read in one window
+    /// (a `similarity` example is a short phrase; a longer one is truncated).
     pub fn run_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let pending: Vec<_> = texts.iter().map(|t| self.submit(t.clone())).collect();
+        let pending: Vec<_> = texts
+            .iter()
+            .map(|t| self.submit(t.clone(), Reading::FIRST))
+            .collect();
         pending
             .into_iter()
             .map(|rx| {
-                rx.blocking_recv().unwrap_or_else(|_| {
+                let packed = rx.blocking_recv().unwrap_or_else(|_| {
                     Err(ModelError::Inference("the model thread has stopped".into()))
-                })
+                })?;
+                window::Windows::unpack(&packed)
+                    .and_then(|w| w.rows().next().map(<[f32]>::to_vec))
+                    .ok_or_else(|| ModelError::Inference("the model answered no row".into()))
             })
             .collect()
     }
 }
 
-/// A queued text, tokenized.
+/// A queued text, cut into windows.
 struct Taken {
     job: Job,
-    encoding: Encoding,
+    cut: Cut,
 }
 
-/// The texts of the batch being formed, and its padded size.
+impl Taken {
+    fn rows(&self) -> usize {
+        self.cut.encodings.len()
+    }
+
+    fn longest(&self) -> usize {
+        self.cut
+            .encodings
+            .iter()
+            .map(Encoding::len)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The texts of the batch being formed, its rows (windows) and its padded size.
 struct Forming {
     taken: Vec<Taken>,
+    rows: usize,
     longest: usize,
 }
 
 impl Forming {
-    /// Whether `len` more tokens fit: the batch is empty, or its padded size stays in `bound`.
-    fn fits(&self, len: usize, max: usize, bound: usize) -> bool {
-        self.taken.is_empty()
-            || (self.taken.len() < max
-                && (self.taken.len() + 1).saturating_mul(self.longest.max(len)) <= bound)
+    /// Whether `rows` more rows of up to `len` tokens fit: the batch is empty, or its rows stay
+    /// in `max` and its padded size in `bound`.
+    fn fits(&self, rows: usize, len: usize, max: usize, bound: usize) -> bool {
+        let all = self.rows + rows;
+        self.taken.is_empty() || (all <= max && all.saturating_mul(self.longest.max(len)) <= bound)
     }
 
     fn push(&mut self, taken: Taken) {
-        self.longest = self.longest.max(taken.encoding.len());
+        self.longest = self.longest.max(taken.longest());
+        self.rows += taken.rows();
         self.taken.push(taken);
     }
 }
 
 /// Tokenizes a job; a text that cannot be tokenized is answered at once.
-fn take(model: &Model, job: Job) -> Option<Taken> {
-    match model.encode(&job.text) {
-        Ok(encoding) => Some(Taken { job, encoding }),
+fn take(model: &mut Model, job: Job) -> Option<Taken> {
+    match model.windows(&job.text, job.reading) {
+        Ok(cut) => Some(Taken { job, cut }),
         Err(err) => {
             let _ = job.reply.send(Err(err));
             None
@@ -199,7 +237,7 @@ fn work(
         let first = match held.take() {
             Some(taken) => taken,
             None => match rx.recv() {
-                Ok(job) => match take(&model, job) {
+                Ok(job) => match take(&mut model, job) {
                     Some(taken) => taken,
                     None => continue,
                 },
@@ -208,14 +246,15 @@ fn work(
         };
         let mut batch = Forming {
             taken: Vec::with_capacity(max),
+            rows: 0,
             longest: 0,
         };
         batch.push(first);
         let mut add = |job: Job, batch: &mut Forming| -> bool {
-            let Some(taken) = take(&model, job) else {
+            let Some(taken) = take(&mut model, job) else {
                 return true;
             };
-            if batch.fits(taken.encoding.len(), max, bound) {
+            if batch.fits(taken.rows(), taken.longest(), max, bound) {
                 batch.push(taken);
                 true
             } else {
@@ -224,7 +263,7 @@ fn work(
             }
         };
         let mut open = true;
-        while open && batch.taken.len() < max {
+        while open && batch.rows < max {
             match rx.try_recv() {
                 Ok(job) => open = add(job, &mut batch),
                 Err(_) => break,
@@ -232,7 +271,7 @@ fn work(
         }
         if open && (batch.taken.len() > 1 || last_batch > 1) && !options.wait.is_zero() {
             let deadline = Instant::now() + options.wait;
-            while open && batch.taken.len() < max {
+            while open && batch.rows < max {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match rx.recv_timeout(left) {
                     Ok(job) => open = add(job, &mut batch),
@@ -247,8 +286,12 @@ fn work(
             continue;
         }
         let started = Instant::now();
-        let (jobs, encodings): (Vec<Job>, Vec<Encoding>) =
-            taken.into_iter().map(|t| (t.job, t.encoding)).unzip();
+        let mut jobs: Vec<(Job, usize, usize)> = Vec::with_capacity(taken.len());
+        let mut encodings: Vec<Encoding> = Vec::new();
+        for t in taken {
+            jobs.push((t.job, t.cut.encodings.len(), t.cut.total));
+            encodings.extend(t.cut.encodings);
+        }
         let answers = model.infer_encoded(&encodings);
         metrics
             .inference
@@ -257,25 +300,27 @@ fn work(
         metrics
             .batch_size
             .get_or_create(&label)
-            .observe(jobs.len() as f64);
+            .observe(encodings.len() as f64);
         match answers {
-            Ok(rows) if rows.len() == jobs.len() => {
-                for (job, row) in jobs.into_iter().zip(rows) {
-                    let _ = job.reply.send(Ok(row));
+            Ok(rows) if rows.len() == encodings.len() => {
+                let mut rows = rows.into_iter();
+                for (job, ran, total) in jobs {
+                    let mine: Vec<Vec<f32>> = rows.by_ref().take(ran).collect();
+                    let _ = job.reply.send(Ok(window::pack(total, &mine)));
                 }
             }
             Ok(rows) => {
                 let err = ModelError::Inference(format!(
-                    "{} answers for {} texts",
+                    "{} answers for {} windows",
                     rows.len(),
-                    jobs.len()
+                    encodings.len()
                 ));
                 jobs.into_iter()
-                    .for_each(|j| drop(j.reply.send(Err(err.clone()))));
+                    .for_each(|(j, ..)| drop(j.reply.send(Err(err.clone()))));
             }
             Err(err) => jobs
                 .into_iter()
-                .for_each(|j| drop(j.reply.send(Err(err.clone())))),
+                .for_each(|(j, ..)| drop(j.reply.send(Err(err.clone())))),
         }
     }
 }
@@ -288,12 +333,17 @@ mod tests {
         let job = || Taken {
             job: Job {
                 text: String::new(),
+                reading: Reading::FIRST,
                 reply: oneshot::channel().0,
             },
-            encoding: Encoding::default(),
+            cut: Cut {
+                encodings: vec![Encoding::default()],
+                total: 1,
+            },
         };
         Forming {
             taken: (0..rows).map(|_| job()).collect(),
+            rows,
             longest,
         }
     }
@@ -301,22 +351,32 @@ mod tests {
     #[test]
     fn the_padded_size_bounds_a_batch() {
         // 3 rows of 100 tokens: a 4th of 100 makes 400 padded tokens.
-        assert!(forming(3, 100).fits(100, 32, 400));
-        assert!(!forming(3, 100).fits(100, 32, 399));
+        assert!(forming(3, 100).fits(1, 100, 32, 400));
+        assert!(!forming(3, 100).fits(1, 100, 32, 399));
         // A longer text pads every row to its length.
-        assert!(!forming(3, 100).fits(101, 32, 400));
-        assert!(forming(1, 10).fits(190, 32, 400));
+        assert!(!forming(3, 100).fits(1, 101, 32, 400));
+        assert!(forming(1, 10).fits(1, 190, 32, 400));
     }
 
     #[test]
     fn the_row_count_bounds_a_batch() {
-        assert!(!forming(4, 1).fits(1, 4, usize::MAX));
-        assert!(forming(3, 1).fits(1, 4, usize::MAX));
+        assert!(!forming(4, 1).fits(1, 1, 4, usize::MAX));
+        assert!(forming(3, 1).fits(1, 1, 4, usize::MAX));
+    }
+
+    #[test]
+    fn a_text_s_windows_count_as_rows_and_travel_together() {
+        // 2 rows queued: a text of 3 windows makes 5.
+        assert!(forming(2, 10).fits(3, 10, 5, usize::MAX));
+        assert!(!forming(2, 10).fits(3, 10, 4, usize::MAX));
+        assert!(!forming(2, 10).fits(3, 10, 32, 49));
+        // Alone, a text's windows run as one batch past both bounds.
+        assert!(forming(0, 0).fits(16, 256, 4, 512));
     }
 
     #[test]
     fn a_lone_text_always_fits() {
-        assert!(forming(0, 0).fits(10_000, 1, 1));
+        assert!(forming(0, 0).fits(1, 10_000, 1, 1));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! An entry is keyed by the model's content fingerprint (sha256 over its three files), its role
 //! and device (the output a graph is read from, and the arithmetic that produced it) and the
-//! sha256 of the exact text; it holds the model's raw output row (logits or an embedding), from
+//! sha256 of the tenant, the window bound and the exact text; it holds the model's raw output
+//! rows, one per window read (logits or embeddings, packed by [`super::window::pack`]), from
 //! which every declaration over that model derives its own value. A reload whose files are
 //! unchanged keeps the entries; a changed file has another fingerprint, so old answers are
 //! never reused, and [`ModelMemo::forget`] drops them at once.
@@ -23,6 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::batch::Batcher;
 use super::model::Role;
+use super::window::Reading;
 
 /// Bytes of memo unless configured.
 pub const DEFAULT_MEMO_BYTES: u64 = 32 * 1024 * 1024;
@@ -64,17 +66,20 @@ pub(crate) struct MemoKey {
     pub model: Arc<str>,
     pub role: Role,
     pub device: &'static str,
-    /// sha256 of the scope (the tenant whose answer it is) and the text.
+    /// sha256 of the scope (the tenant whose answer it is), the reading (window and
+    /// bound) and the text.
     pub text: [u8; 32],
 }
 
 impl MemoKey {
-    /// The key of `text` for `scope`: one tenant's answers are never another's, so neither a
-    /// hit nor its speed tells a tenant what another one sent.
-    pub fn new(batcher: &Batcher, text: &str, scope: &str) -> MemoKey {
+    /// The key of `text` read as `reading` says for `scope`: one tenant's answers are never
+    /// another's, so neither a hit nor its speed tells a tenant what another one sent.
+    pub fn new(batcher: &Batcher, text: &str, scope: &str, reading: Reading) -> MemoKey {
         let mut hasher = Sha256::new();
         hasher.update(scope.as_bytes());
         hasher.update([0]);
+        hasher.update((reading.window.unwrap_or(0) as u64).to_le_bytes());
+        hasher.update((reading.limit as u64).to_le_bytes());
         hasher.update(text.as_bytes());
         MemoKey {
             model: Arc::from(batcher.fingerprint.as_str()),

@@ -30,6 +30,8 @@ pub struct ModelMetrics {
     pub batch_size: HistogramFamily<ModelLabel>,
     pub inference: HistogramFamily<ModelLabel>,
     pub failures: Family<FailureLabels, Counter>,
+    /// Signals whose text had more windows than the declaration reads.
+    pub past_bound: Family<ModelLabel, Counter>,
     /// Texts answered from the memo (this process's or the shared one) instead of a model call.
     pub memo_hits: Family<ModelLabel, Counter>,
     /// The subset of `memo_hits` that another replica answered through Redis.
@@ -55,6 +57,7 @@ impl Default for ModelMetrics {
             batch_size: Family::new_with_constructor(batch_buckets),
             inference: Family::new_with_constructor(latency_buckets),
             failures: Family::default(),
+            past_bound: Family::default(),
             memo_hits: Family::default(),
             memo_shared_hits: Family::default(),
             memo_misses: Family::default(),
@@ -73,8 +76,13 @@ impl ModelMetrics {
         );
         registry.register(
             names::MODEL_BATCH_SIZE,
-            "Texts per inference batch, by model",
+            "Rows (texts' windows) per inference batch, by model",
             self.batch_size.clone(),
+        );
+        registry.register(
+            names::MODEL_PAST_BOUND,
+            "Model-backed signals whose text had more windows than the declaration reads, by model",
+            self.past_bound.clone(),
         );
         registry.register(
             names::MODEL_INFERENCE_SECONDS,

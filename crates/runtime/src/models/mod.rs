@@ -17,6 +17,7 @@ mod model;
 mod recall;
 mod shared_memo;
 mod signals;
+mod window;
 
 pub use batch::{BatchOptions, Batcher};
 pub use error::ModelError;
@@ -25,3 +26,4 @@ pub use memo::{MemoOptions, DEFAULT_MEMO_BYTES, DEFAULT_SHARED_TTL};
 pub use metrics::ModelMetrics;
 pub use model::{softmax, verify, Model, Role};
 pub use signals::{ModelOptions, OnnxModels};
+pub use window::{capacity, overlap, Cut, Reading, Windows, DEFAULT_WINDOWS};

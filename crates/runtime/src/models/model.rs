@@ -1,9 +1,10 @@
 //! One model directory (`model.onnx`, `tokenizer.json`, `config.json`) loaded for inference.
 //!
 //! Preprocessing follows `scripts/models/reference.py` exactly, because that is what the models
-//! were trained and evaluated with: truncation to `config.json` `max_length` (then
-//! `max_position_embeddings`, then 512), padding with `[PAD]` to the batch's longest, int64
-//! inputs matched by name. A classifier answers its `logits`; an encoder answers one
+//! were trained and evaluated with: windows of `config.json` `max_length` tokens (then
+//! `max_position_embeddings`, then 512; the first window is the reference's truncation, the
+//! others its overflowing windows, see [`super::window`]), padding with `[PAD]` to the batch's
+//! longest, int64 inputs matched by name. A classifier answers its `logits`; an encoder answers one
 //! L2-normalised embedding per text (mean-pooled `last_hidden_state`, or a pooled
 //! `sentence_embedding` output when the graph has one).
 
@@ -13,10 +14,13 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::{Tensor, ValueType};
 use sha2::{Digest, Sha256};
 use src_dsl::ast::Device;
-use tokenizers::{Encoding, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{
+    Encoding, PaddingParams, PaddingStrategy, PostProcessor, Tokenizer, TruncationParams,
+};
 
 use super::error::ModelError;
 use super::library;
+use super::window::{self, Cut, Reading};
 
 const DEFAULT_MAX_LENGTH: usize = 512;
 const MASK_COUNT_FLOOR: f32 = 1e-9;
@@ -69,7 +73,12 @@ pub struct Model {
     /// `cpu` or `cuda`: where the session runs.
     pub device: &'static str,
     session: Session,
+    /// Truncating to `max_length`, as the reference does.
     tokenizer: Tokenizer,
+    /// Neither truncating nor padding: windows are cut from its tokens.
+    plain: Tokenizer,
+    /// Tokens of a window less the special tokens.
+    content: usize,
     /// `[PAD]`'s id, for rows shorter than their batch's longest.
     pad_id: u32,
     inputs: Vec<String>,
@@ -111,6 +120,12 @@ impl Model {
             Role::Classifier | Role::Guard => labels_of(dir, &config)?,
         };
         let (tokenizer, pad_id) = load_tokenizer(dir, max_length)?;
+        let mut plain = tokenizer.clone();
+        plain.with_padding(None);
+        let special = plain
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false));
+        let content = max_length.saturating_sub(special).max(1);
         let (session, device_used) = open_session(dir, device, threads)?;
         let inputs = match_inputs(dir, &session)?;
         let output = match_output(dir, &session, role, labels.len())?;
@@ -129,6 +144,8 @@ impl Model {
             device: device_used,
             session,
             tokenizer,
+            plain,
+            content,
             pad_id,
             inputs,
             output,
@@ -145,12 +162,30 @@ impl Model {
         self.infer_encoded(&encodings)
     }
 
-    /// Tokenizes one text as [`Model::infer`] would (truncated, not padded): the batcher
-    /// measures texts with it before deciding which run together.
+    /// Tokenizes one text as [`Model::infer`] would (truncated, not padded).
     pub fn encode(&self, text: &str) -> Result<Encoding, ModelError> {
         self.tokenizer
             .encode(text, true)
             .map_err(|e| ModelError::Inference(format!("cannot tokenize: {e}")))
+    }
+
+    /// Cuts one text into windows as `reading` says: the batcher measures them before deciding
+    /// which texts run together.
+    pub fn windows(&mut self, text: &str, reading: Reading) -> Result<Cut, ModelError> {
+        let content = self.content_of(reading);
+        window::cut(&mut self.plain, text, content, reading.limit)
+    }
+
+    /// Tokens of content (special tokens aside) of a window as `reading` asks, never more than
+    /// the model reads at once.
+    pub fn content_of(&self, reading: Reading) -> usize {
+        match reading.window {
+            Some(w) => {
+                let special = self.max_length.saturating_sub(self.content);
+                w.saturating_sub(special).clamp(1, self.content)
+            }
+            None => self.content,
+        }
     }
 
     /// Runs texts already tokenized by [`Model::encode`] as one batch, padded to the longest.

@@ -14,6 +14,7 @@ use super::batch::Batcher;
 use super::memo::{MemoKey, MemoOptions, ModelMemo, Source};
 use super::metrics::{ModelLabel, ModelMetrics};
 use super::shared_memo::SharedMemo;
+use super::window::Reading;
 use crate::store::Links;
 
 /// Why a text has no answer: the `reason` label of `src_model_failures_total`.
@@ -48,19 +49,19 @@ impl Recall {
         }
     }
 
-    /// `batcher`'s model's output for `text`, by `deadline`, remembered for `scope` (a tenant)
-    /// only.
+    /// `batcher`'s model's output for `text` read in windows as `reading` says (packed, see
+    /// [`super::window::Windows`]), by `deadline`, remembered for `scope` (a tenant) only.
     pub async fn row(
         &self,
         batcher: &Batcher,
-        (text, scope): (&str, &str),
+        (text, scope, reading): (&str, &str, Reading),
         deadline: Instant,
         store: Option<&str>,
     ) -> Result<Arc<[f32]>, Reason> {
         if !self.memo.enabled() {
-            return self.run(batcher, text, deadline).await;
+            return self.run(batcher, (text, reading), deadline).await;
         }
-        let key = MemoKey::new(batcher, text, scope);
+        let key = MemoKey::new(batcher, text, scope, reading);
         let fill = async {
             if let (Some(shared), Some(url)) = (&self.shared, store) {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -68,7 +69,7 @@ impl Recall {
                     return Ok::<_, Reason>((row, Source::Shared));
                 }
             }
-            let row = self.run(batcher, text, deadline).await?;
+            let row = self.run(batcher, (text, reading), deadline).await?;
             if let (Some(shared), Some(url)) = (&self.shared, store) {
                 shared.put(url, &key, &row);
             }
@@ -96,11 +97,11 @@ impl Recall {
         Ok(row)
     }
 
-    /// Runs the model on `text`.
+    /// Runs the model on `text`, in windows as `reading` says.
     async fn run(
         &self,
         batcher: &Batcher,
-        text: &str,
+        (text, reading): (&str, Reading),
         deadline: Instant,
     ) -> Result<Arc<[f32]>, Reason> {
         self.metrics
@@ -109,11 +110,11 @@ impl Recall {
                 model: batcher.name.clone(),
             })
             .inc();
-        match tokio::time::timeout_at(deadline, batcher.submit(text.to_owned())).await {
+        match tokio::time::timeout_at(deadline, batcher.submit(text.to_owned(), reading)).await {
             // `timeout_at` polls the answer before the clock, so an answer that was already
             // there past the deadline would count as in time.
             Ok(Ok(Ok(_))) if Instant::now() >= deadline => Err("timeout"),
-            Ok(Ok(Ok(row))) => Ok(row.into()),
+            Ok(Ok(Ok(row))) => Ok(row),
             Ok(Ok(Err(err))) => {
                 tracing::warn!(error = %err, "model call failed");
                 Err("error")

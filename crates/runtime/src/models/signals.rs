@@ -8,6 +8,13 @@
 //! embedded the same text with the same encoder: such embeddings are remembered (a few, briefly)
 //! so a request pays one encoder call for its prompt, not two. Every model answer goes through
 //! the model memo (`recall`): a text already answered by the same model file costs no call.
+//!
+//! A text longer than its model's window is read in windows ([`super::window`]), at most the
+//! declaration's `windows` of them. Past that bound the text was read only in part, and the
+//! call's failure mode decides what it answers: where it fails closed (`failure.classifier =
+//! closed`, or unset and a `block` uses the signal) a guard or `similarity` scores 1 — the
+//! block refuses — and a classifier fails (the closed failure mode answers 503); where it fails
+//! open, the first `windows` windows are the answer.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,8 +32,9 @@ use super::error::ModelError;
 use super::library::{self, LIBRARY_HELP};
 use super::memo::MemoOptions;
 use super::metrics::{FailureLabels, ModelMetrics};
-use super::model::{softmax, Model, Role};
+use super::model::{Model, Role};
 use super::recall::{Reason, Recall};
+use super::window::{Reading, Windows};
 use crate::hooks::{BoxFuture, Embedding, ModelSignals, SignalError};
 
 /// How models run.
@@ -261,9 +269,10 @@ impl OnnxModels {
         (fingerprint.to_owned(), digest.into())
     }
 
-    /// Remembers the unit embedding of `text` under `fingerprint`'s model, for one tenant.
-    fn remember(&self, fingerprint: &str, scope: &str, text: &str, row: &[f32]) {
-        let Some(vector) = unit(row.to_vec()) else {
+    /// Remembers the unit embedding of `text` (the mean of its windows') under
+    /// `fingerprint`'s model, for one tenant.
+    fn remember(&self, fingerprint: &str, scope: &str, text: &str, windows: Windows<'_>) {
+        let Some(vector) = unit(windows.mean()) else {
             return;
         };
         if let Ok(mut recent) = self.recent.lock() {
@@ -380,9 +389,10 @@ impl ModelSignals for OnnxModels {
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + self.options.timeout;
             let store = self.recall.store_of(policy);
-            // One text per (model, text): two atoms over the same model and text share a run.
-            let mut pending: HashMap<(usize, &str), usize> = HashMap::new();
-            let mut texts: Vec<(usize, &str)> = Vec::new();
+            // One text per (model, text, bound): two atoms over the same model and text share a
+            // run.
+            let mut pending: HashMap<(usize, &str, Reading), usize> = HashMap::new();
+            let mut texts: Vec<(usize, &str, Reading)> = Vec::new();
             let mut batchers: Vec<Arc<Batcher>> = Vec::new();
             let mut slots: Vec<Option<usize>> = Vec::with_capacity(calls.len());
             for call in calls {
@@ -397,17 +407,18 @@ impl ModelSignals for OnnxModels {
                         batchers.len() - 1
                     }
                 };
-                let slot = *pending.entry((b, call.text.as_str())).or_insert_with(|| {
-                    texts.push((b, call.text.as_str()));
+                let text = (b, call.text.as_str(), reading_of(policy, call.model));
+                let slot = *pending.entry(text).or_insert_with(|| {
+                    texts.push(text);
                     texts.len() - 1
                 });
                 slots.push(Some(slot));
             }
             // Polled together, the texts missing from the memo reach their batchers together.
             let answers: Vec<Result<Arc<[f32]>, Reason>> =
-                futures_util::future::join_all(texts.iter().map(|&(b, text)| {
+                futures_util::future::join_all(texts.iter().map(|&(b, text, reading)| {
                     self.recall
-                        .row(&batchers[b], (text, scope), deadline, store)
+                        .row(&batchers[b], (text, scope, reading), deadline, store)
                 }))
                 .await;
             let results = calls
@@ -417,16 +428,19 @@ impl ModelSignals for OnnxModels {
                     let Some(slot) = slot else {
                         return self.fail("unprepared", "error");
                     };
-                    let Some((b, _)) = texts.get(slot) else {
+                    let Some((b, ..)) = texts.get(slot) else {
                         return ModelResult::Failed;
                     };
                     let batcher = &batchers[*b];
                     match &answers[slot] {
                         Ok(row) => {
+                            let Some(windows) = Windows::unpack(row) else {
+                                return self.fail(&batcher.name, "error");
+                            };
                             if matches!(call.model, ModelKind::Similarity(_)) {
-                                self.remember(&batcher.fingerprint, scope, &call.text, row);
+                                self.remember(&batcher.fingerprint, scope, &call.text, windows);
                             }
-                            self.answer(policy, call, batcher, row)
+                            self.answer(policy, call, batcher, windows)
                         }
                         Err(reason) => self.fail(&batcher.name, reason),
                     }
@@ -464,12 +478,13 @@ impl ModelSignals for OnnxModels {
             }
             let deadline = tokio::time::Instant::now() + self.options.timeout;
             let store = self.recall.store_of(policy);
+            let reading = reading_of(policy, ModelKind::Similarity(encoder));
             let row = self
                 .recall
-                .row(&batcher, (text, scope), deadline, store)
+                .row(&batcher, (text, scope, reading), deadline, store)
                 .await;
             match row {
-                Ok(row) => match unit(row.to_vec()) {
+                Ok(row) => match Windows::unpack(&row).and_then(|w| unit(w.mean())) {
                     Some(vector) => Ok(Embedding {
                         vector,
                         model: batcher.fingerprint.clone(),
@@ -506,17 +521,32 @@ fn unit(mut row: Vec<f32>) -> Option<Vec<f32>> {
 }
 
 impl OnnxModels {
-    /// Turns a model's output row into the atom's value.
+    /// Turns a model's output rows (one per window read) into the atom's value.
     fn answer(
         &self,
         policy: &CheckedPolicy,
         call: &ModelCall,
         batcher: &Batcher,
-        row: &[f32],
+        windows: Windows<'_>,
     ) -> ModelResult {
+        if windows.past(reading_of(policy, call.model).limit) {
+            self.metrics
+                .past_bound
+                .get_or_create(&super::metrics::ModelLabel {
+                    model: batcher.name.clone(),
+                })
+                .inc();
+            if call.closed {
+                // The unread rest could hold anything: a score is its worst, a label unknown.
+                return match call.model {
+                    ModelKind::Classifier(_) => self.fail(&batcher.name, "too_long"),
+                    ModelKind::Guard(_) | ModelKind::Similarity(_) => ModelResult::Score(1.0),
+                };
+            }
+        }
         match call.model {
             ModelKind::Classifier(c) => {
-                let probs = softmax(row);
+                let probs = windows.class();
                 let best = (0..probs.len()).max_by(|&a, &b| probs[a].total_cmp(&probs[b]));
                 let declared = policy.classifiers.get(c.index()).map(|d| &d.labels);
                 let label = best.and_then(|i| {
@@ -537,29 +567,50 @@ impl OnnxModels {
                     .get(g.index())
                     .and_then(|def| unsafe_index(&batcher.labels, def.unsafe_label.as_deref()));
                 match positive {
-                    Some(i) => softmax(row)
-                        .get(i)
-                        .map_or(ModelResult::Failed, |&p| ModelResult::Score(f64::from(p))),
+                    Some(i) => windows
+                        .guard(i)
+                        .map_or(ModelResult::Failed, |p| ModelResult::Score(f64::from(p))),
                     None => self.fail(&batcher.name, "error"),
                 }
             }
             ModelKind::Similarity(_) => {
-                let mut best: Option<f32> = None;
+                let mut examples = Vec::with_capacity(call.examples.len());
                 for example in call.examples.iter() {
                     let Some(e) = self.cached_example(&batcher.fingerprint, example) else {
                         // `prepare` embeds every example of the policy; a miss means the policy
                         // changed under us: answer failed rather than run the encoder here.
                         return self.fail(&batcher.name, "error");
                     };
-                    let dot: f32 = e.iter().zip(row).map(|(a, b)| a * b).sum();
-                    best = Some(best.map_or(dot, |b| b.max(dot)));
+                    examples.push(e);
                 }
                 // A score is in [0, 1]: opposite directions count as no similarity.
-                best.map_or(ModelResult::Failed, |s| {
-                    ModelResult::Score(f64::from(s.clamp(0.0, 1.0)))
-                })
+                windows
+                    .similarity(examples.iter().map(|e| &e[..]))
+                    .map_or(ModelResult::Failed, |s| {
+                        ModelResult::Score(f64::from(s.clamp(0.0, 1.0)))
+                    })
             }
         }
+    }
+}
+
+/// How a declaration reads one text (`window = N`, `windows = N`).
+fn reading_of(policy: &CheckedPolicy, kind: ModelKind) -> Reading {
+    let declared = match kind {
+        ModelKind::Classifier(c) => policy
+            .classifiers
+            .get(c.index())
+            .map(|d| (d.window, d.windows)),
+        ModelKind::Guard(g) => policy.guards.get(g.index()).map(|d| (d.window, d.windows)),
+        ModelKind::Similarity(e) => policy
+            .encoders
+            .get(e.index())
+            .map(|d| (d.window, d.windows)),
+    };
+    let (window, limit) = declared.unwrap_or((None, super::window::DEFAULT_WINDOWS));
+    Reading {
+        window,
+        limit: limit.max(1),
     }
 }
 

@@ -35,6 +35,34 @@ pub fn refuse(
     response
 }
 
+/// A request over a budget that refuses (`exceeded = reject`): 429 with `Retry-After`, in the
+/// OpenAI shape (`rate_limit_exceeded`); the Messages door answers it in its own
+/// (`rate_limit_error`).
+pub fn over_budget(
+    mut done: Completion,
+    message: String,
+    retry_after_s: u64,
+) -> Response<ProxyBody> {
+    let error = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limit_exceeded",
+        Some("rate_limit_exceeded"),
+        message.clone(),
+    );
+    let mut response: Response<ProxyBody> = error.into_response();
+    done.record.path = path::ERROR;
+    set_sr_headers(response.headers_mut(), &done.record, None);
+    if let Ok(v) = HeaderValue::from_str(&retry_after_s.to_string()) {
+        response.headers_mut().insert(hyper::header::RETRY_AFTER, v);
+    }
+    done.finish(
+        StatusCode::TOO_MANY_REQUESTS.as_u16(),
+        path::ERROR,
+        Some(message),
+    );
+    response
+}
+
 /// An error answer with the routing headers, reported.
 pub fn answer_error(mut done: Completion, error: ApiError) -> Response<ProxyBody> {
     let status = error.status.as_u16();
@@ -115,6 +143,9 @@ pub fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, model: Op
     }
     if let Some(previous) = record.previous {
         set(headers::SR_PREVIOUS, previous);
+    }
+    if let Some(budget) = &record.budget {
+        set(headers::SR_BUDGET, budget);
     }
 }
 

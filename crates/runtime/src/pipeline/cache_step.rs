@@ -7,18 +7,22 @@
 //! 2. **skip** when `skip when` holds (its model-backed signals are computed like any other);
 //! 3. embed the final user message (one encoder call; a failure is recorded and the request goes
 //!    upstream as on a miss, never a 5xx);
-//! 4. look the scope up: a live entry whose similarity reaches the threshold is a **hit** and
-//!    answers; otherwise a **miss** goes upstream and carries a [`Fill`] so the proposed model's
-//!    complete answer is stored once relayed (a streamed chat answer is assembled first).
+//! 4. look the scope up: a live entry whose similarity reaches the threshold and whose question
+//!    passes the look-alike check (`src_compiler::lookalike`: same numbers, units and direction,
+//!    dates, polarity and names) is a **hit** and answers; otherwise a **miss** goes upstream and
+//!    carries a [`Fill`] so the proposed model's complete answer is stored once relayed (a
+//!    streamed chat answer is assembled first). A miss where every entry at the threshold was
+//!    refused by the check is a **miss-verified**, counted and logged with the first reason.
 //!
 //! A store failure follows `failure.store`: `open` carries on without the cache (`error`,
 //! recorded), `closed` answers 503.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
 use src_compiler::hir::{BlockId, ModelId, RouteId};
+use src_compiler::lookalike::{self, Mismatch};
 use src_compiler::request::RequestView;
 
 use crate::cache::directive::Directive;
@@ -38,6 +42,8 @@ use crate::store::kind_of;
 pub enum CacheResult {
     Hit,
     Miss,
+    /// Entries reached the threshold, and the look-alike check refused each of them.
+    MissVerified,
     /// `skip when` held.
     Skip,
     /// The cache does not apply to this request (see the module comment).
@@ -51,6 +57,7 @@ impl CacheResult {
         match self {
             CacheResult::Hit => word::HIT,
             CacheResult::Miss => word::MISS,
+            CacheResult::MissVerified => word::MISS_VERIFIED,
             CacheResult::Skip => word::SKIP,
             CacheResult::Bypass => word::BYPASS,
             CacheResult::Error => word::ERROR,
@@ -161,12 +168,22 @@ pub async fn lookup(
     let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
     let vector: Arc<[f32]> = embedding.vector.into();
     let now = layer.clock.now_ms();
+    // The first reason the look-alike check gave, for the log.
+    let refused: OnceLock<Mismatch> = OnceLock::new();
+    let prompt = view.prompt.as_str();
+    let accept = |stored: &str| match lookalike::agree(prompt, stored) {
+        Ok(()) => true,
+        Err(why) => {
+            let _ = refused.set(why);
+            false
+        }
+    };
     let nearest = if directive.no_cache {
         Nearest::default()
     } else {
         let lookup = site(store.kind(), "lookup");
         let found = store
-            .nearest(&scope, &vector, def.threshold, now, ttl_ms)
+            .nearest(&scope, &vector, def.threshold, now, ttl_ms, &accept)
             .await;
         match failure::guard(mode, lookup, found) {
             Ok(nearest) => nearest,
@@ -192,7 +209,17 @@ pub async fn lookup(
             }));
         }
     }
-    layer.metrics.lookup(word::MISS);
+    let result = if nearest.rejected > 0 {
+        tracing::info!(
+            rejected = nearest.rejected,
+            reason = refused.get().map_or("", |m| m.as_str()),
+            "cache candidates refused: their questions differ from the request's"
+        );
+        CacheResult::MissVerified
+    } else {
+        CacheResult::Miss
+    };
+    layer.metrics.lookup(result.as_str());
     // Streaming `/v1/responses` requests bypassed above; a streamed chat answer is assembled.
     let fill = (!directive.no_store).then(|| Fill {
         model: query.proposal,
@@ -200,13 +227,14 @@ pub async fn lookup(
         store,
         scope,
         vector,
+        question: prompt.into(),
         ttl_ms,
         max_bytes: layer.options.max_entry_bytes,
         clock: Arc::clone(&layer.clock),
         metrics: layer.metrics.clone(),
     });
     Ok(Consulted::Forward(Some(CacheReport {
-        result: CacheResult::Miss,
+        result,
         score: nearest.score,
         fill,
     })))
@@ -360,6 +388,7 @@ mod tests {
             .insert(
                 &fill.scope,
                 &fill.vector,
+                &fill.question,
                 Bytes::from_static(STORED.as_bytes()),
                 1_000,
                 fill.ttl_ms,
@@ -388,6 +417,62 @@ mod tests {
         // Another model's scope holds nothing.
         let report = forwarded(cache.consult(Api::Chat, &body, None, ModelId(1)).await);
         assert_eq!(report.result, CacheResult::Miss);
+    }
+
+    /// Misses `question`, then stores its answer as the relay would.
+    async fn store_answer(cache: &Cache, question: &str) {
+        let body = fakes::user("auto", question);
+        let report = forwarded(cache.consult(Api::Chat, &body, DEFAULT, SMALL).await);
+        let fill = report.fill.expect("a miss stores its answer");
+        assert_eq!(&*fill.question, question);
+        let stored = fill
+            .store
+            .insert(
+                &fill.scope,
+                &fill.vector,
+                &fill.question,
+                Bytes::from_static(STORED.as_bytes()),
+                1_000,
+                fill.ttl_ms,
+            )
+            .await;
+        assert_eq!(stored, Ok(crate::cache::Inserted::Stored));
+    }
+
+    #[tokio::test]
+    async fn a_look_alike_question_is_a_verified_miss_and_a_paraphrase_hits() {
+        // The fake encoder gives every text the same vector: only the check tells them apart.
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        store_answer(&cache, "convert 5 km to miles").await;
+
+        let swapped = fakes::user("auto", "convert 5 miles to km");
+        let report = forwarded(cache.consult(Api::Chat, &swapped, DEFAULT, SMALL).await);
+        assert_eq!(report.result, CacheResult::MissVerified);
+        assert_eq!(report.result.as_str(), "miss-verified");
+        assert!(report.fill.is_some(), "its own answer is stored");
+        assert!(cache
+            .layer
+            .metrics()
+            .encode()
+            .contains(r#"result="miss-verified"} 1"#));
+
+        let paraphrase = fakes::user("auto", "how many miles is 5 km?");
+        match cache.consult(Api::Chat, &paraphrase, DEFAULT, SMALL).await {
+            Ok(Consulted::Hit(hit)) => assert_eq!(hit.body, Bytes::from_static(STORED.as_bytes())),
+            other => panic!("expected a hit, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_check_passes_over_a_look_alike_to_the_true_paraphrase() {
+        let cache = Cache::new(POLICY, Scripted::default()).await;
+        store_answer(&cache, "is it safe to mix bleach and ammonia?").await;
+        store_answer(&cache, "is it unsafe to mix bleach and ammonia?").await;
+        let body = fakes::user("auto", "Is it unsafe to mix bleach and ammonia");
+        assert!(matches!(
+            cache.consult(Api::Chat, &body, DEFAULT, SMALL).await,
+            Ok(Consulted::Hit(_))
+        ));
     }
 
     #[tokio::test]

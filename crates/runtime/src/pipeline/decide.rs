@@ -19,6 +19,7 @@ use crate::cache::CacheLayer;
 use crate::hooks::{SessionInput, SessionOutcome, SessionReport, Sessions};
 use crate::openai::{Api, ApiError};
 use crate::otel::{key, name, text, Phase, RequestTrace};
+use crate::pipeline::budget_step;
 use crate::pipeline::cache_step::{
     self, CacheQuery, CacheReport, CacheResult, CachedAnswer, Consulted,
 };
@@ -33,6 +34,12 @@ pub enum Decision {
         block: BlockId,
         status: u16,
         message: String,
+    },
+    /// A budget refuses it (`exceeded = reject`): 429 with `Retry-After`.
+    OverBudget {
+        budget: String,
+        message: String,
+        retry_after_s: u64,
     },
     /// A stored answer of the proposed model answers it.
     Cached(CachedAnswer),
@@ -56,11 +63,18 @@ pub struct Plan {
     pub session: Option<SessionReport>,
     /// What the response cache did, for a policy with a `cache`.
     pub cache: Option<CacheReport>,
+    /// The request counts against token or cost budgets: a streamed chat answer is asked for
+    /// its usage (`stream_options.include_usage`) when the client did not ask.
+    pub ask_usage: bool,
 }
 
 /// What the request's evaluation found, besides the decision.
 #[derive(Debug, Default, Clone)]
 pub struct Facts {
+    /// `x-sr-budget`, when a budget applied.
+    pub budget: Option<String>,
+    /// What the answer charges to the request's token and cost budgets when it ends.
+    pub charge: Option<crate::budget::Charge>,
     /// Signals never computed because the decision did not need them.
     pub skipped_signals: Vec<String>,
     /// What the cache step did (`x-sr-cache`), once it ran.
@@ -89,6 +103,7 @@ pub struct Effects<'a> {
     pub signals: Signals<'a>,
     pub sessions: &'a dyn Sessions,
     pub cache: &'a CacheLayer,
+    pub budgets: &'a crate::budget::BudgetLayer,
 }
 
 /// Decides `asked` under `snapshot`, driving the compiler's request procedure: this answers its
@@ -132,6 +147,17 @@ pub async fn decide(
     }
     describe(&mut phase, snapshot.policy(), &decided, facts);
     phase.end();
+    let budgets = procedure.budgets();
+    if !budgets.uses.is_empty() {
+        let policy = snapshot.policy();
+        budget_step::count(effects.budgets, policy, budgets);
+        facts.budget = budget_step::header(policy, budgets);
+        facts.charge = budget_step::charge(effects.budgets, &answers.budgets, budgets);
+        if let Some(charge) = &mut facts.charge {
+            let estimate = src_compiler::text::tokens_estimate(&view.history);
+            charge.estimate = u64::try_from(estimate).unwrap_or(0);
+        }
+    }
     let decision = match decided {
         Ok(decision) => decision,
         Err(error) => {
@@ -139,11 +165,22 @@ pub async fn decide(
             return Err(error);
         }
     };
-    if let (Some(block), Some(refusal)) = (decision.block, decision.refusal) {
+    if let (Some(block), Some(refusal)) = (decision.block, &decision.refusal) {
         return Ok(Decision::Refuse {
             block,
             status: refusal.status,
-            message: refusal.message,
+            message: refusal.message.clone(),
+        });
+    }
+    if let (Some(refusal), Some((budget, _))) = (&decision.refusal, decision.budgets.acting) {
+        let policy = snapshot.policy();
+        return Ok(Decision::OverBudget {
+            budget: policy
+                .budgets
+                .get(budget.index())
+                .map_or_else(String::new, |b| b.name.clone()),
+            message: refusal.message.clone(),
+            retry_after_s: decision.budgets.get(budget).map_or(1, |u| u.retry_after_s),
         });
     }
     let cache = match decision.cache {
@@ -171,6 +208,7 @@ pub async fn decide(
         protection: answers.protection,
         session: answers.session,
         cache,
+        ask_usage: facts.charge.is_some(),
     })))
 }
 
@@ -182,6 +220,7 @@ struct Answers {
     cache_error: bool,
     protection: Option<String>,
     session: Option<SessionReport>,
+    budgets: budget_step::Reserved,
     /// Keep model calls and results (`--record`).
     keep: bool,
     models: Vec<(
@@ -247,6 +286,13 @@ async fn drive(
         })?;
         match next {
             Next::Done(decision) => return Ok(decision),
+            Next::Budgets(asks) => {
+                let tenant = tenant
+                    .get_or_insert_with(|| crate::session::identity::tenant(policy, asked.view));
+                let reserved = budget_step::reserve(effects.budgets, policy, &asks, tenant).await?;
+                procedure.budgets_answered(&reserved.uses);
+                answers.budgets = reserved;
+            }
             Next::Models(calls) => {
                 let traced = (asked.trace, phase);
                 let tenant = tenant
@@ -461,6 +507,7 @@ failure { backend = open }
             },
             sessions,
             cache: &cache,
+            budgets: &crate::budget::BudgetLayer::default(),
         };
         let trace = RequestTrace::untraced(None);
         let asked = Asked {

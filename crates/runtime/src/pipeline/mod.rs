@@ -15,6 +15,7 @@
 //! exactly one log line.
 
 pub mod answer;
+pub mod budget_step;
 pub mod cache_step;
 pub mod continuation;
 pub mod decide;
@@ -59,6 +60,7 @@ pub struct Pipeline<'a> {
     pub models: &'a dyn ModelSignals,
     pub sessions: &'a dyn Sessions,
     pub cache: &'a CacheLayer,
+    pub budgets: &'a crate::budget::BudgetLayer,
     pub cooldowns: &'a Arc<crate::cooldown::Cooldowns>,
     pub log: &'a RequestLog,
     /// `--record`: where decided requests are appended.
@@ -79,6 +81,7 @@ impl<'a> Pipeline<'a> {
             },
             sessions: self.sessions,
             cache: self.cache,
+            budgets: self.budgets,
         }
     }
 }
@@ -136,6 +139,8 @@ pub async fn decide_step(
     done.record.routing_us = routing.as_secs_f64() * 1e6;
     done.record.skipped_signals = facts.skipped_signals;
     done.record.cache = facts.cache;
+    done.record.budget = facts.budget.take();
+    done.charge = facts.charge.take();
     if pipeline.telemetry.live.watchers() > 0 {
         // Who sent it, for the console's line, whatever the answer: a refusal or a stored
         // answer is filtered by tenant like a forwarded request (which has its session too).
@@ -175,6 +180,15 @@ pub async fn decide_step(
                 .inc();
             Decided::Answer(Answered::router(refuse(done, &name, status, message)))
         }
+        Ok(Decision::OverBudget {
+            message,
+            retry_after_s,
+            ..
+        }) => Decided::Answer(Answered::router(answer::over_budget(
+            done,
+            message,
+            retry_after_s,
+        ))),
         Ok(Decision::Cached(hit)) => {
             count_redirect(pipeline.telemetry, snapshot, hit.block);
             Decided::Answer(Answered {
@@ -229,6 +243,10 @@ fn record_line(
         ),
         Ok(Decision::Refuse { block, status, .. }) => (
             serde_json::json!({"block": block_name(*block), "refused": status}),
+            Value::Null,
+        ),
+        Ok(Decision::OverBudget { budget, .. }) => (
+            serde_json::json!({"budget": budget, "refused": 429}),
             Value::Null,
         ),
         Ok(Decision::Cached(hit)) => (

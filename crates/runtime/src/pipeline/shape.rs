@@ -40,14 +40,21 @@ pub struct ShapeInput<'a> {
     pub route: Option<&'a RouteDef>,
     /// The session identity the session layer keyed the call on.
     pub session_identity: Option<&'a str>,
+    /// Ask a streamed chat answer for its usage (token and cost budgets) if the client did not.
+    pub ask_usage: bool,
 }
 
 impl<'a> Shaping<'a> {
     pub fn new(input: ShapeInput<'a>) -> Shaping<'a> {
-        let edits = match (input.api, input.route) {
+        let mut edits = match (input.api, input.route) {
             (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(input.parsed, route),
             _ => Vec::new(),
         };
+        if input.ask_usage && input.api == Api::Chat {
+            if let Some(options) = usage_asked(input.parsed) {
+                edits.push(("stream_options", Some(options)));
+            }
+        }
         Shaping {
             original: input.original,
             edits,
@@ -66,6 +73,23 @@ impl<'a> Shaping<'a> {
     pub fn body(&self, wire: &ModelWire) -> Result<Vec<u8>, NotAnObject> {
         rewrite::build_body(self.original, &self.edits, &wire.served_json)
     }
+}
+
+/// Whether a chat request streams without asking for usage: the `stream_options` that ask for
+/// it (the client's other options kept), or `None` when nothing is to change.
+pub fn usage_asked(parsed: &Value) -> Option<Vec<u8>> {
+    if parsed.get("stream").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let mut options = match parsed.get("stream_options") {
+        Some(Value::Object(o)) => o.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if options.get("include_usage").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    options.insert("include_usage".into(), Value::Bool(true));
+    serde_json::to_vec(&Value::Object(options)).ok()
 }
 
 /// Sets what is particular to one candidate: `x-selected-model` (its served id) and the

@@ -32,6 +32,8 @@ pub struct Completion {
     door: &'static str,
     /// What a drop before the report means: the status and the error recorded.
     abandoned: (u16, &'static str),
+    /// What the answer charges to the request's token and cost budgets when it ends.
+    pub charge: Option<crate::budget::Charge>,
 }
 
 /// Status recorded for a client that closed its connection before the answer started.
@@ -94,6 +96,7 @@ impl Completion {
             reported: false,
             door: crate::metrics::door::NONE,
             abandoned: (CLIENT_CLOSED, CLIENT_LEFT),
+            charge: None,
         }
     }
 
@@ -195,6 +198,18 @@ impl Completion {
                 span.fail(|| error.clone());
             }
             span.end();
+        }
+        if let Some(charge) = self.charge.take() {
+            let reported = usage.as_ref().and_then(|u| {
+                (u.prompt_tokens.is_some() || u.completion_tokens.is_some())
+                    .then(|| u.prompt_tokens.unwrap_or(0) + u.completion_tokens.unwrap_or(0))
+            });
+            // No usage in the answer: the router's estimate of the prompt, and the log says so.
+            let tokens = reported.unwrap_or_else(|| {
+                self.record.usage_estimated = true;
+                charge.estimate
+            });
+            charge.tokens(tokens);
         }
         if let Some(usage) = usage {
             self.record.prompt_tokens = usage.prompt_tokens;

@@ -5,7 +5,8 @@
 //!   [`Relay`](body::Relay) that streams an upstream answer through (usage evidence, idle
 //!   timeout, cache fill, cooldown verdict, a translation's [`Rewrite`](body::Rewrite));
 //! - [`completion`]: the request's one log line and its metrics, written exactly once;
-//! - [`counted`]: the router's own token counts, for an answer whose backend reports none.
+//! - [`counted`]: the router's own token counts, for an answer whose backend reports none;
+//! - [`usage_strip`]: a streamed chat answer without the usage chunk the router asked for.
 //!
 //! It sits below the request pipeline and the translations (the Messages door, kept
 //! `/v1/responses` answers), which build their answers from these bodies, and above the cache,
@@ -14,3 +15,4 @@
 pub mod body;
 pub mod completion;
 pub mod counted;
+pub mod usage_strip;

@@ -209,6 +209,10 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         crate::responses_state::ResponseOptions::from_env(),
     )
     .with_links(Arc::clone(&components.links));
+    let budgets = crate::budget::BudgetLayer::new(
+        Arc::clone(&components.links),
+        crate::store::Timeouts::from_lookup(crate::config::env_number),
+    );
     let readiness = Readiness::with_cooldowns(Arc::clone(&cooldowns));
     let mut telemetry = Telemetry::with_extra(|registry| {
         cooldowns.register_metrics(registry);
@@ -216,6 +220,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);
         cache.register_metrics(registry);
+        budgets.metrics().register(registry);
         components.links.register_metrics(registry);
     });
     if let Some(otlp) = &cfg.otlp {
@@ -239,6 +244,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         recorder,
         responses,
         cooldowns,
+        budgets,
         cfg,
     });
     let (stop, stopped) = watch::channel(false);

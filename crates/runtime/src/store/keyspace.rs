@@ -16,13 +16,15 @@
 //! | `sr:v1:resp:TENANT:ID` | one stored `/v1/responses` answer (response store) |
 //! | `sr:v1:memo:DIGEST` | one model answer; hex sha256 of the memo key (model memo) |
 //! | `sr:v1:{cooldown}:MODEL` | a cooldown in force, expiring with it (cooldowns) |
+//! | `sr:v1:{budget:PER}:NAME:START` | a budget's use in the window from START ms (budgets) |
 //!
 //! The part in braces is the key's Redis Cluster hash tag: only it is hashed, so every key one
 //! atomic step touches lands in one slot. A session's pin, outcome windows and idempotency keys
 //! share `{TENANT:SESSION}` (recording an outcome checks its idempotency key and appends to its
 //! window in one script); a cache scope's list and bodies share `{SCOPE}` (storing an answer is
 //! one `MULTI` over both); the cooldowns share `{cooldown}` (a replica reads them all in one
-//! pipeline). Single-key steps (stored responses, the memo) need no tag and spread over the
+//! pipeline); a budget's counters share `{budget:PER}`, the value its `per` counts (`t/TENANT`
+//! or `v/TEXT`), so the budgets of one tenant are reserved from in one script. Single-key steps (stored responses, the memo) need no tag and spread over the
 //! cluster. Because idempotency keys are tagged by session, a key is remembered per session.
 
 /// The prefix of every key.
@@ -109,6 +111,20 @@ impl KeySpace {
         key.push_str(PREFIX);
         key.push_str("memo:");
         push_hex(&mut key, digest);
+        key
+    }
+
+    /// A budget's counter for one `per` value (`t/TENANT`, `v/TEXT`) in the window that
+    /// starts at `start_ms`.
+    pub fn budget(per: &str, name: &str, start_ms: u64) -> String {
+        let mut key = String::with_capacity(PREFIX.len() + 32 + per.len() + name.len());
+        key.push_str(PREFIX);
+        key.push_str("{budget:");
+        push_escaped(&mut key, per);
+        key.push_str("}:");
+        push_escaped(&mut key, name);
+        key.push(':');
+        key.push_str(&start_ms.to_string());
         key
     }
 

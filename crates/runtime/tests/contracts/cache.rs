@@ -1,11 +1,13 @@
 //! The cache store contract: what every `CacheStore` (memory, Redis, a Redis Cluster node) must
-//! do — answer the nearest live entry of a scope, with its body only at the threshold, keep
-//! scopes apart, forget entries at their ttl, keep the newest `PER_SCOPE` per scope and refuse
+//! do — answer the nearest live entry of a scope, with its body only at the threshold and when
+//! the look-alike check takes its question (passing over refused ones to the next), keep scopes
+//! apart, forget entries at their ttl, keep the newest `PER_SCOPE` per scope and refuse
 //! bodies over the size limit.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use src_runtime::cache::store::accept_all;
 use src_runtime::cache::{CacheStore, Inserted, Nearest, Scope, PER_SCOPE};
 
 const TTL: u64 = 60_000;
@@ -32,7 +34,7 @@ fn unit(x: f32, y: f32) -> Vec<f32> {
 
 async fn an_empty_scope_has_no_nearest_entry(store: &dyn CacheStore) {
     let near = store
-        .nearest(&scope(1), &unit(1.0, 0.0), 0.5, t0(), TTL)
+        .nearest(&scope(1), &unit(1.0, 0.0), 0.5, t0(), TTL, &accept_all)
         .await
         .unwrap();
     assert_eq!(near, Nearest::default());
@@ -42,23 +44,37 @@ async fn the_nearest_entry_answers_at_the_threshold(store: &dyn CacheStore) {
     let now = t0();
     let s = scope(2);
     let stored = store
-        .insert(&s, &unit(1.0, 0.0), Bytes::from_static(b"east"), now, TTL)
+        .insert(
+            &s,
+            &unit(1.0, 0.0),
+            "question",
+            Bytes::from_static(b"east"),
+            now,
+            TTL,
+        )
         .await
         .unwrap();
     assert_eq!(stored, Inserted::Stored);
     store
-        .insert(&s, &unit(0.0, 1.0), Bytes::from_static(b"north"), now, TTL)
+        .insert(
+            &s,
+            &unit(0.0, 1.0),
+            "question",
+            Bytes::from_static(b"north"),
+            now,
+            TTL,
+        )
         .await
         .unwrap();
     let near = store
-        .nearest(&s, &unit(1.0, 0.1), 0.9, now, TTL)
+        .nearest(&s, &unit(1.0, 0.1), 0.9, now, TTL, &accept_all)
         .await
         .unwrap();
     assert_eq!(near.body.as_deref(), Some(&b"east"[..]));
     assert!(near.score.is_some_and(|s| s > 0.99), "{near:?}");
     // Nearest, but below the threshold: the score and no body.
     let far = store
-        .nearest(&s, &unit(1.0, 1.0), 0.99, now, TTL)
+        .nearest(&s, &unit(1.0, 1.0), 0.99, now, TTL, &accept_all)
         .await
         .unwrap();
     assert_eq!(far.body, None);
@@ -71,6 +87,7 @@ async fn scopes_are_isolated(store: &dyn CacheStore) {
         .insert(
             &scope(3),
             &unit(1.0, 0.0),
+            "question",
             Bytes::from_static(b"a"),
             now,
             TTL,
@@ -78,7 +95,7 @@ async fn scopes_are_isolated(store: &dyn CacheStore) {
         .await
         .unwrap();
     let other = store
-        .nearest(&scope(4), &unit(1.0, 0.0), 0.0, now, TTL)
+        .nearest(&scope(4), &unit(1.0, 0.0), 0.0, now, TTL, &accept_all)
         .await
         .unwrap();
     assert_eq!(other, Nearest::default());
@@ -89,18 +106,25 @@ async fn entries_end_at_their_ttl(store: &dyn CacheStore) {
     let s = scope(5);
     let ttl = 200;
     store
-        .insert(&s, &unit(1.0, 0.0), Bytes::from_static(b"brief"), now, ttl)
+        .insert(
+            &s,
+            &unit(1.0, 0.0),
+            "question",
+            Bytes::from_static(b"brief"),
+            now,
+            ttl,
+        )
         .await
         .unwrap();
     let live = store
-        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 1, ttl)
+        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 1, ttl, &accept_all)
         .await
         .unwrap();
     assert_eq!(live.body.as_deref(), Some(&b"brief"[..]));
     tokio::time::sleep(std::time::Duration::from_millis(ttl + 100)).await;
     let later = t0();
     let gone = store
-        .nearest(&s, &unit(1.0, 0.0), 0.9, later, ttl)
+        .nearest(&s, &unit(1.0, 0.0), 0.9, later, ttl, &accept_all)
         .await
         .unwrap();
     assert_eq!(gone.body, None, "an entry outlived its ttl");
@@ -110,7 +134,14 @@ async fn a_scope_keeps_its_newest_entries(store: &dyn CacheStore) {
     let now = t0();
     let s = scope(6);
     store
-        .insert(&s, &unit(1.0, 0.0), Bytes::from_static(b"oldest"), now, TTL)
+        .insert(
+            &s,
+            &unit(1.0, 0.0),
+            "question",
+            Bytes::from_static(b"oldest"),
+            now,
+            TTL,
+        )
         .await
         .unwrap();
     // Each newer entry a degree apart (none so alike that a store may merge them), all far from
@@ -119,12 +150,19 @@ async fn a_scope_keeps_its_newest_entries(store: &dyn CacheStore) {
         let angle = (60.0 + i as f32).to_radians();
         let body = Bytes::from(format!("newer-{i}"));
         store
-            .insert(&s, &unit(angle.cos(), angle.sin()), body, now + 1, TTL)
+            .insert(
+                &s,
+                &unit(angle.cos(), angle.sin()),
+                "question",
+                body,
+                now + 1,
+                TTL,
+            )
             .await
             .unwrap();
     }
     let near = store
-        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 2, TTL)
+        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 2, TTL, &accept_all)
         .await
         .unwrap();
     assert_eq!(near.body, None, "the oldest entry was kept beyond the cap");
@@ -135,15 +173,51 @@ async fn bodies_over_the_limit_are_not_stored(store: &dyn CacheStore) {
     let s = scope(7);
     let big = Bytes::from(vec![b'x'; MAX_ENTRY_BYTES + 1]);
     let answer = store
-        .insert(&s, &unit(1.0, 0.0), big, now, TTL)
+        .insert(&s, &unit(1.0, 0.0), "question", big, now, TTL)
         .await
         .unwrap();
     assert_eq!(answer, Inserted::TooLarge);
     let near = store
-        .nearest(&s, &unit(1.0, 0.0), 0.0, now, TTL)
+        .nearest(&s, &unit(1.0, 0.0), 0.0, now, TTL, &accept_all)
         .await
         .unwrap();
     assert_eq!(near, Nearest::default());
+}
+
+async fn refused_questions_are_counted_and_passed_over(store: &dyn CacheStore) {
+    let now = t0();
+    let s = scope(8);
+    // The look-alike is the nearer; the paraphrase is next.
+    for (question, body, y) in [
+        ("convert 5 miles to km", &b"look-alike"[..], 0.05),
+        ("convert 5 km to miles", &b"paraphrase"[..], 0.1),
+    ] {
+        store
+            .insert(
+                &s,
+                &unit(1.0, y),
+                question,
+                Bytes::from_static(body),
+                now,
+                TTL,
+            )
+            .await
+            .unwrap();
+    }
+    let accept = |q: &str| q == "convert 5 km to miles";
+    let near = store
+        .nearest(&s, &unit(1.0, 0.05), 0.9, now, TTL, &accept)
+        .await
+        .unwrap();
+    assert_eq!(near.body.as_deref(), Some(&b"paraphrase"[..]));
+    assert_eq!(near.rejected, 1, "{near:?}");
+    let refuse = |_: &str| false;
+    let none = store
+        .nearest(&s, &unit(1.0, 0.05), 0.9, now, TTL, &refuse)
+        .await
+        .unwrap();
+    assert_eq!((none.body.clone(), none.rejected), (None, 2));
+    assert!(none.score.is_some_and(|s| s > 0.99), "{none:?}");
 }
 
 /// Every step of the contract, in turn, on one store built with [`MAX_ENTRY_BYTES`].
@@ -154,4 +228,5 @@ pub async fn contract(store: Arc<dyn CacheStore>) {
     entries_end_at_their_ttl(store.as_ref()).await;
     a_scope_keeps_its_newest_entries(store.as_ref()).await;
     bodies_over_the_limit_are_not_stored(store.as_ref()).await;
+    refused_questions_are_counted_and_passed_over(store.as_ref()).await;
 }

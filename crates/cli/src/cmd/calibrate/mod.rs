@@ -1,6 +1,7 @@
 //! `src calibrate POLICY --labelled FILE.jsonl`: fit the policy's score thresholds on labelled
 //! requests, judge them on a held-out split against cost-matched static baselines, and
-//! optionally write them back (docs/calibrate.md).
+//! optionally write them back (docs/calibrate.md). `--pairs FILE.jsonl` fits the `cache`
+//! threshold on labelled question pairs instead ([`pairs`]).
 //!
 //! - [`labelled`]: reading the labelled file.
 //! - [`split`]: the seeded train/held-out split.
@@ -10,12 +11,14 @@
 //! - [`metrics`]: precision, recall, F1, agreement.
 //! - [`baseline`]: the same traffic shares by prompt length and at random.
 //! - [`rewrite`]: the literals written back through the formatter, and the diff.
+//! - [`pairs`]: the cache threshold fitted on same/different question pairs.
 //! - [`report`]: the report as JSON and text.
 
 pub mod baseline;
 pub mod fit;
 pub mod labelled;
 pub mod metrics;
+pub mod pairs;
 pub mod probe;
 pub mod report;
 pub mod rewrite;
@@ -41,14 +44,19 @@ pub struct Args {
     /// The policy directory or file.
     policy: PathBuf,
     /// Labelled requests, one JSON object a line (docs/calibrate.md).
-    #[arg(long, value_name = "FILE.jsonl")]
-    labelled: PathBuf,
+    #[arg(long, value_name = "FILE.jsonl", required_unless_present = "pairs")]
+    labelled: Option<PathBuf>,
+    /// Labelled question pairs for the `cache` threshold instead, one
+    /// `{"a", "b", "same", "kind"}` object a line (docs/calibrate.md).
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with_all = ["labelled", "signals"])]
+    pairs: Option<PathBuf>,
     /// Calibrate this signal's thresholds only (repeatable; default: every signal).
     #[arg(long = "signal", value_name = "NAME")]
     signals: Vec<String>,
-    /// What a fit maximises: `f1`, `precision=P` (best recall at that precision) or `recall=R`.
-    #[arg(long, default_value = "f1")]
-    objective: Objective,
+    /// What a fit maximises: `f1`, `precision=P` (best recall at that precision) or `recall=R`
+    /// (default: `f1`, and `precision=0.99` with `--pairs`).
+    #[arg(long)]
+    objective: Option<Objective>,
     /// The share of labelled requests held out to judge the fit.
     #[arg(long, default_value_t = 0.3)]
     holdout: f64,
@@ -162,6 +170,21 @@ fn observe_all(
 }
 
 pub fn run(args: Args) -> Result<Outcome> {
+    if let Some(pairs) = &args.pairs {
+        return pairs::run(pairs::PairsArgs {
+            policy: &args.policy,
+            pairs,
+            objective: args.objective,
+            holdout: args.holdout,
+            seed: args.seed,
+            write: args.write,
+            format: args.format,
+        });
+    }
+    let Some(labelled_path) = args.labelled.clone() else {
+        bail!("give `--labelled FILE.jsonl` (requests) or `--pairs FILE.jsonl` (cache pairs)");
+    };
+    let objective = args.objective.unwrap_or(Objective::F1);
     let text = PolicyText::load(&args.policy)?;
     let checked = match text.check() {
         Ok(c) => c,
@@ -192,8 +215,8 @@ pub fn run(args: Args) -> Result<Outcome> {
         );
     }
     probe::require_models(&checked)?;
-    let rows = labelled::read(&args.labelled)?;
-    validate(&checked, &rows, &args.labelled)?;
+    let rows = labelled::read(&labelled_path)?;
+    validate(&checked, &rows, &labelled_path)?;
     let split = split::split(rows.len(), args.holdout, args.seed)?;
 
     // The signals whose thresholds are fitted, each once, in order.
@@ -226,7 +249,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                 Some((score, l != site.negated))
             })
             .collect();
-        let fitted = fit::fit(&samples, site.op, args.objective, site.current, site.domain);
+        let fitted = fit::fit(&samples, site.op, objective, site.current, site.domain);
         let counts_at = |t: f64| Counts::of(samples.iter().map(|&(s, l)| (site.op.holds(s, t), l)));
         let after = fitted.map_or(site.current, |Fit { threshold, .. }| threshold);
         thresholds.push(Threshold {
@@ -279,8 +302,8 @@ pub fn run(args: Args) -> Result<Outcome> {
     }
     let report = Report {
         policy: args.policy.display().to_string(),
-        labelled: args.labelled.display().to_string(),
-        objective: args.objective.to_string(),
+        labelled: labelled_path.display().to_string(),
+        objective: objective.to_string(),
         seed: args.seed,
         holdout: args.holdout,
         rows: report::Rows {

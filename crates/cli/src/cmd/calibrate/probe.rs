@@ -217,6 +217,7 @@ impl Evaluator {
                     }
                 }
                 Ok(Next::Cache(_)) => procedure.cache_answered(false),
+                Ok(Next::Budgets(_)) => procedure.budgets_answered(&[]),
                 Ok(Next::Session(_)) => procedure.session_answered(SessionAnswer::Keep),
                 Err(ProcedureError::UnknownModel(m)) => {
                     bail!("the request names model `{m}`, which the policy does not declare")

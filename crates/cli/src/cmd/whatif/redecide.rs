@@ -195,6 +195,8 @@ pub fn redecide(
                 Err(why) => return Redecided::Undecided(why),
             },
             Ok(Next::Cache(_)) => procedure.cache_answered(false),
+            // A recording keeps no budget store: budgets read as unused.
+            Ok(Next::Budgets(_)) => procedure.budgets_answered(&[]),
             Ok(Next::Session(proposal)) => {
                 let pinned = pin.and_then(|model| checked.model_by_name(model));
                 let answer = match pinned {
@@ -231,6 +233,7 @@ pub fn redecide(
                     proposal: None,
                     cache: src_compiler::procedure::CacheUse::NotReached,
                     candidates: Vec::new(),
+                    budgets: Default::default(),
                 };
             }
             Err(e) => return Redecided::Undecided(e.to_string()),

@@ -104,6 +104,8 @@ impl Analysis {
             K::Cost(_) => ("cost", String::new()),
             K::OutcomeFailRate => ("fail_rate", String::new()),
             K::OutcomeCount => ("outcome_count", String::new()),
+            K::BudgetUsed(b) => ("budget_used", b.0.to_string()),
+            K::BudgetRemaining(b) => ("budget_remaining", b.0.to_string()),
             K::Not(_) => ("not", String::new()),
             K::And(..) => ("and", String::new()),
             K::Or(..) => ("or", String::new()),

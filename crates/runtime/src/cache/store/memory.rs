@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 
 use crate::cache::scope::Scope;
-use crate::cache::store::{live, similarity, CacheStore, Inserted, Nearest, StoreError, PER_SCOPE};
+use crate::cache::store::{
+    candidates, live, similarity, Accept, CacheStore, Inserted, Nearest, StoreError, PER_SCOPE,
+};
 use crate::hooks::BoxFuture;
 
 /// Bytes counted per entry besides its body and vector (maps, ids, timestamps).
@@ -22,13 +24,15 @@ const OVERHEAD: usize = 128;
 /// Entries at the cold end of the LRU order checked for expiry on each insert.
 const SWEEP: usize = 16;
 
-/// A new answer this similar to a live one of its scope replaces it instead of sitting beside it
-/// (two identical requests that missed at the same time store one entry).
+/// A new answer this similar to a live one of its scope, to a question the look-alike check
+/// finds the same, replaces it instead of sitting beside it (two identical requests that missed
+/// at the same time store one entry).
 const SAME: f32 = 0.9999;
 
 struct Entry {
     scope: Scope,
     vector: Arc<[f32]>,
+    question: Box<str>,
     body: Bytes,
     created_ms: u64,
     /// Position in the LRU order.
@@ -122,13 +126,14 @@ impl MemoryCache {
         threshold: f64,
         now_ms: u64,
         ttl_ms: u64,
+        accept: &Accept<'_>,
     ) -> Nearest {
         let mut inner = self.lock();
         let Some(ids) = inner.scopes.get(scope) else {
             return Nearest::default();
         };
         let mut expired = Vec::new();
-        let mut best: Option<(u64, f32)> = None;
+        let mut scored: Vec<(u64, f32)> = Vec::with_capacity(ids.len());
         for &id in ids {
             let Some(entry) = inner.entries.get(&id) else {
                 continue;
@@ -137,39 +142,41 @@ impl MemoryCache {
                 expired.push(id);
                 continue;
             }
-            let score = similarity(&entry.vector, vector);
-            if best.is_none_or(|(_, b)| score > b) {
-                best = Some((id, score));
-            }
+            scored.push((id, similarity(&entry.vector, vector)));
         }
         for id in expired {
             inner.remove(id);
         }
-        match best {
-            Some((id, score)) if f64::from(score) >= threshold => {
+        let best = scored.iter().map(|s| s.1).reduce(f32::max);
+        let mut nearest = Nearest {
+            score: best,
+            ..Nearest::default()
+        };
+        for (id, score) in candidates(scored, threshold) {
+            let Some(entry) = inner.entries.get(&id) else {
+                continue;
+            };
+            if accept(&entry.question) {
+                nearest.body = Some(entry.body.clone());
+                nearest.score = Some(score);
                 inner.touch(id);
-                Nearest {
-                    score: Some(score),
-                    body: inner.entries.get(&id).map(|e| e.body.clone()),
-                }
+                break;
             }
-            Some((_, score)) => Nearest {
-                score: Some(score),
-                body: None,
-            },
-            None => Nearest::default(),
+            nearest.rejected += 1;
         }
+        nearest
     }
 
     fn put(
         &self,
         scope: &Scope,
         vector: &[f32],
+        question: &str,
         body: Bytes,
         now_ms: u64,
         ttl_ms: u64,
     ) -> Inserted {
-        let size = body.len() + std::mem::size_of_val(vector) + OVERHEAD;
+        let size = body.len() + question.len() + std::mem::size_of_val(vector) + OVERHEAD;
         if body.len() > self.max_entry_bytes || size > self.max_bytes {
             return Inserted::TooLarge;
         }
@@ -180,10 +187,10 @@ impl MemoryCache {
             .into_iter()
             .flatten()
             .filter(|id| {
-                inner
-                    .entries
-                    .get(id)
-                    .is_some_and(|e| similarity(&e.vector, vector) >= SAME)
+                inner.entries.get(id).is_some_and(|e| {
+                    similarity(&e.vector, vector) >= SAME
+                        && src_compiler::lookalike::agree(&e.question, question).is_ok()
+                })
             })
             .copied()
             .collect();
@@ -198,6 +205,7 @@ impl MemoryCache {
             Entry {
                 scope: *scope,
                 vector: vector.into(),
+                question: question.into(),
                 body,
                 created_ms: now_ms,
                 tick,
@@ -257,19 +265,23 @@ impl CacheStore for MemoryCache {
         threshold: f64,
         now_ms: u64,
         ttl_ms: u64,
+        accept: &'a Accept<'a>,
     ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
-        ready(Ok(self.find(scope, vector, threshold, now_ms, ttl_ms)))
+        ready(Ok(
+            self.find(scope, vector, threshold, now_ms, ttl_ms, accept)
+        ))
     }
 
     fn insert<'a>(
         &'a self,
         scope: &'a Scope,
         vector: &'a [f32],
+        question: &'a str,
         body: Bytes,
         now_ms: u64,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
-        ready(Ok(self.put(scope, vector, body, now_ms, ttl_ms)))
+        ready(Ok(self.put(scope, vector, question, body, now_ms, ttl_ms)))
     }
 
     fn entries(&self) -> Option<u64> {
@@ -280,6 +292,7 @@ impl CacheStore for MemoryCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::store::accept_all;
     use crate::session::{Clock, ManualClock};
 
     const HOUR: u64 = 3_600_000;
@@ -306,22 +319,22 @@ mod tests {
     fn the_nearest_entry_answers_when_it_reaches_the_threshold() {
         let s = store();
         assert_eq!(
-            s.put(&scope(1), &at(0.0), body("zero"), 0, HOUR),
+            s.put(&scope(1), &at(0.0), "q", body("zero"), 0, HOUR),
             Inserted::Stored
         );
         assert_eq!(
-            s.put(&scope(1), &at(1.0), body("one"), 0, HOUR),
+            s.put(&scope(1), &at(1.0), "q", body("one"), 0, HOUR),
             Inserted::Stored
         );
-        let near = s.find(&scope(1), &at(0.9), 0.95, 10, HOUR);
+        let near = s.find(&scope(1), &at(0.9), 0.95, 10, HOUR, &accept_all);
         assert_eq!(near.body, Some(body("one")));
         assert!((near.score.unwrap_or(0.0) - 0.1f32.cos()).abs() < 1e-5);
         // cos(0.4) ≈ 0.92 < 0.95: the nearest is reported, but it is no hit.
-        let far = s.find(&scope(1), &at(0.5), 0.95, 10, HOUR);
+        let far = s.find(&scope(1), &at(0.5), 0.95, 10, HOUR, &accept_all);
         assert_eq!(far.body, None);
         assert!((far.score.unwrap_or(0.0) - 0.5f32.cos()).abs() < 1e-5);
         assert_eq!(
-            s.find(&scope(1), &at(0.5), 0.8, 10, HOUR).body,
+            s.find(&scope(1), &at(0.5), 0.8, 10, HOUR, &accept_all).body,
             Some(body("zero"))
         );
     }
@@ -329,13 +342,13 @@ mod tests {
     #[test]
     fn scopes_never_see_each_others_entries() {
         let s = store();
-        s.put(&scope(1), &at(0.0), body("tenant a"), 0, HOUR);
+        s.put(&scope(1), &at(0.0), "q", body("tenant a"), 0, HOUR);
         assert_eq!(
-            s.find(&scope(2), &at(0.0), 0.5, 1, HOUR),
+            s.find(&scope(2), &at(0.0), 0.5, 1, HOUR, &accept_all),
             Nearest::default()
         );
         assert_eq!(
-            s.find(&scope(1), &at(0.0), 0.5, 1, HOUR).body,
+            s.find(&scope(1), &at(0.0), 0.5, 1, HOUR, &accept_all).body,
             Some(body("tenant a"))
         );
     }
@@ -344,24 +357,31 @@ mod tests {
     fn entries_expire_after_the_ttl_by_the_injected_clock() {
         let clock = ManualClock::new(1_000_000);
         let s = store();
-        s.put(&scope(1), &at(0.0), body("a"), clock.now_ms(), HOUR);
+        s.put(&scope(1), &at(0.0), "q", body("a"), clock.now_ms(), HOUR);
         clock.advance(HOUR - 1);
         assert!(s
-            .find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR)
+            .find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR, &accept_all)
             .body
             .is_some());
         clock.advance(1);
         assert_eq!(
-            s.find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR),
+            s.find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR, &accept_all),
             Nearest::default()
         );
         // The expired entry was dropped when its scope was looked at.
         assert!(s.is_empty());
         // A shorter ttl (a reloaded policy) applies to entries stored under a longer one.
-        s.put(&scope(1), &at(0.0), body("b"), clock.now_ms(), HOUR);
+        s.put(&scope(1), &at(0.0), "q", body("b"), clock.now_ms(), HOUR);
         clock.advance(60_000);
         assert!(s
-            .find(&scope(1), &at(0.0), 0.9, clock.now_ms(), 30_000)
+            .find(
+                &scope(1),
+                &at(0.0),
+                0.9,
+                clock.now_ms(),
+                30_000,
+                &accept_all
+            )
             .body
             .is_none());
     }
@@ -370,16 +390,24 @@ mod tests {
     fn the_least_recently_used_entry_makes_room() {
         let s = MemoryCache::new(3, 1 << 30, 1 << 20);
         for (i, name) in ["a", "b", "c"].iter().enumerate() {
-            s.put(&scope(i as u8), &at(0.0), body(name), 0, HOUR);
+            s.put(&scope(i as u8), &at(0.0), "q", body(name), 0, HOUR);
         }
         // Using `a` makes `b` the least recently used.
-        assert!(s.find(&scope(0), &at(0.0), 0.9, 1, HOUR).body.is_some());
-        s.put(&scope(3), &at(0.0), body("d"), 2, HOUR);
+        assert!(s
+            .find(&scope(0), &at(0.0), 0.9, 1, HOUR, &accept_all)
+            .body
+            .is_some());
+        s.put(&scope(3), &at(0.0), "q", body("d"), 2, HOUR);
         assert_eq!(s.len(), 3);
-        assert!(s.find(&scope(1), &at(0.0), 0.9, 3, HOUR).body.is_none());
+        assert!(s
+            .find(&scope(1), &at(0.0), 0.9, 3, HOUR, &accept_all)
+            .body
+            .is_none());
         for kept in [0u8, 2, 3] {
             assert!(
-                s.find(&scope(kept), &at(0.0), 0.9, 3, HOUR).body.is_some(),
+                s.find(&scope(kept), &at(0.0), 0.9, 3, HOUR, &accept_all)
+                    .body
+                    .is_some(),
                 "{kept}"
             );
         }
@@ -387,20 +415,52 @@ mod tests {
 
     #[test]
     fn the_byte_bound_evicts_and_oversized_answers_are_refused() {
-        let entry = |n: usize| n + 2 * 4 + OVERHEAD;
+        // The body, the question `q`, the vector and the bookkeeping.
+        let entry = |n: usize| n + 1 + 2 * 4 + OVERHEAD;
         let s = MemoryCache::new(1_000, entry(100) * 2, 150);
         assert_eq!(
-            s.put(&scope(1), &at(0.0), Bytes::from(vec![b'x'; 151]), 0, HOUR),
+            s.put(
+                &scope(1),
+                &at(0.0),
+                "q",
+                Bytes::from(vec![b'x'; 151]),
+                0,
+                HOUR
+            ),
             Inserted::TooLarge
         );
         assert!(s.is_empty());
-        s.put(&scope(1), &at(0.0), Bytes::from(vec![b'a'; 100]), 0, HOUR);
-        s.put(&scope(2), &at(0.0), Bytes::from(vec![b'b'; 100]), 0, HOUR);
+        s.put(
+            &scope(1),
+            &at(0.0),
+            "q",
+            Bytes::from(vec![b'a'; 100]),
+            0,
+            HOUR,
+        );
+        s.put(
+            &scope(2),
+            &at(0.0),
+            "q",
+            Bytes::from(vec![b'b'; 100]),
+            0,
+            HOUR,
+        );
         assert_eq!(s.bytes(), entry(100) * 2);
-        s.put(&scope(3), &at(0.0), Bytes::from(vec![b'c'; 100]), 0, HOUR);
+        s.put(
+            &scope(3),
+            &at(0.0),
+            "q",
+            Bytes::from(vec![b'c'; 100]),
+            0,
+            HOUR,
+        );
         assert_eq!(s.len(), 2);
         assert!(s.bytes() <= entry(100) * 2);
-        assert!(s.find(&scope(1), &at(0.0), 0.9, 1, HOUR).body.is_none());
+        assert!(s
+            .find(&scope(1), &at(0.0), 0.9, 1, HOUR, &accept_all)
+            .body
+            .is_none());
     }
 
     #[test]
@@ -411,6 +471,7 @@ mod tests {
             s.put(
                 &scope(1),
                 &at(i as f32 * 0.02),
+                "q",
                 body(&i.to_string()),
                 i as u64,
                 HOUR,
@@ -418,24 +479,67 @@ mod tests {
         }
         assert_eq!(s.len(), PER_SCOPE);
         assert!(s
-            .find(&scope(1), &at(0.0), 0.99999, 100, HOUR)
+            .find(&scope(1), &at(0.0), 0.99999, 100, HOUR, &accept_all)
             .body
             .is_none());
         let newest = at((PER_SCOPE + 4) as f32 * 0.02);
         assert_eq!(
-            s.find(&scope(1), &newest, 0.99999, 100, HOUR).body,
+            s.find(&scope(1), &newest, 0.99999, 100, HOUR, &accept_all)
+                .body,
             Some(body(&(PER_SCOPE + 4).to_string()))
         );
     }
 
     #[test]
+    fn a_look_alike_with_the_same_vector_is_kept_beside_it() {
+        let s = store();
+        s.put(
+            &scope(1),
+            &at(0.0),
+            "convert 5 km to miles",
+            body("km"),
+            0,
+            HOUR,
+        );
+        s.put(
+            &scope(1),
+            &at(0.0),
+            "convert 5 miles to km",
+            body("mi"),
+            1,
+            HOUR,
+        );
+        assert_eq!(s.len(), 2);
+        let only = |q: &'static str| move |stored: &str| stored == q;
+        let near = s.find(
+            &scope(1),
+            &at(0.0),
+            0.9,
+            2,
+            HOUR,
+            &only("convert 5 km to miles"),
+        );
+        assert_eq!((near.body, near.rejected), (Some(body("km")), 0));
+        // Equal scores are offered oldest first: the other question is refused on the way.
+        let near = s.find(
+            &scope(1),
+            &at(0.0),
+            0.9,
+            2,
+            HOUR,
+            &only("convert 5 miles to km"),
+        );
+        assert_eq!((near.body, near.rejected), (Some(body("mi")), 1));
+    }
+
+    #[test]
     fn the_same_request_stored_twice_keeps_one_entry() {
         let s = store();
-        s.put(&scope(1), &at(0.0), body("first"), 0, HOUR);
-        s.put(&scope(1), &at(0.0), body("second"), 1, HOUR);
+        s.put(&scope(1), &at(0.0), "q", body("first"), 0, HOUR);
+        s.put(&scope(1), &at(0.0), "q", body("second"), 1, HOUR);
         assert_eq!(s.len(), 1);
         assert_eq!(
-            s.find(&scope(1), &at(0.0), 0.9, 2, HOUR).body,
+            s.find(&scope(1), &at(0.0), 0.9, 2, HOUR, &accept_all).body,
             Some(body("second"))
         );
     }

@@ -1,9 +1,10 @@
 //! Where cached answers live: one small async trait, an in-process implementation
 //! ([`MemoryCache`]) and a shared one ([`RedisCache`]) that every router replica reads.
 //!
-//! A store only keeps entries — a unit vector, an answer body, a creation time — per scope and
-//! finds the nearest one; the caller decides what a hit is (the threshold) and how old is too old
-//! (the ttl), and passes its clock's time, so one clock governs a request and tests can move it.
+//! A store only keeps entries — a unit vector, the question it embeds, an answer body, a creation
+//! time — per scope and finds the nearest ones; the caller decides what a hit is (the threshold
+//! and [`Accept`], the look-alike check on the stored question) and how old is too old (the
+//! ttl), and passes its clock's time, so one clock governs a request and tests can move it.
 
 pub mod memory;
 pub mod redis;
@@ -21,13 +22,28 @@ pub use crate::store::StoreError;
 /// both stores.
 pub const PER_SCOPE: usize = 64;
 
+/// Candidates at the threshold offered to [`Accept`], best first, before a lookup gives up: a
+/// look-alike refused leaves room for the true paraphrase just below it.
+pub const CANDIDATES: usize = 4;
+
+/// Whether a stored question may answer the request: the look-alike check
+/// (`src_compiler::lookalike`). Asked only of entries whose similarity reached the threshold.
+pub type Accept<'a> = dyn Fn(&str) -> bool + Send + Sync + 'a;
+
+/// Accepts every stored question (cosine alone: tests and tools).
+pub fn accept_all(_: &str) -> bool {
+    true
+}
+
 /// The answer of [`CacheStore::nearest`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Nearest {
     /// The similarity of the nearest live entry; `None` when the scope holds none.
     pub score: Option<f32>,
-    /// Its answer, when the score reached the threshold.
+    /// Its answer, when the score reached the threshold and [`Accept`] took its question.
     pub body: Option<Bytes>,
+    /// Entries at the threshold whose question [`Accept`] refused.
+    pub rejected: u32,
 }
 
 /// The answer of [`CacheStore::insert`].
@@ -44,7 +60,10 @@ pub trait CacheStore: Send + Sync {
     fn kind(&self) -> &'static str;
 
     /// The nearest entry of `scope` to `vector` among those younger than `ttl_ms`, with its body
-    /// when its similarity is at least `threshold`. Using an entry counts as a use (LRU).
+    /// when its similarity is at least `threshold` and `accept` takes its question; the entries
+    /// at the threshold are offered to `accept` best first, at most [`CANDIDATES`] of them, and
+    /// the first taken answers (its score is then the one reported). Using an entry counts as a
+    /// use (LRU).
     fn nearest<'a>(
         &'a self,
         scope: &'a Scope,
@@ -52,13 +71,16 @@ pub trait CacheStore: Send + Sync {
         threshold: f64,
         now_ms: u64,
         ttl_ms: u64,
+        accept: &'a Accept<'a>,
     ) -> BoxFuture<'a, Result<Nearest, StoreError>>;
 
-    /// Stores an answer under `scope`, kept for at most `ttl_ms`.
+    /// Stores an answer to `question` (whose embedding is `vector`) under `scope`, kept for at
+    /// most `ttl_ms`.
     fn insert<'a>(
         &'a self,
         scope: &'a Scope,
         vector: &'a [f32],
+        question: &'a str,
         body: Bytes,
         now_ms: u64,
         ttl_ms: u64,
@@ -77,6 +99,15 @@ pub fn similarity(a: &[f32], b: &[f32]) -> f32 {
         return f32::NEG_INFINITY;
     }
     a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The entries at `threshold` among `scored` (`(entry, score)`), best first, at most
+/// [`CANDIDATES`] of them; both stores rank the same way.
+pub fn candidates<T>(mut scored: Vec<(T, f32)>, threshold: f64) -> Vec<(T, f32)> {
+    scored.retain(|(_, score)| f64::from(*score) >= threshold);
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.truncate(CANDIDATES);
+    scored
 }
 
 /// Whether an entry created at `created_ms` is still live at `now_ms` under `ttl_ms`.

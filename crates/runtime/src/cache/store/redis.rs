@@ -3,12 +3,14 @@
 //! Keys are named by [`KeySpace`], tagged by scope so a scope's list and bodies share one Redis
 //! Cluster slot:
 //! - the scope's list (`KeySpace::cache_list`) — newest first, capped at [`PER_SCOPE`] elements,
-//!   of `id (16 bytes) | created ms (u64 LE) | embedding (f32 LE…)`; it expires `ttl` after the
-//!   last answer stored in the scope;
+//!   of `'Q' | id (16 bytes) | created ms (u64 LE) | dimensions (u16 LE) | embedding (f32 LE…) |
+//!   question (UTF-8)`; it expires `ttl` after the last answer stored in the scope. The question
+//!   rides in the list so the look-alike check runs on the one `LRANGE`; the leading tag and the
+//!   dimension count keep elements of the earlier layout (no question) from being misread;
 //! - each answer body (`KeySpace::cache_body`), expiring `ttl` after it was stored.
 //!
-//! A lookup is one `LRANGE` of the scope (scored here), then, only for a hit, one `GET` of the
-//! best entry's body; a body that expired or was evicted in between is a miss. Storing is one
+//! A lookup is one `LRANGE` of the scope (scored and checked here), then, only for a hit, one
+//! `GET` of the best accepted entry's body; a body that expired or was evicted in between is a miss. Storing is one
 //! atomic pipeline (`SET … PX`, `LPUSH`, `LTRIM`, `PEXPIRE`). Memory is bounded by the per-scope
 //! cap, the per-entry size limit and the ttl; under pressure Redis's own `maxmemory` policy
 //! may evict bodies early, which only costs misses. Every call has a timeout and the connection
@@ -21,12 +23,17 @@ use bytes::Bytes;
 use redis::RedisError;
 
 use crate::cache::scope::Scope;
-use crate::cache::store::{live, similarity, CacheStore, Inserted, Nearest, StoreError, PER_SCOPE};
+use crate::cache::store::{
+    candidates, live, similarity, Accept, CacheStore, Inserted, Nearest, StoreError, PER_SCOPE,
+};
 use crate::hooks::BoxFuture;
 use crate::store::{KeySpace, Redis};
 
+/// The first byte of an element of this layout.
+const TAG: u8 = b'Q';
+
 /// Bytes of an element before its embedding.
-const HEADER: usize = 16 + 8;
+const HEADER: usize = 1 + 16 + 8 + 2;
 
 /// Answers in a Redis server shared by every replica.
 pub struct RedisCache {
@@ -75,30 +82,56 @@ pub(crate) fn body_key(scope: &Scope, id: &[u8]) -> String {
 }
 
 /// One list element.
-fn encode(id: &[u8; 16], created_ms: u64, vector: &[f32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + vector.len() * 4);
+fn encode(id: &[u8; 16], created_ms: u64, vector: &[f32], question: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + vector.len() * 4 + question.len());
+    out.push(TAG);
     out.extend_from_slice(id);
     out.extend_from_slice(&created_ms.to_le_bytes());
-    for x in vector {
+    // Encoders have at most a few thousand dimensions; a longer vector is stored truncated and
+    // so never compares (its length differs from every query's).
+    let dims = u16::try_from(vector.len()).unwrap_or(u16::MAX);
+    out.extend_from_slice(&dims.to_le_bytes());
+    for x in vector.iter().take(usize::from(dims)) {
         out.extend_from_slice(&x.to_le_bytes());
     }
+    out.extend_from_slice(question.as_bytes());
     out
 }
 
-/// `(id, created ms, embedding)` of a list element; `None` when it is not one.
-fn decode(element: &[u8]) -> Option<(&[u8], u64, Vec<f32>)> {
-    if element.len() < HEADER || !(element.len() - HEADER).is_multiple_of(4) {
+/// One decoded list element.
+#[derive(Debug, PartialEq)]
+struct Element<'a> {
+    id: &'a [u8],
+    created_ms: u64,
+    vector: Vec<f32>,
+    question: &'a str,
+}
+
+/// The element `bytes`; `None` when it is not one of this layout.
+fn decode(bytes: &[u8]) -> Option<Element<'_>> {
+    let (&tag, rest) = bytes.split_first()?;
+    if tag != TAG || rest.len() < HEADER - 1 {
         return None;
     }
-    let (id, rest) = element.split_at(16);
-    let (created, vector) = rest.split_at(8);
-    let created = u64::from_le_bytes(created.try_into().ok()?);
+    let (id, rest) = rest.split_at(16);
+    let (created, rest) = rest.split_at(8);
+    let (dims, rest) = rest.split_at(2);
+    let dims = usize::from(u16::from_le_bytes(dims.try_into().ok()?));
+    if rest.len() < dims * 4 {
+        return None;
+    }
+    let (vector, question) = rest.split_at(dims * 4);
     let vector = vector
         .chunks_exact(4)
         .map(|c| c.try_into().map(f32::from_le_bytes))
         .collect::<Result<Vec<f32>, _>>()
         .ok()?;
-    Some((id, created, vector))
+    Some(Element {
+        id,
+        created_ms: u64::from_le_bytes(created.try_into().ok()?),
+        vector,
+        question: std::str::from_utf8(question).ok()?,
+    })
 }
 
 fn millis(ttl_ms: u64) -> u64 {
@@ -117,6 +150,7 @@ impl CacheStore for RedisCache {
         threshold: f64,
         now_ms: u64,
         ttl_ms: u64,
+        accept: &'a Accept<'a>,
     ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.connection();
@@ -130,29 +164,33 @@ impl CacheStore for RedisCache {
                         .query_async(&mut conn),
                 )
                 .await?;
-            let mut best: Option<(Vec<u8>, f32)> = None;
+            let mut scored: Vec<(Element<'_>, f32)> = Vec::with_capacity(elements.len());
             for element in &elements {
                 // An element this build cannot read (another layout) is skipped, not an error.
-                let Some((id, created, stored)) = decode(element) else {
+                let Some(element) = decode(element) else {
                     continue;
                 };
-                if !live(created, now_ms, ttl_ms) {
+                if !live(element.created_ms, now_ms, ttl_ms) {
                     continue;
                 }
-                let score = similarity(&stored, vector);
-                if best.as_ref().is_none_or(|(_, b)| score > *b) {
-                    best = Some((id.to_vec(), score));
-                }
+                let score = similarity(&element.vector, vector);
+                scored.push((element, score));
             }
-            let Some((id, score)) = best else {
-                return Ok(Nearest::default());
+            let mut nearest = Nearest {
+                score: scored.iter().map(|s| s.1).reduce(f32::max),
+                ..Nearest::default()
             };
-            if f64::from(score) < threshold {
-                return Ok(Nearest {
-                    score: Some(score),
-                    body: None,
-                });
-            }
+            let Some((id, score)) = candidates(scored, threshold)
+                .into_iter()
+                .find(|(element, _)| {
+                    let taken = accept(element.question);
+                    nearest.rejected += u32::from(!taken);
+                    taken
+                })
+                .map(|(element, score)| (element.id.to_vec(), score))
+            else {
+                return Ok(nearest);
+            };
             let body: Option<Vec<u8>> = self
                 .bounded(
                     "get",
@@ -161,10 +199,9 @@ impl CacheStore for RedisCache {
                         .query_async(&mut conn),
                 )
                 .await?;
-            Ok(Nearest {
-                score: Some(score),
-                body: body.map(Bytes::from),
-            })
+            nearest.score = Some(score);
+            nearest.body = body.map(Bytes::from);
+            Ok(nearest)
         })
     }
 
@@ -172,6 +209,7 @@ impl CacheStore for RedisCache {
         &'a self,
         scope: &'a Scope,
         vector: &'a [f32],
+        question: &'a str,
         body: Bytes,
         now_ms: u64,
         ttl_ms: u64,
@@ -193,7 +231,7 @@ impl CacheStore for RedisCache {
                 .ignore()
                 .cmd("LPUSH")
                 .arg(&list)
-                .arg(encode(&id, now_ms, vector))
+                .arg(encode(&id, now_ms, vector, question))
                 .ignore()
                 .cmd("LTRIM")
                 .arg(&list)
@@ -220,12 +258,24 @@ mod tests {
     fn elements_survive_their_encoding() {
         let id = [7u8; 16];
         let vector = vec![0.6f32, -0.8, 0.0];
-        let element = encode(&id, 1_234, &vector);
-        assert_eq!(element.len(), HEADER + 12);
-        let (got_id, created, got) = decode(&element).unwrap_or((&[], 0, Vec::new()));
-        assert_eq!((got_id, created, got), (&id[..], 1_234, vector));
+        let element = encode(&id, 1_234, &vector, "convert 5 km to miles");
+        assert_eq!(element.len(), HEADER + 12 + 21);
+        assert_eq!(
+            decode(&element),
+            Some(Element {
+                id: &id,
+                created_ms: 1_234,
+                vector: vector.clone(),
+                question: "convert 5 km to miles",
+            })
+        );
         assert_eq!(decode(&element[..HEADER - 1]), None);
         assert_eq!(decode(&element[..HEADER + 3]), None);
+        // The earlier layout (`id | created | embedding`, no tag) is not read.
+        let mut earlier = id.to_vec();
+        earlier.extend_from_slice(&1_234u64.to_le_bytes());
+        earlier.extend_from_slice(&[0u8; 12]);
+        assert_eq!(decode(&earlier), None);
     }
 
     #[test]

@@ -108,6 +108,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
         request_id: &record.request_id,
         route,
         session_identity: identity,
+        ask_usage: plan.ask_usage,
     });
     let chat_form = chat_form(request, plan, snapshot);
     // Only a route's plugins edit the chat form as JSON; without them each candidate's body is
@@ -129,6 +130,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
             request_id: &record.request_id,
             route,
             session_identity: identity,
+            ask_usage: plan.ask_usage,
         })
     });
     let mut base_headers = client_headers(&request.parts.headers);

@@ -178,6 +178,9 @@ pub async fn forward(
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
+            if let Some(charge) = &mut done.charge {
+                charge.answered_by(policy, model_id);
+            }
             let mut protection = plan.protection.as_deref();
             if let Some(rule) = attempts.owner_lost().filter(|o| o.model != model_id) {
                 let action = rule.action();
@@ -216,7 +219,20 @@ pub async fn forward(
                     .get(model.backend.index())
                     .and_then(crate::backends::Endpoint::key),
             };
+            let strip = plan.ask_usage
+                && request.api == Api::Chat
+                && !translated
+                && crate::pipeline::shape::usage_asked(request.parsed).is_some();
             let response = relay(response, answer, done);
+            let response = if strip {
+                response.map(|body| {
+                    ProxyBody::Boxed(http_body_util::BodyExt::boxed_unsync(
+                        crate::relay::usage_strip::StripUsage::new(body),
+                    ))
+                })
+            } else {
+                response
+            };
             let response = match counted {
                 Some(counted) => crate::anthropic::translate::answer(response, fill, counted).await,
                 None => response,

@@ -119,6 +119,7 @@ fn plan(route: Option<RouteId>, candidates: Vec<ModelId>) -> Plan {
         protection: None,
         session: None,
         cache: None,
+        ask_usage: false,
     }
 }
 

@@ -1,0 +1,118 @@
+//! A cache hit's lookup with the look-alike check against the same lookup on cosine alone: the
+//! request's question embedded by the repository's MiniLM (one intra-op thread), then the
+//! nearest entry of a scope of 64 real entries found in the memory store, accepting the
+//! candidate by cosine alone or only when `src_compiler::lookalike::agree` takes its question.
+//! Also the check alone on one pair. The two lookups alternate for several rounds so that a
+//! change in the machine's load falls on both; the ratio reported is the median of the rounds'.
+//!
+//! `cargo bench -p src-runtime --bench cache [-- --quick]`; needs `scripts/models.sh`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::Bytes;
+use src_compiler::lookalike;
+use src_dsl::ast::Device;
+use src_runtime::cache::store::accept_all;
+use src_runtime::cache::{CacheStore, MemoryCache, Scope};
+use src_runtime::models::{Model, Role};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Median microseconds of `reps` calls of `f`, after one untimed call.
+fn micros(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    median(
+        (0..reps)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed().as_secs_f64() * 1e6
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let lib = std::env::var_os("ORT_DYLIB_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".cache/ort/lib/libonnxruntime.so.1.31.1"));
+    if let Err(e) = src_runtime::models::load_from(&lib) {
+        eprintln!("{e}: run scripts/models.sh first");
+        std::process::exit(2);
+    }
+    let mut model = match Model::load(&repo().join("models/minilm"), Role::Encoder, Device::Cpu, 1)
+    {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{e}: run scripts/models.sh first");
+            std::process::exit(2);
+        }
+    };
+    let pairs =
+        std::fs::read_to_string(repo().join("examples/cache/pairs.jsonl")).unwrap_or_default();
+    let questions: Vec<String> = pairs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["a"].as_str().map(str::to_owned))
+        .take(64)
+        .collect();
+    let store = MemoryCache::new(10_000, 1 << 30, 1 << 20);
+    let scope = Scope([1; 32]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|e| panic!("a runtime: {e}"));
+    for q in &questions {
+        let vector = model.infer(&[q.as_str()]).unwrap_or_default().remove(0);
+        let _ = runtime.block_on(store.insert(
+            &scope,
+            &vector,
+            q,
+            Bytes::from_static(b"{}"),
+            0,
+            u64::MAX,
+        ));
+    }
+    // A paraphrase of a stored question: a hit either way.
+    let request = "How can I reset my password";
+    let check = |stored: &str| lookalike::agree(request, stored).is_ok();
+    let lookup = |model: &mut Model, with_check: bool| {
+        let vector = model.infer(&[request]).unwrap_or_default().remove(0);
+        let found = if with_check {
+            runtime.block_on(store.nearest(&scope, &vector, 0.86, 1, u64::MAX, &check))
+        } else {
+            runtime.block_on(store.nearest(&scope, &vector, 0.86, 1, u64::MAX, &accept_all))
+        };
+        assert!(found.is_ok_and(|n| n.body.is_some()), "a hit");
+    };
+    let reps = if quick { 40 } else { 200 };
+    let rounds = if quick { 3 } else { 7 };
+    let mut ratios = Vec::new();
+    let (mut plain, mut checked) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let p = micros(reps, || lookup(&mut model, false));
+        let c = micros(reps, || lookup(&mut model, true));
+        ratios.push(c / p);
+        plain.push(p);
+        checked.push(c);
+    }
+    let alone = micros(reps * 10, || {
+        let _ = lookalike::agree("convert 5 km to miles", "how many miles is 5 km");
+    });
+    println!("scope of {} entries, MiniLM on one thread", questions.len());
+    println!(
+        "hit, cosine only:     {:8.1} µs (median of rounds)",
+        median(plain)
+    );
+    println!("hit, with the check:  {:8.1} µs", median(checked));
+    println!("the check on one pair: {:7.1} µs", alone);
+    println!("ratio with/without:   {:8.3}", median(ratios));
+}
