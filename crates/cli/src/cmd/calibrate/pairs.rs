@@ -473,13 +473,15 @@ mod tests {
 
     #[test]
     fn the_check_lets_a_lower_threshold_keep_precision() {
-        // A look-alike at 0.99 that the check refuses; paraphrases from 0.80 up.
+        // A look-alike at 0.99 that the check refuses; paraphrases from 0.80 up, one above the
+        // look-alike, so cosine alone reaches the precision only above 0.99.
         let set = [
             m(false, 0.99, Some("direction")),
             m(false, 0.70, None),
             m(true, 0.80, None),
             m(true, 0.85, None),
             m(true, 0.95, None),
+            m(true, 0.995, None),
         ];
         let refs: Vec<&Measured> = set.iter().collect();
         let with = fit_threshold(&refs, DEFAULT_OBJECTIVE, 0.92, true).unwrap_or(1.0);
