@@ -12,6 +12,8 @@
 //!    - [`language`]: `language(TEXT)`: its label set and detector.
 //!    - [`request`]: the facts of one OpenAI-style request that policies read.
 //!    - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
+//!    - `redis_target`: a store's Redis topology (one server, a Cluster, a Sentinel set) over
+//!      those URLs.
 //! 1. [`hir`]: the checked policy: names resolved to table indices, every expression typed.
 //! 2. Over the HIR:
 //!    - [`vocabulary`]: the language's builtins (name, signature, doc, snippet), read by the
@@ -52,6 +54,7 @@ pub mod jit;
 pub mod language;
 pub mod load;
 pub mod procedure;
+mod redis_target;
 mod redis_url;
 pub mod request;
 pub mod testing;

@@ -77,6 +77,11 @@ codes! {
     TEST_MESSAGES_UNREADABLE = "E052": "test `messages` file missing or not a chat request";
     // Runtime (`src serve` refusing a policy it cannot run).
     MODEL_UNAVAILABLE = "E060": "classifier, guard or encoder the server cannot run";
+    // Redis topologies (`redis_cluster(..)`, `redis_sentinel(..)`).
+    EMPTY_STORE_NODES = "E070": "`redis_cluster` or `redis_sentinel` store listing no node";
+    INVALID_STORE_NODE = "E071": "cluster or sentinel node URL the Redis client cannot use";
+    SENTINEL_MASTER_MISSING = "E072": "`redis_sentinel` store without its `master` name";
+    MIXED_STORE_NODES = "E073": "cluster or sentinel nodes that differ in TLS or credentials";
     // Internal errors (a fault of the tool, not of the policy).
     FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
     // Warnings.
@@ -99,6 +104,9 @@ codes! {
     GATEWAY_ROUTE = "W022": "the gateway sends a model's requests elsewhere than its backend";
     // Tenancy.
     ANONYMOUS_SHARED = "W030": "requests without a credential share answers and stored responses";
+    // Redis topologies.
+    DUPLICATE_STORE_NODE = "W040": "a node listed twice in a cluster or sentinel store";
+    LONE_SENTINEL = "W041": "a sentinel store listing one sentinel only";
 }
 
 /// The title of a code, if it is known.

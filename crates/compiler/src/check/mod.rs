@@ -32,6 +32,7 @@ mod names;
 mod routes;
 mod sections;
 mod signals;
+mod stores;
 mod types;
 mod unused;
 mod wire;

@@ -13,6 +13,8 @@
 //! - [`keyspace`]: [`KeySpace`], every key the runtime writes and its Cluster hash tag;
 //! - [`link`]: lazily connected, time-bounded Redis connections, one per serving shard, that
 //!   send a command again once on a fresh connection when the pooled one had died;
+//! - [`topology`]: those connections to one server, a Redis Cluster or a Sentinel set's primary,
+//!   and a script's body for a node that answers `NOSCRIPT`;
 //! - [`breaker`]: the circuit breaker of a Redis, as a state machine without IO;
 //! - [`health`]: that breaker on real time, its prober, its log lines and the link metrics;
 //! - [`registry`]: [`Links`] (one link per Redis, shared), [`StoreSet`] (the stores built for
@@ -28,6 +30,7 @@ pub mod health;
 pub mod keyspace;
 pub mod link;
 pub mod registry;
+pub mod topology;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
