@@ -83,29 +83,30 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     panic!("{what} never became ready");
 }
 
-/// Waits until every replica of the server on `port` has all its writes (the offset each
-/// replica acknowledged equals the server's own).
+/// Waits until every replica of the server on `port` has every write the server had taken
+/// when the wait began (later writes, from a load still running, may be in flight).
 fn wait_synced(port: u16) {
-    wait_for(&format!("the replicas of {port}"), || {
+    let offsets = || {
         let info = command_on(port, "INFO replication");
-        let Some(own) = info
+        let own: Option<u64> = info
             .lines()
             .find_map(|l| l.strip_prefix("master_repl_offset:"))
-            .map(str::trim)
-        else {
-            return false;
-        };
-        let replicas: Vec<&str> = info
+            .and_then(|o| o.trim().parse().ok());
+        let replicas: Vec<u64> = info
             .lines()
             .filter(|l| l.starts_with("slave") && l.contains("offset="))
+            .filter_map(|l| l.split("offset=").nth(1)?.split(',').next()?.parse().ok())
             .collect();
-        !replicas.is_empty()
-            && replicas.iter().all(|l| {
-                l.split("offset=")
-                    .nth(1)
-                    .and_then(|o| o.split(',').next())
-                    .is_some_and(|o| o.trim() == own)
-            })
+        (own, replicas)
+    };
+    let mut target = None;
+    wait_for(&format!("the replicas of {port}"), || {
+        let (own, replicas) = offsets();
+        let Some(want) = *target.get_or_insert(own) else {
+            target = None;
+            return false;
+        };
+        !replicas.is_empty() && replicas.iter().all(|&r| r >= want)
     });
 }
 

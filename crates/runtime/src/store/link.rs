@@ -30,7 +30,7 @@ use crate::store::error::StoreError;
 use crate::store::health::{Health, ProberGuard};
 pub(crate) use crate::store::topology::connection_failed;
 pub use crate::store::topology::redact;
-use crate::store::topology::{no_script, Inner, Pool, Scripts};
+use crate::store::topology::{failing_over, no_script, Inner, Pool, Scripts};
 
 /// One connection of a link, sending a command again once when the connection under it had
 /// died, and a script's body when the node answers `NOSCRIPT`.
@@ -253,7 +253,9 @@ async fn attempt<T>(
     match tokio::time::timeout(timeout, step).await {
         Err(_) => (Err(StoreError::Timeout { op, after: timeout }), true),
         Ok(Err(e)) if e.is_timeout() => (Err(StoreError::Timeout { op, after: timeout }), true),
-        Ok(Err(e)) if connection_failed(&e) => (Err(StoreError::Unavailable(e.to_string())), true),
+        Ok(Err(e)) if connection_failed(&e) || failing_over(&e) => {
+            (Err(StoreError::Unavailable(e.to_string())), true)
+        }
         Ok(Err(e)) => (Err(StoreError::Rejected(e.to_string())), false),
         Ok(Ok(v)) => (Ok(v), false),
     }

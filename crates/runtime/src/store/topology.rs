@@ -118,6 +118,27 @@ pub(crate) fn connection_failed(err: &RedisError) -> bool {
     !err.is_timeout() && (err.is_io_error() || err.is_unrecoverable_error())
 }
 
+/// Whether `err` says the store is between masters: a cluster slot without a reachable master
+/// (`CLUSTERDOWN`, `TRYAGAIN`, redirections the client could not follow, no connection for the
+/// slot), a primary that lost its replicas' quorum or is loading (`MASTERDOWN`, `LOADING`), a
+/// demoted primary (`READONLY`), or sentinels that name no primary. A failover answers these
+/// for a while; they are an outage (the breaker opens, `failure.store` judges each call, one
+/// log line), not an error of the command.
+pub(crate) fn failing_over(err: &RedisError) -> bool {
+    err.is_cluster_error()
+        || matches!(
+            err.kind(),
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::MasterNameNotFoundBySentinel
+                | ErrorKind::NoValidReplicasFoundBySentinel
+                | ErrorKind::Server(
+                    ServerErrorKind::MasterDown
+                        | ServerErrorKind::ReadOnly
+                        | ServerErrorKind::BusyLoading
+                )
+        )
+}
+
 /// The connections of one link.
 pub(crate) enum Pool {
     Single {
