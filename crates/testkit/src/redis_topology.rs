@@ -253,6 +253,37 @@ impl RedisCluster {
         masters
     }
 
+    /// The port of the replica of the master on `port`.
+    pub fn replica_of(&self, port: u16) -> u16 {
+        let Some(&seen_from) = self.live_ports().first() else {
+            panic!("no live node");
+        };
+        let nodes = command_on(seen_from, "CLUSTER NODES");
+        let port_of = |addr: &str| {
+            addr.split('@')
+                .next()
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| p.parse::<u16>().ok())
+        };
+        let lines: Vec<Vec<&str>> = nodes
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .filter(|f: &Vec<&str>| f.len() >= 8)
+            .collect();
+        let Some(id) = lines
+            .iter()
+            .find(|f| port_of(f[1]) == Some(port))
+            .map(|f| f[0])
+        else {
+            panic!("no node on {port}");
+        };
+        lines
+            .iter()
+            .find(|f| f[2].contains("slave") && f[3] == id)
+            .and_then(|f| port_of(f[1]))
+            .unwrap_or_else(|| panic!("the master on {port} has no replica"))
+    }
+
     /// The port of the master serving `key` now.
     pub fn master_of(&self, key: &str) -> u16 {
         let Some(&seen_from) = self.live_ports().first() else {

@@ -238,6 +238,19 @@ mod tests {
         contract(&single(&cluster.url())).await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_answers_keep_the_contract_on_a_cluster_and_a_sentinel_set() {
+        let cluster = src_testkit::redis_topology::RedisCluster::start();
+        let urls = cluster.urls();
+        let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+        contract(&RedisTarget::cluster(&seeds).expect("a cluster")).await;
+        let set = src_testkit::redis_topology::RedisSentinels::start();
+        let urls = set.urls();
+        let sentinels: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let master = src_testkit::redis_topology::MASTER;
+        contract(&RedisTarget::sentinel(&sentinels, master).expect("a set")).await;
+    }
+
     fn single(url: &str) -> RedisTarget {
         RedisTarget::Single(src_compiler::hir::RedisUrl::parse(url).expect("a Redis URL"))
     }
