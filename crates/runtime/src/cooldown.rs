@@ -109,7 +109,7 @@ impl Cooldowns {
             cooldowns: Arc::clone(self),
             model: model.to_owned(),
             rule,
-            shared: shared_url(policy),
+            shared: shared_url(policy).map(Box::new),
         })
     }
 
@@ -284,7 +284,9 @@ pub struct Verdict {
     model: String,
     rule: CooldownDef,
     /// The Redis the policy shares cooldowns through, if any.
-    shared: Option<RedisTarget>,
+    /// Boxed: a cluster's or Sentinel set's node list would make every answered attempt
+    /// larger.
+    shared: Option<Box<RedisTarget>>,
 }
 
 impl Verdict {
@@ -301,7 +303,7 @@ impl Verdict {
             rule,
             shared,
         } = self;
-        cooldowns.count_failure(rule, || shared, &model);
+        cooldowns.count_failure(rule, || shared.map(|target| *target), &model);
     }
 }
 

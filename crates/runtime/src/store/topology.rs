@@ -1,4 +1,4 @@
-//! The connections under a [`crate::store::link::Link`], for each Redis topology a policy can
+//! The connections under a store link, for each Redis topology a policy can
 //! name ([`RedisTarget`]): one server, a Redis Cluster, or a primary watched by Sentinel.
 //!
 //! - **One server**: a lazy [`ConnectionManager`] per serving shard, as before.
@@ -185,7 +185,7 @@ impl Pool {
                         builder = builder.password(password);
                     }
                 }
-                if let Some(tls) = urls.first().and_then(|u| tls_mode(u)) {
+                if let Some(tls) = urls.first().and_then(tls_mode) {
                     builder = builder.tls(tls);
                 }
                 let client = builder.build().map_err(config)?;
