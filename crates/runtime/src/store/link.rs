@@ -167,6 +167,7 @@ impl Link {
             let mut wait = wait;
             loop {
                 tokio::time::sleep(wait).await;
+                link.pool.renew();
                 let mut conn = link.connection();
                 let cmd = redis::cmd("PING");
                 let ping = cmd.query_async::<String>(&mut conn);

@@ -20,6 +20,10 @@ use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
 use crate::store::health::{Health, LinkMetrics};
 use crate::store::link::{Link, Redis};
+use crate::store::topology::Pool;
+
+/// The longest wait between two probes of a cluster's or a Sentinel set's breaker.
+pub const FAILOVER_PROBE_CAP: Duration = Duration::from_millis(250);
 
 /// The bound on each Redis call unless one is configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
@@ -115,9 +119,19 @@ impl Links {
         if let Some((_, health)) = healths.iter().find(|(t, _)| t == target) {
             return Arc::clone(health);
         }
+        // A cluster or a Sentinel set is back as soon as a replica is promoted (about a node
+        // timeout): its probes wait at most `FAILOVER_PROBE_CAP`, not the full back-off.
+        let backoff = if Pool::fails_over(target) {
+            Backoff {
+                first: self.backoff.first,
+                cap: self.backoff.cap.min(FAILOVER_PROBE_CAP),
+            }
+        } else {
+            self.backoff
+        };
         let health = Arc::new(Health::new(
             shown(target),
-            self.backoff,
+            backoff,
             Arc::clone(&self.clock),
             self.metrics.clone(),
         ));

@@ -12,7 +12,7 @@
 //!   demoted (`READONLY`), when the sentinels are asked again and the command sent once more to
 //!   the primary they name now.
 //!
-//! Scripts: every script the stores run is registered on the link ([`Scripts`]); a node that
+//! Scripts: every script the stores run is registered on the link (`Scripts`); a node that
 //! answers `NOSCRIPT` to `EVALSHA` (a restarted node, a promoted replica, a slot that moved) is
 //! sent `EVAL` with the body instead, which runs the script on the very node that owns the keys
 //! and caches it there. A cluster never needs `SCRIPT LOAD` on every node, which would fail
@@ -140,6 +140,10 @@ pub(crate) fn failing_over(err: &RedisError) -> bool {
 }
 
 /// The connections of one link.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one pool per link, made once and never moved: its size costs nothing"
+)]
 pub(crate) enum Pool {
     Single {
         client: Client,
@@ -149,8 +153,11 @@ pub(crate) enum Pool {
         timeout: Duration,
     },
     Cluster {
-        client: redis::cluster::ClusterClient,
-        shards: PerShard<ClusterConnection>,
+        client: Box<redis::cluster::ClusterClient>,
+        /// Each shard's connection with the generation it was made in.
+        shards: PerShard<Mutex<Option<(u64, ClusterConnection)>>>,
+        /// Raised by [`Pool::renew`]: connections of an older generation are replaced.
+        generation: AtomicU64,
         timeout: Duration,
     },
     Sentinel(Arc<Sentinel>),
@@ -190,8 +197,9 @@ impl Pool {
                 }
                 let client = builder.build().map_err(config)?;
                 Ok(Pool::Cluster {
-                    client,
+                    client: Box::new(client),
                     shards: PerShard::new(DEFAULT_SLOTS),
+                    generation: AtomicU64::new(0),
                     timeout,
                 })
             }
@@ -237,19 +245,46 @@ impl Pool {
             Pool::Cluster {
                 client,
                 shards,
+                generation,
                 timeout,
-            } => Inner::Cluster(
-                shards
-                    .get_or_init(|| {
+            } => {
+                let now = generation.load(Ordering::Relaxed);
+                let mut held = shards
+                    .get_or_init(|| Mutex::new(None))
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                match &*held {
+                    Some((made, conn)) if *made == now => Inner::Cluster(conn.clone()),
+                    _ => {
                         let config = ClusterConfig::new()
                             .set_connection_timeout(*timeout)
                             .set_response_timeout(*timeout);
-                        client.get_pending_async_connection_with_config(config)
-                    })
-                    .clone(),
-            ),
+                        let conn = client.get_pending_async_connection_with_config(config);
+                        *held = Some((now, conn.clone()));
+                        Inner::Cluster(conn)
+                    }
+                }
+            }
             Pool::Sentinel(sentinel) => Inner::Sentinel(Arc::clone(sentinel)),
         }
+    }
+}
+
+impl Pool {
+    /// Makes every shard's next connection a new one. The breaker's prober calls it before
+    /// each probe of a cluster: a connection whose slot map still names a dead master would
+    /// fail every probe (a `PING` to every master does not make the client read the map
+    /// again), while a new one reads the map from the seeds, promoted replicas included.
+    pub(crate) fn renew(&self) {
+        if let Pool::Cluster { generation, .. } = self {
+            generation.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the topology fails over by itself (a cluster, a Sentinel set): its outages
+    /// last about a node timeout, so its breaker probes more often.
+    pub(crate) fn fails_over(target: &RedisTarget) -> bool {
+        !matches!(target, RedisTarget::Single(_))
     }
 }
 
