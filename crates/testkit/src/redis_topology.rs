@@ -392,11 +392,17 @@ impl RedisSentinels {
             dir,
         };
         for (port, of) in [(primary, None), (replica, Some(primary))] {
+            let dir = set.dir.to_string_lossy().into_owned();
             let mut args: Vec<String> = [
                 "--port",
                 &port.to_string(),
                 "--bind",
                 "127.0.0.1",
+                // A replica's full sync writes its snapshot here, not in the test's directory.
+                "--dir",
+                &dir,
+                "--dbfilename",
+                &format!("dump-{port}.rdb"),
                 "--save",
                 "",
                 "--appendonly",
