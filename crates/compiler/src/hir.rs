@@ -9,6 +9,7 @@ use src_dsl::ast::{Device, FailMode, Missing, Outcomes, OwnerLost, ProtectMode, 
 use src_dsl::{SourceMap, Span};
 use std::path::PathBuf;
 
+pub use crate::redis_target::{RedisTarget, TargetError};
 pub use crate::redis_url::{RedisUrl, RedisUrlError};
 pub use http::{HeaderName, HeaderValue};
 
@@ -364,8 +365,9 @@ pub struct RouteDef {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum StoreDef {
     Memory,
-    /// A URL the runtime's Redis client opens (E046).
-    Redis(RedisUrl),
+    /// A Redis the runtime's client opens: one server (E046), a Cluster or a Sentinel set
+    /// (E070–E073).
+    Redis(RedisTarget),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -13,6 +13,8 @@
 //!    - [`pii`]: `pii(TEXT, [types])`: the built-in recognizers of personal data and secrets.
 //!    - [`request`]: the facts of one OpenAI-style request that policies read.
 //!    - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
+//!    - `redis_target`: a store's Redis topology (one server, a Cluster, a Sentinel set) over
+//!      those URLs.
 //! 1. Over the leaves:
 //!    - [`hir`]: the checked policy: names resolved to table indices, every expression typed.
 //!    - [`lookalike`]: the response cache's check that a stored question asks what the request
@@ -58,6 +60,7 @@ pub mod load;
 pub mod lookalike;
 pub mod pii;
 pub mod procedure;
+mod redis_target;
 mod redis_url;
 pub mod request;
 pub mod testing;

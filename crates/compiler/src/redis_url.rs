@@ -27,6 +27,14 @@ const PROTOCOLS: &[&str] = &["2", "resp2", "3", "resp3"];
 pub struct RedisUrl {
     text: String,
     tls: bool,
+    /// A Unix socket, not a TCP host.
+    socket: bool,
+    /// The database number (0 when none is written).
+    db: u32,
+    /// The user name and password as written (percent-encoded), compared between the nodes
+    /// of one cluster or sentinel set.
+    user: String,
+    password: Option<String>,
 }
 
 /// Why a text is not a [`RedisUrl`]; the messages never repeat a password.
@@ -79,6 +87,7 @@ impl RedisUrl {
                 return Err(RedisUrlError::Protocol(p.to_owned()));
             }
         }
+        let db;
         if tcp {
             let host = match url.host() {
                 Some(Host::Domain(d)) if !d.is_empty() => d.to_owned(),
@@ -95,7 +104,7 @@ impl RedisUrl {
                 }
                 _ => {}
             }
-            database(url.path().trim_matches('/'))?;
+            db = database(url.path().trim_matches('/'))?;
             // The client decodes credentials as `percent_decode_str(..).decode_utf8()` does.
             let decoded = |s: &str| percent_decode_str(s).decode_utf8().is_ok();
             if !decoded(url.username()) || !url.password().is_none_or(decoded) {
@@ -105,11 +114,15 @@ impl RedisUrl {
             if url.to_file_path().is_err() {
                 return Err(RedisUrlError::SocketPath);
             }
-            database(param("db").unwrap_or_default())?;
+            db = database(param("db").unwrap_or_default())?;
         }
         Ok(RedisUrl {
             text: text.to_owned(),
             tls,
+            socket: unix,
+            db,
+            user: url.username().to_owned(),
+            password: url.password().map(str::to_owned),
         })
     }
 
@@ -121,6 +134,21 @@ impl RedisUrl {
     /// Whether the connection is TLS (`rediss`, `valkeys`).
     pub fn is_tls(&self) -> bool {
         self.tls
+    }
+
+    /// Whether it names a Unix socket rather than a TCP host.
+    pub fn is_socket(&self) -> bool {
+        self.socket
+    }
+
+    /// The database number (0 when none is written).
+    pub fn database(&self) -> u32 {
+        self.db
+    }
+
+    /// The user name and password as written (compared, never shown).
+    pub(crate) fn credentials(&self) -> (&str, Option<&str>) {
+        (&self.user, self.password.as_deref())
     }
 }
 
@@ -153,12 +181,12 @@ impl std::fmt::Debug for RedisUrl {
 }
 
 /// An empty database (the default, 0) or a non-negative integer.
-fn database(db: &str) -> Result<(), RedisUrlError> {
-    if db.is_empty() || db.parse::<u32>().is_ok() {
-        Ok(())
-    } else {
-        Err(RedisUrlError::Database(db.to_owned()))
+fn database(db: &str) -> Result<u32, RedisUrlError> {
+    if db.is_empty() {
+        return Ok(0);
     }
+    db.parse::<u32>()
+        .map_err(|_| RedisUrlError::Database(db.to_owned()))
 }
 
 #[cfg(test)]

@@ -278,11 +278,20 @@ pub struct Route {
     pub cache: Option<Spanned<bool>>,
 }
 
-/// `memory` or `redis("redis://...")`.
+/// `memory`, `redis("redis://...")`, `redis_cluster(["redis://...", ...])` or
+/// `redis_sentinel(["redis://...", ...], master = "NAME")`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Store {
     Memory,
     Redis(Spanned<String>),
+    /// A Redis Cluster reached through its seed nodes (the rest is discovered).
+    Cluster(Spanned<Vec<Spanned<String>>>),
+    /// A primary watched by Redis Sentinel: the sentinels and the name they know it by
+    /// (`None` when `master = ` is missing; the checker reports it).
+    Sentinel {
+        sentinels: Spanned<Vec<Spanned<String>>>,
+        master: Option<Spanned<String>>,
+    },
 }
 
 /// `cache { encoder = E threshold = SCORE ttl = D store = S skip when EXPR }`

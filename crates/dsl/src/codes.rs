@@ -77,6 +77,11 @@ codes! {
     TEST_MESSAGES_UNREADABLE = "E052": "test `messages` file missing or not a chat request";
     // Runtime (`src serve` refusing a policy it cannot run).
     MODEL_UNAVAILABLE = "E060": "classifier, guard or encoder the server cannot run";
+    // Redis topologies (`redis_cluster(..)`, `redis_sentinel(..)`).
+    EMPTY_STORE_NODES = "E070": "`redis_cluster` or `redis_sentinel` store listing no node";
+    INVALID_STORE_NODE = "E071": "cluster or sentinel node URL the Redis client cannot use";
+    SENTINEL_MASTER_MISSING = "E072": "`redis_sentinel` store without its `master` name";
+    MIXED_STORE_NODES = "E073": "cluster or sentinel nodes that differ in TLS or credentials";
     // Budgets.
     BUDGET_LIMIT = "E080": "budget with no limit, or with more than one";
     BUDGET_RANGE = "E081": "budget limit or window that is zero or negative";
@@ -107,6 +112,9 @@ codes! {
     GATEWAY_ROUTE = "W022": "the gateway sends a model's requests elsewhere than its backend";
     // Tenancy.
     ANONYMOUS_SHARED = "W030": "requests without a credential share answers and stored responses";
+    // Redis topologies.
+    DUPLICATE_STORE_NODE = "W040": "a node listed twice in a cluster or sentinel store";
+    LONE_SENTINEL = "W041": "a sentinel store listing one sentinel only";
     // Models.
     TEXT_PAST_WINDOWS = "W050": "model-backed signal's text can be longer than its model reads";
     // Personal data.

@@ -222,7 +222,16 @@ fn store() -> impl Strategy<Value = Option<Spanned<Store>>> {
     prop::option::of(
         prop_oneof![
             Just(Store::Memory),
-            text().prop_map(|t| Store::Redis(sp(t)))
+            text().prop_map(|t| Store::Redis(sp(t))),
+            prop::collection::vec(text().prop_map(sp), 0..3).prop_map(|v| Store::Cluster(sp(v))),
+            (
+                prop::collection::vec(text().prop_map(sp), 0..3),
+                prop::option::of(text().prop_map(sp))
+            )
+                .prop_map(|(v, master)| Store::Sentinel {
+                    sentinels: sp(v),
+                    master
+                }),
         ]
         .prop_map(sp),
     )

@@ -24,7 +24,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
-use src_compiler::hir::{CheckedPolicy, CooldownDef, StoreDef};
+use src_compiler::hir::{CheckedPolicy, CooldownDef, RedisTarget, StoreDef};
 
 use crate::log::rfc3339;
 use crate::metrics as names;
@@ -109,14 +109,14 @@ impl Cooldowns {
             cooldowns: Arc::clone(self),
             model: model.to_owned(),
             rule,
-            shared: shared_url(policy),
+            shared: shared_url(policy).map(Box::new),
         })
     }
 
     fn count_failure(
         self: &Arc<Self>,
         rule: CooldownDef,
-        shared: impl FnOnce() -> Option<String>,
+        shared: impl FnOnce() -> Option<RedisTarget>,
         model: &str,
     ) {
         let tripped = {
@@ -212,7 +212,7 @@ impl Cooldowns {
         }
     }
 
-    fn connection(&self, url: &str) -> Option<Redis> {
+    fn connection(&self, url: &RedisTarget) -> Option<Redis> {
         match self.links.redis(url, Timeouts::default().cooldown) {
             Ok(redis) => Some(redis),
             Err(err) => {
@@ -222,7 +222,7 @@ impl Cooldowns {
         }
     }
 
-    async fn publish(&self, url: &str, model: &str, rule: CooldownDef) {
+    async fn publish(&self, url: &RedisTarget, model: &str, rule: CooldownDef) {
         let Some(redis) = self.connection(url) else {
             return;
         };
@@ -238,7 +238,7 @@ impl Cooldowns {
         }
     }
 
-    async fn read_shared(&self, url: &str, policy: &CheckedPolicy) {
+    async fn read_shared(&self, url: &RedisTarget, policy: &CheckedPolicy) {
         let Some(redis) = self.connection(url) else {
             return;
         };
@@ -284,7 +284,9 @@ pub struct Verdict {
     model: String,
     rule: CooldownDef,
     /// The Redis the policy shares cooldowns through, if any.
-    shared: Option<String>,
+    /// Boxed: a cluster's or Sentinel set's node list would make every answered attempt
+    /// larger.
+    shared: Option<Box<RedisTarget>>,
 }
 
 impl Verdict {
@@ -301,7 +303,7 @@ impl Verdict {
             rule,
             shared,
         } = self;
-        cooldowns.count_failure(rule, || shared, &model);
+        cooldowns.count_failure(rule, || shared.map(|target| *target), &model);
     }
 }
 
@@ -314,14 +316,14 @@ impl std::fmt::Debug for Verdict {
 }
 
 /// The Redis the policy's cooldowns are shared through: the session store's, else the cache's.
-fn shared_url(policy: &CheckedPolicy) -> Option<String> {
+fn shared_url(policy: &CheckedPolicy) -> Option<RedisTarget> {
     let session = policy.session.as_ref().map(|s| &s.store);
     let cache = policy.cache.as_ref().map(|c| &c.store);
     [session, cache]
         .into_iter()
         .flatten()
         .find_map(|store| match store {
-            StoreDef::Redis(url) => Some(url.as_str().to_owned()),
+            StoreDef::Redis(target) => Some(target.clone()),
             StoreDef::Memory => None,
         })
 }

@@ -461,7 +461,7 @@ async fn replicas_agree_on_a_first_call_race_in_redis() {
     let server = src_testkit::redis::RedisServer::start();
     let url = server.url();
     let store = Arc::new(RedisStore::connect(&url, Duration::from_secs(2)).unwrap());
-    let def = StoreDef::Redis(RedisUrl::parse(&url).unwrap());
+    let def = StoreDef::Redis(RedisUrl::parse(&url).unwrap().into());
     first_call_race_agrees(store, &format!("redis({url:?})"), def).await;
 }
 

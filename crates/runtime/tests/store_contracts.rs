@@ -36,7 +36,7 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 async fn redis_contracts(server: &RedisServer) {
     let links = Links::new();
     let url = server.url();
-    let redis = || links.redis(&url, TIMEOUT).unwrap();
+    let redis = || links.redis_url(&url, TIMEOUT).unwrap();
     contracts::session::contract(Arc::new(RedisStore::on(redis()))).await;
     contracts::cache::contract(Arc::new(RedisCache::on(
         redis(),
@@ -80,9 +80,9 @@ async fn redis_stores_keep_the_contracts_on_a_cluster_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_cooldowns_keep_the_contract_on_redis_and_a_cluster_node() {
     let server = RedisServer::start();
-    contracts::cooldown::contract(&server.url()).await;
+    contracts::cooldown::contract(&format!("redis(\"{}\")", server.url())).await;
     let cluster = RedisServer::start_cluster();
-    contracts::cooldown::contract(&cluster.url()).await;
+    contracts::cooldown::contract(&format!("redis(\"{}\")", cluster.url())).await;
 }
 
 /// The cluster fixture is a real check: it refuses what a cluster refuses.

@@ -1,7 +1,8 @@
 //! Test support shared by the workspace's integration tests, so that each test says what it
 //! checks and not how to reach a server: an HTTP client ([`http`]), a real `src serve` spawned
 //! in-process over a policy in a temporary directory ([`router`]), a real `redis-server` on a
-//! free port ([`redis`]), upstreams that record what the router sent and answer as scripted
+//! free port ([`redis`]) and a six-node Redis Cluster or a Sentinel set ([`redis_topology`]),
+//! upstreams that record what the router sent and answer as scripted
 //! ([`upstream`]) or fail on purpose at the TCP level ([`fault`]), an Envoy `ext_proc` client
 //! ([`extproc`]), every front door driven alike ([`doors`]), the built-in simulator's client
 //! ([`sim`]), the model and cache harnesses ([`models`], [`cache`]) and the check every log
@@ -26,6 +27,7 @@ pub mod http;
 pub mod log_lines;
 pub mod models;
 pub mod redis;
+pub mod redis_topology;
 pub mod router;
 pub mod sim;
 pub mod upstream;

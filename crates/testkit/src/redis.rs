@@ -96,15 +96,7 @@ impl RedisServer {
 
     /// Sends one inline command and answers the raw reply (for assertions on keys).
     pub fn command(&self, line: &str) -> String {
-        let mut stream = match TcpStream::connect(("127.0.0.1", self.port)) {
-            Ok(s) => s,
-            Err(e) => panic!("cannot reach redis on {}: {e}", self.port),
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = stream.write_all(format!("{line}\r\n").as_bytes());
-        let mut buf = vec![0u8; 64 * 1024];
-        let n = stream.read(&mut buf).unwrap_or(0);
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        command_on(self.port, line)
     }
 
     fn spawn(&mut self) -> bool {
@@ -158,7 +150,52 @@ impl Drop for RedisServer {
     }
 }
 
-fn ping(port: u16) -> bool {
+/// Sends one inline command to the server on `port` and answers its whole raw (RESP) reply;
+/// an empty answer when the server cannot be reached.
+pub fn command_on(port: u16, line: &str) -> String {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.write_all(format!("{line}\r\n").as_bytes());
+    let mut reply = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while complete(&reply).is_none() {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => reply.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+/// The length of the first whole RESP value in `bytes`, if it is all there.
+fn complete(bytes: &[u8]) -> Option<usize> {
+    let end = bytes.windows(2).position(|w| w == b"\r\n")?;
+    let head = std::str::from_utf8(&bytes[1..end]).ok()?;
+    let after = end + 2;
+    match bytes.first()? {
+        b'$' => {
+            let len: i64 = head.parse().ok()?;
+            if len < 0 {
+                return Some(after);
+            }
+            let total = after + usize::try_from(len).ok()? + 2;
+            (bytes.len() >= total).then_some(total)
+        }
+        b'*' => {
+            let count: i64 = head.parse().ok()?;
+            let mut at = after;
+            for _ in 0..count.max(0) {
+                at += complete(&bytes[at..])?;
+            }
+            Some(at)
+        }
+        _ => Some(after),
+    }
+}
+
+pub(crate) fn ping(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };

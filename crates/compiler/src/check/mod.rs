@@ -34,6 +34,7 @@ mod pii;
 mod routes;
 mod sections;
 mod signals;
+mod stores;
 mod types;
 mod unused;
 mod windows;

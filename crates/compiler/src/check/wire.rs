@@ -1,20 +1,16 @@
-//! What the server sends over the network, written in the policy: backend URLs (E047), Redis
-//! store URLs (E046), served ids (E048) and route headers (E049).
+//! What the server sends over the network, written in the policy: backend URLs (E047), served
+//! ids (E048) and route headers (E049); Redis stores are `stores`'.
 //!
 //! `src serve` runs this same checker, then puts these values on the wire as they are, so each
-//! is parsed here, once, into the form the runtime uses (an `http` header value, a
-//! [`RedisUrl`]) and with the very parsers the runtime's HTTP stack uses; a policy that checks
+//! is parsed here, once, into the form the runtime uses (an `http` header value) and with the
+//! very parsers the runtime's HTTP stack uses; a policy that checks
 //! is never refused at load, or failed on every request, for one of them.
 
 use super::Checker;
-use crate::hir::{HeaderName, HeaderValue, RedisUrl, StoreDef};
+use crate::hir::{HeaderName, HeaderValue};
 use http::uri::Uri;
 use src_dsl::ast::{self, HeaderSet, Ident};
 use src_dsl::{codes, Diagnostic, Spanned};
-
-/// Where a store URL's help points.
-const STORE_HELP: &str =
-    "write `redis://host:6379/0` (`rediss://` for TLS; `redis://:PASSWORD@host:6379/0` with a password)";
 
 impl Checker<'_> {
     /// E047 unless a backend that is not simulated has an absolute `http` or `https` URL (the
@@ -140,34 +136,6 @@ impl Checker<'_> {
             }
         }
         fields
-    }
-
-    /// The store of `cache` or `session` (`section`), memory when none is written; E046 for a
-    /// Redis URL the client cannot open.
-    pub(super) fn store(
-        &mut self,
-        store: &Option<Spanned<ast::Store>>,
-        section: &str,
-    ) -> Option<StoreDef> {
-        let url = match store.as_ref().map(|s| &s.value) {
-            None | Some(ast::Store::Memory) => return Some(StoreDef::Memory),
-            Some(ast::Store::Redis(url)) => url,
-        };
-        match RedisUrl::parse(&url.value) {
-            Ok(parsed) => Some(StoreDef::Redis(parsed)),
-            Err(why) => {
-                self.report(
-                    Diagnostic::error(
-                        codes::INVALID_STORE_URL,
-                        format!("the `{section}` store is not a Redis URL: {why}"),
-                        url.span,
-                    )
-                    .with_label_message("not a Redis URL")
-                    .with_help(STORE_HELP),
-                );
-                None
-            }
-        }
     }
 }
 

@@ -214,6 +214,12 @@ impl EqShape for Store {
         match self {
             Store::Memory => matches!(other, Store::Memory),
             Store::Redis(a) => matches!(other, Store::Redis(b) if a.eq_shape(b)),
+            Store::Cluster(a) => matches!(other, Store::Cluster(b) if a.eq_shape(b)),
+            Store::Sentinel { sentinels, master } => matches!(
+                other,
+                Store::Sentinel { sentinels: s, master: m }
+                    if sentinels.eq_shape(s) && master.eq_shape(m)
+            ),
         }
     }
 }

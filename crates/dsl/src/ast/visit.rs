@@ -626,6 +626,21 @@ macro_rules! visitor {
             match store {
                 Store::Memory => {}
                 Store::Redis(url) => v.visit_string(url),
+                Store::Cluster(nodes) => {
+                    v.visit_span(&$($m)? nodes.span);
+                    for url in &$($m)? nodes.value {
+                        v.visit_string(url);
+                    }
+                }
+                Store::Sentinel { sentinels, master } => {
+                    v.visit_span(&$($m)? sentinels.span);
+                    for url in &$($m)? sentinels.value {
+                        v.visit_string(url);
+                    }
+                    if let Some(master) = master {
+                        v.visit_string(master);
+                    }
+                }
             }
         }
 

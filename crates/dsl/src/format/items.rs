@@ -290,6 +290,19 @@ fn store(s: &Store) -> String {
     match s {
         Store::Memory => "memory".to_string(),
         Store::Redis(url) => format!("redis({})", string(&url.value)),
+        Store::Cluster(nodes) => {
+            format!(
+                "redis_cluster({})",
+                string_list(nodes.value.iter().map(|s| &s.value))
+            )
+        }
+        Store::Sentinel { sentinels, master } => {
+            let list = string_list(sentinels.value.iter().map(|s| &s.value));
+            match master {
+                Some(m) => format!("redis_sentinel({list}, master = {})", string(&m.value)),
+                None => format!("redis_sentinel({list})"),
+            }
+        }
     }
 }
 

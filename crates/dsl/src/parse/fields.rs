@@ -29,6 +29,13 @@ pub(crate) enum Value {
     To(Ident, Span),
     /// A keyword standing alone as a value (`missing = route`).
     Word(Ident),
+    /// `f(a, ..., name = b, ...)`: a call with named arguments (only `store` takes one).
+    NamedCall {
+        callee: Ident,
+        args: Vec<Expr>,
+        named: Vec<(Ident, Expr)>,
+        span: Span,
+    },
     /// A value that could not be read; its error is already reported.
     Invalid,
 }
@@ -260,6 +267,45 @@ fn field_value(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Value {
             }
         }
         Rule::bare_word => Value::Word(expr::ident(cx, &pair)),
+        Rule::named_call => named_call(cx, pair),
+        _ => Value::Invalid,
+    }
+}
+
+fn named_call(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Value {
+    let span = cx.span(&pair);
+    let mut callee = None;
+    let mut args = Vec::new();
+    let mut named = Vec::new();
+    let mut failed = false;
+    for p in pair.into_inner() {
+        match p.as_rule() {
+            Rule::name => callee = Some(expr::ident(cx, &p)),
+            Rule::expr => match expr::build(cx, p) {
+                Ok(e) => args.push(e),
+                Err(Invalid) => failed = true,
+            },
+            Rule::named_arg => {
+                let mut parts = p.into_inner();
+                let name = parts.next().map(|n| expr::ident(cx, &n));
+                let value = parts
+                    .find(|v| v.as_rule() == Rule::expr)
+                    .map(|v| expr::build(cx, v));
+                match (name, value) {
+                    (Some(name), Some(Ok(value))) => named.push((name, value)),
+                    _ => failed = true,
+                }
+            }
+            _ => {}
+        }
+    }
+    match callee {
+        Some(callee) if !failed => Value::NamedCall {
+            callee,
+            args,
+            named,
+            span,
+        },
         _ => Value::Invalid,
     }
 }
@@ -281,6 +327,7 @@ fn found(value: &Value) -> &'static str {
         Value::Only(..) => "found `only`",
         Value::To(..) => "found `to`",
         Value::Word(_) => "found a keyword",
+        Value::NamedCall { .. } => "found a call with named arguments",
         Value::Invalid => "",
     }
 }
@@ -292,6 +339,7 @@ fn value_span(value: &Value, entry: &Entry) -> Span {
         Value::Only(_, span) => *span,
         Value::To(_, span) => *span,
         Value::Word(w) => w.span,
+        Value::NamedCall { span, .. } => *span,
         Value::Invalid => entry.span,
     }
 }
@@ -520,7 +568,9 @@ pub(crate) const EXPECT_BOOL: &str = "expected `true` or `false`";
 pub(crate) const EXPECT_NAME: &str = "expected a name such as `dynamo`";
 pub(crate) const EXPECT_STRINGS: &str = "expected a list of strings such as `[\"a\", \"b\"]`";
 pub(crate) const EXPECT_LABELS: &str = "expected a list of labels such as `[math, code]`";
-pub(crate) const EXPECT_STORE: &str = "expected `memory` or `redis(\"redis://...\")`";
+pub(crate) const EXPECT_STORE: &str = "expected `memory`, `redis(\"redis://...\")`, \
+     `redis_cluster([\"redis://...\", ...])` or \
+     `redis_sentinel([\"redis://...\", ...], master = \"NAME\")`";
 pub(crate) const EXPECT_ENV: &str = "expected `env(\"VARIABLE\")`";
 pub(crate) const EXPECT_TOOLS: &str = "expected `keep`, `none` or `only [\"tool\", ...]`";
 pub(crate) const EXPECT_PROMPT: &str = "expected a string, or `replace` and a string";
@@ -624,14 +674,7 @@ pub(crate) fn as_name(_: &mut Ctx<'_>, value: &Value) -> Option<Ident> {
 }
 
 pub(crate) fn as_strings(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Vec<Spanned<String>>>> {
-    let e = expr_of(value)?;
-    match &e.kind {
-        ExprKind::List(items) => {
-            let strings: Option<Vec<_>> = items.iter().map(spanned_string).collect();
-            Some(Spanned::new(strings?, e.span))
-        }
-        _ => None,
-    }
+    expr_of(value).and_then(spanned_strings)
 }
 
 pub(crate) fn as_labels(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Vec<Ident>>> {
@@ -663,12 +706,52 @@ fn call_with_string(e: &Expr, callee: &str) -> Option<Spanned<String>> {
 }
 
 pub(crate) fn as_store(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Store>> {
-    let e = expr_of(value)?;
-    let store = match &e.kind {
-        ExprKind::Name(id) if id.name == "memory" => Store::Memory,
-        _ => Store::Redis(call_with_string(e, "redis")?),
+    let (callee, args, named, span) = match value {
+        Value::Expr(e) => match &e.kind {
+            ExprKind::Name(id) if id.name == "memory" => {
+                return Some(Spanned::new(Store::Memory, e.span))
+            }
+            ExprKind::Call(f, args) => (f, args.as_slice(), &[][..], e.span),
+            _ => return None,
+        },
+        Value::NamedCall {
+            callee,
+            args,
+            named,
+            span,
+        } => (callee, args.as_slice(), named.as_slice(), *span),
+        _ => return None,
     };
-    Some(Spanned::new(store, e.span))
+    let store = match (callee.name.as_str(), args, named) {
+        ("redis", [url], []) => Store::Redis(spanned_string(url)?),
+        ("redis_cluster", [nodes], []) => Store::Cluster(spanned_strings(nodes)?),
+        ("redis_sentinel", [nodes], named) => {
+            let mut master = None;
+            for (name, value) in named {
+                match name.name.as_str() {
+                    "master" if master.is_none() => master = Some(spanned_string(value)?),
+                    _ => return None,
+                }
+            }
+            Store::Sentinel {
+                sentinels: spanned_strings(nodes)?,
+                master,
+            }
+        }
+        _ => return None,
+    };
+    Some(Spanned::new(store, span))
+}
+
+/// `["text", ...]`, with the list's span.
+fn spanned_strings(e: &Expr) -> Option<Spanned<Vec<Spanned<String>>>> {
+    match &e.kind {
+        ExprKind::List(items) => {
+            let strings: Option<Vec<_>> = items.iter().map(spanned_string).collect();
+            Some(Spanned::new(strings?, e.span))
+        }
+        _ => None,
+    }
 }
 
 pub(crate) fn as_env(_: &mut Ctx<'_>, value: &Value) -> Option<EnvRef> {

@@ -80,6 +80,8 @@ fn expected_name(rule: Rule) -> Option<&'static str> {
         Rule::field_value
         | Rule::replace_value
         | Rule::only_value
+        | Rule::named_call
+        | Rule::named_arg
         | Rule::bare_word
         | Rule::kw_replace
         | Rule::kw_only => "a value",

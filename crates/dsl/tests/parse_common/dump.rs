@@ -121,6 +121,12 @@ fn store(s: &Store) -> String {
     match s {
         Store::Memory => "memory".to_string(),
         Store::Redis(url) => format!("redis({:?})", url.value),
+        Store::Cluster(nodes) => format!("redis_cluster[{}]", strings(&nodes.value)),
+        Store::Sentinel { sentinels, master } => format!(
+            "redis_sentinel[{}] master={:?}",
+            strings(&sentinels.value),
+            master.as_ref().map(|m| &m.value)
+        ),
     }
 }
 

@@ -166,8 +166,8 @@ impl BudgetLayer {
             |def| -> Result<Arc<dyn BudgetStore>, StoreError> {
                 Ok(match def {
                     StoreDef::Memory => Arc::new(MemoryBudgets::default()),
-                    StoreDef::Redis(url) => Arc::new(RedisBudgets::on(
-                        self.links.redis(url.as_str(), self.timeouts.session)?,
+                    StoreDef::Redis(target) => Arc::new(RedisBudgets::on(
+                        self.links.redis(target, self.timeouts.session)?,
                     )),
                 })
             },

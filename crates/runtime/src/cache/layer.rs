@@ -132,8 +132,8 @@ impl CacheLayer {
                     o.max_bytes,
                     o.max_entry_bytes,
                 )),
-                StoreDef::Redis(url) => Arc::new(RedisCache::on(
-                    self.links.redis(url.as_str(), o.redis_timeout)?,
+                StoreDef::Redis(target) => Arc::new(RedisCache::on(
+                    self.links.redis(target, o.redis_timeout)?,
                     o.max_entry_bytes,
                 )),
             })

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use src_compiler::hir::{CheckedPolicy, StoreDef};
+use src_compiler::hir::{CheckedPolicy, RedisTarget, StoreDef};
 use tokio::time::Instant;
 
 use super::batch::Batcher;
@@ -41,10 +41,10 @@ impl Recall {
 
     /// The Redis URL answers are shared through for `policy`, when sharing is on and the
     /// policy's session store is Redis.
-    pub fn store_of<'p>(&self, policy: &'p CheckedPolicy) -> Option<&'p str> {
+    pub fn store_of<'p>(&self, policy: &'p CheckedPolicy) -> Option<&'p RedisTarget> {
         self.shared.as_ref()?;
         match &policy.session.as_ref()?.store {
-            StoreDef::Redis(url) => Some(url.as_str()),
+            StoreDef::Redis(target) => Some(target),
             StoreDef::Memory => None,
         }
     }
@@ -56,7 +56,7 @@ impl Recall {
         batcher: &Batcher,
         (text, scope, reading): (&str, &str, Reading),
         deadline: Instant,
-        store: Option<&str>,
+        store: Option<&RedisTarget>,
     ) -> Result<Arc<[f32]>, Reason> {
         if !self.memo.enabled() {
             return self.run(batcher, (text, reading), deadline).await;

@@ -10,6 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use src_compiler::hir::RedisTarget;
+
 use super::memo::MemoKey;
 use crate::store::{KeySpace, Links, Redis};
 
@@ -29,7 +31,7 @@ impl SharedMemo {
         }
     }
 
-    fn connection(&self, url: &str) -> Option<Redis> {
+    fn connection(&self, url: &RedisTarget) -> Option<Redis> {
         match self.links.redis(url, self.timeout) {
             Ok(redis) => Some(redis),
             Err(err) => {
@@ -41,7 +43,12 @@ impl SharedMemo {
 
     /// The answer another replica stored for `key`, waiting at most the store timeout or
     /// `left`, whichever is shorter.
-    pub async fn get(&self, url: &str, key: &MemoKey, left: Duration) -> Option<Arc<[f32]>> {
+    pub async fn get(
+        &self,
+        url: &RedisTarget,
+        key: &MemoKey,
+        left: Duration,
+    ) -> Option<Arc<[f32]>> {
         let redis = self.connection(url)?;
         let mut conn = redis.connection();
         let mut cmd = redis::cmd("GET");
@@ -61,7 +68,7 @@ impl SharedMemo {
     }
 
     /// Stores `row` for the other replicas, in the background.
-    pub fn put(&self, url: &str, key: &MemoKey, row: &[f32]) {
+    pub fn put(&self, url: &RedisTarget, key: &MemoKey, row: &[f32]) {
         let Some(redis) = self.connection(url) else {
             return;
         };
@@ -165,7 +172,7 @@ mod tests {
     /// Polls `read` until it answers `want`: a background write lands a moment after `put`.
     async fn eventually(
         memo: &SharedMemo,
-        url: &str,
+        url: &RedisTarget,
         key: &MemoKey,
         want: Option<&[f32]>,
     ) -> Option<Arc<[f32]>> {
@@ -182,7 +189,7 @@ mod tests {
     /// The shared tier's contract on any Redis deployment: what one replica stores another
     /// reads through its own link, nothing else is found, a value that is not a row is no
     /// answer, and an entry expires after the ttl.
-    async fn contract(url: &str) {
+    async fn contract(url: &RedisTarget) {
         let timeout = Duration::from_secs(2);
         let ttl = Duration::from_millis(300);
         let a = SharedMemo::new(timeout, ttl, Arc::new(Links::new()));
@@ -226,9 +233,26 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn shared_answers_keep_the_contract_on_redis_and_a_cluster_node() {
         let server = src_testkit::redis::RedisServer::start();
-        contract(&server.url()).await;
+        contract(&single(&server.url())).await;
         let cluster = src_testkit::redis::RedisServer::start_cluster();
-        contract(&cluster.url()).await;
+        contract(&single(&cluster.url())).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_answers_keep_the_contract_on_a_cluster_and_a_sentinel_set() {
+        let cluster = src_testkit::redis_topology::RedisCluster::start();
+        let urls = cluster.urls();
+        let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+        contract(&RedisTarget::cluster(&seeds).expect("a cluster")).await;
+        let set = src_testkit::redis_topology::RedisSentinels::start();
+        let urls = set.urls();
+        let sentinels: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let master = src_testkit::redis_topology::MASTER;
+        contract(&RedisTarget::sentinel(&sentinels, master).expect("a set")).await;
+    }
+
+    fn single(url: &str) -> RedisTarget {
+        RedisTarget::Single(src_compiler::hir::RedisUrl::parse(url).expect("a Redis URL"))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,7 +262,7 @@ mod tests {
             Duration::from_secs(60),
             Arc::new(Links::new()),
         );
-        let url = "redis://127.0.0.1:9/";
+        let url = &single("redis://127.0.0.1:9/");
         memo.put(url, &key("x"), &[1.0]);
         assert_eq!(memo.get(url, &key("x"), Duration::from_secs(1)).await, None);
     }

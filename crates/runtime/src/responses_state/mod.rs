@@ -171,8 +171,8 @@ impl ResponseStates {
                     self.options.memory_entries,
                     self.options.memory_bytes,
                 )),
-                StoreDef::Redis(url) => Arc::new(RedisResponses::on(
-                    self.links.redis(url.as_str(), self.options.redis_timeout)?,
+                StoreDef::Redis(target) => Arc::new(RedisResponses::on(
+                    self.links.redis(target, self.options.redis_timeout)?,
                 )),
             })
         })

@@ -346,8 +346,8 @@ impl SessionLayer {
         self.stores.get_or_build(def, |def| {
             Ok(match def {
                 StoreDef::Memory => Arc::new(MemoryStore::new(self.options.memory_capacity)),
-                StoreDef::Redis(url) => Arc::new(RedisStore::on(
-                    self.links.redis(url.as_str(), self.options.redis_timeout)?,
+                StoreDef::Redis(target) => Arc::new(RedisStore::on(
+                    self.links.redis(target, self.options.redis_timeout)?,
                 )),
             })
         })

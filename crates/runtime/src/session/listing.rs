@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use src_compiler::hir::{CheckedPolicy, StoreDef};
+use src_compiler::hir::CheckedPolicy;
 
 use crate::openai::ApiError;
 use crate::session::layer::SessionLayer;
@@ -57,7 +57,7 @@ pub async fn list(
         }));
     }
     Ok(json!({
-        "store": match def.store { StoreDef::Memory => "memory", StoreDef::Redis(_) => "redis" },
+        "store": crate::store::kind_of(&def.store),
         "ttl_s": def.ttl_ms as f64 / 1000.0,
         "listed": listed,
         "limit": limit,

@@ -79,7 +79,7 @@ mod tests {
 
     fn redis() -> StoreDef {
         match src_compiler::hir::RedisUrl::parse("redis://127.0.0.1:1/") {
-            Ok(url) => StoreDef::Redis(url),
+            Ok(url) => StoreDef::Redis(url.into()),
             Err(e) => panic!("a plain URL parses: {e:?}"),
         }
     }

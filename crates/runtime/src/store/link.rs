@@ -1,5 +1,6 @@
 //! The Redis connections every shared store is built on: multiplexed connections, one for each
-//! serving shard ([`Link`]), that connect lazily and reconnect by themselves, and every call
+//! serving shard ([`Link`]), to one server, a Redis Cluster or a Sentinel set's primary
+//! ([`crate::store::topology`]), that connect lazily and reconnect by themselves, and every call
 //! bounded by its user's timeout and guarded by the Redis's circuit breaker
 //! ([`Redis::bounded`]): a dead Redis costs the calls in flight when it died at most their
 //! timeout, and every later call nothing until a probe finds it back
@@ -12,7 +13,7 @@
 //! sets; only a step the dead server may have run before dying (an outcome recorded without an
 //! idempotency key) could count twice.
 //!
-//! Store URLs come from the checker as [`src_compiler::hir::RedisUrl`]s, which accept only what
+//! Stores come from the checker as [`RedisTarget`]s, whose URLs are only what
 //! this client opens (the tests below hold the two together); what can still fail here is the
 //! environment: a server that is down or slow.
 
@@ -21,49 +22,40 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::aio::ConnectionLike;
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
+use src_compiler::hir::RedisTarget;
 
-use crate::shard::{PerShard, DEFAULT_SLOTS};
 use crate::store::error::StoreError;
 use crate::store::health::{Health, ProberGuard};
+pub(crate) use crate::store::topology::connection_failed;
+pub use crate::store::topology::redact;
+use crate::store::topology::{failing_over, no_script, Inner, Pool, Scripts};
 
-/// A lazy connection manager. It makes one connection attempt when a connection is needed
-/// and none again before the next call: a request never waits out connection retries, and
-/// while the Redis is down its breaker's prober is what tries again.
-fn manager(client: Client, timeout: Duration) -> Result<ConnectionManager, StoreError> {
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        .set_number_of_retries(0)
-        .set_max_delay(timeout);
-    ConnectionManager::new_lazy_with_config(client, config)
-        .map_err(|e| StoreError::Config(e.to_string()))
-}
-
-/// One pooled connection, sending a command again once when the connection under it had died.
+/// One connection of a link, sending a command again once when the connection under it had
+/// died, and a script's body when the node answers `NOSCRIPT`.
 #[derive(Clone)]
 pub struct Conn {
-    inner: ConnectionManager,
+    inner: Inner,
+    scripts: Arc<Scripts>,
     retried: Counter,
-}
-
-/// Whether `err` says the connection (not the command) failed: a dead socket, or a connection
-/// attempt that failed earlier and is remembered. The manager starts a fresh connection when it
-/// answers one, so a second send waits for that connection. A timeout is not sent again: it
-/// would double the wait.
-fn connection_failed(err: &RedisError) -> bool {
-    !err.is_timeout() && (err.is_io_error() || err.is_unrecoverable_error())
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            match self.inner.send_packed_command(cmd).await {
+            let answered = match self.inner.send(cmd).await {
                 Err(err) if connection_failed(&err) => {
                     self.retried.inc();
-                    self.inner.send_packed_command(cmd).await
+                    self.inner.send(cmd).await
                 }
+                answered => answered,
+            };
+            match answered {
+                Err(err) if no_script(&err) => match self.scripts.eval_for(cmd) {
+                    Some(eval) => self.inner.send(&eval).await,
+                    None => Err(err),
+                },
                 answered => answered,
             }
         })
@@ -76,16 +68,10 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            match self
-                .inner
-                .send_packed_commands(pipeline, offset, count)
-                .await
-            {
+            match self.inner.send_many(pipeline, offset, count).await {
                 Err(err) if connection_failed(&err) => {
                     self.retried.inc();
-                    self.inner
-                        .send_packed_commands(pipeline, offset, count)
-                        .await
+                    self.inner.send_many(pipeline, offset, count).await
                 }
                 answered => answered,
             }
@@ -93,19 +79,18 @@ impl ConnectionLike for Conn {
     }
 
     fn get_db(&self) -> i64 {
-        self.inner.get_db()
+        self.inner.db()
     }
 }
 
-/// Lazy connections to one Redis, one for each serving shard (and one for the threads off the
-/// shards): a call made on a shard goes out on a connection whose task runs on that shard, not
-/// through a wake-up of whichever thread made the connection first.
+/// Lazy connections to one Redis (a server, a cluster or a Sentinel set's primary), one for
+/// each serving shard where the topology allows: a call made on a shard goes out on a
+/// connection whose task runs on that shard, not through a wake-up of whichever thread made
+/// the connection first.
 pub struct Link {
-    client: Client,
+    pool: Pool,
     timeout: Duration,
-    /// The connection made with the link, for the threads off the shards and as the fallback.
-    first: ConnectionManager,
-    shards: PerShard<ConnectionManager>,
+    scripts: Arc<Scripts>,
     health: Arc<Health>,
 }
 
@@ -113,42 +98,33 @@ impl Link {
     /// Checks `url` and prepares the first connection (nothing is sent until the first call).
     /// Must be called inside a Tokio runtime.
     pub fn connect(url: &str, timeout: Duration) -> Result<Link, StoreError> {
-        Link::with_health(url, timeout, Arc::new(Health::alone(redact(url))))
+        Ok(Link {
+            pool: Pool::single(url, timeout)?,
+            timeout,
+            scripts: Arc::default(),
+            health: Arc::new(Health::alone(redact(url))),
+        })
     }
 
-    /// As [`Link::connect`], reporting to `health` (shared by every link to the same Redis).
+    /// The link to `target`, reporting to `health` (shared by every link to the same Redis).
     pub fn with_health(
-        url: &str,
+        target: &RedisTarget,
         timeout: Duration,
         health: Arc<Health>,
     ) -> Result<Link, StoreError> {
-        let client = open(url)?;
-        let first = manager(client.clone(), timeout)?;
         Ok(Link {
-            client,
+            pool: Pool::open(target, timeout)?,
             timeout,
-            first,
-            shards: PerShard::new(DEFAULT_SLOTS),
+            scripts: Arc::default(),
             health,
         })
     }
 
     /// The calling thread's connection, made on its first call (inside that thread's runtime).
     pub fn connection(&self) -> Conn {
-        let inner = if crate::shard::slot() == 0 {
-            self.first.clone()
-        } else {
-            self.shards
-                .get_or_init(|| {
-                    // The URL and the settings were accepted for `first`; should another
-                    // connection still be refused, the shard shares `first`.
-                    manager(self.client.clone(), self.timeout)
-                        .unwrap_or_else(|_| self.first.clone())
-                })
-                .clone()
-        };
         Conn {
-            inner,
+            inner: self.pool.connection(),
+            scripts: Arc::clone(&self.scripts),
             retried: self.health.retried(),
         }
     }
@@ -191,6 +167,7 @@ impl Link {
             let mut wait = wait;
             loop {
                 tokio::time::sleep(wait).await;
+                link.pool.renew();
                 let mut conn = link.connection();
                 let cmd = redis::cmd("PING");
                 let ping = cmd.query_async::<String>(&mut conn);
@@ -227,6 +204,14 @@ impl Redis {
         self.link.connection()
     }
 
+    /// `code` as a script the link's connections can run on any node: one that answers
+    /// `NOSCRIPT` is sent the body.
+    pub fn script(&self, code: &'static str) -> redis::Script {
+        let script = redis::Script::new(code);
+        self.link.scripts.register(&script, code);
+        script
+    }
+
     /// The bound on each call.
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -258,11 +243,6 @@ impl Redis {
     }
 }
 
-/// The client of `url`; opening one connects to nothing.
-fn open(url: &str) -> Result<Client, StoreError> {
-    Client::open(url).map_err(|e| StoreError::Config(format!("`{}`: {e}", redact(url))))
-}
-
 /// Runs one call under `timeout`; `op` names it in the error. Also answers whether a failure
 /// means the store could not be reached (a timeout or a connection failure), not that it
 /// answered an error.
@@ -274,25 +254,18 @@ async fn attempt<T>(
     match tokio::time::timeout(timeout, step).await {
         Err(_) => (Err(StoreError::Timeout { op, after: timeout }), true),
         Ok(Err(e)) if e.is_timeout() => (Err(StoreError::Timeout { op, after: timeout }), true),
-        Ok(Err(e)) if connection_failed(&e) => (Err(StoreError::Unavailable(e.to_string())), true),
+        Ok(Err(e)) if connection_failed(&e) || failing_over(&e) => {
+            (Err(StoreError::Unavailable(e.to_string())), true)
+        }
         Ok(Err(e)) => (Err(StoreError::Rejected(e.to_string())), false),
         Ok(Ok(v)) => (Ok(v), false),
-    }
-}
-
-/// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::topology::open;
 
     #[test]
     fn passwords_are_kept_out_of_messages() {

@@ -13,8 +13,12 @@
 //! - [`keyspace`]: [`KeySpace`], every key the runtime writes and its Cluster hash tag;
 //! - [`link`]: lazily connected, time-bounded Redis connections, one per serving shard, that
 //!   send a command again once on a fresh connection when the pooled one had died;
+//! - [`topology`]: those connections to one server, a Redis Cluster or a Sentinel set's primary,
+//!   and a script's body for a node that answers `NOSCRIPT`;
 //! - [`breaker`]: the circuit breaker of a Redis, as a state machine without IO;
 //! - [`health`]: that breaker on real time, its prober, its log lines and the link metrics;
+//! - [`survey`]: what a store's servers say it is made of (masters, replicas, slots), for
+//!   `src doctor`;
 //! - [`registry`]: [`Links`] (one link per Redis, shared), [`StoreSet`] (the stores built for
 //!   the policies' store declarations) and [`Timeouts`];
 //! - [`failure`]: `failure.store = open | closed`, logged once;
@@ -28,6 +32,8 @@ pub mod health;
 pub mod keyspace;
 pub mod link;
 pub mod registry;
+pub mod survey;
+pub mod topology;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

@@ -13,13 +13,17 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use src_compiler::hir::StoreDef;
+use src_compiler::hir::{RedisTarget, RedisUrl, StoreDef};
 
 use crate::store::breaker::Backoff;
 use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
 use crate::store::health::{Health, LinkMetrics};
-use crate::store::link::{redact, Link, Redis};
+use crate::store::link::{Link, Redis};
+use crate::store::topology::Pool;
+
+/// The longest wait between two probes of a cluster's or a Sentinel set's breaker.
+pub const FAILOVER_PROBE_CAP: Duration = Duration::from_millis(250);
 
 /// The bound on each Redis call unless one is configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
@@ -66,11 +70,12 @@ impl Timeouts {
     }
 }
 
-/// The Redis links of a server, one per (URL, timeout), shared by every store built on them,
-/// and one [`Health`] (breaker) per URL, shared by its links.
+/// The Redis links of a server, one per (Redis, timeout), shared by every store built on them,
+/// and one [`Health`] (breaker) per Redis, shared by its links. A Redis is one server, a
+/// cluster or a Sentinel set, as a policy names it ([`RedisTarget`]).
 pub struct Links {
-    open: Mutex<Vec<(String, Duration, Arc<Link>)>>,
-    healths: Mutex<Vec<(String, Arc<Health>)>>,
+    open: Mutex<Vec<(RedisTarget, Duration, Arc<Link>)>>,
+    healths: Mutex<Vec<(RedisTarget, Arc<Health>)>>,
     metrics: LinkMetrics,
     clock: Arc<dyn Clock>,
     backoff: Backoff,
@@ -108,33 +113,49 @@ impl Links {
         self.metrics.register(registry);
     }
 
-    /// The health of the Redis at `url`, made on first use.
-    fn health(&self, url: &str) -> Arc<Health> {
+    /// The health of `target`, made on first use.
+    fn health(&self, target: &RedisTarget) -> Arc<Health> {
         let mut healths = self.healths.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, health)) = healths.iter().find(|(u, _)| u == url) {
+        if let Some((_, health)) = healths.iter().find(|(t, _)| t == target) {
             return Arc::clone(health);
         }
+        // A cluster or a Sentinel set is back as soon as a replica is promoted (about a node
+        // timeout): its probes wait at most `FAILOVER_PROBE_CAP`, not the full back-off.
+        let backoff = if Pool::fails_over(target) {
+            Backoff {
+                first: self.backoff.first,
+                cap: self.backoff.cap.min(FAILOVER_PROBE_CAP),
+            }
+        } else {
+            self.backoff
+        };
         let health = Arc::new(Health::new(
-            redact(url),
-            self.backoff,
+            shown(target),
+            backoff,
             Arc::clone(&self.clock),
             self.metrics.clone(),
         ));
-        healths.push((url.to_owned(), Arc::clone(&health)));
+        healths.push((target.clone(), Arc::clone(&health)));
         health
     }
 
-    /// The link to `url` for calls bounded by `timeout`, made on first use (lazily: nothing is
-    /// sent until the first call). A URL the client refuses is an error and is not kept. Must
-    /// be called inside a Tokio runtime.
-    pub fn redis(&self, url: &str, timeout: Duration) -> Result<Redis, StoreError> {
+    /// The link to `target` for calls bounded by `timeout`, made on first use (lazily: nothing
+    /// is sent until the first call). A target the client refuses is an error and is not kept.
+    /// Must be called inside a Tokio runtime.
+    pub fn redis(&self, target: &RedisTarget, timeout: Duration) -> Result<Redis, StoreError> {
         let mut open = self.lock();
-        if let Some((_, _, link)) = open.iter().find(|(u, t, _)| u == url && *t == timeout) {
+        if let Some((_, _, link)) = open.iter().find(|(t, d, _)| t == target && *d == timeout) {
             return Ok(Redis::new(Arc::clone(link), timeout));
         }
-        let link = Arc::new(Link::with_health(url, timeout, self.health(url))?);
-        open.push((url.to_owned(), timeout, Arc::clone(&link)));
+        let link = Arc::new(Link::with_health(target, timeout, self.health(target))?);
+        open.push((target.clone(), timeout, Arc::clone(&link)));
         Ok(Redis::new(link, timeout))
+    }
+
+    /// As [`Links::redis`], for one server's URL.
+    pub fn redis_url(&self, url: &str, timeout: Duration) -> Result<Redis, StoreError> {
+        let url = RedisUrl::parse(url).map_err(|e| StoreError::Config(e.to_string()))?;
+        self.redis(&RedisTarget::Single(url), timeout)
     }
 
     /// Links made so far.
@@ -146,7 +167,7 @@ impl Links {
         self.len() == 0
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<(String, Duration, Arc<Link>)>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<(RedisTarget, Duration, Arc<Link>)>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -196,11 +217,20 @@ impl<S: ?Sized> StoreSet<S> {
     }
 }
 
-/// `memory` or `redis`: the kind of store `def` declares, before one is built.
+/// `memory`, `redis`, `redis_cluster` or `redis_sentinel`: the kind of store `def` declares,
+/// before one is built.
 pub fn kind_of(def: &StoreDef) -> &'static str {
     match def {
         StoreDef::Memory => "memory",
-        StoreDef::Redis(_) => "redis",
+        StoreDef::Redis(target) => target.kind(),
+    }
+}
+
+/// How a Redis is named in logs and metrics: its one URL, else its form, passwords hidden.
+fn shown(target: &RedisTarget) -> String {
+    match target {
+        RedisTarget::Single(url) => crate::store::link::redact(url.as_str()),
+        other => other.to_string(),
     }
 }
 
@@ -231,8 +261,8 @@ mod tests {
             (Ok(a), Ok(b)) => assert!(Arc::ptr_eq(&a, &b)),
             other => panic!("the first build is kept: {other:?}"),
         }
-        let redis = match src_compiler::hir::RedisUrl::parse("redis://127.0.0.1:1/") {
-            Ok(url) => StoreDef::Redis(url),
+        let redis = match RedisUrl::parse("redis://127.0.0.1:1/") {
+            Ok(url) => StoreDef::Redis(url.into()),
             Err(e) => panic!("a plain URL parses: {e:?}"),
         };
         let failed = set.get_or_build(&redis, |_| Err(StoreError::Config("no".into())));
@@ -246,16 +276,21 @@ mod tests {
         let links = Links::new();
         let url = "redis://127.0.0.1:1/";
         let t = Duration::from_millis(50);
-        assert!(links.redis(url, t).is_ok());
-        assert!(links.redis(url, t).is_ok());
+        assert!(links.redis_url(url, t).is_ok());
+        assert!(links.redis_url(url, t).is_ok());
         assert_eq!(links.len(), 1, "the same URL and bound share one link");
-        assert!(links.redis(url, Duration::from_millis(60)).is_ok());
+        assert!(links.redis_url(url, Duration::from_millis(60)).is_ok());
         assert_eq!(links.len(), 2);
-        assert!(links.redis("not a url", t).is_err());
+        assert!(links.redis_url("not a url", t).is_err());
         assert_eq!(links.len(), 2, "a refused URL is not kept");
+        let cluster = RedisTarget::cluster(&["redis://127.0.0.1:1", "redis://127.0.0.1:2"]);
+        let cluster = cluster.unwrap_or_else(|e| panic!("two nodes make a cluster: {e}"));
+        assert!(links.redis(&cluster, t).is_ok());
+        assert!(links.redis(&cluster, t).is_ok());
+        assert_eq!(links.len(), 3, "a cluster is one more link, made once");
         let (a, b) = match (
-            links.redis(url, t),
-            links.redis(url, Duration::from_millis(60)),
+            links.redis_url(url, t),
+            links.redis_url(url, Duration::from_millis(60)),
         ) {
             (Ok(a), Ok(b)) => (a, b),
             _ => panic!("known links are answered again"),

@@ -10,7 +10,8 @@ use src_compiler::{check, load, CheckOptions};
 use src_runtime::cooldown::Cooldowns;
 use src_runtime::store::Links;
 
-fn policy(url: &str) -> CheckedPolicy {
+/// A policy whose session `store` is `store` (`redis("…")`, `redis_cluster([...])`, ...).
+fn policy(store: &str) -> CheckedPolicy {
     let text = format!(
         r#"
 backend local {{ url = "http://127.0.0.1:9/v1" }}
@@ -18,7 +19,7 @@ model small  {{ backend = local  serves = "org/small" }}
 model strong {{ backend = local  serves = "org/strong" }}
 session {{
   id = header("x-task")
-  store = redis("{url}")
+  store = {store}
 }}
 failure {{ cooldown_after = 1  cooldown = 1h }}
 route default {{ to strong else small }}
@@ -30,9 +31,9 @@ route default {{ to strong else small }}
     outcome.policy.expect("a checked policy")
 }
 
-/// Replica `a` trips `strong`'s cooldown; replica `b` must see it.
-pub async fn contract(url: &str) {
-    let policy = policy(url);
+/// Replica `a` trips `strong`'s cooldown; replica `b` must see it, both through `store`.
+pub async fn contract(store: &str) {
+    let policy = policy(store);
     let a = Arc::new(Cooldowns::with_links(Arc::new(Links::new())));
     let b = Arc::new(Cooldowns::with_links(Arc::new(Links::new())));
     b.sync(&policy).await;

@@ -6,7 +6,10 @@
 //! 2. **direct**: one `max_tokens: 1` chat completion to each model's served id must succeed;
 //! 3. **routed**: per route, its representative `test` case is decided locally by the compiler's
 //!    request procedure (as `src test` decides it) and sent to the chosen model's backend; the
-//!    answer's `model` must be that model's served id.
+//!    answer's `model` must be that model's served id;
+//! 4. **store**: each Redis store the policy names (`redis`, `redis_cluster`, `redis_sentinel`)
+//!    is asked what it is made of ([`src_runtime::store::survey`]): its masters, replicas and,
+//!    for a cluster, the slots covered. A store that cannot serve every key is a violation.
 //!
 //! A check whose precondition failed is skipped, not retried, so one missing model gives one
 //! violation rather than three. Exit codes: 0 every check passed, 1 any violation, 2 the input
@@ -15,6 +18,7 @@
 mod plan;
 mod probe;
 mod report;
+mod stores;
 
 use super::policy::load_checked;
 use crate::output::Color;
@@ -135,6 +139,7 @@ impl Doctor<'_> {
         let served = self.catalogs(&mut checks);
         let answered = self.direct(&served, &mut checks);
         self.routed(&answered, &mut checks);
+        stores::survey(self.checked(), self.timeout, &mut checks);
         checks
     }
 

@@ -15,6 +15,8 @@ pub enum Phase {
     Direct,
     /// One request per route, decided locally from the route's `test` case.
     Routed,
+    /// Each Redis store: the topology its servers report (masters, replicas, slots covered).
+    Store,
 }
 
 impl Phase {
@@ -23,6 +25,7 @@ impl Phase {
             Phase::Catalog => "catalog",
             Phase::Direct => "direct",
             Phase::Routed => "routed",
+            Phase::Store => "store",
         }
     }
 }
@@ -61,6 +64,10 @@ pub struct Check {
     pub route: Option<String>,
     /// The `test` case a routed check sent.
     pub test: Option<String>,
+    /// The Redis store (as the policy names it, passwords hidden), for store checks.
+    pub store: Option<String>,
+    /// What its servers reported: masters, replicas, failed nodes, slots covered.
+    pub topology: Option<serde_json::Value>,
     pub status: Status,
     /// The backend's HTTP status, when it answered.
     pub http_status: Option<u16>,
@@ -77,6 +84,8 @@ impl Check {
             served: None,
             route: None,
             test: None,
+            store: None,
+            topology: None,
             status: Status::Skip,
             http_status: None,
             latency_ms: None,
@@ -93,6 +102,12 @@ impl Check {
     pub fn route(mut self, route: &str, test: Option<&str>) -> Check {
         self.route = Some(route.to_string());
         self.test = test.map(str::to_string);
+        self
+    }
+
+    pub fn store(mut self, store: String, topology: Option<serde_json::Value>) -> Check {
+        self.store = Some(store);
+        self.topology = topology;
         self
     }
 
@@ -121,6 +136,9 @@ impl Check {
     }
 
     fn subject(&self) -> String {
+        if let Some(store) = &self.store {
+            return store.clone();
+        }
         match (&self.route, &self.model, &self.served) {
             (Some(route), _, _) => match &self.test {
                 Some(test) => format!("route `{route}` (test `{test}`)"),

@@ -105,12 +105,12 @@ impl RedisStore {
     /// A store on `conn`, a link shared through [`crate::store::Links`].
     pub fn on(conn: Redis) -> RedisStore {
         RedisStore {
+            get_touch: conn.script(GET_TOUCH),
+            touch: conn.script(TOUCH),
+            put_if_absent: conn.script(PUT_IF_ABSENT),
+            compare_and_set: conn.script(COMPARE_AND_SET),
+            record: conn.script(RECORD),
             conn,
-            get_touch: Script::new(GET_TOUCH),
-            touch: Script::new(TOUCH),
-            put_if_absent: Script::new(PUT_IF_ABSENT),
-            compare_and_set: Script::new(COMPARE_AND_SET),
-            record: Script::new(RECORD),
         }
     }
 
