@@ -121,7 +121,7 @@ pub struct Windows<'a> {
 }
 
 impl<'a> Windows<'a> {
-    /// Reads what [`pack`] wrote; `None` when it is not such a slice.
+    /// Reads what `pack` wrote; `None` when it is not such a slice.
     pub fn unpack(packed: &'a [f32]) -> Option<Windows<'a>> {
         let [total, width, data @ ..] = packed else {
             return None;
