@@ -144,6 +144,7 @@ impl Link {
         self.health.admit()?;
         let (result, unreachable) = attempt(timeout, op, step).await;
         if let (Err(err), true) = (&result, unreachable) {
+            self.pool.renew_after_failure();
             if let Some(wait) = self.health.failed(op, err) {
                 self.probe_after(wait);
             }

@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
@@ -139,6 +139,10 @@ pub(crate) fn failing_over(err: &RedisError) -> bool {
         )
 }
 
+/// How often failed calls may renew a cluster's connections: often enough to follow a failover
+/// within a fraction of a node timeout, rarely enough that an outage is no reconnection storm.
+const RENEW_AFTER_FAILURE: Duration = Duration::from_millis(250);
+
 /// The connections of one link.
 #[allow(
     clippy::large_enum_variant,
@@ -158,6 +162,10 @@ pub(crate) enum Pool {
         shards: PerShard<Mutex<Option<(u64, ClusterConnection)>>>,
         /// Raised by [`Pool::renew`]: connections of an older generation are replaced.
         generation: AtomicU64,
+        /// When the pool was opened, and when (milliseconds after that) a failed call last
+        /// renewed it ([`Pool::renew_after_failure`]).
+        opened: Instant,
+        renewed_ms: AtomicU64,
         timeout: Duration,
     },
     Sentinel(Arc<Sentinel>),
@@ -200,6 +208,8 @@ impl Pool {
                     client: Box::new(client),
                     shards: PerShard::new(DEFAULT_SLOTS),
                     generation: AtomicU64::new(0),
+                    opened: Instant::now(),
+                    renewed_ms: AtomicU64::new(0),
                     timeout,
                 })
             }
@@ -247,6 +257,7 @@ impl Pool {
                 shards,
                 generation,
                 timeout,
+                ..
             } => {
                 let now = generation.load(Ordering::Relaxed);
                 let mut held = shards
@@ -278,6 +289,31 @@ impl Pool {
     pub(crate) fn renew(&self) {
         if let Pool::Cluster { generation, .. } = self {
             generation.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// After a call could not reach a cluster: makes every shard's next connection a new one,
+    /// at most once per [`RENEW_AFTER_FAILURE`]. A shard whose slot map still names a dead
+    /// master fails only the calls for that master's slots; the other masters answer, so the
+    /// breaker may stay closed and its prober never renews that shard's connection.
+    pub(crate) fn renew_after_failure(&self) {
+        if let Pool::Cluster {
+            generation,
+            opened,
+            renewed_ms,
+            ..
+        } = self
+        {
+            let now = u64::try_from(opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let last = renewed_ms.load(Ordering::Relaxed);
+            let every = u64::try_from(RENEW_AFTER_FAILURE.as_millis()).unwrap_or(u64::MAX);
+            if now.saturating_sub(last) >= every
+                && renewed_ms
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                generation.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
