@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::redis::{command_on, ping};
+use crate::redis::command_on;
 
 /// How long a topology may take to become ready (usually one to three seconds).
 const READY_WITHIN: Duration = Duration::from_secs(30);
@@ -58,11 +58,13 @@ fn cluster_port(taken: &[u16]) -> u16 {
     panic!("no free port below 55535 with a free bus port");
 }
 
-fn spawn(args: &[String]) -> Child {
+fn spawn(args: &[String], log: &Path) -> Child {
+    let out = std::fs::File::create(log).ok();
+    let err = out.as_ref().and_then(|f| f.try_clone().ok());
     match Command::new("redis-server")
         .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(out.map_or_else(Stdio::null, Stdio::from))
+        .stderr(err.map_or_else(Stdio::null, Stdio::from))
         .spawn()
     {
         Ok(c) => c,
@@ -70,6 +72,51 @@ fn spawn(args: &[String]) -> Child {
             "cannot run redis-server ({e}); install it with `apt-get install -y redis-server`"
         ),
     }
+}
+
+/// How many ports a node is tried on before the topology gives up.
+const PORT_TRIES: usize = 5;
+
+/// Starts one node on a port from `pick`, ready once that very process answers (its
+/// `process_id`, so a stranger on a reused port is not mistaken for it). A port taken between
+/// the pick and the bind (by another test's server, or a client connection's ephemeral port)
+/// makes the node exit: it is then started again on another port.
+fn launch(
+    what: &str,
+    dir: &Path,
+    mut pick: impl FnMut() -> u16,
+    args: impl Fn(u16) -> Vec<String>,
+) -> Node {
+    let mut logs = String::new();
+    for _ in 0..PORT_TRIES {
+        let port = pick();
+        let log = dir.join(format!("{what}-{port}.log"));
+        let mut child = spawn(&args(port), &log);
+        let pid = format!("process_id:{}", child.id());
+        let deadline = Instant::now() + READY_WITHIN;
+        let mut exited = false;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                exited = true;
+                break;
+            }
+            if command_on(port, "INFO server").contains(&pid) {
+                return Node {
+                    port,
+                    child: Some(child),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !exited {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let tail = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = tail.lines().rev().take(3).collect();
+        logs.push_str(&format!("\n  port {port}: {}", tail.join(" | ")));
+    }
+    panic!("{what} did not start on any of {PORT_TRIES} ports:{logs}");
 }
 
 fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
@@ -134,22 +181,21 @@ impl RedisCluster {
     /// served and each master has its replica.
     pub fn start() -> RedisCluster {
         let dir = scratch("cluster");
-        let mut nodes: Vec<Node> = Vec::new();
-        let mut ports = Vec::new();
+        let mut cluster = RedisCluster {
+            nodes: Vec::new(),
+            dir,
+        };
         for _ in 0..6 {
-            ports.push(cluster_port(&ports));
+            let taken: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
+            let node = launch(
+                "cluster-node",
+                &cluster.dir,
+                || cluster_port(&taken),
+                |port| node_args(port, &cluster.dir),
+            );
+            cluster.nodes.push(node);
         }
-        for &port in &ports {
-            let child = spawn(&node_args(port, &dir));
-            nodes.push(Node {
-                port,
-                child: Some(child),
-            });
-        }
-        let cluster = RedisCluster { nodes, dir };
-        for node in &cluster.nodes {
-            wait_for(&format!("cluster node {}", node.port), || ping(node.port));
-        }
+        let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
         let mut create = Command::new("redis-cli");
         create.args(["--cluster", "create"]);
         for port in &ports {
@@ -384,15 +430,13 @@ pub struct RedisSentinels {
 impl RedisSentinels {
     pub fn start() -> RedisSentinels {
         let dir = scratch("sentinel");
-        let primary = crate::free_port();
-        let replica = crate::free_port();
         let mut set = RedisSentinels {
             data: Vec::new(),
             sentinels: Vec::new(),
             dir,
         };
-        for (port, of) in [(primary, None), (replica, Some(primary))] {
-            let dir = set.dir.to_string_lossy().into_owned();
+        let data_args = |port: u16, of: Option<u16>, dir: &Path| {
+            let dir = dir.to_string_lossy().into_owned();
             let mut args: Vec<String> = [
                 "--port",
                 &port.to_string(),
@@ -414,34 +458,37 @@ impl RedisSentinels {
             if let Some(of) = of {
                 args.extend(["--replicaof".into(), "127.0.0.1".into(), of.to_string()]);
             }
-            set.data.push(Node {
-                port,
-                child: Some(spawn(&args)),
-            });
-            wait_for(&format!("redis on {port}"), || ping(port));
-        }
+            args
+        };
+        let node = launch("primary", &set.dir, crate::free_port, |port| {
+            data_args(port, None, &set.dir)
+        });
+        let primary = node.port;
+        set.data.push(node);
+        let node = launch("replica", &set.dir, crate::free_port, |port| {
+            data_args(port, Some(primary), &set.dir)
+        });
+        let replica = node.port;
+        set.data.push(node);
         wait_for("the replica", || {
             command_on(replica, "INFO replication").contains("master_link_status:up")
         });
         for _ in 0..3 {
-            let port = crate::free_port();
-            let conf = set.dir.join(format!("sentinel-{port}.conf"));
-            let text = format!(
-                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
-                 sentinel monitor {MASTER} 127.0.0.1 {primary} 2\n\
-                 sentinel down-after-milliseconds {MASTER} {SENTINEL_DOWN_AFTER_MS}\n\
-                 sentinel failover-timeout {MASTER} 5000\n",
-                dir = set.dir.display()
-            );
-            if let Err(e) = std::fs::write(&conf, text) {
-                panic!("cannot write {}: {e}", conf.display());
-            }
-            let args = vec![conf.to_string_lossy().into_owned(), "--sentinel".into()];
-            set.sentinels.push(Node {
-                port,
-                child: Some(spawn(&args)),
+            let node = launch("sentinel", &set.dir, crate::free_port, |port| {
+                let conf = set.dir.join(format!("sentinel-{port}.conf"));
+                let text = format!(
+                    "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                     sentinel monitor {MASTER} 127.0.0.1 {primary} 2\n\
+                     sentinel down-after-milliseconds {MASTER} {SENTINEL_DOWN_AFTER_MS}\n\
+                     sentinel failover-timeout {MASTER} 5000\n",
+                    dir = set.dir.display()
+                );
+                if let Err(e) = std::fs::write(&conf, text) {
+                    panic!("cannot write {}: {e}", conf.display());
+                }
+                vec![conf.to_string_lossy().into_owned(), "--sentinel".into()]
             });
-            wait_for(&format!("sentinel on {port}"), || ping(port));
+            set.sentinels.push(node);
         }
         // A failover needs the sentinels to know one another and the replica.
         wait_for("the sentinels", || {
