@@ -530,6 +530,8 @@ pub enum TestInputDef {
 pub enum ExpectDef {
     Route(RouteId),
     Blocked(BlockId),
+    /// Refused by this budget (its `exceeded` is `reject`).
+    Rejected(BudgetId),
 }
 
 #[derive(Debug, Clone, PartialEq)]

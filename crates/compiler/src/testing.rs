@@ -280,6 +280,7 @@ fn describe_expectation(checked: &CheckedPolicy, case: &TestDef) -> String {
             checked.blocks[b.index()].name,
             model(&case.expect_model)
         ),
+        ExpectDef::Rejected(b) => format!("rejected {}", checked.budgets[b.index()].name),
     }
 }
 
@@ -294,6 +295,9 @@ fn matches_expectation(checked: &CheckedPolicy, case: &TestDef, actual: &Actual)
         }
         (ExpectDef::Blocked(b), Actual::Blocked { block, model }) => {
             *block == checked.blocks[b.index()].name && model_ok(model.as_ref())
+        }
+        (ExpectDef::Rejected(b), Actual::BudgetRefused { budget }) => {
+            *budget == checked.budgets[b.index()].name
         }
         _ => false,
     }

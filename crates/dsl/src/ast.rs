@@ -459,6 +459,8 @@ pub enum Expectation {
     Route { route: Ident, model: Option<Ident> },
     /// `expect blocked BLOCK [model MODEL]`
     Blocked { block: Ident, model: Option<Ident> },
+    /// `expect rejected BUDGET`: the budget (`exceeded = reject`) refuses the request.
+    Rejected { budget: Ident },
 }
 
 /// `test NAME { prompt|messages  system  header ..  given ..  expect .. }`

@@ -88,6 +88,7 @@ codes! {
     BUDGET_UNKNOWN_MODEL = "E082": "budget's `exceeded = to` names no model";
     UNKNOWN_BUDGET = "E083": "`budget(..)` names no budget";
     BUDGET_PER = "E084": "budget `per` that is neither `tenant` nor text";
+    TEST_BUDGET_NEVER_REJECTS = "E087": "`expect rejected` names a budget that does not reject";
     // Internal errors (a fault of the tool, not of the policy).
     FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
     // Personal data.

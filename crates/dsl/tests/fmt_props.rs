@@ -18,7 +18,9 @@ use src_dsl::{parse, FileId, Span, Spanned};
 
 /// Words some field values give a meaning to, which an identifier must not be either (besides
 /// the grammar's keywords).
-const CONTEXTUAL: &[&str] = &["skip", "header", "headers", "replace", "only", "memory"];
+const CONTEXTUAL: &[&str] = &[
+    "skip", "header", "headers", "replace", "only", "memory", "rejected",
+];
 
 fn s() -> Span {
     Span::default()
@@ -546,6 +548,7 @@ fn test_item() -> impl Strategy<Value = ItemKind> {
             .prop_map(|(route, model)| Expectation::Route { route, model }),
         (ident(), prop::option::of(ident()))
             .prop_map(|(block, model)| Expectation::Blocked { block, model }),
+        ident().prop_map(|budget| Expectation::Rejected { budget }),
     ];
     let givens = prop::collection::vec((ident(), given_value()), 0..4).prop_map(|pairs| {
         // A signal given twice is an error; keep the first.

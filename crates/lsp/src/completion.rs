@@ -40,8 +40,12 @@ pub fn complete(text: &str, offset: usize, analyses: &[&Analysis]) -> Vec<Comple
         Some("expect") => {
             out.names(&names, SymKind::Route, CompletionItemKind::METHOD);
             out.keyword("blocked");
+            out.keyword("rejected");
         }
         Some("blocked") => out.names(&names, SymKind::Block, CompletionItemKind::EVENT),
+        Some("rejected") if decl == "test" => {
+            out.names(&names, SymKind::Budget, CompletionItemKind::VALUE)
+        }
         Some("model") if decl == "test" => {
             out.names(&names, SymKind::Model, CompletionItemKind::CLASS)
         }

@@ -111,6 +111,7 @@ fn lsp_kind(kind: SymKind) -> SymbolKind {
         SymKind::Block => SymbolKind::EVENT,
         SymKind::Route => SymbolKind::METHOD,
         SymKind::Test => SymbolKind::CONSTANT,
+        SymKind::Budget => SymbolKind::OBJECT,
         SymKind::Label => SymbolKind::ENUM_MEMBER,
     }
 }

@@ -24,6 +24,7 @@ pub enum SymKind {
     Block,
     Route,
     Test,
+    Budget,
     /// A label of a classifier (`owner` names it; `None` for the `language` labels).
     Label,
 }
@@ -40,6 +41,7 @@ impl SymKind {
             SymKind::Block => "block",
             SymKind::Route => "route",
             SymKind::Test => "test",
+            SymKind::Budget => "budget",
             SymKind::Label => "label",
         }
     }
@@ -55,6 +57,7 @@ impl SymKind {
             ItemKind::Block(_) => SymKind::Block,
             ItemKind::Route(_) => SymKind::Route,
             ItemKind::Test(_) => SymKind::Test,
+            ItemKind::Budget(_) => SymKind::Budget,
             _ => return None,
         })
     }
@@ -301,7 +304,17 @@ impl SymbolIndex {
 
     fn test(&mut self, t: &ast::Test) {
         for g in &t.givens {
-            self.reference(SymKind::Signal, &g.signal);
+            // `given NAME = SHARE` stubs a budget when NAME is one and no signal is.
+            let budget = self.value_kind(&g.signal.name).is_none()
+                && self
+                    .decls_of(SymKind::Budget)
+                    .any(|d| d.key.name == g.signal.name);
+            let kind = if budget {
+                SymKind::Budget
+            } else {
+                SymKind::Signal
+            };
+            self.reference(kind, &g.signal);
             // A bare name given to a signal is a label (resolved by the checker), not a use.
             if !matches!(g.value.kind, ExprKind::Name(_)) {
                 self.expr(&g.value);
@@ -321,6 +334,7 @@ impl SymbolIndex {
                         self.reference(SymKind::Model, m);
                     }
                 }
+                Expectation::Rejected { budget } => self.reference(SymKind::Budget, budget),
             }
         }
     }
@@ -341,6 +355,9 @@ impl SymbolIndex {
                     match (&a.kind, f.name.as_str(), i) {
                         (ExprKind::Name(enc), "similarity", 0) => {
                             self.reference(SymKind::Encoder, enc);
+                        }
+                        (ExprKind::Name(budget), "budget", 0) => {
+                            self.reference(SymKind::Budget, budget);
                         }
                         _ => self.expr(a),
                     }

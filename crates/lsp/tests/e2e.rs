@@ -295,6 +295,18 @@ fn completion_fits_the_context_even_in_half_typed_text() {
     // Declarations at top level.
     let decls = complete(&mut c, &format!("{base}ro|caret|"));
     assert_eq!(decls, ["route", "router"]);
+    // A test's outcomes: `rejected` offers the budgets, and only them.
+    let budgets = format!("{base}budget per_key {{ window = 1m  requests = 5 }}\n");
+    let outcomes = complete(
+        &mut c,
+        &format!("{budgets}test t {{ prompt = \"hi\"  expect re|caret|"),
+    );
+    assert_eq!(outcomes, ["rejected"]);
+    let rejected = complete(
+        &mut c,
+        &format!("{budgets}test t {{ prompt = \"hi\"  expect rejected |caret|"),
+    );
+    assert_eq!(rejected, ["per_key"]);
     c.shutdown();
 }
 

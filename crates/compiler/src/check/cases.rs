@@ -12,8 +12,8 @@ use super::names::Kind;
 use super::types::literal_number;
 use super::Checker;
 use crate::hir::{
-    BudgetId, ExpectDef, ModelId, RouteId, SignalId, TExpr, TExprKind, TestDef, TestInputDef, Type,
-    Value,
+    BudgetAction, BudgetId, ExpectDef, ModelId, RouteId, SignalId, TExpr, TExprKind, TestDef,
+    TestInputDef, Type, Value,
 };
 use crate::load::io_reason;
 use src_dsl::ast::{self, Expectation, ExprKind, TestInput};
@@ -145,6 +145,12 @@ impl Checker<'_> {
                     .map(|b| ExpectDef::Blocked(crate::hir::BlockId(b as u32)));
                 (target, model)
             }
+            Expectation::Rejected { budget } => {
+                let target = self
+                    .resolve(budget, Kind::Budget)
+                    .and_then(|b| self.rejecting_budget(budget, b));
+                return Some((target?, None));
+            }
         };
         let model = match model {
             Some(m) => {
@@ -157,6 +163,33 @@ impl Checker<'_> {
             None => Some(None),
         };
         Some((target?, model?))
+    }
+
+    /// The budget `expect rejected NAME` names, when its `exceeded` is `reject` (E087: a test
+    /// expecting a refusal from a budget that downgrades or observes could never pass).
+    fn rejecting_budget(&mut self, name: &ast::Ident, index: usize) -> Option<ExpectDef> {
+        // A budget with errors of its own is already reported.
+        let def = self.parts.budgets.get(index)?.as_ref()?;
+        let does = match def.exceeded {
+            BudgetAction::Reject => return Some(ExpectDef::Rejected(BudgetId(index as u32))),
+            BudgetAction::To(_) => "downgrades (`exceeded = to ..`)",
+            BudgetAction::Observe => "only observes (`exceeded = observe`)",
+        };
+        let declared = def.span;
+        self.report(
+            Diagnostic::error(
+                codes::TEST_BUDGET_NEVER_REJECTS,
+                format!("budget `{}` never rejects a request: it {does}", name.name),
+                name.span,
+            )
+            .with_label_message("expected to reject")
+            .with_secondary(declared, "declared here")
+            .with_help(
+                "expect the route and model the request goes on to (`expect ROUTE model MODEL`), \
+                 or declare the budget with `exceeded = reject`",
+            ),
+        );
+        None
     }
 
     /// Reads a `messages` fixture, relative to the directory of the test's file (E052).
@@ -267,6 +300,8 @@ impl Checker<'_> {
         let blocks_evaluated = match expect {
             ExpectDef::Blocked(b) => b.index() + 1,
             ExpectDef::Route(_) => self.parts.blocks.len(),
+            // Budgets act before any block or route: nothing is evaluated.
+            ExpectDef::Rejected(_) => 0,
         };
         for (i, b) in self.parts.blocks.iter().take(blocks_evaluated).enumerate() {
             let Some(b) = b else { return };

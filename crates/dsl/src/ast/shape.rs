@@ -244,6 +244,10 @@ impl EqShape for Expectation {
                 other,
                 Expectation::Blocked { block: b, model: m } if block.eq_shape(b) && model.eq_shape(m)
             ),
+            Expectation::Rejected { budget } => matches!(
+                other,
+                Expectation::Rejected { budget: b } if budget.eq_shape(b)
+            ),
         }
     }
 }

@@ -666,11 +666,15 @@ macro_rules! visitor {
             v.visit_expr(&$($m)? given.value);
         }
 
-        /// The route or block expected, then the model, if any.
+        /// The route, block or budget expected, then the model, if any.
         pub fn walk_expectation<V: $Visitor + ?Sized>(v: &mut V, expect: &$($m)? Expectation) {
             let (target, model) = match expect {
                 Expectation::Route { route, model } => (route, model),
                 Expectation::Blocked { block, model } => (block, model),
+                Expectation::Rejected { budget } => {
+                    v.visit_ident(budget);
+                    return;
+                }
             };
             v.visit_ident(target);
             if let Some(m) = model {

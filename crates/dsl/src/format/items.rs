@@ -404,6 +404,7 @@ fn test(b: &mut Builder, d: &Test) {
         let (blocked, name, model) = match &x.value {
             Expectation::Route { route, model } => ("", route, model),
             Expectation::Blocked { block, model } => ("blocked ", block, model),
+            Expectation::Rejected { budget } => ("rejected ", budget, &None),
         };
         let mut text = format!("expect {blocked}{}", name.name);
         let mut spans = vec![x.span, name.span];

@@ -185,10 +185,12 @@ fn entry(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<Entry> {
         }
         Rule::expect_stmt => {
             let mut blocked = false;
+            let mut rejected = false;
             let mut names = Vec::new();
             for p in inner {
                 match p.as_rule() {
                     Rule::kw_blocked => blocked = true,
+                    Rule::kw_rejected => rejected = true,
                     Rule::name => names.push(expr::ident(cx, &p)),
                     _ => {}
                 }
@@ -196,7 +198,9 @@ fn entry(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<Entry> {
             let mut names = names.into_iter();
             let target = names.next()?;
             let model = names.next();
-            let expectation = if blocked {
+            let expectation = if rejected {
+                Expectation::Rejected { budget: target }
+            } else if blocked {
                 Expectation::Blocked {
                     block: target,
                     model,

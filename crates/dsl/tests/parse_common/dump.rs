@@ -220,6 +220,9 @@ impl Visitor for Dump<'_> {
                     Expectation::Blocked { block, model } => {
                         (format!("blocked {}", block.name), model)
                     }
+                    Expectation::Rejected { budget } => {
+                        (format!("rejected {}", budget.name), &None)
+                    }
                 };
                 let model = model.as_ref().map(|m| format!(" model {}", m.name));
                 self.line(format_args!("expect {line}{}", model.unwrap_or_default()));
