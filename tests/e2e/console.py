@@ -3,6 +3,7 @@ against a running `src serve` on the simulator, and asserts on the page's DOM:
 
 - the live stream shows the requests sent, with their routes;
 - the explain box answers what `src explain` answers for the same prompt;
+- the budgets view shows a tenant's use of each budget in the current window;
 - a broken policy edit shows the reload error with its diagnostic.
 
 A screenshot of each view is saved in SHOTS. Only the standard library is used.
@@ -88,11 +89,13 @@ class Browser:
         http("DELETE", f"{self.base}/session/{self.session}")
 
 
-def chat(text, session=None):
+def chat(text, session=None, key=None):
     body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
     headers = {"content-type": "application/json"}
     if session:
         headers["x-session-id"] = session
+    if key:
+        headers["authorization"] = "Bearer " + key
     request = urllib.request.Request(f"http://127.0.0.1:{api}/v1/chat/completions",
                                      data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(request, timeout=60) as r:
@@ -179,6 +182,39 @@ def main():
         assert pin[2].count("default → small") == 2, pin
         browser.screenshot("sessions.png")
 
+        # Budgets (console.sh adds two to the policy): one tenant's use, as the live stream names
+        # the tenant. The tenant sent three requests; every other request of this test is
+        # anonymous, a tenant of its own.
+        browser.click('#tabs button[data-view="live"]')
+        before = set(browser.js("return [...document.querySelectorAll('#live-rows tr')].map(r => r.dataset.tenant)"))
+        for prompt in ["hello there", "my service panics with this stack trace", "hello again"]:
+            chat(prompt, key="sk-console-budgets")
+        tenant = browser.wait("the keyed tenant in the live stream", """
+            const rows = [...document.querySelectorAll('#live-rows tr')].map(r => r.dataset.tenant);
+            const fresh = rows.filter(t => t && !arguments[0].includes(t));
+            return fresh.length === 3 ? fresh[0] : null;
+        """, sorted(before))
+        browser.click('#tabs button[data-view="budgets"]')
+        browser.type("#budgets-tenant", tenant)
+        browser.click("#budgets-go")
+        budgets = browser.wait("the tenant's budgets, tokens charged", """
+            const rows = [...document.querySelectorAll('#budgets tbody tr')];
+            const out = Object.fromEntries(rows.map(r => [r.dataset.budget,
+                [r.children[1].textContent, r.children[2].textContent, r.children[3].textContent,
+                 r.children[4].textContent.trim(), Number(r.dataset.used), Number(r.dataset.share)]]));
+            if (!out.tokens_seen || out.tokens_seen[4] === 0) {
+                document.getElementById('budgets-go').click();
+                return null;
+            }
+            return out;
+        """)
+        assert sorted(budgets) == ["per_key", "tokens_seen"], budgets
+        assert budgets["per_key"][:4] == ["tenant", "1h", "3 / 50 requests", "6%"], budgets
+        assert budgets["per_key"][4:] == [3, 0.06], budgets
+        assert budgets["tokens_seen"][1] == "1d" and budgets["tokens_seen"][4] > 0, budgets
+        assert budgets["tokens_seen"][2].endswith(" / 1000000 tokens"), budgets
+        browser.screenshot("budgets.png")
+
         # A broken edit: the reload fails, the old policy keeps serving, and the health view
         # shows the error with its rendered diagnostic.
         path = os.path.join(policy_dir, "policy.sr")
@@ -197,7 +233,7 @@ def main():
         browser.screenshot("health.png")
     finally:
         browser.close()
-    print("console: live stream, policy picture, explain box and reload error checked in Chromium")
+    print("console: live stream, policy picture, explain box, sessions, budgets and reload error checked in Chromium")
 
 
 main()

@@ -14,6 +14,12 @@ python=python3
 read -r api admin driver < <(free_ports "$python" 3)
 work=$(mktemp -d)
 cp examples/quickstart/policy.sr "$work/policy.sr"
+# Budgets for the console's budgets view.
+cat >>"$work/policy.sr" <<'SR'
+
+budget per_key { per = tenant  window = 1h  requests = 50 }
+budget tokens_seen { per = tenant  window = 1d  tokens = 1M  exceeded = observe }
+SR
 
 log="$work/serve.log"
 "$src" serve "$work" --listen "127.0.0.1:$api" --admin "127.0.0.1:$admin" 2>"$log" &

@@ -55,6 +55,7 @@ function show(view) {
   if (view === "policy") loadPolicy();
   if (view === "health") loadHealth();
   if (view === "sessions") loadSessions();
+  if (view === "budgets") loadBudgets();
   location.hash = view;
 }
 
@@ -76,6 +77,7 @@ function onLine(line) {
   }
   addOption($("f-route"), seen.routes, line.route);
   addOption($("f-model"), seen.models, line.model);
+  if (line.tenant && !seen.tenants.has(line.tenant)) $("budgets-tenants").append(el("option", { value: line.tenant }));
   addOption($("f-tenant"), seen.tenants, line.tenant);
   if (line.path === "upstream" && line.prompt_tokens !== null) {
     evidence.answers += 1;
@@ -236,6 +238,40 @@ async function loadSessions() {
   $("sessions").replaceChildren(...groups);
 }
 
+// ---- budgets
+function duration(ms) {
+  const units = [[86400000, "d"], [3600000, "h"], [60000, "m"], [1000, "s"]];
+  for (const [size, unit] of units) if (ms >= size && ms % size === 0) return ms / size + unit;
+  return ms + "ms";
+}
+function amount(value, unit) {
+  return unit === "cost" ? value.toFixed(2) : String(Math.round(value));
+}
+async function loadBudgets() {
+  // Until a tenant is named, the first one the live stream has shown.
+  if (!$("budgets-tenant").value && !$("budgets-per").value && seen.tenants.size) {
+    $("budgets-tenant").value = seen.tenants.values().next().value;
+  }
+  const tenant = $("budgets-tenant").value.trim();
+  const per = $("budgets-per").value.trim();
+  const body = $("budgets").tBodies[0];
+  if (!tenant && !per) {
+    $("budgets-note").textContent = "name a tenant (as the live stream shows it) or a per value";
+    body.replaceChildren();
+    return;
+  }
+  const query = [tenant ? "tenant=" + encodeURIComponent(tenant) : "", per ? "per=" + encodeURIComponent(per) : ""].filter(Boolean).join("&");
+  let b;
+  try { b = await call("budgets?" + query); } catch (e) { $("budgets-note").textContent = e.message; body.replaceChildren(); return; }
+  $("budgets-note").textContent = b.budgets.length ? "use in the current window" + (tenant ? " of tenant " + tenant : "") + (per ? " of per value " + per : "")
+    : "no budget of the policy counts " + (tenant ? "tenants" : "this per value");
+  body.replaceChildren(...b.budgets.map(x => el("tr", { "data-budget": x.budget, "data-used": String(x.used), "data-limit": String(x.limit), "data-share": String(x.share), class: x.share >= 1 ? "spent" : "" },
+    el("td", {}, x.budget), el("td", {}, x.per), el("td", {}, duration(x.window_ms)),
+    el("td", {}, amount(x.used, x.unit) + " / " + amount(x.limit, x.unit) + " " + x.unit),
+    el("td", { class: "share" }, el("meter", { min: "0", max: "1", value: String(x.share) }), " " + (100 * x.share).toFixed(0) + "%"),
+    el("td", {}, String(x.window_ends_in_s)))));
+}
+
 // ---- health
 async function loadHealth() {
   let h;
@@ -271,9 +307,11 @@ $("token-form").addEventListener("submit", ev => {
 for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => show(b.dataset.view));
 $("pause").addEventListener("change", ev => { paused = ev.target.checked; });
 $("explain-go").addEventListener("click", runExplain);
+$("budgets-form").addEventListener("submit", ev => { ev.preventDefault(); loadBudgets(); });
 show((location.hash || "#live").slice(1) || "live");
 openLive();
 loadCounts();
 setInterval(loadCounts, 5000);
 setInterval(() => { if (!$("view-health").hidden) loadHealth(); }, 3000);
 setInterval(() => { if (!$("view-sessions").hidden) loadSessions(); }, 5000);
+setInterval(() => { if (!$("view-budgets").hidden) loadBudgets(); }, 5000);
