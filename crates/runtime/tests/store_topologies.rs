@@ -3,7 +3,8 @@
 //! replica, three sentinels). The same contracts as on one `redis-server` (`store_contracts.rs`)
 //! — sessions, cached answers, stored responses, shared cooldowns — through links made for
 //! `redis_cluster([...])` and `redis_sentinel([...], master = ...)`; pins spread over the
-//! cluster's masters; and the stores written before a master is killed are read back after the
+//! cluster's masters and listed from all of them; and the stores written before a master is
+//! killed (pins, stored responses, cached answers, a shared cooldown) are read back after the
 //! failover, through the same links, with no restart.
 
 #![allow(
@@ -24,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use src_compiler::hir::RedisTarget;
-use src_runtime::cache::RedisCache;
+use src_runtime::cache::store::accept_all;
+use src_runtime::cache::{CacheStore, Inserted, RedisCache, Scope};
+use src_runtime::cooldown::Cooldowns;
 use src_runtime::responses_state::{RedisResponses, ResponseStore};
 use src_runtime::session::store::{Put, SessionStore};
 use src_runtime::session::{Identity, Pin, RedisStore};
@@ -120,6 +123,19 @@ async fn stores_keep_the_contracts_on_a_six_node_cluster() {
         let size = cluster.command(*port, "DBSIZE");
         assert!(size.trim() != ":0", "master {port} holds no key");
     }
+    // The console's listing walks every master, not the one node a keyless `SCAN` reaches.
+    let mut listed: Vec<String> = store
+        .list(10_000, now())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(identity, _)| identity.tenant == "t" && identity.id.starts_with("s-"))
+        .map(|(identity, _)| identity.id)
+        .collect();
+    listed.sort();
+    let mut expected: Vec<String> = (0..48).map(|i| format!("s-{i}")).collect();
+    expected.sort();
+    assert_eq!(listed, expected, "pins listed of {spread:?}");
 
     let found = survey(&cluster_target(&cluster, 1), TIMEOUT).await.unwrap();
     assert_eq!(found.masters.len(), 3, "{found:?}");
@@ -139,17 +155,45 @@ async fn stores_keep_the_contracts_on_a_sentinel_set() {
     assert_eq!(found.replicas.len(), 1, "{found:?}");
 }
 
-/// What one replica of the router wrote before a failover: pins, stored responses, cached
-/// answers' keys spread over the masters.
+/// What one replica of the router wrote before a failover: pins, stored responses and cached
+/// answers, their keys spread over the masters.
 struct Written {
     pins: Vec<(Identity, Pin)>,
     responses: Vec<String>,
+    /// Each cached answer's scope, its embedding being the scope's first byte on one axis.
+    answers: Vec<Scope>,
+}
+
+/// A unit embedding of the cached answer of scope `n`.
+fn embedding(n: u8) -> Vec<f32> {
+    let angle = f32::from(n) / 10.0;
+    vec![angle.cos(), angle.sin()]
+}
+
+async fn cache_before(cache: &RedisCache, written: &mut Written) {
+    for n in 0..24u8 {
+        let scope = Scope([n; 32]);
+        let stored = cache
+            .insert(
+                &scope,
+                &embedding(n),
+                "question",
+                Bytes::from(vec![n; 3]),
+                now(),
+                TTL,
+            )
+            .await
+            .unwrap();
+        assert_eq!(stored, Inserted::Stored);
+        written.answers.push(scope);
+    }
 }
 
 async fn write_before(sessions: &RedisStore, responses: &RedisResponses) -> Written {
     let mut written = Written {
         pins: Vec::new(),
         responses: Vec::new(),
+        answers: Vec::new(),
     };
     for i in 0..24 {
         let pin = Pin::first(if i % 2 == 0 { "small" } else { "strong" }, None, now());
@@ -180,6 +224,14 @@ async fn read_after(redis: Redis, written: &Written) {
     for rid in &written.responses {
         let read = until_answered(|| responses.get("t", rid, now())).await;
         assert_eq!(read.as_deref(), Some(rid.as_bytes()), "{rid} lost");
+    }
+    let cache = RedisCache::on(redis, contracts::cache::MAX_ENTRY_BYTES);
+    for scope in &written.answers {
+        let n = scope.0[0];
+        let near_to = embedding(n);
+        let near =
+            until_answered(|| cache.nearest(scope, &near_to, 0.99, now(), TTL, &accept_all)).await;
+        assert_eq!(near.body.as_deref(), Some(&[n; 3][..]), "answer {n} lost");
     }
 }
 
@@ -214,15 +266,56 @@ async fn a_cluster_master_killed_loses_no_store_written_before_and_the_link_foll
     let (a, b) = (Links::new(), Links::new());
     let timeout = Duration::from_millis(250);
     let writer = a.redis(&target, timeout).unwrap();
-    let written = write_before(
+    let mut written = write_before(
         &RedisStore::on(writer.clone()),
         &RedisResponses::on(writer.clone()),
     )
     .await;
+    cache_before(
+        &RedisCache::on(writer.clone(), contracts::cache::MAX_ENTRY_BYTES),
+        &mut written,
+    )
+    .await;
+    // A shared cooldown, published by one replica and seen by another before the failover.
+    let policy = contracts::cooldown::policy(&cluster.store(3));
+    let cooling = Arc::new(Cooldowns::with_links(Arc::new(Links::new())));
+    cooling.failed(&policy, "strong");
+    let seen = Cooldowns::with_links(Arc::new(Links::new()));
+    let deadline = Instant::now() + PATIENCE;
+    while seen.cooling("strong").is_none() {
+        assert!(Instant::now() < deadline, "the cooldown was never shared");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        seen.sync(&policy).await;
+    }
     let reader = b.redis(&target, timeout).unwrap();
+    // The master killed holds the cooldown and part of every other kind of entry.
+    let victim = cluster.master_of(&KeySpace::cooldown("strong"));
+    let pins: Vec<String> = (0..24)
+        .map(|i| KeySpace::pin("t", &format!("s-{i}")))
+        .collect();
+    let answers: Vec<String> = written
+        .answers
+        .iter()
+        .map(|s| KeySpace::cache_list(&s.0))
+        .collect();
+    let responses: Vec<String> = written
+        .responses
+        .iter()
+        .map(|r| KeySpace::response("t", r))
+        .collect();
+    for (kind, keys) in [
+        ("pins", &pins),
+        ("answers", &answers),
+        ("responses", &responses),
+    ] {
+        let spread = cluster.spread(keys);
+        assert!(
+            spread.iter().any(|(port, _)| *port == victim),
+            "no {kind} on the master killed: {spread:?}"
+        );
+    }
     // The replica that will take over has every write (replication is asynchronous: what a
     // failover may lose is only what it had not received yet).
-    let victim = cluster.master_of(&KeySpace::pin("t", "s-0"));
     cluster.wait_replicated(victim);
     cluster.kill(victim);
     let (ok, failed) =
@@ -230,6 +323,18 @@ async fn a_cluster_master_killed_loses_no_store_written_before_and_the_link_foll
     eprintln!("during the failover: {ok} answered, {failed} failed as declared");
     cluster.wait_served();
     read_after(reader, &written).await;
+    // A replica that starts after the failover still finds the cooldown.
+    let later = Cooldowns::with_links(Arc::new(Links::new()));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        later.sync(&policy).await;
+        if let Some(left) = later.cooling("strong") {
+            assert!(left > Duration::from_secs(59 * 60), "{left:?} of the hour");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cooldown was lost");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let found = survey(&target, TIMEOUT).await.unwrap();
     assert_eq!(found.slots, Some(CLUSTER_SLOTS), "{found:?}");
     assert!(
@@ -248,9 +353,14 @@ async fn a_sentinel_primary_killed_loses_no_store_written_before_and_the_link_fo
     let (a, b) = (Links::new(), Links::new());
     let timeout = Duration::from_millis(250);
     let writer = a.redis(&target, timeout).unwrap();
-    let written = write_before(
+    let mut written = write_before(
         &RedisStore::on(writer.clone()),
         &RedisResponses::on(writer.clone()),
+    )
+    .await;
+    cache_before(
+        &RedisCache::on(writer.clone(), contracts::cache::MAX_ENTRY_BYTES),
+        &mut written,
     )
     .await;
     let reader = b.redis(&target, timeout).unwrap();

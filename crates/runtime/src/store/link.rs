@@ -30,6 +30,7 @@ use crate::store::error::StoreError;
 use crate::store::health::{Health, ProberGuard};
 pub(crate) use crate::store::topology::connection_failed;
 pub use crate::store::topology::redact;
+pub use crate::store::topology::ScanNode;
 use crate::store::topology::{failing_over, no_script, Inner, Pool, Scripts};
 
 /// One connection of a link, sending a command again once when the connection under it had
@@ -80,6 +81,33 @@ impl ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         self.inner.db()
+    }
+}
+
+impl Conn {
+    /// The nodes a walk over every key must `SCAN`, each with a cursor of its own: the server,
+    /// or every master of a cluster.
+    pub async fn scan_nodes(&mut self) -> Result<Vec<ScanNode>, RedisError> {
+        self.inner.scan_nodes().await
+    }
+
+    /// One `SCAN cursor MATCH pattern COUNT count` step on `node`: the next cursor (0 at the
+    /// end) and the keys found.
+    pub async fn scan_step(
+        &mut self,
+        node: &ScanNode,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+    ) -> Result<(u64, Vec<String>), RedisError> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count);
+        let answer = self.inner.send_to(node, &cmd).await?;
+        Ok(redis::from_redis_value(answer)?)
     }
 }
 

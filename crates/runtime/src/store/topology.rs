@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
     Client, Cmd, ErrorKind, IntoConnectionInfo, Pipeline, RedisError, RedisResult, ServerErrorKind,
@@ -374,6 +375,76 @@ impl Inner {
     }
 }
 
+/// Where one `SCAN` walk runs, with a cursor of its own: the server (one server, a Sentinel
+/// set's primary), or one master of a cluster, since a cluster node's `SCAN` sees only the keys
+/// of its own slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanNode {
+    Server,
+    Master { host: String, port: u16 },
+}
+
+impl Inner {
+    /// The nodes a walk over every key visits: the server, or each master of a cluster that
+    /// serves slots and is not marked failed (as the node asked sees the cluster now).
+    pub(crate) async fn scan_nodes(&mut self) -> RedisResult<Vec<ScanNode>> {
+        let Inner::Cluster(conn) = self else {
+            return Ok(vec![ScanNode::Server]);
+        };
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("NODES");
+        let nodes = conn
+            .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random))
+            .await?;
+        let text: String = redis::from_redis_value(nodes)?;
+        Ok(serving_masters(&text))
+    }
+
+    /// Sends `cmd` to `node` (a keyless command such as `SCAN` would go to any one node).
+    pub(crate) async fn send_to(&mut self, node: &ScanNode, cmd: &Cmd) -> RedisResult<Value> {
+        match (self, node) {
+            (Inner::Cluster(conn), ScanNode::Master { host, port }) => {
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                });
+                conn.route_command(cmd.clone(), routing).await
+            }
+            (inner, _) => inner.send(cmd).await,
+        }
+    }
+}
+
+/// The masters of a `CLUSTER NODES` answer that serve slots and are not failed.
+fn serving_masters(nodes: &str) -> Vec<ScanNode> {
+    let mut masters = Vec::new();
+    for line in nodes.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // id, host:port@bus, flags, master id, ping, pong, epoch, link state, slot ranges...
+        let [_, addr, flags, _, _, _, _, _, _slots, ..] = fields.as_slice() else {
+            continue;
+        };
+        let flags: Vec<&str> = flags.split(',').collect();
+        if !flags.contains(&"master") || flags.iter().any(|f| f.starts_with("fail")) {
+            continue;
+        }
+        let addr = addr.split('@').next().unwrap_or(addr);
+        let Some((host, port)) = addr.rsplit_once(':') else {
+            continue;
+        };
+        if let Ok(port) = port.parse::<u16>() {
+            masters.push(ScanNode::Master {
+                host: host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+                port,
+            });
+        }
+    }
+    masters
+}
+
 /// A primary found through Sentinel, and the connection to it.
 pub(crate) struct Sentinel {
     /// Asks the sentinels, one lookup at a time.
@@ -486,4 +557,35 @@ impl Sentinel {
 /// Whether `err` says the primary is gone (a dead connection) or was demoted (`READONLY`).
 fn moved_on(err: &RedisError) -> bool {
     connection_failed(err) || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_is_scanned_on_each_serving_master() {
+        let nodes = "\
+a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7002@17002 master - 0 1 2 connected 5461-10922
+c3 127.0.0.1:7003@17003 master,fail - 0 1 3 disconnected 10923-16383
+d4 127.0.0.1:7004@17004 master - 0 1 7 connected 10923-16383
+e5 127.0.0.1:7005@17005 slave a1 0 1 1 connected
+f6 [::1]:7006@17006 master - 0 1 8 connected 16000
+g7 127.0.0.1:7007@17007 master - 0 1 9 connected
+";
+        let master = |host: &str, port| ScanNode::Master {
+            host: host.to_owned(),
+            port,
+        };
+        assert_eq!(
+            serving_masters(nodes),
+            vec![
+                master("127.0.0.1", 7001),
+                master("127.0.0.1", 7002),
+                master("127.0.0.1", 7004),
+                master("::1", 7006),
+            ]
+        );
+    }
 }

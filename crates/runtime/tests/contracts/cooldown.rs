@@ -10,8 +10,9 @@ use src_compiler::{check, load, CheckOptions};
 use src_runtime::cooldown::Cooldowns;
 use src_runtime::store::Links;
 
-/// A policy whose session `store` is `store` (`redis("…")`, `redis_cluster([...])`, ...).
-fn policy(store: &str) -> CheckedPolicy {
+/// A policy whose session `store` is `store` (`redis("…")`, `redis_cluster([...])`, ...), and
+/// whose first failure of `strong` cools it down for an hour.
+pub fn policy(store: &str) -> CheckedPolicy {
     let text = format!(
         r#"
 backend local {{ url = "http://127.0.0.1:9/v1" }}

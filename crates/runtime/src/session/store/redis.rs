@@ -124,8 +124,9 @@ impl RedisStore {
     }
 }
 
-/// Keys `SCAN` is asked for per step, and the most steps one listing takes: the console's
-/// listing costs Redis a bounded amount of work however many pins it holds.
+/// Keys `SCAN` is asked for per step, and the most steps one listing takes on each node (the
+/// server, or each master of a cluster): the console's listing costs Redis a bounded amount of
+/// work however many pins it holds.
 const SCAN_COUNT: usize = 200;
 const SCAN_STEPS: usize = 20;
 
@@ -216,23 +217,24 @@ impl SessionStore for RedisStore {
         Box::pin(async move {
             let mut conn = self.conn.connection();
             let mut keys: Vec<String> = Vec::new();
-            let mut cursor: u64 = 0;
-            for _ in 0..SCAN_STEPS {
-                let (next, found): (u64, Vec<String>) = self
-                    .bounded(
-                        "scan",
-                        redis::cmd("SCAN")
-                            .arg(cursor)
-                            .arg("MATCH")
-                            .arg(KeySpace::pin_pattern())
-                            .arg("COUNT")
-                            .arg(SCAN_COUNT)
-                            .query_async(&mut conn),
-                    )
-                    .await?;
-                keys.extend(found);
-                cursor = next;
-                if cursor == 0 || keys.len() >= limit {
+            // A cluster's masters each hold part of the pins and are walked one by one.
+            let nodes = self.bounded("scan", conn.scan_nodes()).await?;
+            for node in &nodes {
+                let mut cursor: u64 = 0;
+                for _ in 0..SCAN_STEPS {
+                    let (next, found) = self
+                        .bounded(
+                            "scan",
+                            conn.scan_step(node, cursor, KeySpace::pin_pattern(), SCAN_COUNT),
+                        )
+                        .await?;
+                    keys.extend(found);
+                    cursor = next;
+                    if cursor == 0 || keys.len() >= limit {
+                        break;
+                    }
+                }
+                if keys.len() >= limit {
                     break;
                 }
             }
