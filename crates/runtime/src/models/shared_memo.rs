@@ -251,6 +251,45 @@ mod tests {
         contract(&RedisTarget::sentinel(&sentinels, master).expect("a set")).await;
     }
 
+    /// Answers one replica shared before a cluster master is killed (and had replicated) are
+    /// read after the failover, by a replica whose links were made before it and by one that
+    /// starts after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_answers_written_before_a_master_is_killed_are_read_after_the_failover() {
+        let mut cluster = src_testkit::redis_topology::RedisCluster::start();
+        let urls = cluster.urls();
+        let seeds: Vec<&str> = urls.iter().take(3).map(String::as_str).collect();
+        let url = RedisTarget::cluster(&seeds).expect("a cluster");
+        let (timeout, ttl) = (Duration::from_millis(250), Duration::from_secs(600));
+        let a = SharedMemo::new(timeout, ttl, Arc::new(Links::new()));
+        let before = SharedMemo::new(timeout, ttl, Arc::new(Links::new()));
+        let rows: Vec<(MemoKey, [f32; 2])> = (0..24)
+            .map(|i| (key(&format!("text {i}")), [i as f32, 0.5]))
+            .collect();
+        for (k, row) in &rows {
+            a.put(&url, k, row);
+        }
+        for (k, row) in &rows {
+            let got = eventually(&before, &url, k, Some(row)).await;
+            assert_eq!(got.as_deref(), Some(&row[..]), "shared before the kill");
+        }
+        let victim = cluster.master_of(&redis_key(&rows[0].0));
+        cluster.wait_replicated(victim);
+        cluster.kill(victim);
+        cluster.wait_served();
+        let after = SharedMemo::new(timeout, ttl, Arc::new(Links::new()));
+        for reader in [&before, &after] {
+            for (k, row) in &rows {
+                let got = eventually(reader, &url, k, Some(row)).await;
+                assert_eq!(
+                    got.as_deref(),
+                    Some(&row[..]),
+                    "an answer lost in the failover"
+                );
+            }
+        }
+    }
+
     fn single(url: &str) -> RedisTarget {
         RedisTarget::Single(src_compiler::hir::RedisUrl::parse(url).expect("a Redis URL"))
     }
