@@ -1,15 +1,18 @@
-//! The budget store contract, run alike against the memory store, a real `redis-server` and a
-//! one-node Redis Cluster (which refuses a script whose keys span two slots): the settle rule,
-//! fixed windows, charges, and the listing read.
+//! The budget store contract, run alike against the memory store, a real `redis-server`, a
+//! one-node Redis Cluster (which refuses a script whose keys span two slots) and a six-node
+//! Redis Cluster: the settle rule, fixed windows, charges, the listing read, and one request's
+//! budgets on different `per` values (different slots), settled by the same rule and exact
+//! under concurrency.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use src_compiler::hir::{BudgetId, BudgetUnit};
+use src_compiler::hir::{BudgetId, BudgetUnit, RedisTarget};
 use src_compiler::procedure::budget::{BudgetAsk, BudgetKey};
 use src_runtime::budget::{BudgetStore, Counter, MemoryBudgets, RedisBudgets};
-use src_runtime::store::Redis;
+use src_runtime::store::{Links, Redis};
 use src_testkit::redis::RedisServer;
+use src_testkit::redis_topology::RedisCluster;
 use src_testkit::TestResult;
 
 const HOUR: u64 = 3_600_000;
@@ -88,21 +91,144 @@ async fn contract(store: Arc<dyn BudgetStore>, tenant: &str) -> TestResult {
     Ok(())
 }
 
-#[tokio::test]
-async fn memory() -> TestResult {
-    contract(Arc::new(MemoryBudgets::default()), "mem").await
+fn per_text(name: &str, text: &str) -> Counter {
+    Counter {
+        budget: name.into(),
+        per: format!("v/{text}"),
+        window_ms: HOUR,
+    }
+}
+
+/// One request's budgets on two `per` values: the first exceeded in declaration order acts
+/// across both, and what is reserved follows from it, whichever value each budget counts.
+async fn across_values(store: Arc<dyn BudgetStore>, tenant: &str) -> TestResult {
+    let now = 20 * HOUR + 1_000;
+    let used = |uses: &[src_compiler::procedure::budget::BudgetUse]| -> Vec<f64> {
+        uses.iter().map(|u| u.used).collect()
+    };
+    // A refusing budget on the tenant acts: the team's budget gives its unit back.
+    let refusing = vec![
+        (
+            ask(0, BudgetUnit::Requests, 1.0, true),
+            counter("per_key", tenant),
+        ),
+        (
+            ask(1, BudgetUnit::Requests, 10.0, false),
+            per_text("per_team", tenant),
+        ),
+    ];
+    assert_eq!(used(&store.reserve(&refusing, now).await?), [0.0, 0.0]);
+    let refused = store.reserve(&refusing, now).await?;
+    assert_eq!(used(&refused), [1.0, 1.0]);
+    assert!(refused[0].exceeded && !refused[1].exceeded);
+    assert_eq!(store.used(&refusing[1].1, now).await?, 1.0, "given back");
+    // A downgrade on the team acts before the tenant's refusing budget: the tenant's other
+    // budget still reserves, though its own group alone would have refused.
+    let downgrade_first = vec![
+        (
+            ask(0, BudgetUnit::Requests, 1.0, false),
+            per_text("team_strong", tenant),
+        ),
+        (
+            ask(1, BudgetUnit::Requests, 1.0, true),
+            counter("key_cap", tenant),
+        ),
+        (
+            ask(2, BudgetUnit::Requests, 10.0, false),
+            counter("key_all", tenant),
+        ),
+    ];
+    assert_eq!(
+        used(&store.reserve(&downgrade_first, now).await?),
+        [0.0, 0.0, 0.0]
+    );
+    let second = store.reserve(&downgrade_first, now).await?;
+    assert_eq!(used(&second), [1.0, 1.0, 1.0]);
+    assert!(second[0].exceeded && second[1].exceeded && !second[2].exceeded);
+    let after: Vec<f64> = [
+        store.used(&downgrade_first[0].1, now).await?,
+        store.used(&downgrade_first[1].1, now).await?,
+        store.used(&downgrade_first[2].1, now).await?,
+    ]
+    .to_vec();
+    assert_eq!(after, [1.0, 1.0, 2.0]);
+    Ok(())
+}
+
+/// Concurrent requests whose budgets span two `per` values admit exactly the tenant's limit,
+/// and the team's budget keeps exactly the admitted requests' units.
+async fn exact_across_values(store: Arc<dyn BudgetStore>, tenant: &str) -> TestResult {
+    let now = 30 * HOUR + 1_000;
+    let keyed = Arc::new(vec![
+        (
+            ask(0, BudgetUnit::Requests, 10.0, true),
+            counter("per_key", tenant),
+        ),
+        (
+            ask(1, BudgetUnit::Requests, 1000.0, false),
+            per_text("per_team", tenant),
+        ),
+    ]);
+    let mut requests = Vec::new();
+    for _ in 0..40 {
+        let (store, keyed) = (Arc::clone(&store), Arc::clone(&keyed));
+        requests.push(tokio::spawn(async move {
+            store
+                .reserve(&keyed, now)
+                .await
+                .map(|uses| !uses[0].exceeded)
+        }));
+    }
+    let mut admitted = 0;
+    for request in requests {
+        if request.await?? {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 10);
+    assert_eq!(store.used(&keyed[0].1, now).await?, 10.0);
+    assert_eq!(store.used(&keyed[1].1, now).await?, 10.0);
+    Ok(())
 }
 
 #[tokio::test]
+async fn memory() -> TestResult {
+    let store: Arc<dyn BudgetStore> = Arc::new(MemoryBudgets::default());
+    across_values(Arc::clone(&store), "mem").await?;
+    exact_across_values(Arc::clone(&store), "mem").await?;
+    contract(store, "mem").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_budgets_on_different_values_live_in_different_slots() -> TestResult {
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let target = RedisTarget::cluster(&seeds)?;
+    let links = Links::new();
+    let store: Arc<dyn BudgetStore> = Arc::new(RedisBudgets::on(
+        links.redis(&target, Duration::from_secs(2))?,
+    ));
+    across_values(Arc::clone(&store), "six").await?;
+    exact_across_values(Arc::clone(&store), "six").await?;
+    contract(store, "six").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis() -> TestResult {
     let server = RedisServer::start();
     let conn = Redis::connect(&server.url(), Duration::from_secs(2))?;
-    contract(Arc::new(RedisBudgets::on(conn)), "redis").await
+    let store: Arc<dyn BudgetStore> = Arc::new(RedisBudgets::on(conn));
+    across_values(Arc::clone(&store), "redis").await?;
+    exact_across_values(Arc::clone(&store), "redis").await?;
+    contract(store, "redis").await
 }
 
 #[tokio::test]
 async fn redis_cluster_one_tenants_budgets_share_a_slot() -> TestResult {
     let server = RedisServer::start_cluster();
     let conn = Redis::connect(&server.url(), Duration::from_secs(2))?;
-    contract(Arc::new(RedisBudgets::on(conn)), "cluster").await
+    let store: Arc<dyn BudgetStore> = Arc::new(RedisBudgets::on(conn));
+    across_values(Arc::clone(&store), "cluster").await?;
+    contract(store, "cluster").await
 }

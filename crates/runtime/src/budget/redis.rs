@@ -4,10 +4,18 @@
 //! ([`settle`](src_compiler::procedure::budget::settle)) as written there; the contract tests
 //! run the same cases against this store and the memory one.
 //!
-//! Counters are named by [`KeySpace::budget`] and expire a window after their window ends.
+//! Counters are named by [`KeySpace::budget`] and expire a window after their window ends. A
+//! counter's hash tag is its `per` value, so on a Redis Cluster the budgets of one request
+//! whose `per` values differ live in different slots, which no one script may touch. Such a
+//! request is reserved one `per` value at a time, each in one atomic script, and then put right
+//! by the compiler's rule over all of them ([`Groups`]): a group that reserved although a
+//! refusing budget of another group acts gives its units back, and a group that refused on its
+//! own although an earlier budget of another group acts (and does not refuse) reserves again,
+//! with its limits checked again. No counter ever goes over its limit; a refusal reserves
+//! nothing once its give-back lands, which a concurrent request may see as use for that moment.
 
 use redis::Script;
-use src_compiler::procedure::budget::{BudgetAsk, BudgetUse};
+use src_compiler::procedure::budget::{settle, BudgetAsk, BudgetUse};
 
 use super::{BudgetStore, Counter};
 use crate::hooks::BoxFuture;
@@ -47,6 +55,14 @@ for i = 1, n do out[i] = tostring(used[i]) end
 return out
 ";
 
+/// KEYS: counters to give back to; ARGV: the amount of each.
+const RELEASE: &str = r"
+for i = 1, #KEYS do
+  redis.call('INCRBYFLOAT', KEYS[i], -tonumber(ARGV[i]))
+end
+return 1
+";
+
 const CHARGE: &str = r"
 redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -57,17 +73,148 @@ return 1
 pub struct RedisBudgets {
     conn: Redis,
     reserve: Script,
+    release: Script,
     charge: Script,
 }
 
 impl RedisBudgets {
     /// Budgets on `conn`, a link shared through [`crate::store::Links`].
     pub fn on(conn: Redis) -> RedisBudgets {
+        // Registered on the link: a node that lacks a script (a promoted replica) is sent
+        // its body.
         RedisBudgets {
+            reserve: conn.script(RESERVE),
+            release: conn.script(RELEASE),
+            charge: conn.script(CHARGE),
             conn,
-            reserve: Script::new(RESERVE),
-            charge: Script::new(CHARGE),
         }
+    }
+
+    /// Runs the reservation script over the asks at `indices` (all in one slot), each refusing
+    /// only when `refusing` and the ask does; answers each one's usage before it.
+    async fn reserve_in_slot(
+        &self,
+        asks: &[(BudgetAsk, Counter)],
+        indices: &[usize],
+        refusing: bool,
+        now_ms: u64,
+    ) -> Result<Vec<f64>, StoreError> {
+        let mut invocation = self.reserve.prepare_invoke();
+        for &i in indices {
+            let Some((ask, counter)) = asks.get(i) else {
+                continue;
+            };
+            invocation
+                .key(key(counter, now_ms))
+                .arg(ask.reserve)
+                .arg(ask.limit)
+                .arg(u8::from(refusing && ask.refuses))
+                .arg(expire_ms(counter, now_ms));
+        }
+        let mut conn = self.conn.connection();
+        let used: Vec<String> = self
+            .conn
+            .bounded("reserve", invocation.invoke_async(&mut conn))
+            .await?;
+        if used.len() != indices.len() {
+            return Err(StoreError::Corrupt(format!(
+                "{} budget counters answered for {} asked",
+                used.len(),
+                indices.len()
+            )));
+        }
+        used.iter().map(|u| number(u)).collect()
+    }
+
+    /// Gives back one reservation of each ask at `indices` (all in one slot).
+    async fn release(
+        &self,
+        asks: &[(BudgetAsk, Counter)],
+        indices: &[usize],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        if indices.is_empty() {
+            return Ok(());
+        }
+        let mut invocation = self.release.prepare_invoke();
+        for &i in indices {
+            if let Some((ask, counter)) = asks.get(i) {
+                invocation.key(key(counter, now_ms)).arg(ask.reserve);
+            }
+        }
+        let mut conn = self.conn.connection();
+        let _: i64 = self
+            .conn
+            .bounded("release", invocation.invoke_async(&mut conn))
+            .await?;
+        Ok(())
+    }
+
+    /// Reserves asks whose counters span several slots (see the module documentation).
+    async fn reserve_across_slots(
+        &self,
+        asks: &[(BudgetAsk, Counter)],
+        groups: &Groups,
+        now_ms: u64,
+    ) -> Result<Vec<f64>, StoreError> {
+        let all: Vec<BudgetAsk> = asks.iter().map(|(a, _)| a.clone()).collect();
+        let mut used = vec![0.0; asks.len()];
+        // What each group reserved on its own, as indices into `asks`.
+        let mut reserved: Vec<Vec<usize>> = Vec::with_capacity(groups.0.len());
+        for group in &groups.0 {
+            let found = match self.reserve_in_slot(asks, group, true, now_ms).await {
+                Ok(found) => found,
+                Err(err) => {
+                    // Nothing of a failed request stays reserved (as far as the store lets).
+                    for indices in &reserved {
+                        let _ = self.release(asks, indices, now_ms).await;
+                    }
+                    return Err(err);
+                }
+            };
+            let mine: Vec<BudgetAsk> = group.iter().map(|&i| all[i].clone()).collect();
+            for (&i, u) in group.iter().zip(&found) {
+                used[i] = *u;
+            }
+            let local = settle(&mine, &found);
+            reserved.push(local.reserve.iter().map(|&j| group[j]).collect());
+        }
+        let global = settle(&all, &used);
+        for (group, did) in groups.0.iter().zip(&reserved) {
+            let give_back: Vec<usize> = did
+                .iter()
+                .copied()
+                .filter(|i| !global.reserve.contains(i))
+                .collect();
+            self.release(asks, &give_back, now_ms).await?;
+            let missing: Vec<usize> = group
+                .iter()
+                .copied()
+                .filter(|i| global.reserve.contains(i) && !did.contains(i))
+                .collect();
+            if !missing.is_empty() {
+                // Checked against the limits again: a unit taken meanwhile is not overdrawn.
+                self.reserve_in_slot(asks, &missing, false, now_ms).await?;
+            }
+        }
+        Ok(used)
+    }
+}
+
+/// A request's asks grouped by `per` value (their hash tag, hence their slot), each group in
+/// declaration order, the groups in the order of their first ask.
+struct Groups(Vec<Vec<usize>>);
+
+impl Groups {
+    fn of(asks: &[(BudgetAsk, Counter)]) -> Groups {
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, (_, counter)) in asks.iter().enumerate() {
+            match groups.iter_mut().find(|(per, _)| *per == counter.per) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((&counter.per, vec![i])),
+            }
+        }
+        Groups(groups.into_iter().map(|(_, members)| members).collect())
     }
 }
 
@@ -96,40 +243,22 @@ impl BudgetStore for RedisBudgets {
             if asks.is_empty() {
                 return Ok(Vec::new());
             }
-            let mut invocation = self.reserve.prepare_invoke();
-            for (ask, counter) in asks {
-                invocation
-                    .key(key(counter, now_ms))
-                    .arg(ask.reserve)
-                    .arg(ask.limit)
-                    .arg(u8::from(ask.refuses))
-                    .arg(expire_ms(counter, now_ms));
-            }
-            let mut conn = self.conn.connection();
-            let used: Vec<String> = self
-                .conn
-                .bounded("reserve", invocation.invoke_async(&mut conn))
-                .await?;
-            if used.len() != asks.len() {
-                return Err(StoreError::Corrupt(format!(
-                    "{} budget counters answered for {} asked",
-                    used.len(),
-                    asks.len()
-                )));
-            }
-            asks.iter()
+            let groups = Groups::of(asks);
+            let used = match groups.0.as_slice() {
+                [one] => self.reserve_in_slot(asks, one, true, now_ms).await?,
+                _ => self.reserve_across_slots(asks, &groups, now_ms).await?,
+            };
+            Ok(asks
+                .iter()
                 .zip(used)
-                .map(|((ask, counter), used)| {
-                    let used = number(&used)?;
-                    Ok(BudgetUse {
-                        budget: ask.budget,
-                        used,
-                        limit: ask.limit,
-                        exceeded: src_compiler::procedure::budget::exceeded(ask, used),
-                        retry_after_s: counter.retry_after_s(now_ms),
-                    })
+                .map(|((ask, counter), used)| BudgetUse {
+                    budget: ask.budget,
+                    used,
+                    limit: ask.limit,
+                    exceeded: src_compiler::procedure::budget::exceeded(ask, used),
+                    retry_after_s: counter.retry_after_s(now_ms),
                 })
-                .collect()
+                .collect())
         })
     }
 
