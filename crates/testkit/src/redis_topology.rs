@@ -110,8 +110,9 @@ fn launch(
         }
         if !exited {
             let _ = child.kill();
-            let _ = child.wait();
         }
+        // Reaps it (an exited child's status is already kept: `wait` returns it).
+        let _ = child.wait();
         let tail = std::fs::read_to_string(&log).unwrap_or_default();
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();
         logs.push_str(&format!("\n  port {port}: {}", tail.join(" | ")));
