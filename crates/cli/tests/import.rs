@@ -74,11 +74,16 @@ fn a_litellm_config_becomes_a_checked_policy_whose_tests_pass() {
     let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
     // Deployments of one name: the first, then the others and the fallback names, in order.
     assert!(
-        policy.contains("to qwen_qwen3_0_6b else qwen_qwen3_0_6b_2, gpt_4o, claude_3_5_sonnet_20241022"),
+        policy.contains(
+            "to qwen_qwen3_0_6b else qwen_qwen3_0_6b_2, gpt_4o, claude_3_5_sonnet_20241022"
+        ),
         "{policy}"
     );
     assert!(policy.contains("when body(\"model\") == \"smart\" or body(\"model\") == \"gpt-4\""));
-    assert!(policy.contains("url = \"http://127.0.0.1:11434/v1\""), "ollama gets its /v1");
+    assert!(
+        policy.contains("url = \"http://127.0.0.1:11434/v1\""),
+        "ollama gets its /v1"
+    );
     assert!(policy.contains("api = anthropic"));
     assert!(policy.contains("cooldown_after = 2"));
     assert!(policy.contains("cooldown = 45s"));
@@ -109,7 +114,10 @@ fn a_litellm_config_becomes_a_checked_policy_whose_tests_pass() {
             .find(|l| l.contains(&at) && l.contains(what))
             .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
         assert!(stderr.contains(&at), "{at} not on stderr: {stderr}");
-        assert!(row.split('|').count() >= 4, "a table row with a reason: {row}");
+        assert!(
+            row.split('|').count() >= 4,
+            "a table row with a reason: {row}"
+        );
     }
     assert!(migration.contains("10 passed, 0 failed"), "{migration}");
 }
@@ -170,7 +178,10 @@ fn bad_input_is_refused_with_a_reason() {
         (&no_list, "no `model_list`"),
         (&broken, "is not valid YAML"),
         (&empty, "empty.yaml:1: `model_list` is empty"),
-        (&nameless, "nameless.yaml:2: a `model_list` entry has no `model_name`"),
+        (
+            &nameless,
+            "nameless.yaml:2: a `model_list` entry has no `model_name`",
+        ),
     ] {
         src()
             .args(["import", "litellm"])

@@ -127,14 +127,36 @@ router_settings:
         assert_eq!(line_of(TEXT, &[Key("model_list"), Index(0)]), 2);
         assert_eq!(line_of(TEXT, &[Key("model_list"), Index(1)]), 6);
         assert_eq!(
-            line_of(TEXT, &[Key("model_list"), Index(1), Key("litellm_params"), Key("rpm")]),
+            line_of(
+                TEXT,
+                &[
+                    Key("model_list"),
+                    Index(1),
+                    Key("litellm_params"),
+                    Key("rpm")
+                ]
+            ),
             9
         );
-        assert_eq!(line_of(TEXT, &[Key("model_list"), Index(0), Key("model_name")]), 2);
-        assert_eq!(line_of(TEXT, &[Key("router_settings"), Key("routing_strategy")]), 11);
+        assert_eq!(
+            line_of(TEXT, &[Key("model_list"), Index(0), Key("model_name")]),
+            2
+        );
+        assert_eq!(
+            line_of(TEXT, &[Key("router_settings"), Key("routing_strategy")]),
+            11
+        );
         // `rpm` is not in the first item: the search stops at its end, at the deepest match.
         assert_eq!(
-            line_of(TEXT, &[Key("model_list"), Index(0), Key("litellm_params"), Key("rpm")]),
+            line_of(
+                TEXT,
+                &[
+                    Key("model_list"),
+                    Index(0),
+                    Key("litellm_params"),
+                    Key("rpm")
+                ]
+            ),
             3
         );
     }

@@ -10,7 +10,7 @@
 pub mod emit;
 pub mod lines;
 pub mod litellm;
-
+pub mod vsr;
 
 use std::path::PathBuf;
 

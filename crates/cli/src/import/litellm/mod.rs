@@ -189,10 +189,18 @@ fn deployment(
 ) -> Result<Option<Deployment>, ImportError> {
     let line = ctx.line(at);
     let Some(entry) = entry.as_mapping() else {
-        return Err(shape(ctx.file, line, "a `model_list` entry is not a mapping"));
+        return Err(shape(
+            ctx.file,
+            line,
+            "a `model_list` entry is not a mapping",
+        ));
     };
     let Some(group) = string(entry, "model_name") else {
-        return Err(shape(ctx.file, line, "a `model_list` entry has no `model_name`"));
+        return Err(shape(
+            ctx.file,
+            line,
+            "a `model_list` entry has no `model_name`",
+        ));
     };
     let Some(params) = entry.get("litellm_params").and_then(Value::as_mapping) else {
         return Err(shape(
@@ -329,7 +337,10 @@ fn backend_of(
             note = Some(format!(
                 "DECIDE: `{group}` reads its URL from `{base}`; write that URL here"
             ));
-            format!("https://{}.invalid/v1", ident(group).to_lowercase().replace('_', "-"))
+            format!(
+                "https://{}.invalid/v1",
+                ident(group).to_lowercase().replace('_', "-")
+            )
         }
         Some(base) => {
             let base = base.trim_end_matches('/').to_string();
@@ -340,8 +351,7 @@ fn backend_of(
                         .to_string(),
                 );
                 format!("{base}/openai/v1")
-            } else if matches!(provider.prefix, "ollama" | "ollama_chat")
-                && !base.ends_with("/v1")
+            } else if matches!(provider.prefix, "ollama" | "ollama_chat") && !base.ends_with("/v1")
             {
                 format!("{base}/v1")
             } else {
@@ -360,8 +370,13 @@ fn backend_of(
                         provider.prefix
                     ),
                 );
-                note = Some(format!("DECIDE: `{group}` has no `api_base`; write its URL here"));
-                format!("https://{}.invalid/v1", ident(group).to_lowercase().replace('_', "-"))
+                note = Some(format!(
+                    "DECIDE: `{group}` has no `api_base`; write its URL here"
+                ));
+                format!(
+                    "https://{}.invalid/v1",
+                    ident(group).to_lowercase().replace('_', "-")
+                )
             }
         },
     };
@@ -441,7 +456,9 @@ fn write_policy(
             let _ = writeln!(p, "  context = {c}");
         }
         if let Some(c) = d.cost {
-            p.push_str("  # LiteLLM's input price per token, times 1000 (the price per 1k tokens)\n");
+            p.push_str(
+                "  # LiteLLM's input price per token, times 1000 (the price per 1k tokens)\n",
+            );
             let _ = writeln!(p, "  cost = {}", short_float(c));
         }
         p.push_str("}\n\n");

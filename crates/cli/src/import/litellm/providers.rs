@@ -41,8 +41,16 @@ const fn foreign(prefix: &'static str) -> Provider {
 }
 
 pub const PROVIDERS: &[Provider] = &[
-    p("openai", Some("https://api.openai.com/v1"), Some("OPENAI_API_KEY")),
-    p("text-completion-openai", Some("https://api.openai.com/v1"), Some("OPENAI_API_KEY")),
+    p(
+        "openai",
+        Some("https://api.openai.com/v1"),
+        Some("OPENAI_API_KEY"),
+    ),
+    p(
+        "text-completion-openai",
+        Some("https://api.openai.com/v1"),
+        Some("OPENAI_API_KEY"),
+    ),
     p("custom_openai", None, None),
     p("openai_like", None, None),
     p("hosted_vllm", None, None),
@@ -59,22 +67,62 @@ pub const PROVIDERS: &[Provider] = &[
         key_env: Some("ANTHROPIC_API_KEY"),
         compatible: true,
     },
-    p("groq", Some("https://api.groq.com/openai/v1"), Some("GROQ_API_KEY")),
-    p("mistral", Some("https://api.mistral.ai/v1"), Some("MISTRAL_API_KEY")),
-    p("deepseek", Some("https://api.deepseek.com/v1"), Some("DEEPSEEK_API_KEY")),
-    p("together_ai", Some("https://api.together.xyz/v1"), Some("TOGETHERAI_API_KEY")),
-    p("openrouter", Some("https://openrouter.ai/api/v1"), Some("OPENROUTER_API_KEY")),
-    p("fireworks_ai", Some("https://api.fireworks.ai/inference/v1"), Some("FIREWORKS_AI_API_KEY")),
+    p(
+        "groq",
+        Some("https://api.groq.com/openai/v1"),
+        Some("GROQ_API_KEY"),
+    ),
+    p(
+        "mistral",
+        Some("https://api.mistral.ai/v1"),
+        Some("MISTRAL_API_KEY"),
+    ),
+    p(
+        "deepseek",
+        Some("https://api.deepseek.com/v1"),
+        Some("DEEPSEEK_API_KEY"),
+    ),
+    p(
+        "together_ai",
+        Some("https://api.together.xyz/v1"),
+        Some("TOGETHERAI_API_KEY"),
+    ),
+    p(
+        "openrouter",
+        Some("https://openrouter.ai/api/v1"),
+        Some("OPENROUTER_API_KEY"),
+    ),
+    p(
+        "fireworks_ai",
+        Some("https://api.fireworks.ai/inference/v1"),
+        Some("FIREWORKS_AI_API_KEY"),
+    ),
     p("xai", Some("https://api.x.ai/v1"), Some("XAI_API_KEY")),
-    p("perplexity", Some("https://api.perplexity.ai"), Some("PERPLEXITYAI_API_KEY")),
-    p("deepinfra", Some("https://api.deepinfra.com/v1/openai"), Some("DEEPINFRA_API_KEY")),
+    p(
+        "perplexity",
+        Some("https://api.perplexity.ai"),
+        Some("PERPLEXITYAI_API_KEY"),
+    ),
+    p(
+        "deepinfra",
+        Some("https://api.deepinfra.com/v1/openai"),
+        Some("DEEPINFRA_API_KEY"),
+    ),
     p(
         "gemini",
         Some("https://generativelanguage.googleapis.com/v1beta/openai"),
         Some("GEMINI_API_KEY"),
     ),
-    p("nvidia_nim", Some("https://integrate.api.nvidia.com/v1"), Some("NVIDIA_NIM_API_KEY")),
-    p("cerebras", Some("https://api.cerebras.ai/v1"), Some("CEREBRAS_API_KEY")),
+    p(
+        "nvidia_nim",
+        Some("https://integrate.api.nvidia.com/v1"),
+        Some("NVIDIA_NIM_API_KEY"),
+    ),
+    p(
+        "cerebras",
+        Some("https://api.cerebras.ai/v1"),
+        Some("CEREBRAS_API_KEY"),
+    ),
     foreign("bedrock"),
     foreign("bedrock_converse"),
     foreign("vertex_ai"),

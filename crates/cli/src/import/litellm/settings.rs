@@ -96,7 +96,9 @@ pub fn read(ctx: &Ctx<'_>, root: &Mapping, out: &mut Translation) -> Settings {
                     "the router checks no master key: each backend forwards or drops the \
                      client's credentials (`client_auth`) and uses its own `api_key`"
                 }
-                "database_url" | "store_model_in_db" => "the router keeps no database of keys or spend",
+                "database_url" | "store_model_in_db" => {
+                    "the router keeps no database of keys or spend"
+                }
                 _ => "no counterpart in a policy",
             };
             let line = ctx.line(&[Step::Key("general_settings"), Step::Key(key)]);
@@ -167,9 +169,14 @@ fn read_fallbacks(
     for (i, entry) in list.iter().enumerate() {
         let line = ctx.line(&[at, &[Step::Index(i)]].concat());
         for (group, targets) in entry.as_mapping().into_iter().flatten() {
-            let Some(group) = group.as_str() else { continue };
+            let Some(group) = group.as_str() else {
+                continue;
+            };
             let targets: Vec<String> = match targets {
-                Value::Sequence(s) => s.iter().filter_map(|t| t.as_str().map(str::to_string)).collect(),
+                Value::Sequence(s) => s
+                    .iter()
+                    .filter_map(|t| t.as_str().map(str::to_string))
+                    .collect(),
                 Value::String(t) => vec![t.clone()],
                 _ => Vec::new(),
             };
