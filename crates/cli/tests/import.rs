@@ -215,3 +215,141 @@ fn bad_input_is_refused_with_a_reason() {
         .success();
     assert!(full.join("keep.txt").exists() && full.join("policy.sr").exists());
 }
+
+#[test]
+fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
+    let recipe = fixture("vsr/support");
+    let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 0);
+    let out = dir.path().join("out");
+    // Eleven probes and one of the recipe's own TEST entries translate.
+    verified(&out, 12);
+    let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
+    for expected in [
+        // keyword methods, operators and case
+        r#"signal injection_markers = contains(prompt, ["ignore previous instructions", "reveal the system prompt"])"#,
+        r#"signal refund_and_invoice = contains(prompt, ["refund"]) and contains(prompt, ["invoice"])"#,
+        r#"signal no_thanks = not (contains(prompt, ["thanks"]))"#,
+        r#"signal case_acronym = matches(prompt, "\\bSLA\\b")"#,
+        r#"signal ticket_ids = matches(prompt, "[A-Z]{3}-[0-9]{4}")"#,
+        r#"signal api_docs = bm25(prompt, ["endpoint", "api", "sdk"]) > 0.5"#,
+        r#"signal deploy_words = fuzzy(prompt, ["deployment"], 0.75)"#,
+        r#"signal urgent_typos = fuzzy(prompt, ["urgent", "outage"], 0.8)"#,
+        // counts, language, shapes, headers
+        "signal long_context = tokens(history) >= 8000 and tokens(history) <= 256000",
+        "signal zh = language(prompt) is zh",
+        r#"signal many_questions = count(prompt, "[?]") >= 3"#,
+        r#"signal override_dense = density(prompt, ["ignore", "override"]) > 0.2"#,
+        r#"signal steps = sequence(prompt, ["first", "then"])"#,
+        "signal has_tools = request.tools > 0",
+        r#"header("x-authz-user-id") == "alice""#,
+        r#"signal gold_tenant = header("x-tenant-tier") == "gold""#,
+        // model-backed signals onto declarations with placeholder paths
+        "classifier domain_classifier {",
+        "labels = [math, computer_science, other]",
+        "signal math = domain is math",
+        "guard jailbreak_guard {",
+        "signal jb_guard = jailbreak_guard(prompt) >= 0.7",
+        "encoder embedder {",
+        r#"similarity(embedder, prompt, ["How do I update my card?", "Why was I charged twice?"]) >= 0.8"#,
+        r#"signal pii_any = pii(prompt, ["email", "phone", "credit_card", "iban", "us_ssn"])"#,
+        // decisions: priorities, trees, fallbacks, plugins, default, models
+        "route injection priority 400 {",
+        "when code_terms and not smalltalk or many_questions or steps",
+        "to local_coder else cloud_strong",
+        r#"tools = only ["run_tests", "search_code"]"#,
+        "tools = none",
+        r#"system_prompt = "Answer from the product documentation.""#,
+        "reasoning = high",
+        "route default {",
+        r#"aliases = ["local/small"]"#,
+        r#"serves = "Qwen/Qwen3-0.6B""#,
+        r#"names = ["auto", "support/auto"]"#,
+        "given domain = math",
+        "# DECIDE:",
+    ] {
+        assert!(policy.contains(expected), "missing `{expected}` in:\n{policy}");
+    }
+    // Untranslated decisions take their probes with them; nothing is expected of them.
+    assert!(!policy.contains("route vision") && !policy.contains("route scored"));
+    assert!(policy.contains("api_key = env(\"ANTHROPIC_API_KEY\")"));
+    assert!(policy.contains("api_key = env(\"CLOUD_STRONG_API_KEY\")"));
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    for (at, what) in [
+        ("config.yaml:23", "api key of `cloud/strong`"),
+        ("recipe.dsl:86", "SIGNAL conversation has_images"),
+        ("recipe.dsl:113", "SIGNAL complexity hard_task"),
+        ("recipe.dsl:119", "PROJECTION score risk_score"),
+        ("recipe.dsl:126", "ROUTE vision"),
+        ("recipe.dsl:147", "PLUGIN router_replay"),
+        ("recipe.dsl:165", "ALGORITHM confidence"),
+        ("recipe.dsl:206", "ROUTE scored"),
+        ("recipe.dsl:224", "TEST `hello there`"),
+        ("probes.yaml:83", "probe `risky/roleplay`"),
+        ("probes.yaml:91", "probe `vision/picture`"),
+    ] {
+        let row = migration
+            .lines()
+            .find(|l| l.contains(at) && l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
+        assert!(stderr.contains(at), "{at} not on stderr");
+        let _ = row;
+    }
+    // A probe reaching a model-backed signal it states nothing about is listed, not guessed.
+    let risky = migration
+        .lines()
+        .find(|l| l.contains("risky/roleplay"))
+        .expect("the risky probe is listed");
+    assert!(risky.contains("domain_classifier"), "{risky}");
+    // The literal key never appears.
+    for (path, text) in files(&out) {
+        assert!(!text.contains("never-copy"), "a secret in {}", path.display());
+    }
+    assert!(!stderr.contains("never-copy"));
+}
+
+#[test]
+fn a_recipe_file_is_read_with_the_files_beside_it() {
+    let dsl = fixture("vsr/support/recipe.dsl");
+    let (dir, _) = import(&["vsr", dsl.to_str().expect("utf-8 path")], 0);
+    verified(&dir.path().join("out"), 12);
+}
+
+#[test]
+fn a_probe_the_translation_disagrees_with_fails_the_import() {
+    let recipe = fixture("vsr/mismatch");
+    let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 1);
+    assert!(stderr.contains("FAIL `code_no_code_words`"), "{stderr}");
+    let out = dir.path().join("out");
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    assert!(migration.contains("0 passed, 2 failed"), "{migration}");
+    assert!(migration.contains("FAIL `code_no_code_words`"));
+    src().arg("test").arg(&out).assert().code(1);
+}
+
+#[test]
+fn a_bad_recipe_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    src()
+        .args(["import", "vsr"])
+        .arg(dir.path())
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(contains("no recipe"));
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).expect("mkdir");
+    std::fs::write(
+        broken.join("recipe.dsl"),
+        "MODEL m { }\nROUTE r {\n  PRIORITY high\n}\n",
+    )
+    .expect("write");
+    src()
+        .args(["import", "vsr"])
+        .arg(&broken)
+        .arg("--out")
+        .arg(dir.path().join("out2"))
+        .assert()
+        .code(2)
+        .stderr(contains("recipe.dsl:3: expected a number after PRIORITY"));
+}

@@ -82,12 +82,13 @@ fn find_item(lines: &[&str], from: usize, parent: isize, index: usize) -> Option
         let Some((indent, _, _)) = content(line) else {
             continue;
         };
-        if i > from && indent as isize <= parent {
-            return None;
-        }
         let trimmed = line.trim_start();
         let is_item = trimmed.starts_with("- ") || trimmed == "-";
-        if !is_item {
+        // A list may sit at its key's own indentation (`models:` then `- name: ..`).
+        if i > from && ((indent as isize) < parent || (indent as isize == parent && !is_item)) {
+            return None;
+        }
+        if !is_item || (indent as isize) < parent {
             continue;
         }
         let at = *item_indent.get_or_insert(indent);
@@ -119,6 +120,16 @@ model_list:
 router_settings:
   routing_strategy: least-busy
 ";
+
+    #[test]
+    fn finds_items_of_a_list_at_its_keys_indentation() {
+        use Step::*;
+        let text = "providers:\n  models:\n  - name: a\n    refs:\n    - key: x\n  - name: b\n    refs:\n    - key: y\n  other: 1\n";
+        assert_eq!(line_of(text, &[Key("providers"), Key("models"), Index(1)]), 6);
+        let path = [Key("providers"), Key("models"), Index(1), Key("refs"), Index(0), Key("key")];
+        assert_eq!(line_of(text, &path), 8);
+        assert_eq!(line_of(text, &[Key("providers"), Key("models"), Index(2)]), 2);
+    }
 
     #[test]
     fn finds_keys_inside_list_items() {

@@ -486,10 +486,13 @@ impl Parser<'_> {
                 _ => return self.fail("expected a route statement"),
             };
             match word.as_str() {
-                "PRIORITY" => match self.next()? {
-                    Tok::Num(n) => route.priority = Some(n as i64),
-                    _ => return self.fail("expected a number after PRIORITY"),
-                },
+                "PRIORITY" => {
+                    let at = self.line();
+                    match self.next()? {
+                        Tok::Num(n) => route.priority = Some(n as i64),
+                        _ => return Err(error(self.file, at, "expected a number after PRIORITY")),
+                    }
+                }
                 "TIER" => {
                     self.next()?;
                     route.other.push(("TIER".to_string(), at));
