@@ -267,7 +267,10 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
         "given domain = math",
         "# DECIDE:",
     ] {
-        assert!(policy.contains(expected), "missing `{expected}` in:\n{policy}");
+        assert!(
+            policy.contains(expected),
+            "missing `{expected}` in:\n{policy}"
+        );
     }
     // Untranslated decisions take their probes with them; nothing is expected of them.
     assert!(!policy.contains("route vision") && !policy.contains("route scored"));
@@ -302,7 +305,11 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
     assert!(risky.contains("domain_classifier"), "{risky}");
     // The literal key never appears.
     for (path, text) in files(&out) {
-        assert!(!text.contains("never-copy"), "a secret in {}", path.display());
+        assert!(
+            !text.contains("never-copy"),
+            "a secret in {}",
+            path.display()
+        );
     }
     assert!(!stderr.contains("never-copy"));
 }

@@ -100,7 +100,7 @@ pub fn float(x: f64) -> String {
 
 /// A duration literal for `ms` milliseconds, in whole seconds when it is some.
 pub fn duration_ms(ms: u64) -> String {
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")

@@ -125,10 +125,23 @@ router_settings:
     fn finds_items_of_a_list_at_its_keys_indentation() {
         use Step::*;
         let text = "providers:\n  models:\n  - name: a\n    refs:\n    - key: x\n  - name: b\n    refs:\n    - key: y\n  other: 1\n";
-        assert_eq!(line_of(text, &[Key("providers"), Key("models"), Index(1)]), 6);
-        let path = [Key("providers"), Key("models"), Index(1), Key("refs"), Index(0), Key("key")];
+        assert_eq!(
+            line_of(text, &[Key("providers"), Key("models"), Index(1)]),
+            6
+        );
+        let path = [
+            Key("providers"),
+            Key("models"),
+            Index(1),
+            Key("refs"),
+            Index(0),
+            Key("key"),
+        ];
         assert_eq!(line_of(text, &path), 8);
-        assert_eq!(line_of(text, &[Key("providers"), Key("models"), Index(2)]), 2);
+        assert_eq!(
+            line_of(text, &[Key("providers"), Key("models"), Index(2)]),
+            2
+        );
     }
 
     #[test]

@@ -177,7 +177,10 @@ const READ_PARAMS: &[&str] = &[
     "input_cost_per_token",
 ];
 
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the namespaces and tables one deployment adds to, each its own"
+)]
 fn deployment(
     ctx: &Ctx<'_>,
     at: &[Step<'_>],

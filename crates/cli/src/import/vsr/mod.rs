@@ -454,7 +454,10 @@ pub struct RouteOut {
     pub route: String,
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the recipe's parts a decision is resolved against, each its own"
+)]
 fn write_routes(
     file: &str,
     recipe: &syntax::Recipe,
@@ -658,7 +661,7 @@ fn write_target(
     p: &mut String,
     chain: &[String],
     effort: Option<&str>,
-    plugins: &[(String, Vec<(String, Val)>, usize)],
+    plugins: &[syntax::PluginRef],
     file: &str,
     route: &str,
     out: &mut Translation,

@@ -60,6 +60,9 @@ pub fn get<'a>(fields: &'a [(String, Val)], key: &str) -> Option<&'a Val> {
     fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
+/// A route's `PLUGIN name { fields }`, with its line.
+pub type PluginRef = (String, Vec<(String, Val)>, usize);
+
 /// A boolean tree of signal references.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -101,7 +104,7 @@ pub struct Route {
     pub when: Option<Expr>,
     pub models: Vec<ModelRef>,
     /// `PLUGIN name { fields }` references.
-    pub plugins: Vec<(String, Vec<(String, Val)>, usize)>,
+    pub plugins: Vec<PluginRef>,
     /// Statements with no counterpart: (what, line).
     pub other: Vec<(String, usize)>,
 }
