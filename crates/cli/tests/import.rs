@@ -221,8 +221,8 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
     let recipe = fixture("vsr/support");
     let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 0);
     let out = dir.path().join("out");
-    // Eleven probes and one of the recipe's own TEST entries translate.
-    verified(&out, 12);
+    // Twelve probes and one of the recipe's own TEST entries translate.
+    verified(&out, 13);
     let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
     for expected in [
         // keyword methods, operators and case
@@ -265,6 +265,11 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
         r#"serves = "Qwen/Qwen3-0.6B""#,
         r#"names = ["auto", "support/auto"]"#,
         "given domain = math",
+        // a knowledge base's best match onto a classifier over its labels
+        "classifier support_kb_classifier {",
+        "labels = [billing, shipping]",
+        "signal best_billing = support_kb is billing",
+        "given domain = other, support_kb = billing",
         "# DECIDE:",
     ] {
         assert!(
@@ -295,14 +300,17 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
             .find(|l| l.contains(at) && l.contains(what))
             .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
         assert!(stderr.contains(at), "{at} not on stderr");
-        let _ = row;
+        assert!(row.starts_with('|'), "a table row: {row}");
     }
     // A probe reaching a model-backed signal it states nothing about is listed, not guessed.
     let risky = migration
         .lines()
         .find(|l| l.contains("risky/roleplay"))
         .expect("the risky probe is listed");
-    assert!(risky.contains("domain_classifier"), "{risky}");
+    assert!(
+        risky.contains("reaches") && risky.contains("states no value"),
+        "{risky}"
+    );
     // The literal key never appears.
     for (path, text) in files(&out) {
         assert!(
@@ -318,7 +326,7 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
 fn a_recipe_file_is_read_with_the_files_beside_it() {
     let dsl = fixture("vsr/support/recipe.dsl");
     let (dir, _) = import(&["vsr", dsl.to_str().expect("utf-8 path")], 0);
-    verified(&dir.path().join("out"), 12);
+    verified(&dir.path().join("out"), 13);
 }
 
 #[test]

@@ -148,7 +148,7 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             Some(u) => (u, None),
             None => {
                 out.skip(
-                    files.config.as_ref().map_or(&dsl_file, |_| &dsl_file),
+                    &dsl_file,
                     recipe
                         .models
                         .iter()
@@ -157,14 +157,14 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
                     format!("MODEL {name}"),
                     "no endpoint for it in config.yaml: its backend URL is a placeholder",
                 );
+                // One placeholder for them all: the backends are unknown, not different.
                 (
-                    format!(
-                        "https://{}.invalid/v1",
-                        ident(name).to_lowercase().replace('_', "-")
+                    "https://placeholder.invalid/v1".to_string(),
+                    Some(
+                        "DECIDE: where the models that config.yaml gives no endpoint are served;\n\
+                         write the URL here (or give each its own backend)."
+                            .to_string(),
                     ),
-                    Some(format!(
-                        "DECIDE: where `{name}` is served; write its URL here."
-                    )),
                 )
             }
         };

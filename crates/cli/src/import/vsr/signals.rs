@@ -2,8 +2,9 @@
 //! (keyword methods onto `contains`/`matches`/`fuzzy`/`bm25`, context onto `tokens`, language,
 //! structure and conversation shapes, authz onto `header`, PII onto the built-in recognizers);
 //! model-backed ones become declarations whose model paths are placeholders (`domain` → one
-//! `classifier` with every domain as a label, `jailbreak` → a `guard`, `embedding` → one
-//! `encoder` and `similarity` over the candidates). The rest is reported.
+//! `classifier` with every domain as a label, a knowledge base's best match → a `classifier`
+//! over its labels, `jailbreak` → a `guard`, `embedding` → one `encoder` and `similarity` over
+//! the candidates). The rest is reported.
 
 use super::syntax::{get, Signal, Val};
 use crate::import::emit::{comment, float, quote, quote_list, Names};
@@ -69,6 +70,7 @@ pub fn translate(
         let _ = writeln!(models, "signal {signal} = {classifier}(prompt)\n");
         Some(signal)
     };
+    let kbs = knowledge_bases(signals, names, &mut models);
     let mut guard: Option<String> = None;
     let mut encoder: Option<String> = None;
     let mut body = String::new();
@@ -129,6 +131,17 @@ pub fn translate(
                     None,
                 )
             }),
+            "kb" => match kb_label(f) {
+                Some(label) => {
+                    let kb = get(f, "kb").and_then(Val::as_str).unwrap_or_default();
+                    kbs.get(kb)
+                        .map(|(_, signal)| (format!("{signal} is {label}"), None))
+                }
+                None => {
+                    skip("only a knowledge base's best match (`match: \"best\"`) has a counterpart: a classifier's top label");
+                    None
+                }
+            },
             "jailbreak" => {
                 let guard = guard.get_or_insert_with(|| {
                     let name = names.fresh("jailbreak_guard");
@@ -205,6 +218,12 @@ pub fn translate(
             "domain" => domain
                 .as_ref()
                 .map(|d| (d.clone(), crate::import::emit::ident(&g.name))),
+            "kb" => {
+                let kb = get(f, "kb").and_then(Val::as_str).unwrap_or_default();
+                kbs.get(kb)
+                    .zip(kb_label(f))
+                    .map(|((_, signal), label)| (signal.clone(), label))
+            }
             "jailbreak" | "embedding" => Some((ident.clone(), "true".to_string())),
             _ => None,
         };
@@ -212,6 +231,58 @@ pub fn translate(
     }
     s.text = format!("{models}{body}");
     s
+}
+
+/// The label a `kb` signal's best match must be (`target.value`), when it reads the best match.
+fn kb_label(f: &[(String, Val)]) -> Option<String> {
+    let best = get(f, "match").and_then(Val::as_str).unwrap_or("best") == "best";
+    let value = get(f, "target")?.get("value")?.as_str()?;
+    best.then(|| crate::import::emit::ident(value))
+}
+
+/// One classifier per knowledge base the recipe's `kb` signals read, its labels their targets:
+/// kb name → (classifier, the signal holding its top label).
+fn knowledge_bases(
+    signals: &[Signal],
+    names: &mut Names,
+    models: &mut String,
+) -> HashMap<String, (String, String)> {
+    let mut labels: Vec<(String, Vec<String>)> = Vec::new();
+    for g in signals.iter().filter(|g| g.kind == "kb") {
+        let (Some(kb), Some(label)) = (
+            get(&g.decl.fields, "kb").and_then(Val::as_str),
+            kb_label(&g.decl.fields),
+        ) else {
+            continue;
+        };
+        match labels.iter_mut().find(|(k, _)| k == kb) {
+            Some((_, l)) if !l.contains(&label) => l.push(label),
+            Some(_) => {}
+            None => labels.push((kb.to_string(), vec![label])),
+        }
+    }
+    let mut out = HashMap::new();
+    for (kb, labels) in labels {
+        let classifier = names.fresh(&format!("{kb}_classifier"));
+        let signal = names.fresh(&kb);
+        models.push_str(&comment(
+            "",
+            &format!(
+                "DECIDE: the knowledge base `{kb}` answered with its best-matching label; a\n\
+                 classifier over the same labels stands in for it (docs/models.md). Labels the\n\
+                 recipe never names are missing here: add them as the model has them."
+            ),
+        ));
+        let _ = writeln!(
+            models,
+            "classifier {classifier} {{ path = \"models/{}\"  labels = [{}] }}",
+            crate::import::emit::ident(&kb),
+            labels.join(", ")
+        );
+        let _ = writeln!(models, "signal {signal} = {classifier}(prompt)\n");
+        out.insert(kb, (classifier, signal));
+    }
+    out
 }
 
 type Out = Result<(String, Option<String>), String>;
