@@ -221,8 +221,8 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
     let recipe = fixture("vsr/support");
     let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 0);
     let out = dir.path().join("out");
-    // Twelve probes and one of the recipe's own TEST entries translate.
-    verified(&out, 13);
+    // Thirteen probes and one of the recipe's own TEST entries translate.
+    verified(&out, 14);
     let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
     for expected in [
         // keyword methods, operators and case
@@ -280,6 +280,9 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
     // Untranslated decisions take their probes with them; nothing is expected of them.
     assert!(!policy.contains("route vision") && !policy.contains("route scored"));
     assert!(policy.contains("api_key = env(\"ANTHROPIC_API_KEY\")"));
+    // A repeated query (a long input) goes into a request file.
+    let long = std::fs::read_to_string(out.join("requests/long_long_paste.json")).expect("request");
+    assert_eq!(long.matches("Please read this long log line.").count(), 1100);
     assert!(policy.contains("api_key = env(\"CLOUD_STRONG_API_KEY\")"));
     let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
     for (at, what) in [
@@ -326,7 +329,7 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
 fn a_recipe_file_is_read_with_the_files_beside_it() {
     let dsl = fixture("vsr/support/recipe.dsl");
     let (dir, _) = import(&["vsr", dsl.to_str().expect("utf-8 path")], 0);
-    verified(&dir.path().join("out"), 13);
+    verified(&dir.path().join("out"), 14);
 }
 
 #[test]

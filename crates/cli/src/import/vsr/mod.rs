@@ -210,13 +210,24 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
         );
     }
     let sigs = signals::translate(&dsl_file, &recipe.signals, &mut names, &mut out);
-    let entry_names: Vec<String> = recipe
-        .entrypoints
-        .first()
-        .and_then(|e| get(&e.fields, "name"))
-        .and_then(Val::as_str)
-        .map(|n| vec!["auto".to_string(), n.to_string()])
-        .unwrap_or_default();
+    // The names clients send to ask for the recipe: an entrypoint's `name` or `model_names`.
+    let mut entry_names: Vec<String> = Vec::new();
+    if let Some(e) = recipe.entrypoints.first() {
+        let named = get(&e.fields, "name")
+            .and_then(Val::as_str)
+            .map(str::to_string);
+        let listed = get(&e.fields, "model_names")
+            .map(Val::strings)
+            .unwrap_or_default();
+        for n in std::iter::once("auto".to_string())
+            .chain(named)
+            .chain(listed)
+        {
+            if !entry_names.contains(&n) {
+                entry_names.push(n);
+            }
+        }
+    }
 
     let mut p = String::new();
     p.push_str(&comment(

@@ -118,8 +118,16 @@ pub fn translate(
             let query = v.get("query").and_then(Value::as_str);
             let messages = v.get("messages").and_then(Value::as_sequence);
             let tools = v.get("tools").and_then(Value::as_sequence);
+            // `repeat: N` sends the query N times over (a long input), space-separated.
+            let repeated = v
+                .get("repeat")
+                .and_then(Value::as_u64)
+                .filter(|n| *n > 1)
+                .zip(query)
+                .map(|(n, q)| vec![q; n as usize].join(" "));
+            let query = repeated.as_deref().or(query);
             match (query, messages) {
-                (Some(q), None) if tools.is_none() => {
+                (Some(q), None) if tools.is_none() && repeated.is_none() => {
                     let _ = writeln!(body, "  prompt = {}", quote(q));
                 }
                 (q, m) => {
