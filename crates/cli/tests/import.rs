@@ -282,7 +282,10 @@ fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
     assert!(policy.contains("api_key = env(\"ANTHROPIC_API_KEY\")"));
     // A repeated query (a long input) goes into a request file.
     let long = std::fs::read_to_string(out.join("requests/long_long_paste.json")).expect("request");
-    assert_eq!(long.matches("Please read this long log line.").count(), 1100);
+    assert_eq!(
+        long.matches("Please read this long log line.").count(),
+        1100
+    );
     assert!(policy.contains("api_key = env(\"CLOUD_STRONG_API_KEY\")"));
     let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
     for (at, what) in [
