@@ -18,6 +18,8 @@
 //! - [`cmd::calibrate`]: `src calibrate`: fit score thresholds on labelled requests, judged on a
 //!   held-out split against cost-matched static baselines.
 //! - [`cmd::whatif`]: `src whatif`: recorded traffic decided again under another policy.
+//! - [`cmd::import`]: `src import`: a LiteLLM config or a vLLM Semantic Router recipe as a
+//!   policy, verified; the translators are in [`import`].
 //! - [`cmd::policy`]: loading and checking a policy for `test`, `explain` and `serve`.
 //! - [`output`]: the colour choice and the `--format` switch the commands share, and the
 //!   writing to standard output and error that every command does.
@@ -37,6 +39,7 @@ mod output;
 mod ci_report;
 mod cmd;
 mod discover;
+mod import;
 
 use clap::{Parser, Subcommand};
 
@@ -83,6 +86,8 @@ enum Command {
     Calibrate(cmd::calibrate::Args),
     /// Decide the requests `src serve --record` recorded again under another policy.
     Whatif(cmd::whatif::Args),
+    /// Translate a LiteLLM config or a vLLM Semantic Router recipe into a checked policy.
+    Import(cmd::import::Args),
     /// Run the built-in simulated OpenAI-compatible backend on its own.
     Sim(cmd::serve::SimArgs),
     /// Run the language server over standard input and output (for editors).
@@ -116,6 +121,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => cmd::eval::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Whatif(args) => cmd::whatif::run(args),
+        Command::Import(args) => cmd::import::run(args),
         Command::Sim(args) => cmd::serve::sim(args),
         Command::Lsp => src_lsp::run_stdio()
             .map(|()| Outcome::Success)

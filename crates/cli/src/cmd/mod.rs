@@ -7,6 +7,7 @@ pub mod envoy;
 pub mod eval;
 pub mod explain;
 pub mod fmt;
+pub mod import;
 pub mod manifest;
 pub mod policy;
 pub mod replay;

@@ -1,0 +1,773 @@
+//! `src import vsr`: a vLLM Semantic Router recipe (`recipe.dsl`, with the `config.yaml` that
+//! serves it and the `probes.yaml` that states its expectations) as a policy.
+//!
+//! [`syntax`] reads the recipe language, [`signals`] translates its signals, [`probes`] its
+//! probes; this module binds models to backends from `config.yaml` and turns decisions into
+//! routes. A decision whose rule reads something with no counterpart (a projection, a
+//! knowledge-base or complexity signal) is left out whole and reported: a route with part of
+//! its rule missing would route other requests than the recipe did.
+
+mod probes;
+mod signals;
+mod syntax;
+
+use super::emit::{comment, ident, quote, quote_list, Names};
+use super::{read, yaml, ImportError, Translation};
+use serde_norway::Value;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use syntax::{get, Expr, Route, Val};
+
+/// The recipe's files.
+struct Inputs {
+    dsl: PathBuf,
+    config: Option<PathBuf>,
+    probes: Option<PathBuf>,
+}
+
+fn inputs(path: &Path) -> Result<Inputs, ImportError> {
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let dsl = if path.extension().is_some_and(|e| e == "dsl") {
+        path.to_path_buf()
+    } else {
+        dir.join("recipe.dsl")
+    };
+    if !dsl.is_file() {
+        return Err(ImportError::Shape {
+            path: path.display().to_string(),
+            line: 0,
+            message: format!(
+                "no recipe: expected `{}` (the recipe's routing in vLLM Semantic Router's recipe \
+                 language; the YAML form of signals and decisions is not read)",
+                dsl.display()
+            ),
+        });
+    }
+    let beside = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
+    let config = if path.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+        Some(path.to_path_buf())
+    } else {
+        beside("config.yaml")
+    };
+    Ok(Inputs {
+        dsl,
+        config,
+        probes: beside("probes.yaml"),
+    })
+}
+
+/// A model of the recipe, bound to a backend.
+struct Model {
+    ident: String,
+    backend: usize,
+    serves: String,
+}
+
+struct Backend {
+    name: String,
+    url: String,
+    anthropic: bool,
+    key_env: Option<String>,
+    note: Option<String>,
+}
+
+pub fn translate(path: &Path) -> Result<Translation, ImportError> {
+    let files = inputs(path)?;
+    let dsl_file = files.dsl.display().to_string();
+    let recipe = syntax::parse(&dsl_file, &read(&files.dsl)?)?;
+    let mut out = Translation::default();
+    for (what, line) in &recipe.other {
+        out.skip(&dsl_file, *line, what, reason(what));
+    }
+    for (name, line) in &recipe.extra_recipes {
+        out.skip(
+            &dsl_file,
+            *line,
+            format!("RECIPE {name}"),
+            "a policy is one recipe: import each recipe on its own",
+        );
+    }
+    let config = match &files.config {
+        Some(p) => {
+            let f = p.display().to_string();
+            Some((f.clone(), yaml(&f, &read(p)?)?))
+        }
+        None => None,
+    };
+    // Names: models, classifiers, guards, encoders and signals share one namespace.
+    let mut names = Names::default();
+    let served = config
+        .as_ref()
+        .map(|(f, c)| served_models(f, c))
+        .unwrap_or_default();
+    let default_model = config.as_ref().and_then(|(_, c)| {
+        c.get("providers")?
+            .get("defaults")?
+            .get("default_model")?
+            .as_str()
+            .map(str::to_string)
+    });
+    // Every model the recipe names, in order of first mention.
+    let assignments = assignments(&recipe);
+    let mut mentioned: Vec<String> = recipe.models.iter().map(|(n, _)| n.clone()).collect();
+    for r in &recipe.routes {
+        mentioned.extend(r.models.iter().map(|m| m.name.clone()));
+    }
+    for models in assignments.values() {
+        mentioned.extend(models.iter().map(|(m, _)| m.clone()));
+    }
+    mentioned.extend(default_model.clone());
+    let mut seen = Vec::new();
+    mentioned.retain(|m| {
+        let fresh = !seen.contains(m);
+        seen.push(m.clone());
+        fresh
+    });
+    if mentioned.is_empty() {
+        return Err(ImportError::Shape {
+            path: dsl_file,
+            line: 0,
+            message: "the recipe names no model".to_string(),
+        });
+    }
+    let mut backends: Vec<Backend> = Vec::new();
+    let mut backend_names = Names::default();
+    let mut models: HashMap<String, Model> = HashMap::new();
+    let mut model_order = Vec::new();
+    for name in &mentioned {
+        let (url, anthropic, key, serves) = match served.get(name) {
+            Some(s) => (s.url.clone(), s.anthropic, s.key.clone(), s.serves.clone()),
+            None => (None, false, Key::None, name.clone()),
+        };
+        let (url, note) = match url {
+            Some(u) => (u, None),
+            None => {
+                out.skip(
+                    &dsl_file,
+                    recipe
+                        .models
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map_or(0, |(_, d)| d.line),
+                    format!("MODEL {name}"),
+                    "no endpoint for it in config.yaml: its backend URL is a placeholder",
+                );
+                // One placeholder for them all: the backends are unknown, not different.
+                (
+                    "https://placeholder.invalid/v1".to_string(),
+                    Some(
+                        "DECIDE: where the models that config.yaml gives no endpoint are served;\n\
+                         write the URL here (or give each its own backend)."
+                            .to_string(),
+                    ),
+                )
+            }
+        };
+        let key_env = match key {
+            Key::None => None,
+            Key::Env(e) => Some(e),
+            Key::Literal(file, line) => {
+                let env = format!("{}_API_KEY", ident(name).to_uppercase());
+                out.skip(
+                    &file,
+                    line,
+                    format!("api key of `{name}`"),
+                    format!("a key written in the config is never copied into a policy: the backend reads `{env}` from the environment"),
+                );
+                Some(env)
+            }
+        };
+        let index = match backends
+            .iter()
+            .position(|b| b.url == url && b.anthropic == anthropic && b.key_env == key_env)
+        {
+            Some(i) => i,
+            None => {
+                backends.push(Backend {
+                    name: backend_names.fresh(&backend_name(&url)),
+                    url,
+                    anthropic,
+                    key_env,
+                    note,
+                });
+                backends.len() - 1
+            }
+        };
+        let id = names.fresh(&name.to_lowercase());
+        model_order.push(name.clone());
+        models.insert(
+            name.clone(),
+            Model {
+                ident: id,
+                backend: index,
+                serves,
+            },
+        );
+    }
+    let sigs = signals::translate(&dsl_file, &recipe.signals, &mut names, &mut out);
+    // The names clients send to ask for the recipe: an entrypoint's `name` or `model_names`.
+    let mut entry_names: Vec<String> = Vec::new();
+    if let Some(e) = recipe.entrypoints.first() {
+        let named = get(&e.fields, "name")
+            .and_then(Val::as_str)
+            .map(str::to_string);
+        let listed = get(&e.fields, "model_names")
+            .map(Val::strings)
+            .unwrap_or_default();
+        for n in std::iter::once("auto".to_string())
+            .chain(named)
+            .chain(listed)
+        {
+            if !entry_names.contains(&n) {
+                entry_names.push(n);
+            }
+        }
+    }
+
+    let mut p = String::new();
+    p.push_str(&comment(
+        "",
+        &format!(
+            "Imported from the vLLM Semantic Router recipe `{dsl_file}` by `src import vsr`.\n\
+             MIGRATION.md lists what was not translated and the choices to confirm."
+        ),
+    ));
+    p.push('\n');
+    for b in &backends {
+        if let Some(n) = &b.note {
+            p.push_str(&comment("", n));
+        }
+        let _ = write!(p, "backend {} {{\n  url = {}\n", b.name, quote(&b.url));
+        if b.anthropic {
+            p.push_str("  api = anthropic\n");
+        }
+        if let Some(e) = &b.key_env {
+            let _ = writeln!(p, "  api_key = env({})", quote(e));
+        }
+        p.push_str("}\n\n");
+    }
+    for name in &model_order {
+        let m = &models[name];
+        let _ = write!(
+            p,
+            "model {} {{\n  backend = {}\n  serves = {}\n",
+            m.ident,
+            backends[m.backend].name,
+            quote(&m.serves)
+        );
+        if &m.ident != name {
+            let _ = writeln!(p, "  aliases = [{}]", quote(name));
+        }
+        p.push_str("}\n\n");
+    }
+    if !entry_names.is_empty() {
+        let quoted: Vec<String> = entry_names.iter().map(|n| quote(n)).collect();
+        let _ = writeln!(p, "router {{ names = [{}] }}\n", quoted.join(", "));
+    }
+    p.push_str(&sigs.text);
+    p.push('\n');
+    let routes = write_routes(
+        &dsl_file,
+        &recipe,
+        &assignments,
+        &models,
+        &default_model,
+        &model_order,
+        &sigs,
+        &mut out,
+        &mut p,
+    );
+    out.policy = p;
+    probes::dsl_tests(&dsl_file, &recipe, &routes, &mut out);
+    if let Some(file) = &files.probes {
+        probes::translate(file, &routes, &models_by_name(&models), &sigs, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// A backend's name from its URL: the host's distinctive label (`api.openai.com` → `openai`),
+/// or `local` for an address or `localhost`.
+fn backend_name(url: &str) -> String {
+    let host = url
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split([':', '/']).next())
+        .unwrap_or("");
+    let labels: Vec<&str> = host.split('.').collect();
+    let numeric = labels.iter().all(|l| l.chars().all(|c| c.is_ascii_digit()));
+    if numeric || host == "localhost" || host.is_empty() {
+        return "local".to_string();
+    }
+    labels
+        .iter()
+        .find(|l| !matches!(**l, "api" | "www" | "inference" | "gateway"))
+        .unwrap_or(&labels[0])
+        .to_string()
+}
+
+fn models_by_name(models: &HashMap<String, Model>) -> HashMap<String, String> {
+    models
+        .iter()
+        .map(|(k, m)| (k.clone(), m.ident.clone()))
+        .collect()
+}
+
+fn reason(what: &str) -> &'static str {
+    if what.starts_with("PROJECTION") {
+        "projections (weighted scores over signals and their threshold bands) have no counterpart; \
+         write the score as a signal (`signal s = 0.5 * a + ..`) if its inputs translate"
+    } else if what.starts_with("PLUGIN") {
+        "plugins are translated where a route uses them (`tools`, `system_prompt`); others have no counterpart"
+    } else if what.starts_with("DECISION_TREE") {
+        "decision trees are not read; write each branch as a route"
+    } else {
+        "no counterpart in a policy"
+    }
+}
+
+/// How a model's key is given.
+#[derive(Clone)]
+enum Key {
+    None,
+    Env(String),
+    /// A literal key: never copied. (file, line)
+    Literal(String, usize),
+}
+
+struct Served {
+    url: Option<String>,
+    anthropic: bool,
+    key: Key,
+    serves: String,
+}
+
+/// `providers.models` of `config.yaml`: each model's endpoint, API, key and served id.
+fn served_models(file: &str, config: &Value) -> HashMap<String, Served> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out = HashMap::new();
+    let list = config
+        .get("providers")
+        .and_then(|p| p.get("models"))
+        .and_then(Value::as_sequence);
+    for (i, m) in list.into_iter().flatten().enumerate() {
+        let Some(name) = m.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let backend = m.get("backend_refs").and_then(|b| b.get(0));
+        let url = backend
+            .and_then(|b| b.get("endpoint").or_else(|| b.get("base_url")))
+            .and_then(Value::as_str)
+            .map(|u| {
+                let u = u.trim_end_matches('/');
+                if u.contains("://") {
+                    u.to_string()
+                } else {
+                    format!("http://{u}")
+                }
+            });
+        let mut key = Key::None;
+        for (k, v) in backend.and_then(Value::as_mapping).into_iter().flatten() {
+            let (Some(k), Some(v)) = (k.as_str(), v.as_str()) else {
+                continue;
+            };
+            if !(k.contains("key") || k.contains("token")) {
+                continue;
+            }
+            let reference = v
+                .strip_prefix("${")
+                .and_then(|r| r.strip_suffix('}'))
+                .or_else(|| v.strip_prefix("os.environ/"))
+                .or_else(|| v.strip_prefix('$'));
+            key = match reference {
+                Some(env) => Key::Env(env.to_string()),
+                None if k.ends_with("_env") => Key::Env(v.to_string()),
+                None => {
+                    let line = super::lines::line_of(
+                        &text,
+                        &[
+                            super::lines::Step::Key("providers"),
+                            super::lines::Step::Key("models"),
+                            super::lines::Step::Index(i),
+                            super::lines::Step::Key("backend_refs"),
+                            super::lines::Step::Index(0),
+                            super::lines::Step::Key(k),
+                        ],
+                    );
+                    Key::Literal(file.to_string(), line)
+                }
+            };
+        }
+        let format = m
+            .get("api_format")
+            .and_then(Value::as_str)
+            .unwrap_or("openai");
+        let serves = m
+            .get("provider_model_id")
+            .and_then(Value::as_str)
+            .unwrap_or(name)
+            .to_string();
+        out.insert(
+            name.to_string(),
+            Served {
+                url,
+                anthropic: format == "anthropic",
+                key,
+                serves,
+            },
+        );
+    }
+    out
+}
+
+/// `ENTRYPOINT` assignments: decision → [(model, reasoning effort)].
+fn assignments(recipe: &syntax::Recipe) -> HashMap<String, Vec<(String, Option<String>)>> {
+    let mut map = HashMap::new();
+    let Some(e) = recipe.entrypoints.first() else {
+        return map;
+    };
+    for a in get(&e.fields, "assignments")
+        .map(Val::as_list)
+        .unwrap_or_default()
+    {
+        let Some(decision) = a.get("decision").and_then(Val::as_str) else {
+            continue;
+        };
+        let models = a
+            .get("models")
+            .map(Val::as_list)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| {
+                let name = m.get("model").and_then(Val::as_str)?.to_string();
+                let effort = m.get("reasoning").and_then(|r| {
+                    (r.get("enabled") != Some(&Val::Bool(false))).then(|| {
+                        r.get("effort")
+                            .and_then(Val::as_str)
+                            .unwrap_or("medium")
+                            .to_string()
+                    })
+                });
+                Some((name, effort))
+            })
+            .collect();
+        map.insert(decision.to_string(), models);
+    }
+    map
+}
+
+/// A translated decision: the route the recipe's decision became.
+pub struct RouteOut {
+    pub route: String,
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the recipe's parts a decision is resolved against, each its own"
+)]
+fn write_routes(
+    file: &str,
+    recipe: &syntax::Recipe,
+    assignments: &HashMap<String, Vec<(String, Option<String>)>>,
+    models: &HashMap<String, Model>,
+    default_model: &Option<String>,
+    model_order: &[String],
+    sigs: &signals::Signals,
+    out: &mut Translation,
+    p: &mut String,
+) -> HashMap<String, RouteOut> {
+    let mut done = HashMap::new();
+    let mut route_names = Names::default();
+    route_names.reserve("default");
+    let mut kept: Vec<(&Route, String)> = Vec::new();
+    let mut default: Option<&Route> = None;
+    for r in &recipe.routes {
+        for (what, line) in &r.other {
+            out.skip(
+                file,
+                *line,
+                format!("ROUTE {} {what}", r.name),
+                route_reason(what),
+            );
+        }
+        let Some(when) = &r.when else {
+            if default.is_some() {
+                out.skip(
+                    file,
+                    r.line,
+                    format!("ROUTE {}", r.name),
+                    "a second decision without a rule: the first is the default",
+                );
+            } else {
+                default = Some(r);
+            }
+            continue;
+        };
+        let mut missing = Vec::new();
+        let expr = rule(when, sigs, &mut missing);
+        if !missing.is_empty() {
+            out.skip(
+                file,
+                r.line,
+                format!("ROUTE {}", r.name),
+                format!(
+                    "its rule reads {}, which were not translated: the decision is left out",
+                    missing.join(", ")
+                ),
+            );
+            continue;
+        }
+        kept.push((r, expr));
+    }
+    // Highest priority first; the order of declaration breaks ties, as the recipe lists them.
+    kept.sort_by_key(|(r, _)| std::cmp::Reverse(r.priority.unwrap_or(0)));
+    let priorities: Vec<i64> = kept.iter().map(|(r, _)| r.priority.unwrap_or(0)).collect();
+    let distinct = priorities.windows(2).all(|w| w[0] > w[1]) && priorities.iter().all(|p| *p >= 0);
+    if !distinct && !kept.is_empty() {
+        out.decisions.push(
+            "decisions shared a priority (or had a negative one): they are numbered again in the \
+             recipe's order, highest first"
+                .to_string(),
+        );
+    }
+    let n = kept.len();
+    for (i, (r, expr)) in kept.iter().enumerate() {
+        let priority = if distinct {
+            priorities[i]
+        } else {
+            ((n - i) * 10) as i64
+        };
+        let name = route_names.fresh(&r.name);
+        let Some((chain, effort)) = chain(
+            r,
+            assignments,
+            models,
+            default_model,
+            model_order,
+            file,
+            out,
+        ) else {
+            continue;
+        };
+        if let Some(d) = &r.description {
+            p.push_str(&comment("", d));
+        }
+        let _ = writeln!(p, "route {name} priority {priority} {{\n  when {expr}");
+        write_target(p, &chain, effort.as_deref(), &r.plugins, file, &r.name, out);
+        p.push_str("}\n\n");
+        done.insert(r.name.clone(), RouteOut { route: name });
+    }
+    let target = default
+        .and_then(|r| {
+            chain(
+                r,
+                assignments,
+                models,
+                default_model,
+                model_order,
+                file,
+                out,
+            )
+        })
+        .or_else(|| {
+            let m = default_model.as_ref().unwrap_or(&model_order[0]);
+            Some((vec![models[m].ident.clone()], None))
+        });
+    if let Some((chain, effort)) = target {
+        if default.is_none() {
+            p.push_str(&comment(
+                "",
+                "The recipe's default model, for requests no decision takes.",
+            ));
+        }
+        p.push_str("route default {\n");
+        let plugins = default.map(|d| d.plugins.clone()).unwrap_or_default();
+        write_target(p, &chain, effort.as_deref(), &plugins, file, "default", out);
+        p.push_str("}\n\n");
+        if let Some(d) = default {
+            done.insert(
+                d.name.clone(),
+                RouteOut {
+                    route: "default".into(),
+                },
+            );
+        }
+    }
+    done
+}
+
+fn route_reason(what: &str) -> &'static str {
+    if what.starts_with("ALGORITHM") {
+        "model selection among a decision's candidates: the first is taken, the others are its fallbacks"
+    } else if what == "TIER" {
+        "routes are ordered by priority alone"
+    } else {
+        "no counterpart in a policy"
+    }
+}
+
+/// The decision's models (route `MODEL` list, else the entrypoint's assignment, else the default)
+/// as `.sr` model names, with the first model's reasoning effort.
+fn chain(
+    r: &Route,
+    assignments: &HashMap<String, Vec<(String, Option<String>)>>,
+    models: &HashMap<String, Model>,
+    default_model: &Option<String>,
+    model_order: &[String],
+    file: &str,
+    out: &mut Translation,
+) -> Option<(Vec<String>, Option<String>)> {
+    let mut list: Vec<(String, Option<String>)> = r
+        .models
+        .iter()
+        .map(|m| {
+            let effort = get(&m.options, "effort")
+                .and_then(Val::as_str)
+                .map(str::to_string)
+                .or_else(|| {
+                    (get(&m.options, "reasoning") == Some(&Val::Bool(true)))
+                        .then(|| "medium".to_string())
+                });
+            (m.name.clone(), effort)
+        })
+        .collect();
+    if list.is_empty() {
+        list = assignments.get(&r.name).cloned().unwrap_or_default();
+    }
+    if list.is_empty() {
+        let m = default_model
+            .clone()
+            .unwrap_or_else(|| model_order[0].clone());
+        out.decisions.push(format!(
+            "decision `{}` names no model: it goes to the default model `{m}`",
+            r.name
+        ));
+        list.push((m, None));
+    }
+    if list.len() > 1 {
+        out.skip(
+            file,
+            r.line,
+            format!("ROUTE {} (several models)", r.name),
+            "the recipe chose among several models; here the first takes every request and the others are its fallbacks",
+        );
+    }
+    let effort = list[0].1.clone();
+    let mut chain: Vec<String> = Vec::new();
+    for (m, _) in list {
+        if let Some(model) = models.get(&m) {
+            if !chain.contains(&model.ident) {
+                chain.push(model.ident.clone());
+            }
+        }
+    }
+    (!chain.is_empty()).then_some((chain, effort))
+}
+
+fn write_target(
+    p: &mut String,
+    chain: &[String],
+    effort: Option<&str>,
+    plugins: &[syntax::PluginRef],
+    file: &str,
+    route: &str,
+    out: &mut Translation,
+) {
+    let _ = write!(p, "  to {}", chain[0]);
+    if chain.len() > 1 {
+        let _ = write!(p, " else {}", chain[1..].join(", "));
+    }
+    p.push('\n');
+    if let Some(e) = effort.filter(|e| matches!(*e, "low" | "medium" | "high" | "off")) {
+        let _ = writeln!(p, "  reasoning = {e}");
+    }
+    for (name, fields, line) in plugins {
+        if get(fields, "enabled") == Some(&Val::Bool(false)) {
+            continue;
+        }
+        match name.as_str() {
+            "tools" => match get(fields, "mode")
+                .and_then(Val::as_str)
+                .unwrap_or("passthrough")
+            {
+                "none" => p.push_str("  tools = none\n"),
+                "filtered" => {
+                    let allowed = get(fields, "allow_tools")
+                        .map(Val::strings)
+                        .unwrap_or_default();
+                    let _ = writeln!(p, "  tools = only {}", quote_list(&allowed));
+                }
+                _ => {}
+            },
+            "system_prompt" => match get(fields, "system_prompt").and_then(Val::as_str) {
+                Some(text) => {
+                    let replace = get(fields, "mode").and_then(Val::as_str) == Some("replace");
+                    let _ = writeln!(
+                        p,
+                        "  system_prompt = {}{}",
+                        if replace { "replace " } else { "" },
+                        quote(text)
+                    );
+                }
+                None => out.skip(
+                    file,
+                    *line,
+                    format!("ROUTE {route} PLUGIN system_prompt"),
+                    "no `system_prompt` text",
+                ),
+            },
+            other => out.skip(
+                file,
+                *line,
+                format!("ROUTE {route} PLUGIN {other}"),
+                "route plugins other than `tools` and `system_prompt` have no counterpart",
+            ),
+        }
+    }
+}
+
+/// A rule as an `.sr` expression; references with no translation are collected in `missing`.
+fn rule(e: &Expr, sigs: &signals::Signals, missing: &mut Vec<String>) -> String {
+    match e {
+        Expr::Ref { kind, name, .. } => {
+            let key = (kind.clone(), name.clone());
+            let singular = (kind.trim_end_matches('s').to_string(), name.clone());
+            match sigs.map.get(&key).or_else(|| sigs.map.get(&singular)) {
+                Some(s) => s.ident.clone(),
+                None => {
+                    missing.push(format!("`{kind}(\"{name}\")`"));
+                    "false".to_string()
+                }
+            }
+        }
+        Expr::Not(inner) => {
+            let inner_text = rule(inner, sigs, missing);
+            if matches!(**inner, Expr::Ref { .. }) {
+                format!("not {inner_text}")
+            } else {
+                format!("not ({inner_text})")
+            }
+        }
+        Expr::And(items) => items
+            .iter()
+            .map(|i| {
+                let t = rule(i, sigs, missing);
+                if matches!(i, Expr::Or(_)) {
+                    format!("({t})")
+                } else {
+                    t
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" and "),
+        Expr::Or(items) => items
+            .iter()
+            .map(|i| rule(i, sigs, missing))
+            .collect::<Vec<_>>()
+            .join(" or "),
+    }
+}

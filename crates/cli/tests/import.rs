@@ -1,0 +1,376 @@
+//! `src import` as users run it: each fixture (a LiteLLM config, vLLM Semantic Router recipes)
+//! becomes a policy that `src check`, `src test` (both engines) and `src fmt --check` accept,
+//! with what was not translated in MIGRATION.md by file and line, secrets left as environment
+//! references, and bad input refused with a clear message and exit code.
+
+#![allow(
+    clippy::expect_used,
+    reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
+)]
+
+use assert_cmd::Command;
+use predicates::str::contains;
+use std::path::{Path, PathBuf};
+
+fn src() -> Command {
+    Command::cargo_bin("src").expect("the src binary is built")
+}
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/import")
+        .join(path)
+}
+
+/// Every file under `dir`, with its text.
+fn files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read the output") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else {
+            let text = std::fs::read_to_string(&path).expect("read an output file");
+            out.push((path, text));
+        }
+    }
+    out
+}
+
+/// Imports `args` into a fresh directory, expecting `code`; returns the directory and stderr.
+fn import(args: &[&str], code: i32) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    let assert = src()
+        .arg("import")
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(code);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    (dir, stderr)
+}
+
+/// The output checks, its tests pass on both engines (and there are some), and it is formatted.
+fn verified(out: &Path, tests: usize) {
+    src().arg("check").arg(out).assert().success();
+    src()
+        .arg("test")
+        .arg(out)
+        .assert()
+        .success()
+        .stdout(contains(format!("{} passed, 0 failed", tests * 2)));
+    src().args(["fmt", "--check"]).arg(out).assert().success();
+}
+
+#[test]
+fn a_litellm_config_becomes_a_checked_policy_whose_tests_pass() {
+    let config = fixture("litellm/config.yaml");
+    let (dir, stderr) = import(&["litellm", config.to_str().expect("utf-8 path")], 0);
+    let out = dir.path().join("out");
+    // One test per model name and per alias: fast-chat, smart, gpt-4, claude, local.
+    verified(&out, 5);
+    let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
+    // Deployments of one name: the first, then the others and the fallback names, in order.
+    assert!(
+        policy.contains(
+            "to qwen_qwen3_0_6b else qwen_qwen3_0_6b_2, gpt_4o, claude_3_5_sonnet_20241022"
+        ),
+        "{policy}"
+    );
+    assert!(policy.contains("when body(\"model\") == \"smart\" or body(\"model\") == \"gpt-4\""));
+    assert!(
+        policy.contains("url = \"http://127.0.0.1:11434/v1\""),
+        "ollama gets its /v1"
+    );
+    assert!(policy.contains("api = anthropic"));
+    assert!(policy.contains("cooldown_after = 2"));
+    assert!(policy.contains("cooldown = 45s"));
+    assert!(policy.contains("context = 32000"));
+    assert!(policy.contains("timeout = 90s"));
+    // Keys are environment references: named ones as written, the provider's default when
+    // none is given, and a made-up name for a literal key.
+    assert!(policy.contains("api_key = env(\"VLLM_KEY\")"));
+    assert!(policy.contains("api_key = env(\"OPENAI_API_KEY\")"));
+    assert!(policy.contains("api_key = env(\"CLAUDE_API_KEY\")"));
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    for (line, what) in [
+        (8, "litellm_params.rpm"),
+        (27, "api_key"),
+        (34, "bedrock-claude"),
+        (40, "embedder"),
+        (41, "openai/*"),
+        (46, "missing-group"),
+        (49, "num_retries"),
+        (53, "routing_strategy"),
+        (57, "redis_password"),
+        (60, "master_key"),
+        (62, "environment_variables"),
+    ] {
+        let at = format!("config.yaml:{line}");
+        let row = migration
+            .lines()
+            .find(|l| l.contains(&at) && l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
+        assert!(stderr.contains(&at), "{at} not on stderr: {stderr}");
+        assert!(
+            row.split('|').count() >= 4,
+            "a table row with a reason: {row}"
+        );
+    }
+    assert!(migration.contains("10 passed, 0 failed"), "{migration}");
+}
+
+#[test]
+fn secrets_never_appear_as_values() {
+    let config = fixture("litellm/config.yaml");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    let assert = src()
+        .args(["import", "litellm"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let output = assert.get_output();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let written = files(&out);
+    assert!(written.len() >= 3, "policy, report and request files");
+    // Every literal secret of the fixture is marked `never-copy`.
+    let source = std::fs::read_to_string(&config).expect("the fixture");
+    let secrets: Vec<&str> = source
+        .split_whitespace()
+        .filter(|w| w.contains("never-copy"))
+        .collect();
+    assert_eq!(secrets.len(), 5, "the fixture holds five literal secrets");
+    for secret in secrets {
+        assert!(!said.contains(secret), "`{secret}` printed");
+        for (path, text) in &written {
+            assert!(!text.contains(secret), "`{secret}` in {}", path.display());
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let missing = dir.path().join("missing.yaml");
+    let no_list = dir.path().join("no_list.yaml");
+    std::fs::write(&no_list, "router_settings:\n  num_retries: 2\n").expect("write");
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, "model_list: [\n").expect("write");
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "model_list: []\n").expect("write");
+    let nameless = dir.path().join("nameless.yaml");
+    std::fs::write(
+        &nameless,
+        "model_list:\n  - litellm_params:\n      model: openai/gpt-4o\n",
+    )
+    .expect("write");
+    for (file, message) in [
+        (&missing, "cannot read"),
+        (&no_list, "no `model_list`"),
+        (&broken, "is not valid YAML"),
+        (&empty, "empty.yaml:1: `model_list` is empty"),
+        (
+            &nameless,
+            "nameless.yaml:2: a `model_list` entry has no `model_name`",
+        ),
+    ] {
+        src()
+            .args(["import", "litellm"])
+            .arg(file)
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .assert()
+            .code(2)
+            .stderr(contains(message));
+    }
+    // An output directory that holds files is not overwritten without --force.
+    let full = dir.path().join("full");
+    std::fs::create_dir(&full).expect("mkdir");
+    std::fs::write(full.join("keep.txt"), "mine").expect("write");
+    let config = fixture("litellm/config.yaml");
+    src()
+        .args(["import", "litellm"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&full)
+        .assert()
+        .code(2)
+        .stderr(contains("is not empty"));
+    src()
+        .args(["import", "litellm"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&full)
+        .arg("--force")
+        .assert()
+        .success();
+    assert!(full.join("keep.txt").exists() && full.join("policy.sr").exists());
+}
+
+#[test]
+fn a_vsr_recipe_becomes_a_checked_policy_with_its_probes_as_tests() {
+    let recipe = fixture("vsr/support");
+    let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 0);
+    let out = dir.path().join("out");
+    // Thirteen probes and one of the recipe's own TEST entries translate.
+    verified(&out, 14);
+    let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
+    for expected in [
+        // keyword methods, operators and case
+        r#"signal injection_markers = contains(prompt, ["ignore previous instructions", "reveal the system prompt"])"#,
+        r#"signal refund_and_invoice = contains(prompt, ["refund"]) and contains(prompt, ["invoice"])"#,
+        r#"signal no_thanks = not (contains(prompt, ["thanks"]))"#,
+        r#"signal case_acronym = matches(prompt, "\\bSLA\\b")"#,
+        r#"signal ticket_ids = matches(prompt, "[A-Z]{3}-[0-9]{4}")"#,
+        r#"signal api_docs = bm25(prompt, ["endpoint", "api", "sdk"]) > 0.5"#,
+        r#"signal deploy_words = fuzzy(prompt, ["deployment"], 0.75)"#,
+        r#"signal urgent_typos = fuzzy(prompt, ["urgent", "outage"], 0.8)"#,
+        // counts, language, shapes, headers
+        "signal long_context = tokens(history) >= 8000 and tokens(history) <= 256000",
+        "signal zh = language(prompt) is zh",
+        r#"signal many_questions = count(prompt, "[?]") >= 3"#,
+        r#"signal override_dense = density(prompt, ["ignore", "override"]) > 0.2"#,
+        r#"signal steps = sequence(prompt, ["first", "then"])"#,
+        "signal has_tools = request.tools > 0",
+        r#"header("x-authz-user-id") == "alice""#,
+        r#"signal gold_tenant = header("x-tenant-tier") == "gold""#,
+        // model-backed signals onto declarations with placeholder paths
+        "classifier domain_classifier {",
+        "labels = [math, computer_science, other]",
+        "signal math = domain is math",
+        "guard jailbreak_guard {",
+        "signal jb_guard = jailbreak_guard(prompt) >= 0.7",
+        "encoder embedder {",
+        r#"similarity(embedder, prompt, ["How do I update my card?", "Why was I charged twice?"]) >= 0.8"#,
+        r#"signal pii_any = pii(prompt, ["email", "phone", "credit_card", "iban", "us_ssn"])"#,
+        // decisions: priorities, trees, fallbacks, plugins, default, models
+        "route injection priority 400 {",
+        "when code_terms and not smalltalk or many_questions or steps",
+        "to local_coder else cloud_strong",
+        r#"tools = only ["run_tests", "search_code"]"#,
+        "tools = none",
+        r#"system_prompt = "Answer from the product documentation.""#,
+        "reasoning = high",
+        "route default {",
+        r#"aliases = ["local/small"]"#,
+        r#"serves = "Qwen/Qwen3-0.6B""#,
+        r#"names = ["auto", "support/auto"]"#,
+        "given domain = math",
+        // a knowledge base's best match onto a classifier over its labels
+        "classifier support_kb_classifier {",
+        "labels = [billing, shipping]",
+        "signal best_billing = support_kb is billing",
+        "given domain = other, support_kb = billing",
+        "# DECIDE:",
+    ] {
+        assert!(
+            policy.contains(expected),
+            "missing `{expected}` in:\n{policy}"
+        );
+    }
+    // Untranslated decisions take their probes with them; nothing is expected of them.
+    assert!(!policy.contains("route vision") && !policy.contains("route scored"));
+    assert!(policy.contains("api_key = env(\"ANTHROPIC_API_KEY\")"));
+    // A repeated query (a long input) goes into a request file.
+    let long = std::fs::read_to_string(out.join("requests/long_long_paste.json")).expect("request");
+    assert_eq!(
+        long.matches("Please read this long log line.").count(),
+        1100
+    );
+    assert!(policy.contains("api_key = env(\"CLOUD_STRONG_API_KEY\")"));
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    for (at, what) in [
+        ("config.yaml:23", "api key of `cloud/strong`"),
+        ("recipe.dsl:86", "SIGNAL conversation has_images"),
+        ("recipe.dsl:113", "SIGNAL complexity hard_task"),
+        ("recipe.dsl:119", "PROJECTION score risk_score"),
+        ("recipe.dsl:126", "ROUTE vision"),
+        ("recipe.dsl:147", "PLUGIN router_replay"),
+        ("recipe.dsl:165", "ALGORITHM confidence"),
+        ("recipe.dsl:206", "ROUTE scored"),
+        ("recipe.dsl:224", "TEST `hello there`"),
+        ("probes.yaml:83", "probe `risky/roleplay`"),
+        ("probes.yaml:91", "probe `vision/picture`"),
+    ] {
+        let row = migration
+            .lines()
+            .find(|l| l.contains(at) && l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
+        assert!(stderr.contains(at), "{at} not on stderr");
+        assert!(row.starts_with('|'), "a table row: {row}");
+    }
+    // A probe reaching a model-backed signal it states nothing about is listed, not guessed.
+    let risky = migration
+        .lines()
+        .find(|l| l.contains("risky/roleplay"))
+        .expect("the risky probe is listed");
+    assert!(
+        risky.contains("reaches") && risky.contains("states no value"),
+        "{risky}"
+    );
+    // The literal key never appears.
+    for (path, text) in files(&out) {
+        assert!(
+            !text.contains("never-copy"),
+            "a secret in {}",
+            path.display()
+        );
+    }
+    assert!(!stderr.contains("never-copy"));
+}
+
+#[test]
+fn a_recipe_file_is_read_with_the_files_beside_it() {
+    let dsl = fixture("vsr/support/recipe.dsl");
+    let (dir, _) = import(&["vsr", dsl.to_str().expect("utf-8 path")], 0);
+    verified(&dir.path().join("out"), 14);
+}
+
+#[test]
+fn a_probe_the_translation_disagrees_with_fails_the_import() {
+    let recipe = fixture("vsr/mismatch");
+    let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 1);
+    assert!(stderr.contains("FAIL `code_no_code_words`"), "{stderr}");
+    let out = dir.path().join("out");
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    assert!(migration.contains("0 passed, 2 failed"), "{migration}");
+    assert!(migration.contains("FAIL `code_no_code_words`"));
+    src().arg("test").arg(&out).assert().code(1);
+}
+
+#[test]
+fn a_bad_recipe_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    src()
+        .args(["import", "vsr"])
+        .arg(dir.path())
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(contains("no recipe"));
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).expect("mkdir");
+    std::fs::write(
+        broken.join("recipe.dsl"),
+        "MODEL m { }\nROUTE r {\n  PRIORITY high\n}\n",
+    )
+    .expect("write");
+    src()
+        .args(["import", "vsr"])
+        .arg(&broken)
+        .arg("--out")
+        .arg(dir.path().join("out2"))
+        .assert()
+        .code(2)
+        .stderr(contains("recipe.dsl:3: expected a number after PRIORITY"));
+}
