@@ -95,6 +95,15 @@ if [[ ! -x "$venv/bin/schemathesis" ]] || ! "$venv/bin/schemathesis" --version 2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'schemathesis==4.32.5'
 fi
 
+# milvus-lite, a vector database serving Milvus's gRPC API, and pymilvus beside it, for the
+# tests of `store = milvus(...)` (started with `python -m milvus_lite server`).
+venv=.cache/venv-milvus
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import milvus_lite, pymilvus' 2>/dev/null; then
+  echo "== milvus-lite ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'milvus-lite==3.2.2' 'pymilvus==3.0.2'
+fi
+
 # The proxies the proxy benchmark compares `src serve` with (nginx, wrk, Envoy, the Portkey
 # gateway, LiteLLM's proxy; scripts/bench/proxy.sh installs them itself unless BENCH_INSTALL=0).
 if [[ ${SETUP_BENCH:-0} == 1 ]]; then
