@@ -2,7 +2,7 @@
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
 # for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
 # for the metrics tests, Chromium and its WebDriver for the console test, the `openai` Python client for the client test, Envoy for the gateway
-# tests, `jsonschema` for the SARIF test, `kubernetes-validate` and PyYAML for the manifest test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
+# tests, milvus-lite for the Milvus cache store tests, `jsonschema` for the SARIF test, `kubernetes-validate` and PyYAML for the manifest test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
 # OpenAPI test, and the model directories (scripts/models.sh); with SETUP_BENCH=1 also the
 # proxies of the proxy benchmark (scripts/bench/peers.sh).
 # Idempotent.

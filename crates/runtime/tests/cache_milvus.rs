@@ -228,3 +228,44 @@ async fn milvus_stopped_mid_load_fails_open_or_closed_and_nothing_hangs() -> Tes
     }
     Ok(())
 }
+
+/// A "Milvus" that accepts connections and never answers: every call ends at the store's
+/// timeout, as a timeout, and a request under `failure.store = open` goes upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_milvus_that_never_answers_times_out_and_nothing_hangs() -> TestResult {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}");
+
+    let target = MilvusTarget::parse(&url, None)?;
+    let store = MilvusCache::new(target, Duration::from_millis(200), 1 << 16);
+    for _ in 0..2 {
+        let lookup = store.nearest(&Scope([3; 32]), &[1.0, 0.0], 0.5, 0, 1, &accept_all);
+        let failed = tokio::time::timeout(PATIENCE, lookup)
+            .await
+            .map_err(|_| "a lookup hung")?
+            .unwrap_err();
+        assert_eq!(failed.kind(), "timeout", "{failed}");
+    }
+
+    let open = serve(&policy(&url, "silent", "failure { store = open }")).await?;
+    let answer = ask(&open, PASSWORD, "key-a").await?;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(answer.cache(), "error");
+    assert_eq!(answer.header("x-sr-path"), Some("upstream"));
+    assert!(
+        open.metrics().await?.contains(
+            "src_cache_store_errors_total{store=\"milvus\",op=\"lookup\",kind=\"timeout\"}"
+        ),
+        "the timeout was not counted: {}",
+        open.metrics().await?
+    );
+    silent.abort();
+    Ok(())
+}

@@ -19,15 +19,19 @@
 //! `ttl` governs, as in the other stores), asking for [`CANDIDATES`] rows at strong consistency,
 //! so an answer stored through one replica is found by the next lookup on any other. Expired
 //! rows are deleted (`expires_ms <= now`) at most every `sweep_every` by the insert that finds
-//! the last sweep that old. Every call (connecting, creating the collection, searching,
-//! inserting, sweeping) is bounded by the store timeout; a failure drops the connection so the
-//! next call opens a fresh one (and re-creates the collection if the server lost it).
+//! the last sweep that old. Every search, insert and sweep, and every call's wait for the
+//! connection, is bounded by the store timeout. The connection (and the collection's creation and
+//! loading, which can take a real Milvus seconds) is opened by a task of its own that every
+//! waiting call shares, bounded by [`SETUP_TIMEOUT`], so a slow start still finishes and calls
+//! never pile up connection attempts. A failed call drops the connection so the next call opens
+//! a fresh one (and re-creates the collection if the server lost it).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
+use futures_util::future::{FutureExt as _, Shared};
 use milvus::v2::prelude::{
     ClientV2, CollectionSchema, ConnectConfig, ConsistencyLevel, CreateCollectionRequest, DataType,
     DeleteRequest, DescribeCollectionRequest, FieldData, FieldSchema, HasCollectionRequest,
@@ -57,9 +61,8 @@ pub struct MilvusCache {
     timeout: Duration,
     max_entry_bytes: usize,
     sweep_every_ms: u64,
-    /// The open client and the collection's dimension; `None` until the first call succeeds and
-    /// after a call fails.
-    ready: tokio::sync::Mutex<Option<Ready>>,
+    /// The connection: none yet, being opened, or open.
+    state: Mutex<State>,
     last_sweep_ms: Mutex<u64>,
 }
 
@@ -68,6 +71,20 @@ struct Ready {
     client: ClientV2,
     dimension: usize,
 }
+
+/// Opening a connection (and the collection) runs in a task of its own, bounded by
+/// [`SETUP_TIMEOUT`], which every call waiting for it shares: creating and loading a collection
+/// can take a real Milvus seconds, far past one lookup's bound, and must still finish.
+type Opening = Shared<BoxFuture<'static, Result<Ready, StoreError>>>;
+
+enum State {
+    Idle,
+    Opening(Opening),
+    Ready(Ready),
+}
+
+/// The bound on opening the connection and creating and loading the collection.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl MilvusCache {
     /// A store on `target`; connects on first use, so a Milvus that is down at startup only
@@ -78,7 +95,7 @@ impl MilvusCache {
             timeout,
             max_entry_bytes,
             sweep_every_ms: u64::try_from(SWEEP_EVERY.as_millis()).unwrap_or(u64::MAX),
-            ready: tokio::sync::Mutex::new(None),
+            state: Mutex::new(State::Idle),
             last_sweep_ms: Mutex::new(0),
         }
     }
@@ -120,117 +137,61 @@ impl MilvusCache {
                 after: self.timeout,
             },
         };
-        // A call holding the slot is opening a fresh connection already.
-        if let Ok(mut slot) = self.ready.try_lock() {
-            *slot = None;
+        let mut state = self.state();
+        // A connection being opened is already a fresh one.
+        if matches!(*state, State::Ready(_)) {
+            *state = State::Idle;
         }
         Err(outcome)
     }
 
-    /// The open client, connecting and creating the collection (with `dimension`, when the
-    /// caller has a vector) first if need be.
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The open client, opening the connection and creating the collection (with `dimension`,
+    /// when the caller has a vector) first if need be; the wait is bounded by the timeout.
     async fn ready(&self, dimension: Option<usize>) -> Result<Ready, StoreError> {
-        // The wait for another call's connection attempt counts against the same bound, so
-        // calls queued behind a Milvus that is down fail in time too.
-        let opening = async {
-            let mut slot = self.ready.lock().await;
-            if let Some(ready) = slot.as_ref() {
-                return Ok(ready.clone());
+        let opening = {
+            let mut state = self.state();
+            match &*state {
+                State::Ready(ready) => return Ok(ready.clone()),
+                State::Opening(opening) => opening.clone(),
+                State::Idle => {
+                    let target = self.target.clone();
+                    let opening: Opening = async move {
+                        tokio::time::timeout(SETUP_TIMEOUT, open(target, dimension))
+                            .await
+                            .unwrap_or(Err(StoreError::Timeout {
+                                op: "connect",
+                                after: SETUP_TIMEOUT,
+                            }))
+                    }
+                    .boxed()
+                    .shared();
+                    // Driven to its end even when every call waiting for it gave up.
+                    tokio::spawn(opening.clone());
+                    *state = State::Opening(opening.clone());
+                    opening
+                }
             }
-            let opened = self.open(dimension).await?;
-            *slot = Some(opened.clone());
-            Ok(opened)
         };
-        tokio::time::timeout(self.timeout, opening)
+        let outcome = tokio::time::timeout(self.timeout, opening)
             .await
             .map_err(|_| StoreError::Timeout {
                 op: "connect",
                 after: self.timeout,
-            })?
-    }
-
-    async fn open(&self, dimension: Option<usize>) -> Result<Ready, StoreError> {
-        let mut config = ConnectConfig::new()
-            .uri(self.target.endpoint.as_str())
-            .connect_timeout(self.timeout)
-            .rpc_timeout(self.timeout)
-            // One attempt: the store's own timeout and `failure.store` decide what a failure
-            // does, and a retried call would outlast both.
-            .retry(RetryConfig::new().max_attempts(1))
-            .telemetry(TelemetryConfig::new().enabled(false));
-        if let Some(token) = &self.target.token {
-            config = config.token(token.as_str());
-        }
-        let client = ClientV2::new(&config).await.map_err(translate)?;
-        let name = self.target.collection.as_str();
-        let exists = client
-            .has_collection(
-                HasCollectionRequest::builder()
-                    .collection_name(name)
-                    .build()
-                    .map_err(rejected)?,
-            )
-            .await
-            .map_err(translate)?
-            .exists();
-        if !exists {
-            let Some(dimension) = dimension else {
-                return Err(StoreError::Unavailable(format!(
-                    "collection `{name}` does not exist yet"
-                )));
-            };
-            let created = client
-                .create_collection(create_request(name, dimension)?)
-                .await;
-            // Another replica may have created it in between: only a collection still missing
-            // is an error.
-            if let Err(error) = created {
-                let now = client
-                    .has_collection(
-                        HasCollectionRequest::builder()
-                            .collection_name(name)
-                            .build()
-                            .map_err(rejected)?,
-                    )
-                    .await
-                    .map_err(translate)?
-                    .exists();
-                if !now {
-                    return Err(translate(error));
-                }
-            }
-        }
-        client
-            .load_collection(
-                LoadCollectionRequest::builder()
-                    .collection_name(name)
-                    .build()
-                    .map_err(rejected)?,
-            )
-            .await
-            .map_err(translate)?;
-        let described = client
-            .describe_collection(
-                DescribeCollectionRequest::builder()
-                    .collection_name(name)
-                    .build()
-                    .map_err(rejected)?,
-            )
-            .await
-            .map_err(translate)?;
-        let dimension = described
-            .description()
-            .get_schema()
-            .get_fields()
-            .iter()
-            .find(|f| f.get_name() == VECTOR)
-            .map(|f| f.get_dimension() as usize)
-            .ok_or_else(|| {
-                StoreError::Config(format!(
-                    "collection `{name}` has no `{VECTOR}` field: it was not made by this router"
-                ))
             })?;
-        Ok(Ready { client, dimension })
+        let mut state = self.state();
+        if matches!(*state, State::Opening(_)) {
+            *state = match &outcome {
+                Ok(ready) => State::Ready(ready.clone()),
+                Err(_) => State::Idle,
+            };
+        }
+        outcome
     }
 
     /// The client, when `vector` fits the collection.
@@ -265,6 +226,91 @@ impl MilvusCache {
             tracing::debug!(%error, "expired cache rows not deleted");
         }
     }
+}
+
+/// Connects to `target` and makes sure its collection exists and is loaded.
+async fn open(target: MilvusTarget, dimension: Option<usize>) -> Result<Ready, StoreError> {
+    let mut config = ConnectConfig::new()
+        .uri(target.endpoint.as_str())
+        .connect_timeout(SETUP_TIMEOUT)
+        .rpc_timeout(SETUP_TIMEOUT)
+        // One attempt: the store's own timeout and `failure.store` decide what a failure
+        // does, and a retried call would outlast both.
+        .retry(RetryConfig::new().max_attempts(1))
+        .telemetry(TelemetryConfig::new().enabled(false));
+    if let Some(token) = &target.token {
+        config = config.token(token.as_str());
+    }
+    let client = ClientV2::new(&config).await.map_err(translate)?;
+    let name = target.collection.as_str();
+    let exists = client
+        .has_collection(
+            HasCollectionRequest::builder()
+                .collection_name(name)
+                .build()
+                .map_err(rejected)?,
+        )
+        .await
+        .map_err(translate)?
+        .exists();
+    if !exists {
+        let Some(dimension) = dimension else {
+            return Err(StoreError::Unavailable(format!(
+                "collection `{name}` does not exist yet"
+            )));
+        };
+        let created = client
+            .create_collection(create_request(name, dimension)?)
+            .await;
+        // Another replica may have created it in between: only a collection still missing
+        // is an error.
+        if let Err(error) = created {
+            let now = client
+                .has_collection(
+                    HasCollectionRequest::builder()
+                        .collection_name(name)
+                        .build()
+                        .map_err(rejected)?,
+                )
+                .await
+                .map_err(translate)?
+                .exists();
+            if !now {
+                return Err(translate(error));
+            }
+        }
+    }
+    client
+        .load_collection(
+            LoadCollectionRequest::builder()
+                .collection_name(name)
+                .build()
+                .map_err(rejected)?,
+        )
+        .await
+        .map_err(translate)?;
+    let described = client
+        .describe_collection(
+            DescribeCollectionRequest::builder()
+                .collection_name(name)
+                .build()
+                .map_err(rejected)?,
+        )
+        .await
+        .map_err(translate)?;
+    let dimension = described
+        .description()
+        .get_schema()
+        .get_fields()
+        .iter()
+        .find(|f| f.get_name() == VECTOR)
+        .map(|f| f.get_dimension() as usize)
+        .ok_or_else(|| {
+            StoreError::Config(format!(
+                "collection `{name}` has no `{VECTOR}` field: it was not made by this router"
+            ))
+        })?;
+    Ok(Ready { client, dimension })
 }
 
 fn create_request(name: &str, dimension: usize) -> Result<CreateCollectionRequest, StoreError> {
