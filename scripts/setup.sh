@@ -2,7 +2,7 @@
 # Installs what the tests need on a fresh machine (Debian, as root or with sudo): redis-server
 # for the session-store tests, Neovim for the editor test, Prometheus (`promtool` and the server)
 # for the metrics tests, Chromium and its WebDriver for the console test, the `openai` Python client for the client test, Envoy for the gateway
-# tests, `jsonschema` for the SARIF test, `kubernetes-validate` and PyYAML for the manifest test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
+# tests, milvus-lite for the Milvus cache store tests, `jsonschema` for the SARIF test, `kubernetes-validate` and PyYAML for the manifest test, NVIDIA Dynamo for the Dynamo test, schemathesis for the
 # OpenAPI test, and the model directories (scripts/models.sh); with SETUP_BENCH=1 also the
 # proxies of the proxy benchmark (scripts/bench/peers.sh).
 # Idempotent.
@@ -93,6 +93,15 @@ if [[ ! -x "$venv/bin/schemathesis" ]] || ! "$venv/bin/schemathesis" --version 2
   echo "== schemathesis ($venv)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'schemathesis==4.32.5'
+fi
+
+# milvus-lite, a vector database serving Milvus's gRPC API, and pymilvus beside it, for the
+# tests of `store = milvus(...)` (started with `python -m milvus_lite server`).
+venv=.cache/venv-milvus
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import milvus_lite, pymilvus' 2>/dev/null; then
+  echo "== milvus-lite ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'milvus-lite==3.2.2' 'pymilvus==3.0.2'
 fi
 
 # The proxies the proxy benchmark compares `src serve` with (nginx, wrk, Envoy, the Portkey

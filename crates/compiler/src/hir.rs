@@ -9,6 +9,7 @@ use src_dsl::ast::{Device, FailMode, Missing, Outcomes, OwnerLost, ProtectMode, 
 use src_dsl::{SourceMap, Span};
 use std::path::PathBuf;
 
+pub use crate::milvus_target::{MilvusTarget, MilvusUrlError};
 pub use crate::redis_target::{RedisTarget, TargetError};
 pub use crate::redis_url::{RedisUrl, RedisUrlError};
 pub use http::{HeaderName, HeaderValue};
@@ -368,6 +369,8 @@ pub enum StoreDef {
     /// A Redis the runtime's client opens: one server (E046), a Cluster or a Sentinel set
     /// (E070–E073).
     Redis(RedisTarget),
+    /// A Milvus collection (E091–E094, W044): cache answers only.
+    Milvus(MilvusTarget),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -58,6 +58,7 @@ pub mod jit;
 pub mod language;
 pub mod load;
 pub mod lookalike;
+mod milvus_target;
 pub mod pii;
 pub mod procedure;
 mod redis_target;

@@ -292,6 +292,12 @@ pub enum Store {
         sentinels: Spanned<Vec<Spanned<String>>>,
         master: Option<Spanned<String>>,
     },
+    /// A Milvus vector database (cache answers only): its gRPC URL and its named options as
+    /// written (`collection = "…"`; the checker reports any other name).
+    Milvus {
+        url: Spanned<String>,
+        options: Vec<(Ident, Spanned<String>)>,
+    },
 }
 
 /// `cache { encoder = E threshold = SCORE ttl = D store = S skip when EXPR }`

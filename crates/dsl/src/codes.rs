@@ -2,7 +2,7 @@
 //!
 //! Codes are stable: tools and CI scripts match on them, and `docs/diagnostics.md` documents each
 //! one with a failing example and its fix (a test keeps the two in step). Errors are `E0xx`,
-//! warnings `W0xx`. `E09x` are internal errors: a bug of this tool found by its own checks, which
+//! warnings `W0xx`. `E090` is an internal error: a bug of this tool found by its own checks, which
 //! no policy is meant to provoke. Never reuse or renumber a code; retire it instead.
 
 use serde::Serialize;
@@ -91,6 +91,11 @@ codes! {
     TEST_BUDGET_NEVER_REJECTS = "E087": "`expect rejected` names a budget that does not reject";
     // Internal errors (a fault of the tool, not of the policy).
     FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
+    // Vector stores (`milvus(..)`).
+    INVALID_MILVUS_URL = "E091": "`milvus(..)` store URL that is not `http(s)://HOST:PORT`";
+    INVALID_MILVUS_COLLECTION = "E092": "`milvus(..)` collection name Milvus refuses";
+    UNKNOWN_MILVUS_OPTION = "E093": "`milvus(..)` option other than `collection`";
+    MILVUS_OUTSIDE_CACHE = "E094": "`milvus(..)` store for sessions, which only the cache can use";
     // Personal data.
     UNKNOWN_PII_TYPE = "E100": "unknown personal data type in `pii`";
     // Warnings.
@@ -116,6 +121,8 @@ codes! {
     // Redis topologies.
     DUPLICATE_STORE_NODE = "W040": "a node listed twice in a cluster or sentinel store";
     LONE_SENTINEL = "W041": "a sentinel store listing one sentinel only";
+    // Vector stores.
+    MILVUS_METRICS_PORT = "W044": "`milvus(..)` URL on Milvus's metrics port, not its gRPC port";
     // Models.
     TEXT_PAST_WINDOWS = "W050": "model-backed signal's text can be longer than its model reads";
     // Personal data.

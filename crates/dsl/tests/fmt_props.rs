@@ -234,6 +234,12 @@ fn store() -> impl Strategy<Value = Option<Spanned<Store>>> {
                     sentinels: sp(v),
                     master
                 }),
+            (text(), prop::collection::vec((ident(), text()), 0..2)).prop_map(|(url, options)| {
+                Store::Milvus {
+                    url: sp(url),
+                    options: options.into_iter().map(|(n, v)| (n, sp(v))).collect(),
+                }
+            }),
         ]
         .prop_map(sp),
     )

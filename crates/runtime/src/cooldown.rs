@@ -324,6 +324,6 @@ fn shared_url(policy: &CheckedPolicy) -> Option<RedisTarget> {
         .flatten()
         .find_map(|store| match store {
             StoreDef::Redis(target) => Some(target.clone()),
-            StoreDef::Memory => None,
+            StoreDef::Memory | StoreDef::Milvus(_) => None,
         })
 }

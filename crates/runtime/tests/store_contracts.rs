@@ -1,6 +1,7 @@
 //! Every store kind against the same contracts, on its real server: the session, cache and
 //! response stores in memory, on a `redis-server`, and on a one-node Redis Cluster (which
-//! refuses any script or transaction whose keys span two hash slots), and the cooldowns one
+//! refuses any script or transaction whose keys span two hash slots), the cache store on
+//! milvus-lite (Milvus's gRPC API; no per-scope cap there), and the cooldowns one
 //! replica shares with another through Redis and through the cluster node. Beside them, the key
 //! layout itself: every key one multi-key step touches hashes to one Cluster slot, computed here
 //! with the Cluster specification's CRC16 and checked against the server's own `CLUSTER
@@ -24,10 +25,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use src_runtime::cache::{MemoryCache, RedisCache};
+use src_compiler::hir::MilvusTarget;
+use src_runtime::cache::{MemoryCache, MilvusCache, RedisCache};
 use src_runtime::responses_state::{MemoryResponses, RedisResponses};
 use src_runtime::session::{MemoryStore, RedisStore};
 use src_runtime::store::{KeySpace, Links};
+use src_testkit::milvus::MilvusServer;
 use src_testkit::redis::RedisServer;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -50,6 +53,14 @@ async fn redis_contracts(server: &RedisServer) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_session_store_keeps_the_contract() {
     contracts::session::contract(Arc::new(MemoryStore::default())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn milvus_cache_store_keeps_the_contract() {
+    let server = MilvusServer::start();
+    let target = MilvusTarget::parse(&server.url(), Some("contract")).unwrap();
+    let store = MilvusCache::new(target, TIMEOUT, contracts::cache::MAX_ENTRY_BYTES);
+    contracts::cache::contract_uncapped(Arc::new(store)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

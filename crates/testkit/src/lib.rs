@@ -25,6 +25,7 @@ pub mod extproc;
 pub mod fault;
 pub mod http;
 pub mod log_lines;
+pub mod milvus;
 pub mod models;
 pub mod redis;
 pub mod redis_topology;

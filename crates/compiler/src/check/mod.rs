@@ -28,6 +28,7 @@ mod credentials;
 mod decls;
 mod implication;
 mod labels;
+mod milvus;
 mod name_table;
 mod names;
 mod pii;

@@ -1,6 +1,7 @@
 //! The `store` of `cache` and `session`: `memory`, one Redis (`redis("…")`, E046), a Redis
 //! Cluster (`redis_cluster([...])`) or a Sentinel set (`redis_sentinel([...], master = "…")`),
-//! E070–E073 and W040–W041.
+//! E070–E073 and W040–W041; a Milvus collection (`milvus("…")`, the cache only) in
+//! [`super::milvus`].
 //!
 //! Each node URL is parsed here into the [`RedisTarget`] the runtime opens as it is, so a policy
 //! that checks is never refused at load, or failed on every request, for its store. Every node
@@ -56,6 +57,7 @@ impl Checker<'_> {
                 let (urls, master) = (urls?, master?);
                 self.target(RedisTarget::sentinel(&urls, master), sentinels)
             }
+            ast::Store::Milvus { url, options } => self.milvus(url, options, store.span, section),
         }
     }
 

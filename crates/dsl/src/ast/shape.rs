@@ -220,6 +220,16 @@ impl EqShape for Store {
                 Store::Sentinel { sentinels: s, master: m }
                     if sentinels.eq_shape(s) && master.eq_shape(m)
             ),
+            Store::Milvus { url, options } => matches!(
+                other,
+                Store::Milvus { url: u, options: o }
+                    if url.eq_shape(u)
+                        && options.len() == o.len()
+                        && options
+                            .iter()
+                            .zip(o)
+                            .all(|((n, v), (m, w))| n.eq_shape(m) && v.eq_shape(w))
+            ),
         }
     }
 }

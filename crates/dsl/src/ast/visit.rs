@@ -641,6 +641,13 @@ macro_rules! visitor {
                         v.visit_string(master);
                     }
                 }
+                Store::Milvus { url, options } => {
+                    v.visit_string(url);
+                    for (name, value) in options {
+                        v.visit_ident(name);
+                        v.visit_string(value);
+                    }
+                }
             }
         }
 

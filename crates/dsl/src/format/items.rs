@@ -303,6 +303,14 @@ fn store(s: &Store) -> String {
                 None => format!("redis_sentinel({list})"),
             }
         }
+        Store::Milvus { url, options } => {
+            let mut out = format!("milvus({}", string(&url.value));
+            for (name, value) in options {
+                out.push_str(&format!(", {} = {}", name.name, string(&value.value)));
+            }
+            out.push(')');
+            out
+        }
     }
 }
 

@@ -573,8 +573,9 @@ pub(crate) const EXPECT_NAME: &str = "expected a name such as `dynamo`";
 pub(crate) const EXPECT_STRINGS: &str = "expected a list of strings such as `[\"a\", \"b\"]`";
 pub(crate) const EXPECT_LABELS: &str = "expected a list of labels such as `[math, code]`";
 pub(crate) const EXPECT_STORE: &str = "expected `memory`, `redis(\"redis://...\")`, \
-     `redis_cluster([\"redis://...\", ...])` or \
-     `redis_sentinel([\"redis://...\", ...], master = \"NAME\")`";
+     `redis_cluster([\"redis://...\", ...])`, \
+     `redis_sentinel([\"redis://...\", ...], master = \"NAME\")` or \
+     `milvus(\"http://HOST:19530\")`";
 pub(crate) const EXPECT_ENV: &str = "expected `env(\"VARIABLE\")`";
 pub(crate) const EXPECT_TOOLS: &str = "expected `keep`, `none` or `only [\"tool\", ...]`";
 pub(crate) const EXPECT_PROMPT: &str = "expected a string, or `replace` and a string";
@@ -742,6 +743,13 @@ pub(crate) fn as_store(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Store>>
                 master,
             }
         }
+        ("milvus", [url], named) => Store::Milvus {
+            url: spanned_string(url)?,
+            options: named
+                .iter()
+                .map(|(name, value)| Some((name.clone(), spanned_string(value)?)))
+                .collect::<Option<_>>()?,
+        },
         _ => return None,
     };
     Some(Spanned::new(store, span))

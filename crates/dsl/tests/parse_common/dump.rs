@@ -127,6 +127,14 @@ fn store(s: &Store) -> String {
             strings(&sentinels.value),
             master.as_ref().map(|m| &m.value)
         ),
+        Store::Milvus { url, options } => format!(
+            "milvus({:?}{})",
+            url.value,
+            options
+                .iter()
+                .map(|(n, v)| format!(" {}={:?}", n.name, v.value))
+                .collect::<String>()
+        ),
     }
 }
 

@@ -169,6 +169,7 @@ impl BudgetLayer {
                     StoreDef::Redis(target) => Arc::new(RedisBudgets::on(
                         self.links.redis(target, self.timeouts.session)?,
                     )),
+                    StoreDef::Milvus(_) => return Err(crate::store::StoreError::cache_only()),
                 })
             },
         )

@@ -9,7 +9,7 @@ use std::time::Duration;
 use src_compiler::hir::StoreDef;
 
 use crate::cache::metrics::CacheMetrics;
-use crate::cache::store::{CacheStore, MemoryCache, RedisCache};
+use crate::cache::store::{CacheStore, MemoryCache, MilvusCache, RedisCache};
 use crate::hooks::ModelSignals;
 use crate::store::{Clock, Links, StoreError, StoreSet, SystemClock, Timeouts};
 
@@ -28,7 +28,7 @@ pub struct CacheOptions {
     pub max_bytes: usize,
     /// Largest answer body stored, in either store (at most 16 MiB).
     pub max_entry_bytes: usize,
-    /// Bound on each Redis call.
+    /// Bound on each call to a shared store (Redis or Milvus).
     pub redis_timeout: Duration,
 }
 
@@ -134,6 +134,11 @@ impl CacheLayer {
                 )),
                 StoreDef::Redis(target) => Arc::new(RedisCache::on(
                     self.links.redis(target, o.redis_timeout)?,
+                    o.max_entry_bytes,
+                )),
+                StoreDef::Milvus(target) => Arc::new(MilvusCache::new(
+                    target.clone(),
+                    o.redis_timeout,
                     o.max_entry_bytes,
                 )),
             })

@@ -39,4 +39,4 @@ pub use fill::Fill;
 pub use layer::{CacheLayer, CacheOptions, DEFAULT_TTL_MS};
 pub use metrics::CacheMetrics;
 pub use scope::Scope;
-pub use store::{CacheStore, Inserted, MemoryCache, Nearest, RedisCache, PER_SCOPE};
+pub use store::{CacheStore, Inserted, MemoryCache, MilvusCache, Nearest, RedisCache, PER_SCOPE};

@@ -45,7 +45,7 @@ impl Recall {
         self.shared.as_ref()?;
         match &policy.session.as_ref()?.store {
             StoreDef::Redis(target) => Some(target),
-            StoreDef::Memory => None,
+            StoreDef::Memory | StoreDef::Milvus(_) => None,
         }
     }
 

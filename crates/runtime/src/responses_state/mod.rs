@@ -174,6 +174,7 @@ impl ResponseStates {
                 StoreDef::Redis(target) => Arc::new(RedisResponses::on(
                     self.links.redis(target, self.options.redis_timeout)?,
                 )),
+                StoreDef::Milvus(_) => return Err(StoreError::cache_only()),
             })
         })
     }

@@ -349,6 +349,7 @@ impl SessionLayer {
                 StoreDef::Redis(target) => Arc::new(RedisStore::on(
                     self.links.redis(target, self.options.redis_timeout)?,
                 )),
+                StoreDef::Milvus(_) => return Err(StoreError::cache_only()),
             })
         })
     }

@@ -41,6 +41,12 @@ impl StoreError {
         }
     }
 
+    /// A store that holds cached answers only (Milvus) named for something else; the checker
+    /// refuses such a policy (E094), so only a policy built by hand meets this.
+    pub fn cache_only() -> StoreError {
+        StoreError::Config("a Milvus store holds cached answers only".into())
+    }
+
     /// Whether the store could not be reached (timed out, unreachable, or skipped by its
     /// breaker). The link reports an outage once, when its breaker opens, so these are not
     /// logged again per request.

@@ -217,12 +217,13 @@ impl<S: ?Sized> StoreSet<S> {
     }
 }
 
-/// `memory`, `redis`, `redis_cluster` or `redis_sentinel`: the kind of store `def` declares,
+/// `memory`, `redis`, `redis_cluster`, `redis_sentinel` or `milvus`: the kind of store `def` declares,
 /// before one is built.
 pub fn kind_of(def: &StoreDef) -> &'static str {
     match def {
         StoreDef::Memory => "memory",
         StoreDef::Redis(target) => target.kind(),
+        StoreDef::Milvus(_) => "milvus",
     }
 }
 

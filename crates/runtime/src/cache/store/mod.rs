@@ -1,5 +1,6 @@
 //! Where cached answers live: one small async trait, an in-process implementation
-//! ([`MemoryCache`]) and a shared one ([`RedisCache`]) that every router replica reads.
+//! ([`MemoryCache`]) and two shared ones that every router replica reads: [`RedisCache`] and a
+//! vector database, [`MilvusCache`].
 //!
 //! A store only keeps entries — a unit vector, the question it embeds, an answer body, a creation
 //! time — per scope and finds the nearest ones; the caller decides what a hit is (the threshold
@@ -7,9 +8,11 @@
 //! ttl), and passes its clock's time, so one clock governs a request and tests can move it.
 
 pub mod memory;
+pub mod milvus;
 pub mod redis;
 
 pub use self::memory::MemoryCache;
+pub use self::milvus::MilvusCache;
 pub use self::redis::RedisCache;
 
 use bytes::Bytes;
@@ -56,7 +59,7 @@ pub enum Inserted {
 
 /// Cached answers, shared by every request of every policy generation that names the store.
 pub trait CacheStore: Send + Sync {
-    /// `memory` or `redis`, for logs.
+    /// `memory`, `redis` or `milvus`, for logs.
     fn kind(&self) -> &'static str;
 
     /// The nearest entry of `scope` to `vector` among those younger than `ttl_ms`, with its body
