@@ -424,12 +424,31 @@ impl<'a> Evaluation<'a> {
         }
     }
 
-    /// Signals whose value this evaluation never learned (not needed, so not computed).
+    /// Signals whose value this evaluation never learned (not needed, so not computed): those
+    /// [`Evaluation::signal_values`] answers `None` for, found without copying any value (every
+    /// request asks, for its log line).
     pub fn skipped_signals(&self) -> Vec<SignalId> {
-        self.signal_values()
-            .into_iter()
-            .filter_map(|(id, v)| v.is_none().then_some(id))
+        let program = &self.policy.program;
+        (0..program.signal_count())
+            .map(|i| SignalId(i as u32))
+            .filter(|&id| !self.signal_known(id))
             .collect()
+    }
+
+    /// Whether [`Evaluation::signal_value`] would answer a value for `id`.
+    fn signal_known(&self, id: SignalId) -> bool {
+        let program = &self.policy.program;
+        match program.signal(id) {
+            None => false,
+            Some(SignalNode::Text(t)) => !t.mentions_api_key(),
+            Some(SignalNode::Scalar(n)) => {
+                program.nodes()[n.index()].ty != ValTy::Label
+                    && interp::eval_node(program, *n, &self.row).known
+            }
+            Some(SignalNode::Class { label, .. }) => {
+                interp::eval_node(program, *label, &self.row).known
+            }
+        }
     }
 
     /// Atoms computed or supplied so far.

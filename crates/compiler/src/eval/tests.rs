@@ -96,7 +96,16 @@ fn a_given_signals_model_is_never_requested() {
             .all(|(i, s)| !is_model_atom(&p, AtomId(i as u32)) || *s == AtomState::Untouched));
         let values = ev.signal_values();
         assert_eq!(values[topic.index()].1, Some(math));
+        assert_eq!(ev.skipped_signals(), unvalued(&values));
     }
+}
+
+/// The signals `values` has no value for: what `skipped_signals` must answer.
+fn unvalued(values: &[(SignalId, Option<Value>)]) -> Vec<SignalId> {
+    values
+        .iter()
+        .filter_map(|(id, v)| v.is_none().then_some(*id))
+        .collect()
 }
 
 #[test]
@@ -127,6 +136,7 @@ fn model_calls_are_returned_then_supplied() {
         );
         assert_eq!(values[attack.index()].1, None);
         assert_eq!(ev.skipped_signals(), vec![attack]);
+        assert_eq!(ev.skipped_signals(), unvalued(&values));
     }
 }
 

@@ -114,38 +114,47 @@ pub fn cached(mut done: Completion, snapshot: &Snapshot, hit: CachedAnswer) -> R
 /// `x-sr-request-id`, `x-sr-route`, `x-sr-model`, `x-sr-path`, and when they apply
 /// `x-sr-block`, `x-sr-fallbacks`, `x-sr-session` and `x-sr-cache`.
 pub fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, model: Option<&str>) {
-    let mut set = |name: &'static str, value: &str| {
+    // Names made at compile time: `from_static` outside a constant checks its text on every call.
+    const REQUEST_ID: HeaderName = HeaderName::from_static(headers::SR_REQUEST_ID);
+    const ROUTE: HeaderName = HeaderName::from_static(headers::SR_ROUTE);
+    const MODEL: HeaderName = HeaderName::from_static(headers::SR_MODEL);
+    const PATH: HeaderName = HeaderName::from_static(headers::SR_PATH);
+    const BLOCK: HeaderName = HeaderName::from_static(headers::SR_BLOCK);
+    const FALLBACKS: HeaderName = HeaderName::from_static(headers::SR_FALLBACKS);
+    const SESSION: HeaderName = HeaderName::from_static(headers::SR_SESSION);
+    const SWITCH_REASON: HeaderName = HeaderName::from_static(headers::SR_SWITCH_REASON);
+    const CACHE: HeaderName = HeaderName::from_static(headers::SR_CACHE);
+    const PREVIOUS: HeaderName = HeaderName::from_static(headers::SR_PREVIOUS);
+    const BUDGET: HeaderName = HeaderName::from_static(headers::SR_BUDGET);
+    let mut set = |name: HeaderName, value: &str| {
         if let Ok(v) = HeaderValue::from_str(value) {
-            headers.insert(HeaderName::from_static(name), v);
+            headers.insert(name, v);
         }
     };
-    set(headers::SR_REQUEST_ID, &record.request_id);
-    set(
-        headers::SR_ROUTE,
-        record.route.as_deref().unwrap_or(NONE_VALUE),
-    );
-    set(headers::SR_MODEL, model.unwrap_or(NONE_VALUE));
-    set(headers::SR_PATH, record.path);
+    set(REQUEST_ID, &record.request_id);
+    set(ROUTE, record.route.as_deref().unwrap_or(NONE_VALUE));
+    set(MODEL, model.unwrap_or(NONE_VALUE));
+    set(PATH, record.path);
     if let Some(block) = &record.block {
-        set(headers::SR_BLOCK, block);
+        set(BLOCK, block);
     }
     if !record.fallbacks.is_empty() {
-        set(headers::SR_FALLBACKS, &record.fallbacks.join(","));
+        set(FALLBACKS, &record.fallbacks.join(","));
     }
     if let Some(session) = record.session {
-        set(headers::SR_SESSION, session);
+        set(SESSION, session);
     }
     if let Some(reason) = record.switch_reason {
-        set(headers::SR_SWITCH_REASON, reason);
+        set(SWITCH_REASON, reason);
     }
     if let Some(cache) = record.cache {
-        set(headers::SR_CACHE, cache);
+        set(CACHE, cache);
     }
     if let Some(previous) = record.previous {
-        set(headers::SR_PREVIOUS, previous);
+        set(PREVIOUS, previous);
     }
     if let Some(budget) = &record.budget {
-        set(headers::SR_BUDGET, budget);
+        set(BUDGET, budget);
     }
 }
 

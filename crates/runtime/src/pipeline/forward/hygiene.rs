@@ -87,12 +87,14 @@ pub(crate) fn returned(name: &HeaderName) -> bool {
 /// `connection` header names as the upstream connection's own. The map is edited in place: the
 /// common answer loses a few names and no header is copied.
 pub(super) fn keep_returned(headers: &mut HeaderMap, sim_account: bool) {
+    // Most answers have no `connection` header: then no name needs looking up in it.
+    let has_connection = headers.contains_key(hyper::header::CONNECTION);
     let kept = |name: &HeaderName| {
         returned(name) || (sim_account && name.as_str().starts_with(crate::headers::SIM_PREFIX))
     };
     let gone: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| !kept(name) || named_by_connection(headers, name))
+        .filter(|name| !kept(name) || (has_connection && named_by_connection(headers, name)))
         .cloned()
         .collect();
     for name in gone {

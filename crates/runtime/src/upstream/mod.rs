@@ -11,7 +11,12 @@
 //! The API's connections are served by single-threaded shards (`server::shards`). Each shard
 //! thread gets its own pair of clients (`crate::shard`), so a request, its pooled backend
 //! connection and that connection's task all stay on one thread: handing a request to a
-//! connection task owned by another thread costs a cross-thread wake-up each way.
+//! connection task owned by another thread costs a cross-thread wake-up each way. The plain
+//! client is this crate's own small pool over hyper's HTTP/1.1 connections ([`plain`]): the
+//! general client spawns a task per request to learn when its connection is free again, which
+//! the plain path, the one most fleets use inside a cluster, does not need.
+
+mod plain;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -74,7 +79,7 @@ pub struct Upstream {
 /// One thread's clients: their pools and the tasks of their connections live on that thread.
 #[derive(Clone)]
 struct Clients {
-    plain: Client<HttpConnector, Full<Bytes>>,
+    plain: Arc<plain::PlainPool>,
     tls: Client<Bounded<HttpsConnector<HttpConnector>>, Full<Bytes>>,
 }
 
@@ -105,11 +110,24 @@ impl Upstream {
         // Kept for the error only; the URL text is made when one happens.
         let uri = request.uri().clone();
         let clients = self.clients();
-        let answer = if uri.scheme() == Some(&Scheme::HTTPS) {
-            clients.tls.request(request)
-        } else {
-            clients.plain.request(request)
-        };
+        if uri.scheme() != Some(&Scheme::HTTPS) {
+            return match tokio::time::timeout(timeout, clients.plain.send(request)).await {
+                Ok(Ok(response)) => Ok(response),
+                Err(_) => Err(UpstreamError::Timeout {
+                    url: uri.to_string(),
+                    timeout,
+                }),
+                Ok(Err(plain::PlainError::Connect(detail))) => Err(UpstreamError::Connect {
+                    url: uri.to_string(),
+                    detail,
+                }),
+                Ok(Err(plain::PlainError::Exchange(detail))) => Err(UpstreamError::Exchange {
+                    url: uri.to_string(),
+                    detail,
+                }),
+            };
+        }
+        let answer = clients.tls.request(request);
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(response)) => Ok(response),
             Err(_) => Err(UpstreamError::Timeout {
@@ -134,7 +152,11 @@ impl Clients {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(30)));
-        let plain = client_builder().build(connector.clone());
+        let plain = Arc::new(plain::PlainPool::new(
+            connector.clone(),
+            POOL_IDLE,
+            POOL_MAX_IDLE_PER_HOST,
+        ));
         // The TLS connector hands `https` URLs to the TCP connector, which must not refuse them.
         connector.enforce_http(false);
         let https = HttpsConnectorBuilder::new()
@@ -315,6 +337,119 @@ mod tests {
         }
         assert_eq!(conns, ["1", "1", "1"]);
         server.abort();
+        Ok(())
+    }
+
+    /// A backend on loopback that answers every request on a connection with `answer(conn)`,
+    /// numbering connections from 1; `close` closes each connection after its first answer;
+    /// `tail` is written this long after the answer (the rest of a body the answer announced).
+    async fn backend(
+        close: bool,
+        answer: fn(u32) -> String,
+        tail: Option<Duration>,
+    ) -> Result<std::net::SocketAddr, Box<dyn std::error::Error>> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let mut accepted = 0u32;
+            while let Ok((mut socket, _)) = listener.accept().await {
+                accepted += 1;
+                let conn = accepted;
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    while let Ok(n) = socket.read(&mut buf).await {
+                        if n == 0 || socket.write_all(answer(conn).as_bytes()).await.is_err() {
+                            break;
+                        }
+                        if let Some(after) = tail {
+                            tokio::time::sleep(after).await;
+                            if socket.write_all(b"ok").await.is_err() {
+                                break;
+                            }
+                        }
+                        if close {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        Ok(addr)
+    }
+
+    fn numbered(conn: u32) -> String {
+        format!("HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-conn: {conn}\r\n\r\nok")
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_closes_each_connection_still_answers_every_request(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let addr = backend(true, numbered, None).await?;
+        let upstream = upstream()?;
+        let mut conns = Vec::new();
+        for _ in 0..4 {
+            let response = upstream
+                .send(get(&format!("http://{addr}/"))?, Duration::from_secs(5))
+                .await?;
+            conns.push(response.headers()["x-conn"].to_str()?.to_owned());
+            response.into_body().collect().await?;
+            // Let the connection's task see the close, as time between requests would.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(conns, ["1", "2", "3", "4"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_answer_dropped_before_its_end_is_not_reused(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        // Announces ten bytes, sends two: the answer never ends.
+        fn unfinished(conn: u32) -> String {
+            format!("HTTP/1.1 200 OK\r\ncontent-length: 10\r\nx-conn: {conn}\r\n\r\nok")
+        }
+        let addr = backend(false, unfinished, None).await?;
+        let upstream = upstream()?;
+        let first = upstream
+            .send(get(&format!("http://{addr}/"))?, Duration::from_secs(5))
+            .await?;
+        assert_eq!(first.headers()["x-conn"], "1");
+        drop(first);
+        let second = upstream
+            .send(get(&format!("http://{addr}/"))?, Duration::from_secs(5))
+            .await?;
+        assert_eq!(second.headers()["x-conn"], "2");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_open_connections_that_are_then_reused(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        // Each body ends 100 ms after its head: three heads taken at once leave three
+        // connections busy.
+        fn late(conn: u32) -> String {
+            format!("HTTP/1.1 200 OK\r\ncontent-length: 4\r\nx-conn: {conn}\r\n\r\nok")
+        }
+        let addr = backend(false, late, Some(Duration::from_millis(100))).await?;
+        let upstream = upstream()?;
+        let url = format!("http://{addr}/");
+        let mut heads = Vec::new();
+        for _ in 0..3 {
+            heads.push(upstream.send(get(&url)?, Duration::from_secs(5)).await?);
+        }
+        let mut opened: Vec<String> = Vec::new();
+        for response in heads {
+            opened.push(response.headers()["x-conn"].to_str()?.to_owned());
+            response.into_body().collect().await?;
+        }
+        opened.sort();
+        assert_eq!(opened, ["1", "2", "3"]);
+        // Read to their ends, all three are free again: no fourth connection.
+        for _ in 0..6 {
+            let response = upstream.send(get(&url)?, Duration::from_secs(5)).await?;
+            let conn: u32 = response.headers()["x-conn"].to_str()?.parse()?;
+            assert!(conn <= 3, "opened connection {conn}");
+            response.into_body().collect().await?;
+        }
         Ok(())
     }
 }
