@@ -88,6 +88,7 @@ codes! {
     BUDGET_UNKNOWN_MODEL = "E082": "budget's `exceeded = to` names no model";
     UNKNOWN_BUDGET = "E083": "`budget(..)` names no budget";
     BUDGET_PER = "E084": "budget `per` that is neither `tenant` nor text";
+    CACHE_BOUND = "E085": "cache `max_entries` or `max_bytes` that is not a positive whole number";
     // Internal errors (a fault of the tool, not of the policy).
     FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
     // Personal data.

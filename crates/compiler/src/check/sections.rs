@@ -217,6 +217,8 @@ impl Checker<'_> {
             }
         });
         let ttl_ok = self.positive_ttl(&cache.ttl, "cache");
+        let max_entries = self.cache_bound(&cache.max_entries, "max_entries", "100k");
+        let max_bytes = self.cache_bound(&cache.max_bytes, "max_bytes", "512M");
         let store = self.store(&cache.store, "cache");
         let skip = match &cache.skip_when {
             Some(e) => self
@@ -224,19 +226,63 @@ impl Checker<'_> {
                 .map(Some),
             None => Some(None),
         };
-        let def = match (encoder, threshold, store, skip) {
-            (Some(encoder), Some(threshold), Some(store), Some(skip_when)) if ttl_ok => {
-                Some(CacheDef {
-                    encoder,
-                    threshold,
-                    ttl_ms: cache.ttl.as_ref().map(|t| t.value.millis),
-                    store,
-                    skip_when,
-                })
-            }
+        let def = match (encoder, threshold, store, skip, max_entries, max_bytes) {
+            (
+                Some(encoder),
+                Some(threshold),
+                Some(store),
+                Some(skip_when),
+                Some(max_entries),
+                Some(max_bytes),
+            ) if ttl_ok => Some(CacheDef {
+                encoder,
+                threshold,
+                ttl_ms: cache.ttl.as_ref().map(|t| t.value.millis),
+                store,
+                max_entries,
+                max_bytes,
+                skip_when,
+            }),
             _ => None,
         };
         self.parts.cache = Some(def);
+    }
+
+    /// `max_entries` / `max_bytes`: a whole number of at least 1 (E085). `Some(None)` when not
+    /// written, `None` when written wrong.
+    fn cache_bound(
+        &mut self,
+        bound: &Option<src_dsl::Spanned<ast::Number>>,
+        key: &str,
+        example: &str,
+    ) -> Option<Option<u64>> {
+        let Some(n) = bound else {
+            return Some(None);
+        };
+        match n.value.as_int() {
+            Some(v) if v >= 1 => Some(Some(v as u64)),
+            _ => {
+                self.report(
+                    Diagnostic::error(
+                        codes::CACHE_BOUND,
+                        format!("cache `{key}` must be a positive whole number"),
+                        n.span,
+                    )
+                    .with_label_message(format!("found `{}`", n.value.text))
+                    .with_help(format!(
+                        "the memory store keeps at most this many {}: write e.g. `{key} = \
+                         {example}` (`k` is ×1,000, `M` ×1,000,000), or remove the line for the \
+                         default",
+                        if key == "max_bytes" {
+                            "bytes"
+                        } else {
+                            "entries"
+                        }
+                    )),
+                );
+                None
+            }
+        }
     }
 
     fn positive_ttl(&mut self, ttl: &Option<src_dsl::Spanned<ast::Duration>>, what: &str) -> bool {
