@@ -28,9 +28,10 @@ use crate::cache::store::{
 };
 use crate::hooks::BoxFuture;
 
-/// Bytes counted per entry besides its body, question and vectors: the maps, the LRU order,
-/// the ids and the graph's links (measured: docs/operations.md, sizing).
-pub const OVERHEAD: usize = 320;
+/// Bytes counted per entry besides its body, question and vectors: the graph's links (about
+/// 750–920 bytes at 16 neighbours), the maps, the LRU order and the ids (about 250). Counted for
+/// every entry, indexed or not. Measured: docs/operations.md, "Sizing the memory cache".
+pub const OVERHEAD: usize = 1024;
 
 /// Entries at the cold end of the LRU order checked for expiry on each insert.
 const SWEEP: usize = 16;
