@@ -116,6 +116,8 @@ codes! {
     // Redis topologies.
     DUPLICATE_STORE_NODE = "W040": "a node listed twice in a cluster or sentinel store";
     LONE_SENTINEL = "W041": "a sentinel store listing one sentinel only";
+    // The response cache.
+    UNUSED_CACHE_BOUND = "W042": "cache `max_entries` or `max_bytes` on a store they do not bound";
     // Models.
     TEXT_PAST_WINDOWS = "W050": "model-backed signal's text can be longer than its model reads";
     // Personal data.

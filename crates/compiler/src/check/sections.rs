@@ -11,7 +11,7 @@ use super::types::texpr;
 use super::{Checker, Scope};
 use crate::hir::{
     BlockActionDef, BlockDef, CacheDef, CooldownDef, EncoderId, FailureDef, HoldDef, ModelId,
-    ProtectDef, RouterDef, SessionDef, TExpr, TExprKind, Type,
+    ProtectDef, RouterDef, SessionDef, StoreDef, TExpr, TExprKind, Type,
 };
 use src_dsl::ast::{self, BlockAction, FailMode, Missing, Outcomes, ProtectMode};
 use src_dsl::{codes, Diagnostic, Span};
@@ -220,6 +220,9 @@ impl Checker<'_> {
         let max_entries = self.cache_bound(&cache.max_entries, "max_entries", "100k");
         let max_bytes = self.cache_bound(&cache.max_bytes, "max_bytes", "512M");
         let store = self.store(&cache.store, "cache");
+        if store.as_ref().is_some_and(|s| *s != StoreDef::Memory) {
+            self.unused_cache_bounds(cache);
+        }
         let skip = match &cache.skip_when {
             Some(e) => self
                 .expect_bool(e, "the `skip when` condition of `cache`")
@@ -246,6 +249,29 @@ impl Checker<'_> {
             _ => None,
         };
         self.parts.cache = Some(def);
+    }
+
+    /// W042: the bounds are the memory store's; a shared store keeps entries by scope and ttl.
+    fn unused_cache_bounds(&mut self, cache: &ast::Cache) {
+        let bounds = [
+            ("max_entries", &cache.max_entries),
+            ("max_bytes", &cache.max_bytes),
+        ];
+        for (key, bound) in bounds {
+            let Some(n) = bound else { continue };
+            self.report(
+                Diagnostic::warning(
+                    codes::UNUSED_CACHE_BOUND,
+                    format!("cache `{key}` bounds only the memory store; it does nothing here"),
+                    n.span,
+                )
+                .with_label_message("ignored by a shared store")
+                .with_help(
+                    "a shared store keeps each scope's newest entries until their `ttl`: remove \
+                     the line, or size the shared store itself",
+                ),
+            );
+        }
     }
 
     /// `max_entries` / `max_bytes`: a whole number of at least 1 (E085). `Some(None)` when not
