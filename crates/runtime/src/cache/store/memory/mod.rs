@@ -140,23 +140,27 @@ impl Inner {
 
     /// The live entries of `scope` near `vector` with their exact similarity: every entry of a
     /// scanned scope, the graph's proposals in an indexed one. Expired entries met on the way
-    /// are removed (from the graph too) and the graph asked again, so they leave no hole.
+    /// are removed (from the graph too); in an indexed scope, every expired entry of the scope
+    /// then goes at once and the graph is asked again, so they leave no hole among the
+    /// proposals and an idle hour costs one sweep, not one search per 16 entries.
     fn near(&mut self, scope: &Scope, vector: &[f32], now_ms: u64, ttl_ms: u64) -> Vec<(u64, f32)> {
         loop {
             let Some(part) = self.scopes.get_mut(scope) else {
                 return Vec::new();
             };
-            let ids: Vec<u64> = match part
-                .graph
-                .as_ref()
-                .map(|g| (g.dims(), g.nearest(vector, PROPOSED)))
-            {
-                Some((dims, Ok(ids))) if dims == vector.len() => ids,
-                Some((_, Err(err))) => {
-                    part.unindex(err);
-                    part.ids.iter().copied().collect()
+            let proposed = match part.graph.as_ref() {
+                Some(graph) if graph.dims() == vector.len() => {
+                    Some(graph.nearest(vector, PROPOSED))
                 }
-                _ => part.ids.iter().copied().collect(),
+                _ => None,
+            };
+            let (ids, indexed): (Vec<u64>, bool) = match proposed {
+                Some(Ok(ids)) => (ids, true),
+                Some(Err(err)) => {
+                    part.unindex(err);
+                    (part.ids.iter().copied().collect(), false)
+                }
+                None => (part.ids.iter().copied().collect(), false),
             };
             let mut expired = Vec::new();
             let mut scored = Vec::with_capacity(ids.len());
@@ -170,16 +174,36 @@ impl Inner {
                     expired.push(id);
                 }
             }
-            let indexed = self.scopes.get(scope).is_some_and(|p| p.graph.is_some());
-            if expired.is_empty() || !indexed {
+            if expired.is_empty() {
+                return scored;
+            }
+            if !indexed {
                 for id in expired {
                     self.remove(id);
                 }
                 return scored;
             }
-            for id in expired {
-                self.remove(id);
-            }
+            self.purge(scope, now_ms, ttl_ms);
+        }
+    }
+
+    /// Removes every expired entry of `scope`.
+    fn purge(&mut self, scope: &Scope, now_ms: u64, ttl_ms: u64) {
+        let Some(part) = self.scopes.get(scope) else {
+            return;
+        };
+        let expired: Vec<u64> = part
+            .ids
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.entries
+                    .get(id)
+                    .is_some_and(|e| !live(e.created_ms, now_ms, ttl_ms))
+            })
+            .collect();
+        for id in expired {
+            self.remove(id);
         }
     }
 
