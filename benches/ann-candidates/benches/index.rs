@@ -98,9 +98,25 @@ fn bench(c: &mut Criterion) {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
 
+    // `ANN_EF=64,128,256` sweeps the search breadth after one build instead (no criterion).
+    let sweep: Vec<usize> = std::env::var("ANN_EF")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let queries_n: usize = std::env::var("ANN_QUERIES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(QUERIES);
+
     // Bytes per entry of the graph alone, per precision, at 10k entries.
     let sample = data(1, 10_000, &centres);
-    for precision in [Precision::F32, Precision::F16, Precision::I8] {
+    let precisions = if sweep.is_empty() {
+        vec![Precision::F32, Precision::F16, Precision::I8]
+    } else {
+        Vec::new()
+    };
+    for precision in precisions {
         let mut graph = Graph::new(DIMS, precision).expect("graph");
         for (i, p) in sample.chunks_exact(DIMS).enumerate() {
             graph.add(i as u64, p).expect("add");
@@ -120,7 +136,7 @@ fn bench(c: &mut Criterion) {
 
     for &n in &sizes {
         let points = data(1, n, &centres);
-        let queries = data(2, QUERIES, &centres);
+        let queries = data(2, queries_n, &centres);
         let mut graph = Graph::new(DIMS, Precision::F16).expect("graph");
         let started = Instant::now();
         for (i, p) in points.chunks_exact(DIMS).enumerate() {
@@ -131,7 +147,28 @@ fn bench(c: &mut Criterion) {
             .chunks_exact(DIMS)
             .map(|q| exact(&points, q))
             .collect();
-        let mut times = Vec::with_capacity(QUERIES);
+        if !sweep.is_empty() {
+            for &ef in &sweep {
+                graph.set_breadth(ef);
+                let mut times = Vec::with_capacity(queries_n);
+                let mut hits = 0;
+                for (q, t) in queries.chunks_exact(DIMS).zip(&truth) {
+                    let started = Instant::now();
+                    let found = lookup(&graph, &points, q);
+                    times.push(started.elapsed().as_secs_f64() * 1e6);
+                    hits += usize::from(found == Some(*t));
+                }
+                times.sort_by(f64::total_cmp);
+                println!(
+                    "n={n} ef={ef}: recall@1 {:.3} ({queries_n} queries); lookup p50 {:.0} µs p99 {:.0} µs",
+                    hits as f64 / queries_n as f64,
+                    percentile(&times, 0.5),
+                    percentile(&times, 0.99),
+                );
+            }
+            continue;
+        }
+        let mut times = Vec::with_capacity(queries_n);
         let mut hits = 0;
         for (q, t) in queries.chunks_exact(DIMS).zip(&truth) {
             let started = Instant::now();
@@ -149,10 +186,10 @@ fn bench(c: &mut Criterion) {
         scan.sort_by(f64::total_cmp);
         println!(
             "n={n}: build {build:.1} s ({:.0} inserts/s, one thread, f16 graph); recall@1 {:.3} \
-             ({QUERIES} queries); lookup p50 {:.0} µs p99 {:.0} µs; exact scan p50 {:.0} µs; \
+             ({queries_n} queries); lookup p50 {:.0} µs p99 {:.0} µs; exact scan p50 {:.0} µs; \
              graph {} bytes per entry",
             n as f64 / build,
-            hits as f64 / QUERIES as f64,
+            hits as f64 / queries_n as f64,
             percentile(&times, 0.5),
             percentile(&times, 0.99),
             percentile(&scan, 0.5),
@@ -163,7 +200,7 @@ fn bench(c: &mut Criterion) {
         group.sample_size(10);
         let mut i = 0;
         let mut next = || {
-            i = (i + 1) % QUERIES;
+            i = (i + 1) % queries_n;
             &queries[i * DIMS..(i + 1) * DIMS]
         };
         group.bench_function("exact_scan", |b| {

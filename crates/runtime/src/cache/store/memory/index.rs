@@ -120,6 +120,11 @@ impl Graph {
         self.index.remove(id).map(drop).map_err(fail)
     }
 
+    /// Explores `ef` candidates per search instead of [`EXPANSION_SEARCH`]: recall against time.
+    pub fn set_breadth(&self, ef: usize) {
+        self.index.change_expansion_search(ef);
+    }
+
     /// Up to `count` ids near `vector`, nearest first (approximately: an HNSW search).
     pub fn nearest(&self, vector: &[f32], count: usize) -> Result<Vec<u64>, IndexError> {
         if vector.len() != self.dims || self.index.size() == 0 {
