@@ -343,6 +343,8 @@ impl PolicyBuilder {
             threshold: 0.9,
             ttl_ms: None,
             store: StoreDef::Memory,
+            max_entries: None,
+            max_bytes: None,
             skip_when: Some(when),
         });
         self

@@ -379,6 +379,9 @@ pub struct CacheDef {
     pub threshold: f64,
     pub ttl_ms: Option<u64>,
     pub store: StoreDef,
+    /// The memory store's bounds; `None` keeps the server's (10,000 entries, 256 MiB).
+    pub max_entries: Option<u64>,
+    pub max_bytes: Option<u64>,
     pub skip_when: Option<TExpr>,
 }
 

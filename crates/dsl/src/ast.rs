@@ -300,13 +300,17 @@ pub enum Store {
     },
 }
 
-/// `cache { encoder = E threshold = SCORE ttl = D store = S skip when EXPR }`
+/// `cache { encoder = E threshold = SCORE ttl = D store = S max_entries = N max_bytes = N
+/// skip when EXPR }`
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cache {
     pub encoder: Option<Ident>,
     pub threshold: Option<Spanned<Number>>,
     pub ttl: Option<Spanned<Duration>>,
     pub store: Option<Spanned<Store>>,
+    /// Bounds of the memory store (whole numbers; the checker reports others).
+    pub max_entries: Option<Spanned<Number>>,
+    pub max_bytes: Option<Spanned<Number>>,
     pub skip_when: Option<Expr>,
 }
 

@@ -88,6 +88,7 @@ codes! {
     BUDGET_UNKNOWN_MODEL = "E082": "budget's `exceeded = to` names no model";
     UNKNOWN_BUDGET = "E083": "`budget(..)` names no budget";
     BUDGET_PER = "E084": "budget `per` that is neither `tenant` nor text";
+    CACHE_BOUND = "E085": "cache `max_entries` or `max_bytes` that is not a positive whole number";
     TEST_BUDGET_NEVER_REJECTS = "E087": "`expect rejected` names a budget that does not reject";
     // Internal errors (a fault of the tool, not of the policy).
     FORMAT_UNSOUND = "E090": "formatting would change the policy (internal error)";
@@ -121,6 +122,8 @@ codes! {
     // Redis topologies.
     DUPLICATE_STORE_NODE = "W040": "a node listed twice in a cluster or sentinel store";
     LONE_SENTINEL = "W041": "a sentinel store listing one sentinel only";
+    // The response cache.
+    UNUSED_CACHE_BOUND = "W042": "cache `max_entries` or `max_bytes` on a store they do not bound";
     // Vector stores.
     MILVUS_METRICS_PORT = "W044": "`milvus(..)` URL on Milvus's metrics port, not its gRPC port";
     // Models.

@@ -91,7 +91,15 @@ pub mod fields {
         "tools",
         "cache",
     ];
-    pub const CACHE: &[&str] = &["encoder", "threshold", "ttl", "store", "skip"];
+    pub const CACHE: &[&str] = &[
+        "encoder",
+        "threshold",
+        "ttl",
+        "store",
+        "max_entries",
+        "max_bytes",
+        "skip",
+    ];
     pub const SESSION: &[&str] = &["id", "tenant", "ttl", "store", "missing", "outcomes"];
     pub const PROTECT: &[&str] = &["mode", "hold", "owner_lost"];
     pub const FAILURE: &[&str] = &[

@@ -448,17 +448,23 @@ fn cache() -> impl Strategy<Value = ItemKind> {
         number(),
         prop::option::of(duration().prop_map(sp)),
         store(),
+        prop::option::of(number().prop_map(sp)),
+        prop::option::of(number().prop_map(sp)),
         prop::option::of(expr()),
     )
-        .prop_map(|(encoder, threshold, ttl, store, skip_when)| {
-            ItemKind::Cache(Cache {
-                encoder: Some(encoder),
-                threshold: Some(sp(threshold)),
-                ttl,
-                store,
-                skip_when,
-            })
-        })
+        .prop_map(
+            |(encoder, threshold, ttl, store, max_entries, max_bytes, skip_when)| {
+                ItemKind::Cache(Cache {
+                    encoder: Some(encoder),
+                    threshold: Some(sp(threshold)),
+                    ttl,
+                    store,
+                    max_entries,
+                    max_bytes,
+                    skip_when,
+                })
+            },
+        )
 }
 
 fn session() -> impl Strategy<Value = ItemKind> {

@@ -41,11 +41,9 @@ async fn redis_contracts(server: &RedisServer) {
     let url = server.url();
     let redis = || links.redis_url(&url, TIMEOUT).unwrap();
     contracts::session::contract(Arc::new(RedisStore::on(redis()))).await;
-    contracts::cache::contract(Arc::new(RedisCache::on(
-        redis(),
-        contracts::cache::MAX_ENTRY_BYTES,
-    )))
-    .await;
+    let cache = Arc::new(RedisCache::on(redis(), contracts::cache::MAX_ENTRY_BYTES));
+    contracts::cache::contract(cache.clone()).await;
+    contracts::cache::keeps_only_the_newest(cache.as_ref()).await;
     contracts::responses::contract(Arc::new(RedisResponses::on(redis()))).await;
     assert_eq!(links.len(), 1, "the three stores share one link");
 }

@@ -11,7 +11,7 @@ use super::types::texpr;
 use super::{Checker, Scope};
 use crate::hir::{
     BlockActionDef, BlockDef, CacheDef, CooldownDef, EncoderId, FailureDef, HoldDef, ModelId,
-    ProtectDef, RouterDef, SessionDef, TExpr, TExprKind, Type,
+    ProtectDef, RouterDef, SessionDef, StoreDef, TExpr, TExprKind, Type,
 };
 use src_dsl::ast::{self, BlockAction, FailMode, Missing, Outcomes, ProtectMode};
 use src_dsl::{codes, Diagnostic, Span};
@@ -217,26 +217,98 @@ impl Checker<'_> {
             }
         });
         let ttl_ok = self.positive_ttl(&cache.ttl, "cache");
+        let max_entries = self.cache_bound(&cache.max_entries, "max_entries", "100k");
+        let max_bytes = self.cache_bound(&cache.max_bytes, "max_bytes", "512M");
         let store = self.store(&cache.store, "cache");
+        if store.as_ref().is_some_and(|s| *s != StoreDef::Memory) {
+            self.unused_cache_bounds(cache);
+        }
         let skip = match &cache.skip_when {
             Some(e) => self
                 .expect_bool(e, "the `skip when` condition of `cache`")
                 .map(Some),
             None => Some(None),
         };
-        let def = match (encoder, threshold, store, skip) {
-            (Some(encoder), Some(threshold), Some(store), Some(skip_when)) if ttl_ok => {
-                Some(CacheDef {
-                    encoder,
-                    threshold,
-                    ttl_ms: cache.ttl.as_ref().map(|t| t.value.millis),
-                    store,
-                    skip_when,
-                })
-            }
+        let def = match (encoder, threshold, store, skip, max_entries, max_bytes) {
+            (
+                Some(encoder),
+                Some(threshold),
+                Some(store),
+                Some(skip_when),
+                Some(max_entries),
+                Some(max_bytes),
+            ) if ttl_ok => Some(CacheDef {
+                encoder,
+                threshold,
+                ttl_ms: cache.ttl.as_ref().map(|t| t.value.millis),
+                store,
+                max_entries,
+                max_bytes,
+                skip_when,
+            }),
             _ => None,
         };
         self.parts.cache = Some(def);
+    }
+
+    /// W042: the bounds are the memory store's; a shared store keeps entries by scope and ttl.
+    fn unused_cache_bounds(&mut self, cache: &ast::Cache) {
+        let bounds = [
+            ("max_entries", &cache.max_entries),
+            ("max_bytes", &cache.max_bytes),
+        ];
+        for (key, bound) in bounds {
+            let Some(n) = bound else { continue };
+            self.report(
+                Diagnostic::warning(
+                    codes::UNUSED_CACHE_BOUND,
+                    format!("cache `{key}` bounds only the memory store; it does nothing here"),
+                    n.span,
+                )
+                .with_label_message("ignored by a shared store")
+                .with_help(
+                    "a shared store keeps each scope's newest entries until their `ttl`: remove \
+                     the line, or size the shared store itself",
+                ),
+            );
+        }
+    }
+
+    /// `max_entries` / `max_bytes`: a whole number of at least 1 (E085). `Some(None)` when not
+    /// written, `None` when written wrong.
+    fn cache_bound(
+        &mut self,
+        bound: &Option<src_dsl::Spanned<ast::Number>>,
+        key: &str,
+        example: &str,
+    ) -> Option<Option<u64>> {
+        let Some(n) = bound else {
+            return Some(None);
+        };
+        match n.value.as_int() {
+            Some(v) if v >= 1 => Some(Some(v as u64)),
+            _ => {
+                self.report(
+                    Diagnostic::error(
+                        codes::CACHE_BOUND,
+                        format!("cache `{key}` must be a positive whole number"),
+                        n.span,
+                    )
+                    .with_label_message(format!("found `{}`", n.value.text))
+                    .with_help(format!(
+                        "the memory store keeps at most this many {}: write e.g. `{key} = \
+                         {example}` (`k` is ×1,000, `M` ×1,000,000), or remove the line for the \
+                         default",
+                        if key == "max_bytes" {
+                            "bytes"
+                        } else {
+                            "entries"
+                        }
+                    )),
+                );
+                None
+            }
+        }
     }
 
     fn positive_ttl(&mut self, ttl: &Option<src_dsl::Spanned<ast::Duration>>, what: &str) -> bool {

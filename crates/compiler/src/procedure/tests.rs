@@ -51,6 +51,8 @@ fn with_cache(mut policy: CheckedPolicy) -> CheckedPolicy {
         threshold: 0.9,
         ttl_ms: None,
         store: StoreDef::Memory,
+        max_entries: None,
+        max_bytes: None,
         skip_when: Some(contains(prompt(), &["no-cache"])),
     });
     policy

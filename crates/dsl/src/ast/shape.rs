@@ -116,7 +116,7 @@ by_fields! {
     SystemPrompt { text, replace; skip span }
     HeaderSet { name, value }
     Route { name, priority, when, to, fallbacks, system_prompt, headers, reasoning, tools, cache }
-    Cache { encoder, threshold, ttl, store, skip_when }
+    Cache { encoder, threshold, ttl, store, max_entries, max_bytes, skip_when }
     Session { id, tenant, ttl, store, missing, outcomes }
     Hold { name, when; skip span }
     Protect { mode, holds, owner_lost }

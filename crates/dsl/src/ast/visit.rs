@@ -423,6 +423,12 @@ macro_rules! visitor {
             if let Some(x) = &$($m)? d.store {
                 field(v, "store", FieldValue::Store(x));
             }
+            if let Some(x) = &$($m)? d.max_entries {
+                field(v, "max_entries", FieldValue::Number(x));
+            }
+            if let Some(x) = &$($m)? d.max_bytes {
+                field(v, "max_bytes", FieldValue::Number(x));
+            }
             if let Some(x) = &$($m)? d.skip_when {
                 field(v, "skip", FieldValue::Expr(x));
             }

@@ -327,6 +327,8 @@ fn cache(b: &mut Builder, d: &Cache) {
             cover(&[s.span]),
         );
     }
+    b.field_number("max_entries", &d.max_entries);
+    b.field_number("max_bytes", &d.max_bytes);
     if let Some(w) = &d.skip_when {
         b.stmt(INDENT, format!("skip when {}", expr(w)), cover(&[w.span]));
     }

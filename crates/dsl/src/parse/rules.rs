@@ -222,6 +222,18 @@ pub(super) fn cache(cx: &mut Ctx<'_>, d: &mut Decl, entries: Vec<Entry>) -> Cach
         ),
         ttl: fields.read(cx, "ttl", f::EXPECT_DURATION, f::as_duration),
         store: store(cx, &mut fields),
+        max_entries: fields.read(
+            cx,
+            "max_entries",
+            "expected a whole number such as `100k`",
+            f::as_number,
+        ),
+        max_bytes: fields.read(
+            cx,
+            "max_bytes",
+            "expected a number of bytes such as `512M`",
+            f::as_number,
+        ),
         skip_when,
     }
 }

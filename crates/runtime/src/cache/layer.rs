@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use src_compiler::hir::StoreDef;
+use src_compiler::hir::{CacheDef, StoreDef};
 
 use crate::cache::metrics::CacheMetrics;
-use crate::cache::store::{CacheStore, MemoryCache, MilvusCache, RedisCache};
+use crate::cache::store::{Bounds, CacheStore, MemoryCache, MilvusCache, RedisCache};
 use crate::hooks::ModelSignals;
 use crate::store::{Clock, Links, StoreError, StoreSet, SystemClock, Timeouts};
 
@@ -112,6 +112,16 @@ impl CacheLayer {
 
     pub fn options(&self) -> CacheOptions {
         self.options
+    }
+
+    /// The memory store's bounds under `def`: the policy's where it sets them, else the
+    /// server's options.
+    pub fn bounds(&self, def: &CacheDef) -> Bounds {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        Bounds {
+            max_entries: def.max_entries.map_or(self.options.max_entries, size),
+            max_bytes: def.max_bytes.map_or(self.options.max_bytes, size),
+        }
     }
 
     pub fn metrics(&self) -> &CacheMetrics {

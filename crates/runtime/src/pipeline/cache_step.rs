@@ -165,6 +165,7 @@ pub async fn lookup(
         Ok(store) => store,
         Err(failed) => return store_failed(layer, connect, failed),
     };
+    store.bound(layer.bounds(def));
     let ttl_ms = def.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
     let vector: Arc<[f32]> = embedding.vector.into();
     let now = layer.clock.now_ms();

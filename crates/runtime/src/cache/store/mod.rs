@@ -21,8 +21,8 @@ use crate::cache::scope::Scope;
 use crate::hooks::BoxFuture;
 pub use crate::store::StoreError;
 
-/// Entries compared per scope: the newest this many are kept (and scanned on each lookup), in
-/// both stores.
+/// Entries compared per scope by the Redis store: the newest this many are kept (and scanned on
+/// each lookup). The memory store indexes its scopes and bounds only the whole.
 pub const PER_SCOPE: usize = 64;
 
 /// Candidates at the threshold offered to [`Accept`], best first, before a lookup gives up: a
@@ -47,6 +47,13 @@ pub struct Nearest {
     pub body: Option<Bytes>,
     /// Entries at the threshold whose question [`Accept`] refused.
     pub rejected: u32,
+}
+
+/// The whole memory store's bounds (`max_entries`, `max_bytes` in the policy's `cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub max_entries: usize,
+    pub max_bytes: usize,
 }
 
 /// The answer of [`CacheStore::insert`].
@@ -93,6 +100,9 @@ pub trait CacheStore: Send + Sync {
     fn entries(&self) -> Option<u64> {
         None
     }
+
+    /// Applies the policy's bounds; a store bounded otherwise (Redis: by the ttl) ignores them.
+    fn bound(&self, _bounds: Bounds) {}
 }
 
 /// Cosine similarity of two unit vectors; vectors of different lengths (different encoders)

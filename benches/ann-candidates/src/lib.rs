@@ -1,0 +1,1 @@
+//! Nothing: the benchmark lives in benches/candidates.rs.
