@@ -44,6 +44,7 @@ use crate::policy_store::Snapshot;
 use crate::relay::body::{ProxyBody, Rewrite};
 use crate::relay::completion::Completion;
 use crate::relay::counted::Counted;
+use crate::relay::rewriting::Rewritten;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
 
@@ -226,9 +227,7 @@ pub async fn forward(
             let response = relay(response, answer, done);
             let response = if strip {
                 response.map(|body| {
-                    ProxyBody::Boxed(http_body_util::BodyExt::boxed_unsync(
-                        crate::relay::usage_strip::StripUsage::new(body),
-                    ))
+                    Rewritten::boxed(body, crate::relay::usage_strip::StripUsage::new())
                 })
             } else {
                 response
