@@ -297,6 +297,7 @@ impl PolicyBuilder {
                 status: 403,
                 message: None,
             },
+            redact: None,
         });
         self
     }
@@ -319,6 +320,7 @@ impl PolicyBuilder {
             reasoning: None,
             tools: ToolsDef::Keep,
             cache: true,
+            redact: None,
         });
         self
     }

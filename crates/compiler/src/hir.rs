@@ -333,6 +333,8 @@ pub struct BlockDef {
     pub span: Span,
     pub when: TExpr,
     pub action: BlockActionDef,
+    /// `redact = [...]` on a redirect: what it forwards carries placeholders.
+    pub redact: Option<crate::pii::Redact>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -361,6 +363,8 @@ pub struct RouteDef {
     pub reasoning: Option<Reasoning>,
     pub tools: ToolsDef,
     pub cache: bool,
+    /// `redact = [...]`: what the route forwards carries placeholders for these types.
+    pub redact: Option<crate::pii::Redact>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -32,6 +32,9 @@ mod private_key;
 mod ssn;
 #[cfg(test)]
 mod tests;
+mod vault;
+
+pub use vault::{Redact, Restoring, Vault};
 
 use regex::{Regex, RegexSet};
 use std::ops::Range;

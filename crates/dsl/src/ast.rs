@@ -229,6 +229,8 @@ pub struct Block {
     pub name: Ident,
     pub when: Option<Expr>,
     pub action: BlockAction,
+    /// `redact = ["type", ...]`: personal data replaced by placeholders in what a redirect sends.
+    pub redact: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `system_prompt = "..."` or `system_prompt = replace "..."`.
@@ -276,6 +278,8 @@ pub struct Route {
     pub reasoning: Option<Spanned<Reasoning>>,
     pub tools: Option<Spanned<Tools>>,
     pub cache: Option<Spanned<bool>>,
+    /// `redact = ["type", ...]`: personal data replaced by placeholders in what is forwarded.
+    pub redact: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `memory`, `redis("redis://...")`, `redis_cluster(["redis://...", ...])` or

@@ -99,6 +99,9 @@ codes! {
     MILVUS_OUTSIDE_CACHE = "E094": "`milvus(..)` store for sessions, which only the cache can use";
     // Personal data.
     UNKNOWN_PII_TYPE = "E100": "unknown personal data type in `pii`";
+    UNKNOWN_REDACT_TYPE = "E101": "unknown personal data type in `redact`";
+    EMPTY_REDACT = "E102": "`redact` lists no type";
+    REDACT_ON_REFUSAL = "E103": "`redact` on a block that refuses";
     // Warnings.
     UNUSED_SIGNAL = "W001": "signal never used";
     UNUSED_MODEL_SOURCE = "W002": "classifier, guard or encoder never used";
@@ -130,6 +133,7 @@ codes! {
     TEXT_PAST_WINDOWS = "W050": "model-backed signal's text can be longer than its model reads";
     // Personal data.
     REPEATED_PII_TYPE = "W055": "personal data type listed twice in `pii`";
+    REPEATED_REDACT_TYPE = "W056": "personal data type listed twice in `redact`";
 }
 
 /// The title of a code, if it is known.

@@ -81,7 +81,7 @@ pub mod fields {
     pub const CLASSIFIER: &[&str] = &["path", "labels", "device", "window", "windows"];
     pub const GUARD: &[&str] = &["path", "positive", "device", "window", "windows"];
     pub const ENCODER: &[&str] = &["path", "device", "window", "windows"];
-    pub const BLOCK: &[&str] = &["when", "status", "message", "to"];
+    pub const BLOCK: &[&str] = &["when", "status", "message", "to", "redact"];
     pub const ROUTE: &[&str] = &[
         "when",
         "to",
@@ -90,6 +90,7 @@ pub mod fields {
         "reasoning",
         "tools",
         "cache",
+        "redact",
     ];
     pub const CACHE: &[&str] = &[
         "encoder",

@@ -378,13 +378,20 @@ fn block() -> impl Strategy<Value = ItemKind> {
             .prop_map(|(status, message)| BlockAction::Refuse { status, message }),
         ident().prop_map(|model| BlockAction::Redirect { model }),
     ];
-    (ident(), expr(), action).prop_map(|(name, when, action)| {
-        ItemKind::Block(Block {
-            name,
-            when: Some(when),
-            action,
+    (
+        ident(),
+        expr(),
+        action,
+        prop::option::of(strings().prop_map(sp)),
+    )
+        .prop_map(|(name, when, action, redact)| {
+            ItemKind::Block(Block {
+                name,
+                when: Some(when),
+                action,
+                redact,
+            })
         })
-    })
 }
 
 fn route() -> impl Strategy<Value = ItemKind> {
@@ -410,7 +417,10 @@ fn route() -> impl Strategy<Value = ItemKind> {
         prop::option::of(header_sets()),
         prop::option::of(reasoning.prop_map(sp)),
         prop::option::of(tools.prop_map(sp)),
-        prop::option::of(any::<bool>().prop_map(sp)),
+        (
+            prop::option::of(any::<bool>().prop_map(sp)),
+            prop::option::of(strings().prop_map(sp)),
+        ),
     )
         .prop_map(
             |(
@@ -420,7 +430,7 @@ fn route() -> impl Strategy<Value = ItemKind> {
                 headers,
                 reasoning,
                 tools,
-                cache,
+                (cache, redact),
             )| {
                 ItemKind::Route(Route {
                     name,
@@ -437,6 +447,7 @@ fn route() -> impl Strategy<Value = ItemKind> {
                     reasoning,
                     tools,
                     cache,
+                    redact,
                 })
             },
         )

@@ -108,6 +108,9 @@ pub struct RequestRecord {
     /// The budgets the request counted against (`x-sr-budget`: `NAME; used=U; limit=L`, comma
     /// separated), with the one that acted.
     pub budget: Option<String>,
+    /// The personal data types a route's `redact` replaced in what was forwarded, each with how
+    /// many distinct values (`email=2,phone=1`); never the values.
+    pub redacted: Option<String>,
     /// Who sent it, as the console shows it: filled only while a console page watches the
     /// live stream, and never written to the log.
     #[serde(skip)]

@@ -1,14 +1,10 @@
 //! Credentials that must never be shown: the one rule for taking a known secret out of a text
 //! (a backend's error that echoes the key it was sent, `src doctor`'s probe details) and the
-//! body wrapper that applies it to a relayed upstream error.
-
-use std::pin::Pin;
-use std::task::{Context, Poll};
+//! rewriter that applies it to a relayed upstream error.
 
 use bytes::Bytes;
-use hyper::body::{Body, Frame, SizeHint};
 
-use crate::relay::body::{BoxError, ProxyBody};
+use crate::relay::rewriting::Rewriter;
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "<redacted>";
@@ -54,90 +50,53 @@ fn redact_bytes(bytes: &[u8], secrets: &[String]) -> Bytes {
     Bytes::from(out)
 }
 
-/// A body relayed with `secrets` taken out: read whole (up to `MAX_SCRUBBED`) since a key may
-/// be split across frames, then handed on as one frame; trailers pass as they are.
+/// Takes `secrets` out of a relayed body (a [`Rewriter`]): read whole (up to
+/// `MAX_SCRUBBED`) since a key may be split across frames, then handed on as one piece.
 pub struct Scrubbed {
-    inner: ProxyBody,
     secrets: Vec<String>,
     held: Vec<u8>,
-    /// Past the bound, or at the end: frames pass as they come.
+    /// Past the bound: pieces pass as they come.
     through: bool,
-    /// Trailers that arrived while data was held.
-    pending: Option<Frame<Bytes>>,
 }
 
 impl Scrubbed {
-    pub fn new(inner: ProxyBody, secrets: Vec<String>) -> Scrubbed {
+    pub fn new(secrets: Vec<String>) -> Scrubbed {
         Scrubbed {
-            inner,
             secrets,
             held: Vec::new(),
             through: false,
-            pending: None,
         }
     }
 
-    fn release(&mut self) -> Option<Frame<Bytes>> {
-        if self.held.is_empty() {
-            return None;
-        }
+    fn release(&mut self) -> Bytes {
         let held = std::mem::take(&mut self.held);
-        Some(Frame::data(redact_bytes(&held, &self.secrets)))
+        redact_bytes(&held, &self.secrets)
     }
 }
 
-impl Body for Scrubbed {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        loop {
-            if this.through {
-                if let Some(frame) = this.release().or_else(|| this.pending.take()) {
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-                return Pin::new(&mut this.inner).poll_frame(cx);
-            }
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => {
-                    this.through = true;
-                    return Poll::Ready(this.release().map(Ok));
-                }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => {
-                        this.held.extend_from_slice(&data);
-                        if this.held.len() > MAX_SCRUBBED {
-                            this.through = true;
-                        }
-                    }
-                    Err(trailers) => {
-                        // The data held goes first; the trailers wait their turn.
-                        this.through = true;
-                        this.pending = Some(trailers);
-                    }
-                },
-            }
+impl Rewriter for Scrubbed {
+    fn feed(&mut self, data: &Bytes) -> Bytes {
+        if self.through {
+            return data.clone();
         }
+        self.held.extend_from_slice(data);
+        if self.held.len() > MAX_SCRUBBED {
+            self.through = true;
+            return self.release();
+        }
+        Bytes::new()
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.through && self.held.is_empty() && self.pending.is_none() && self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
+    fn finish(&mut self) -> Bytes {
+        self.release()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::relay::body::{BoxError, ProxyBody};
+    use crate::relay::rewriting::Rewritten;
     use http_body_util::BodyExt;
 
     #[test]
@@ -156,7 +115,9 @@ mod tests {
     #[tokio::test]
     async fn a_scrubbed_body_loses_its_secrets() -> Result<(), BoxError> {
         let body = ProxyBody::from(Bytes::from_static(b"{\"error\":\"Bearer sk-abc\"}"));
-        let out = Scrubbed::new(body, vec!["sk-abc".into()]).collect().await?;
+        let out = Rewritten::new(body, Scrubbed::new(vec!["sk-abc".into()]))
+            .collect()
+            .await?;
         assert_eq!(
             out.to_bytes(),
             Bytes::from_static(b"{\"error\":\"Bearer <redacted>\"}")

@@ -189,6 +189,7 @@ impl Checker<'_> {
             Some(None) => return None,
             None => None,
         };
+        let redact = self.redact(&r.name, r.redact.as_ref());
         let header_fields = header_fields?;
         if !fallbacks_ok {
             return None;
@@ -224,6 +225,7 @@ impl Checker<'_> {
                 }
             },
             cache: r.cache.as_ref().is_none_or(|c| c.value),
+            redact: redact?,
         })
     }
 

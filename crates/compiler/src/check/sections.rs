@@ -70,12 +70,14 @@ impl Checker<'_> {
                     self.select_model(model).map(BlockActionDef::Redirect)
                 }
             };
-            let def = match (when, action) {
-                (Some(when), Some(action)) => Some(BlockDef {
+            let redact = self.block_redact(b);
+            let def = match (when, action, redact) {
+                (Some(when), Some(action), Some(redact)) => Some(BlockDef {
                     name: b.name.name.clone(),
                     span: b.name.span,
                     when,
                     action,
+                    redact,
                 }),
                 _ => None,
             };

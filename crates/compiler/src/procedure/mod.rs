@@ -33,6 +33,7 @@ use crate::hir::{
     Value,
 };
 use crate::ir::{CondOwner, Outcome, Verdict};
+use crate::pii::Redact;
 use crate::request::RequestView;
 use budget::{BudgetAsk, BudgetKey, BudgetUse, Budgets};
 use src_dsl::ast::FailMode;
@@ -92,6 +93,9 @@ pub struct Decision {
     pub candidates: Vec<ModelId>,
     /// The budgets the request counted against, and the exceeded one that acted.
     pub budgets: Budgets,
+    /// The personal data replaced by placeholders in what is forwarded (the deciding route's or
+    /// redirecting block's `redact`); the answer gets the values back.
+    pub redact: Option<Redact>,
 }
 
 /// What the session layer made of a proposal.
@@ -363,6 +367,7 @@ impl<'a> Procedure<'a> {
             cache: CacheUse::NotReached,
             candidates: Vec::new(),
             budgets: self.budgets.clone(),
+            redact: None,
         };
         self.stage = Stage::Done(decision.clone());
         Some(decision)
@@ -473,6 +478,7 @@ impl<'a> Procedure<'a> {
                             cache: CacheUse::NotReached,
                             candidates: Vec::new(),
                             budgets: self.budgets.clone(),
+                            redact: None,
                         };
                         self.stage = Stage::Done(decision.clone());
                         return Ok(Next::Done(decision));
@@ -601,7 +607,20 @@ impl<'a> Procedure<'a> {
 
 impl Procedure<'_> {
     fn decision(&self, proposal: Proposal, cache: CacheUse, candidates: Vec<ModelId>) -> Decision {
+        let checked = &self.policy.checked;
+        let redact = match (proposal.block, proposal.route) {
+            (Some(block), _) => checked
+                .blocks
+                .get(block.index())
+                .and_then(|b| b.redact.clone()),
+            (None, Some(route)) => checked
+                .routes
+                .get(route.index())
+                .and_then(|r| r.redact.clone()),
+            (None, None) => None,
+        };
         Decision {
+            redact,
             block: proposal.block,
             refusal: None,
             route: proposal.route,

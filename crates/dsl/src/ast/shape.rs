@@ -112,10 +112,10 @@ by_fields! {
     Guard { name, path, positive, device, window, windows }
     Encoder { name, path, device, window, windows }
     Signal { name, expr }
-    Block { name, when, action }
+    Block { name, when, action, redact }
     SystemPrompt { text, replace; skip span }
     HeaderSet { name, value }
-    Route { name, priority, when, to, fallbacks, system_prompt, headers, reasoning, tools, cache }
+    Route { name, priority, when, to, fallbacks, system_prompt, headers, reasoning, tools, cache, redact }
     Cache { encoder, threshold, ttl, store, max_entries, max_bytes, skip_when }
     Session { id, tenant, ttl, store, missing, outcomes }
     Hold { name, when; skip span }

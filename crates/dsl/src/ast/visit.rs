@@ -362,6 +362,9 @@ macro_rules! visitor {
                 field(v, "when", FieldValue::Expr(x));
             }
             v.visit_block_action(&$($m)? d.action);
+            if let Some(x) = &$($m)? d.redact {
+                field(v, "redact", FieldValue::Strings(x));
+            }
         }
 
         /// `status` and `message` of a refusal, or the `to` model of a redirect.
@@ -407,6 +410,9 @@ macro_rules! visitor {
             }
             if let Some(x) = &$($m)? d.cache {
                 field(v, "cache", FieldValue::Bool(x));
+            }
+            if let Some(x) = &$($m)? d.redact {
+                field(v, "redact", FieldValue::Strings(x));
             }
         }
 

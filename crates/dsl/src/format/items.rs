@@ -236,6 +236,14 @@ fn block(b: &mut Builder, d: &Block) {
             b.stmt(INDENT, format!("to {}", model.name), cover(&[model.span]));
         }
     }
+    redact(b, &d.redact);
+}
+
+fn redact(b: &mut Builder, types: &Option<Spanned<Vec<Spanned<String>>>>) {
+    if let Some(t) = types {
+        let list = string_list(t.value.iter().map(|s| &s.value));
+        b.stmt(INDENT, format!("redact = {list}"), cover(&[t.span]));
+    }
 }
 
 fn route(b: &mut Builder, d: &Route) {
@@ -284,6 +292,7 @@ fn route(b: &mut Builder, d: &Route) {
         b.stmt(INDENT, format!("tools = {v}"), cover(&[t.span]));
     }
     b.field_bool("cache", &d.cache, "on", "off");
+    redact(b, &d.redact);
 }
 
 fn store(s: &Store) -> String {

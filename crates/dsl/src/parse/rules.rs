@@ -63,7 +63,13 @@ pub(super) fn block(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<En
             }
         }
     }
-    Block { name, when, action }
+    let redact = fields.read(cx, "redact", f::EXPECT_STRINGS, f::as_strings);
+    Block {
+        name,
+        when,
+        action,
+        redact,
+    }
 }
 
 pub(super) fn route(
@@ -123,6 +129,7 @@ pub(super) fn route(
         ),
         tools: fields.read(cx, "tools", f::EXPECT_TOOLS, tools),
         cache: fields.choice(cx, "cache", &[("on", true), ("off", false)]),
+        redact: fields.read(cx, "redact", f::EXPECT_STRINGS, f::as_strings),
     }
 }
 

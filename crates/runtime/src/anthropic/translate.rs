@@ -7,13 +7,11 @@
 //! the rewritten answer goes to the response cache, so a Messages hit always replays a
 //! Messages answer.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame};
+use hyper::body::Body;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 
@@ -24,6 +22,7 @@ use crate::cache::Fill;
 use crate::headers::{APPLICATION_JSON, TEXT_EVENT_STREAM};
 use crate::relay::body::{BoxError, ProxyBody};
 use crate::relay::counted::Counted;
+use crate::relay::rewriting::{Rewriter, Rewritten};
 
 /// The Messages form of a relayed chat answer; `fill`, when set, receives a whole 200 answer.
 /// `counted` is the router's count of the request, which the answer's text is added to; the
@@ -41,12 +40,8 @@ pub async fn answer(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
     if sse && parts.status.is_success() {
-        let translated = Translating {
-            inner: body,
-            translator: StreamTranslator::new(counted),
-            done: false,
-        };
-        return Response::from_parts(parts, ProxyBody::Boxed(translated.boxed_unsync()));
+        let translated = Translating(StreamTranslator::new(counted));
+        return Response::from_parts(parts, Rewritten::boxed(body, translated));
     }
     let bytes = match whole(&mut body).await {
         Ok(bytes) => bytes,
@@ -117,52 +112,14 @@ fn json(mut parts: hyper::http::response::Parts, body: Bytes) -> Response<ProxyB
 }
 
 /// A chat event stream read as a Messages one.
-struct Translating {
-    inner: ProxyBody,
-    translator: StreamTranslator,
-    done: bool,
-}
+struct Translating(StreamTranslator);
 
-impl Body for Translating {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        loop {
-            if this.done {
-                return Poll::Ready(None);
-            }
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => {
-                    this.done = true;
-                    let tail = this.translator.finish();
-                    if !tail.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(tail))));
-                    }
-                }
-                Poll::Ready(Some(Ok(frame))) => {
-                    let Some(data) = frame.data_ref() else {
-                        return Poll::Ready(Some(Ok(frame)));
-                    };
-                    let out = this.translator.feed(data);
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(out))));
-                    }
-                }
-                Poll::Ready(Some(Err(err))) => {
-                    this.done = true;
-                    return Poll::Ready(Some(Err(err)));
-                }
-            }
-        }
+impl Rewriter for Translating {
+    fn feed(&mut self, data: &Bytes) -> Bytes {
+        self.0.feed(data)
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.done
+    fn finish(&mut self) -> Bytes {
+        self.0.finish()
     }
 }

@@ -262,8 +262,8 @@ pub fn tenant(policy: &CheckedPolicy, view: &RequestView) -> String {
 /// The route plugins that shape the upstream request, written canonically.
 pub fn plugins(route: &RouteDef) -> String {
     format!(
-        "{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
-        route.system_prompt, route.headers, route.reasoning, route.tools
+        "{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+        route.system_prompt, route.headers, route.reasoning, route.tools, route.redact
     )
 }
 

@@ -407,6 +407,17 @@ impl Exchange {
                 return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
             }
         };
+        // The gateway relays the answer itself, so its placeholders stay: the backend still
+        // never reads the values.
+        let body = match &plan.redact {
+            Some(redact) => {
+                let mut vault = src_compiler::pii::Vault::new();
+                let redacted = crate::pipeline::redact::redact_body(&body, redact, &mut vault);
+                done.record.redacted = crate::pipeline::redact::summary(&vault);
+                redacted.unwrap_or(body)
+            }
+            None => body,
+        };
         let mut set = shaping.router_headers().clone();
         set_model_headers(&mut set, wire_model, endpoint);
         set.insert(

@@ -51,6 +51,7 @@ pub(super) fn write(
     field(out, "cache_score", &r.cache_score)?;
     field(out, "previous", &r.previous)?;
     field(out, "budget", &r.budget)?;
+    field(out, "redacted", &r.redacted)?;
     out.extend_from_slice(b"}}");
     Ok(())
 }
@@ -127,6 +128,7 @@ mod tests {
             cache_score: Some(0.91),
             previous: Some("expanded"),
             budget: Some("per_key; used=1; limit=2".into()),
+            redacted: Some("email=2,phone=1".into()),
             watched: None,
         }
     }

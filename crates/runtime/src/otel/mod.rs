@@ -72,6 +72,8 @@ pub mod key {
     pub const COMPLETION_TOKENS: &str = "gen_ai.usage.output_tokens";
     /// Prompt tokens the backend served from its prefix cache (its usage evidence).
     pub const CACHED_TOKENS: &str = "src.upstream.cached_tokens";
+    /// The personal data types `redact` replaced, with their counts (`email=2,phone=1`).
+    pub const REDACTED: &str = "src.redacted";
 }
 
 /// Where and how spans are exported.

@@ -66,6 +66,8 @@ pub struct Plan {
     /// The request counts against token or cost budgets: a streamed chat answer is asked for
     /// its usage (`stream_options.include_usage`) when the client did not ask.
     pub ask_usage: bool,
+    /// The personal data each candidate is sent placeholders for (docs/language.md, "Redaction").
+    pub redact: Option<src_compiler::pii::Redact>,
 }
 
 /// What the request's evaluation found, besides the decision.
@@ -209,6 +211,7 @@ pub async fn decide(
         session: answers.session,
         cache,
         ask_usage: facts.charge.is_some(),
+        redact: decision.redact,
     })))
 }
 

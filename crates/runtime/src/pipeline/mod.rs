@@ -5,8 +5,8 @@
 //! - [`decide`]: blocks, model resolution, routes, then the response cache ([`cache_step`]) and
 //!   the session layer, under one policy snapshot; model-backed signals come from [`signals`];
 //! - [`forward`]: send to the first candidate model that answers ([`rewrite`] and
-//!   [`json_edit`] shape its body, [`shape`] its body and router-set headers), relayed through
-//!   [`crate::relay::body`];
+//!   [`json_edit`] shape its body, [`shape`] its body and router-set headers, [`redact`] takes
+//!   a route's personal data out of it), relayed through [`crate::relay::body`];
 //! - [`answer`]: what the router answers itself (errors, refusals, cache hits);
 //! - the request's one log line and its metrics: its [`crate::relay::completion`].
 //!
@@ -22,6 +22,7 @@ pub mod decide;
 pub mod forward;
 pub mod intake;
 pub mod json_edit;
+pub mod redact;
 pub mod rewrite;
 pub mod shape;
 pub mod signals;
@@ -236,7 +237,7 @@ fn record_line(
             )
         })
         .collect();
-    let (decided, session) = match decision {
+    let (mut decided, session) = match decision {
         Err(error) => (
             serde_json::json!({"error": error.status.as_u16()}),
             Value::Null,
@@ -279,11 +280,26 @@ fn record_line(
             )
         }
     };
+    // A redacting decision's values are not kept: the body and the model inputs are recorded
+    // as the backend was sent them, with placeholders.
+    let mut body = parsed.clone();
+    if let Ok(Decision::Forward(plan)) = decision {
+        if let Some(redact) = &plan.redact {
+            let mut vault = src_compiler::pii::Vault::new();
+            redact::redact_value(&mut body, redact, &mut vault);
+            for model in &mut facts.models {
+                redact::redact_value(model, redact, &mut vault);
+            }
+            if let Some(fields) = decided.as_object_mut() {
+                fields.insert("redacted".into(), redact::summary(&vault).into());
+            }
+        }
+    }
     serde_json::json!({
         "v": crate::record::VERSION,
         "api": api.endpoint(),
         "headers": crate::record::recorded_headers(&headers),
-        "body": parsed,
+        "body": body,
         "decision": decided,
         "session": session,
         "signals": std::mem::take(&mut facts.signals),

@@ -190,6 +190,7 @@ mod tests {
             reasoning: None,
             tools: ToolsDef::Keep,
             cache: true,
+            redact: None,
         }
     }
 

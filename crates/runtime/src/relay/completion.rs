@@ -288,6 +288,7 @@ impl Completion {
             (key::SERVED, &record.served),
             (key::BACKEND, &record.backend),
             (key::ERROR, &record.error),
+            (key::REDACTED, &record.redacted),
         ] {
             if let Some(value) = value {
                 trace.set(name, || text(value));

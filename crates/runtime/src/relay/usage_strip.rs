@@ -6,49 +6,38 @@
 //! Whole events pass on as soon as their blank line arrives; only an event still incomplete at
 //! the end of a frame is held until the next one.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytes::{Bytes, BytesMut};
-use hyper::body::{Body, Frame};
 
-use crate::relay::body::{BoxError, ProxyBody};
+use crate::relay::rewriting::{Events, Rewriter};
 
-/// The relayed body with usage-only events removed.
+/// Takes usage-only events out of a relayed stream (a [`Rewriter`]).
+#[derive(Debug, Default)]
 pub struct StripUsage {
-    inner: ProxyBody,
-    /// Bytes of an event not yet ended by its blank line.
-    pending: BytesMut,
+    events: Events,
 }
 
 impl StripUsage {
-    pub fn new(inner: ProxyBody) -> StripUsage {
-        StripUsage {
-            inner,
-            pending: BytesMut::new(),
-        }
+    pub fn new() -> StripUsage {
+        StripUsage::default()
     }
+}
 
-    /// The whole events of `pending` that the client keeps; an incomplete tail stays.
-    fn drain(&mut self) -> Bytes {
+impl Rewriter for StripUsage {
+    /// The whole events the client keeps; an incomplete tail stays.
+    fn feed(&mut self, data: &Bytes) -> Bytes {
+        self.events.push(data);
         let mut out = BytesMut::new();
-        while let Some(end) = event_end(&self.pending) {
-            let event = self.pending.split_to(end);
+        while let Some(event) = self.events.next_event() {
             if !usage_only(&event) {
                 out.extend_from_slice(&event);
             }
         }
         out.freeze()
     }
-}
 
-/// Where the first event of `buf` ends (after its blank line), if it has ended.
-fn event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    /// An unterminated last event is passed on as it came.
+    fn finish(&mut self) -> Bytes {
+        self.events.rest()
     }
 }
 
@@ -78,46 +67,13 @@ fn usage_only(event: &[u8]) -> bool {
     }
 }
 
-impl Body for StripUsage {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        loop {
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => {
-                        this.pending.extend_from_slice(&data);
-                        let kept = this.drain();
-                        if !kept.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(kept))));
-                        }
-                    }
-                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
-                },
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(None) => {
-                    // An unterminated last event is passed on as it came.
-                    if this.pending.is_empty() {
-                        return Poll::Ready(None);
-                    }
-                    let rest = this.pending.split().freeze();
-                    return Poll::Ready(Some(Ok(Frame::data(rest))));
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::relay::body::{BoxError, ProxyBody};
+    use crate::relay::rewriting::Rewritten;
     use http_body_util::BodyExt;
+    use hyper::body::Frame;
 
     #[tokio::test]
     async fn the_usage_chunk_is_dropped_across_frame_boundaries() {
@@ -130,7 +86,7 @@ mod tests {
             Ok(Frame::data(Bytes::from(b.to_owned()))),
         ]);
         let inner = ProxyBody::Boxed(http_body_util::StreamBody::new(frames).boxed_unsync());
-        let out = StripUsage::new(inner)
+        let out = Rewritten::new(inner, StripUsage::new())
             .collect()
             .await
             .map(|c| c.to_bytes())

@@ -234,6 +234,7 @@ pub fn redecide(
                     cache: src_compiler::procedure::CacheUse::NotReached,
                     candidates: Vec::new(),
                     budgets: Default::default(),
+                    redact: None,
                 };
             }
             Err(e) => return Redecided::Undecided(e.to_string()),

@@ -13,6 +13,7 @@ use opentelemetry::trace::SpanKind;
 use serde_json::Value;
 use src_compiler::failover::{Attempts, End, Health, Judged, Next, Unanswered, Why};
 use src_compiler::hir::{ModelDef, ModelId};
+use src_compiler::pii::Vault;
 
 use crate::anthropic::dialect::{self, Dialect};
 use crate::anthropic::to_chat::{ChatForm, Untranslatable};
@@ -24,6 +25,7 @@ use crate::otel::{key, name, text, Phase, RequestTrace};
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::hygiene::client_headers;
 use crate::pipeline::forward::{Outgoing, Transport};
+use crate::pipeline::redact::{redact_body, summary};
 use crate::pipeline::rewrite;
 use crate::pipeline::shape::{set_model_headers, ShapeInput, Shaping};
 use crate::policy_store::Snapshot;
@@ -47,6 +49,8 @@ pub(super) enum Tried<'p, B> {
         verdict: Option<Verdict>,
         /// Whether the simulator's `x-sim-*` account goes on to the client.
         sim_account: bool,
+        /// The values the candidate was sent placeholders for (a route's `redact`).
+        vault: Option<Arc<Vault>>,
     },
     /// The request could not be rewritten for a candidate: the client's to fix.
     Unbuildable(ApiError),
@@ -180,6 +184,15 @@ pub(super) async fn try_candidates<'p, T: Transport>(
             Ok(body) => body,
             Err(err) => return Tried::Unbuildable(ApiError::bad_request(err)),
         };
+        let (body, vault) = match &plan.redact {
+            Some(redact) => {
+                let mut vault = Vault::new();
+                let redacted = redact_body(&body, redact, &mut vault).unwrap_or(body);
+                record.redacted = summary(&vault);
+                (redacted, Some(Arc::new(vault)))
+            }
+            None => (body, None),
+        };
         let url = endpoint.url(dialect::suffix(dialect, request.api));
         let mut upstream = match Request::post(url).body(Full::new(Bytes::from(body))) {
             Ok(r) => r,
@@ -236,6 +249,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
                             span,
                             dialect,
                             sim_account: endpoint.relays_sim_account,
+                            vault,
                         };
                     }
                 }

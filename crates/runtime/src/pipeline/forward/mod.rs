@@ -44,6 +44,7 @@ use crate::policy_store::Snapshot;
 use crate::relay::body::{ProxyBody, Rewrite};
 use crate::relay::completion::Completion;
 use crate::relay::counted::Counted;
+use crate::relay::rewriting::Rewritten;
 use crate::telemetry::{FallbackLabels, Telemetry};
 use crate::upstream::{Upstream, UpstreamError};
 
@@ -175,6 +176,7 @@ pub async fn forward(
             dialect,
             verdict,
             sim_account,
+            vault,
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
@@ -198,7 +200,8 @@ pub async fn forward(
                 }
                 done.record.protection = protection.map(str::to_owned);
             }
-            let fill = fill.filter(|f| f.model == model_id);
+            // A redacted request's answer carries placeholders: it is no answer to keep.
+            let fill = fill.filter(|f| f.model == model_id && vault.is_none());
             let translated = dialect == Dialect::ChatForMessages;
             // Messages always reports usage; a chat backend may not.
             let counted = translated.then(|| Arc::new(Counted::of_request(&request.view.history)));
@@ -224,11 +227,24 @@ pub async fn forward(
                 && !translated
                 && crate::pipeline::shape::usage_asked(request.parsed).is_some();
             let response = relay(response, answer, done);
+            // The values go back first, so a translation reads the answer the client is owed.
+            let response = match vault {
+                Some(vault) => {
+                    let sse = response
+                        .headers()
+                        .get(hyper::header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .is_some_and(|v| v.starts_with(crate::headers::TEXT_EVENT_STREAM));
+                    let (mut parts, body) = response.into_parts();
+                    parts.headers.remove(hyper::header::CONTENT_LENGTH);
+                    let restore = crate::relay::restore::Restore::new(vault, sse);
+                    Response::from_parts(parts, Rewritten::boxed(body, restore))
+                }
+                None => response,
+            };
             let response = if strip {
                 response.map(|body| {
-                    ProxyBody::Boxed(http_body_util::BodyExt::boxed_unsync(
-                        crate::relay::usage_strip::StripUsage::new(body),
-                    ))
+                    Rewritten::boxed(body, crate::relay::usage_strip::StripUsage::new())
                 })
             } else {
                 response

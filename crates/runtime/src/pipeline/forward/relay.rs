@@ -20,8 +20,8 @@ use crate::pipeline::forward::hygiene::keep_returned;
 use crate::relay::body::{ProxyBody, Relay, Rewrite};
 use crate::relay::completion::Completion;
 use crate::relay::counted::Counted;
+use crate::relay::rewriting::Rewritten;
 use crate::secrets::{redact, Scrubbed};
-use http_body_util::BodyExt;
 
 /// What the relay of an upstream answer needs besides the answer.
 pub(super) struct Answer<'a> {
@@ -119,7 +119,7 @@ pub(super) fn relay(
                 body
             } else {
                 headers.remove(hyper::header::CONTENT_LENGTH);
-                ProxyBody::Boxed(Scrubbed::new(body, secrets).boxed_unsync())
+                Rewritten::boxed(body, Scrubbed::new(secrets))
             }
         }
         None => body,

@@ -120,6 +120,7 @@ fn plan(route: Option<RouteId>, candidates: Vec<ModelId>) -> Plan {
         session: None,
         cache: None,
         ask_usage: false,
+        redact: None,
     }
 }
 
