@@ -1,14 +1,14 @@
 //! Budgets in the session's Redis, shared by every replica: a reservation is one Lua script
 //! (one round trip, atomic), so N concurrent requests over any number of replicas admit exactly
 //! the limit. The script applies the compiler's rule
-//! ([`settle`](src_compiler::procedure::budget::settle)) as written there; the contract tests
+//! (`src_compiler::procedure::budget::settle`) as written there; the contract tests
 //! run the same cases against this store and the memory one.
 //!
 //! Counters are named by [`KeySpace::budget`] and expire a window after their window ends. A
 //! counter's hash tag is its `per` value, so on a Redis Cluster the budgets of one request
 //! whose `per` values differ live in different slots, which no one script may touch. Such a
 //! request is reserved one `per` value at a time, each in one atomic script, and then put right
-//! by the compiler's rule over all of them ([`Groups`]): a group that reserved although a
+//! by the compiler's rule over all of them (`Groups`): a group that reserved although a
 //! refusing budget of another group acts gives its units back, and a group that refused on its
 //! own although an earlier budget of another group acts (and does not refuse) reserves again,
 //! with its limits checked again. No counter ever goes over its limit; a refusal reserves

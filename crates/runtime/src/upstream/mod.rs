@@ -12,7 +12,7 @@
 //! thread gets its own pair of clients (`crate::shard`), so a request, its pooled backend
 //! connection and that connection's task all stay on one thread: handing a request to a
 //! connection task owned by another thread costs a cross-thread wake-up each way. The plain
-//! client is this crate's own small pool over hyper's HTTP/1.1 connections ([`plain`]): the
+//! client is this crate's own small pool over hyper's HTTP/1.1 connections (`plain.rs`): the
 //! general client spawns a task per request to learn when its connection is free again, which
 //! the plain path, the one most fleets use inside a cluster, does not need.
 
