@@ -329,7 +329,9 @@ fn declaration() -> BoxedStrategy<String> {
                     .boxed()])
                 .collect();
             // Mostly each field once, the required ones always, so the parser accepts it; now
-            // and then any fields in any number, for its diagnostics.
+            // and then (one declaration in twenty: with a dozen fields to a declaration, a wild
+            // one repeats a field more often than not) any fields in any number, for its
+            // diagnostics.
             let fields = d.fields;
             let well_formed = prop::sample::subsequence(fields, 0..=fields.len()).prop_flat_map(
                 move |mut chosen| {
@@ -352,7 +354,7 @@ fn declaration() -> BoxedStrategy<String> {
                 },
             );
             let wild = prop::collection::vec(prop::strategy::Union::new(any_entry), 0..7);
-            let entries = prop_oneof![9 => well_formed, 1 => wild];
+            let entries = prop_oneof![19 => well_formed, 1 => wild];
             let priority = prop::option::of(0u32..30);
             (name(), priority, entries)
                 .prop_map(move |(n, priority, entries)| {
