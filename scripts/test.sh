@@ -53,3 +53,6 @@ SRC_BIN="$src" tests/e2e/nvim/run.sh
 
 echo "== src serve with ONNX models agrees with the Python reference"
 .cache/venv-models/bin/python tests/e2e/parity.py "$src"
+
+echo "== disk used by the build and the test tools"
+du -sh "${CARGO_TARGET_DIR:-target}" .cache 2>/dev/null || true
