@@ -27,6 +27,7 @@ pub mod http;
 pub mod log_lines;
 pub mod milvus;
 pub mod models;
+mod process;
 pub mod redis;
 pub mod redis_topology;
 pub mod router;

@@ -7,7 +7,7 @@
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a started server may take to listen (Python's start-up: a few seconds).
 const READY_WITHIN: Duration = Duration::from_secs(60);
@@ -54,27 +54,21 @@ impl MilvusServer {
 
     /// Stops the server at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::stop(&mut self.child);
     }
 
     /// Starts the server again on the same port with the same data directory.
     pub fn restart(&mut self) {
         self.kill();
-        let deadline = Instant::now() + READY_WITHIN;
-        while Instant::now() < deadline {
-            if self.spawn() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("milvus-lite did not restart on port {}", self.port);
+        let what = format!("milvus-lite restarted on port {}", self.port);
+        crate::process::until(&what, READY_WITHIN, Duration::from_millis(100), || {
+            self.spawn()
+        });
     }
 
     fn spawn(&mut self) -> bool {
-        let child = Command::new(python())
+        let mut command = Command::new(python());
+        command
             .args([
                 "-m",
                 "milvus_lite",
@@ -87,27 +81,16 @@ impl MilvusServer {
             .arg("--data-dir")
             .arg(self.data.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => panic!("cannot run milvus-lite ({e}); run scripts/setup.sh"),
-        };
-        let deadline = Instant::now() + READY_WITHIN;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                // Exited: most likely the port was taken meanwhile.
-                return false;
-            }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                self.child = Some(child);
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
+            .stderr(Stdio::null());
+        let port = self.port;
+        self.child = crate::process::start_ready(
+            &mut command,
+            "run scripts/setup.sh",
+            READY_WITHIN,
+            Duration::from_millis(50),
+            |_| TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
+        self.child.is_some()
     }
 }
 

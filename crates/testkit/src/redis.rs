@@ -7,7 +7,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a started server may take to answer PING (it usually needs ~10 ms).
 const READY_WITHIN: Duration = Duration::from_secs(10);
@@ -57,14 +57,11 @@ impl RedisServer {
                 added.starts_with("+OK"),
                 "CLUSTER ADDSLOTSRANGE answered {added}"
             );
-            let deadline = Instant::now() + READY_WITHIN;
-            while Instant::now() < deadline {
-                if server.command("CLUSTER INFO").contains("cluster_state:ok") {
-                    return server;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            panic!("the one-node cluster on {port} never became ok");
+            let what = format!("the one-node cluster on {port}");
+            crate::process::until(&what, READY_WITHIN, Duration::from_millis(20), || {
+                server.command("CLUSTER INFO").contains("cluster_state:ok")
+            });
+            return server;
         }
         panic!("redis-server did not start a cluster node on any free port");
     }
@@ -75,23 +72,16 @@ impl RedisServer {
 
     /// Stops the server at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::stop(&mut self.child);
     }
 
     /// Starts the server again on the same port (empty: persistence is off).
     pub fn restart(&mut self) {
         self.kill();
-        let deadline = Instant::now() + READY_WITHIN;
-        while Instant::now() < deadline {
-            if self.spawn() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("redis-server did not restart on port {}", self.port);
+        let what = format!("redis-server restarted on port {}", self.port);
+        crate::process::until(&what, READY_WITHIN, Duration::from_millis(50), || {
+            self.spawn()
+        });
     }
 
     /// Sends one inline command and answers the raw reply (for assertions on keys).
@@ -116,28 +106,16 @@ impl RedisServer {
                 .args(["--cluster-enabled", "yes", "--cluster-config-file"])
                 .arg(nodes);
         }
-        let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => panic!(
-                "cannot run redis-server ({e}); install it with `apt-get install -y redis-server`"
-            ),
-        };
-        let deadline = Instant::now() + READY_WITHIN;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                // Exited: most likely the port was taken meanwhile.
-                return false;
-            }
-            if ping(self.port) {
-                self.child = Some(child);
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
+        command.stdout(Stdio::null()).stderr(Stdio::null());
+        let port = self.port;
+        self.child = crate::process::start_ready(
+            &mut command,
+            "install it with `apt-get install -y redis-server`",
+            READY_WITHIN,
+            Duration::from_millis(10),
+            |_| ping(port),
+        );
+        self.child.is_some()
     }
 }
 

@@ -12,7 +12,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::redis::command_on;
 
@@ -34,10 +34,7 @@ struct Node {
 
 impl Node {
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::stop(&mut self.child);
     }
 }
 
@@ -58,22 +55,6 @@ fn cluster_port(taken: &[u16]) -> u16 {
     panic!("no free port below 55535 with a free bus port");
 }
 
-fn spawn(args: &[String], log: &Path) -> Child {
-    let out = std::fs::File::create(log).ok();
-    let err = out.as_ref().and_then(|f| f.try_clone().ok());
-    match Command::new("redis-server")
-        .args(args)
-        .stdout(out.map_or_else(Stdio::null, Stdio::from))
-        .stderr(err.map_or_else(Stdio::null, Stdio::from))
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "cannot run redis-server ({e}); install it with `apt-get install -y redis-server`"
-        ),
-    }
-}
-
 /// How many ports a node is tried on before the topology gives up.
 const PORT_TRIES: usize = 5;
 
@@ -91,28 +72,26 @@ fn launch(
     for _ in 0..PORT_TRIES {
         let port = pick();
         let log = dir.join(format!("{what}-{port}.log"));
-        let mut child = spawn(&args(port), &log);
-        let pid = format!("process_id:{}", child.id());
-        let deadline = Instant::now() + READY_WITHIN;
-        let mut exited = false;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                exited = true;
-                break;
-            }
-            if command_on(port, "INFO server").contains(&pid) {
-                return Node {
-                    port,
-                    child: Some(child),
-                };
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let out = std::fs::File::create(&log).ok();
+        let err = out.as_ref().and_then(|f| f.try_clone().ok());
+        let mut command = Command::new("redis-server");
+        command
+            .args(args(port))
+            .stdout(out.map_or_else(Stdio::null, Stdio::from))
+            .stderr(err.map_or_else(Stdio::null, Stdio::from));
+        let started = crate::process::start_ready(
+            &mut command,
+            "install it with `apt-get install -y redis-server`",
+            READY_WITHIN,
+            Duration::from_millis(20),
+            |pid| command_on(port, "INFO server").contains(&format!("process_id:{pid}")),
+        );
+        if let Some(child) = started {
+            return Node {
+                port,
+                child: Some(child),
+            };
         }
-        if !exited {
-            let _ = child.kill();
-        }
-        // Reaps it (an exited child's status is already kept: `wait` returns it).
-        let _ = child.wait();
         let tail = std::fs::read_to_string(&log).unwrap_or_default();
         let tail: Vec<&str> = tail.lines().rev().take(3).collect();
         logs.push_str(&format!("\n  port {port}: {}", tail.join(" | ")));
@@ -120,15 +99,8 @@ fn launch(
     panic!("{what} did not start on any of {PORT_TRIES} ports:{logs}");
 }
 
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + READY_WITHIN;
-    while Instant::now() < deadline {
-        if ready() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} never became ready");
+fn wait_for(what: &str, ready: impl FnMut() -> bool) {
+    crate::process::until(what, READY_WITHIN, Duration::from_millis(50), ready);
 }
 
 /// Waits until every replica of the server on `port` has every write the server had taken
