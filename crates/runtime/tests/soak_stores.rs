@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use src_runtime::log::RequestLog;
 use src_testkit::redis::RedisServer;
+use src_testkit::sessions::{pinned_policy, tool_loop};
 use src_testkit::{user, Answer, Router, TestResult, PATIENCE};
 
 const CLIENTS: usize = 16;
@@ -62,7 +63,7 @@ const PROMPTS: [&str; 4] = [
 
 fn policy(url: &str, failure: &str, kind: Kind) -> TestResult<String> {
     Ok(match kind {
-        Kind::Session => session_policy(url, failure),
+        Kind::Session => pinned_policy(&format!("redis(\"{url}\")"), failure),
         Kind::Cache => {
             let minilm = src_testkit::models::model_dir("minilm")?;
             format!(
@@ -80,31 +81,6 @@ failure {{ store = {failure} }}
             )
         }
     })
-}
-
-fn session_policy(url: &str, failure: &str) -> String {
-    format!(
-        r#"
-backend sim {{ url = "http://127.0.0.1:9/v1"  simulated = true }}
-model small  {{ backend = sim  serves = "small-id" }}
-model strong {{ backend = sim  serves = "strong-id" }}
-route coding priority 10 {{ when contains(history, ["segfault"])  to strong }}
-route default {{ to small }}
-session {{ store = redis("{url}") }}
-protect {{ hold "tool call in flight" when request.tool_loop }}
-failure {{ store = {failure} }}
-"#
-    )
-}
-
-/// A call in the middle of a tool loop whose result says `result`.
-fn tool_loop(result: &str) -> serde_json::Value {
-    serde_json::json!({"model": "auto", "messages": [
-        {"role": "user", "content": "rename it"},
-        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_0", "type": "function",
-            "function": {"name": "run", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "call_0", "content": result},
-    ]})
 }
 
 /// Where the soak stands.

@@ -5,7 +5,7 @@
 //! upstreams that record what the router sent and answer as scripted
 //! ([`upstream`]) or fail on purpose at the TCP level ([`fault`]), an Envoy `ext_proc` client
 //! ([`extproc`]), every front door driven alike ([`doors`]), the built-in simulator's client
-//! ([`sim`]), the model and cache harnesses ([`models`], [`cache`]) and the check every log
+//! ([`sim`]), the model and cache harnesses ([`models`], [`cache`]), the session fixture ([`sessions`]) and the check every log
 //! line must pass ([`log_lines`]).
 //!
 //! It links `src-runtime`, so it is only ever a dev-dependency: the runtime's own unit tests keep
@@ -31,6 +31,7 @@ mod process;
 pub mod redis;
 pub mod redis_topology;
 pub mod router;
+pub mod sessions;
 pub mod sim;
 pub mod upstream;
 
