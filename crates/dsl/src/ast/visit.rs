@@ -12,10 +12,22 @@
 
 use super::*;
 
-/// Generates a visitor trait, its `walk_*` functions and its [`Field`] type over `&` (no extra
-/// argument) or `&mut` (`mut`) references.
+/// Visits each optional field of a declaration that is present, under its own name as the key,
+/// as the [`FieldValue`] variant given beside it; `$as` is `as_ref` or `as_mut`.
+macro_rules! optional_fields {
+    ($v:ident, $d:ident.$as:ident { $($name:ident: $form:ident,)* }) => {
+        $(
+            if let Some(x) = $d.$name.$as() {
+                field($v, stringify!($name), FieldValue::$form(x));
+            }
+        )*
+    };
+}
+
+/// Generates a visitor trait, its `walk_*` functions and its [`Field`] type over `&`
+/// (`as_ref`) or `&mut` (`as_mut, mut`) references.
 macro_rules! visitor {
-    ($Visitor:ident $(, $m:tt)?) => {
+    ($Visitor:ident, $as:ident $(, $m:tt)?) => {
         /// One field of a declaration as a visitor sees it.
         pub struct Field<'a> {
             /// The key or statement keyword it is written under: `url`, `when`, `to`, `else`,
@@ -251,103 +263,59 @@ macro_rules! visitor {
 
         pub fn walk_backend<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Backend) {
             v.visit_ident(&$($m)? d.name);
-            if let Some(x) = &$($m)? d.url {
-                field(v, "url", FieldValue::Str(x));
-            }
-            if let Some(x) = &$($m)? d.catalog {
-                field(v, "catalog", FieldValue::Str(x));
-            }
-            if let Some(x) = &$($m)? d.api_key {
-                field(v, "api_key", FieldValue::Env(x));
-            }
-            if let Some(x) = &$($m)? d.timeout {
-                field(v, "timeout", FieldValue::Duration(x));
-            }
-            if let Some(x) = &$($m)? d.simulated {
-                field(v, "simulated", FieldValue::Bool(x));
-            }
-            if let Some(x) = &$($m)? d.client_auth {
-                field(v, "client_auth", FieldValue::ClientAuth(x));
-            }
-            if let Some(x) = &$($m)? d.api {
-                field(v, "api", FieldValue::BackendApi(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                url: Str,
+                catalog: Str,
+                api_key: Env,
+                timeout: Duration,
+                simulated: Bool,
+                client_auth: ClientAuth,
+                api: BackendApi,
+            });
         }
 
         pub fn walk_model<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Model) {
             v.visit_ident(&$($m)? d.name);
-            if let Some(x) = &$($m)? d.backend {
-                field(v, "backend", FieldValue::Name(x));
-            }
-            if let Some(x) = &$($m)? d.serves {
-                field(v, "serves", FieldValue::Str(x));
-            }
-            if let Some(x) = &$($m)? d.aliases {
-                field(v, "aliases", FieldValue::Strings(x));
-            }
-            if let Some(x) = &$($m)? d.cost {
-                field(v, "cost", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.context {
-                field(v, "context", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.tokenizer {
-                field(v, "tokenizer", FieldValue::Str(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                backend: Name,
+                serves: Str,
+                aliases: Strings,
+                cost: Number,
+                context: Number,
+                tokenizer: Str,
+            });
         }
 
         pub fn walk_classifier<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Classifier) {
             v.visit_ident(&$($m)? d.name);
-            if let Some(x) = &$($m)? d.path {
-                field(v, "path", FieldValue::Str(x));
-            }
-            if let Some(x) = &$($m)? d.labels {
-                field(v, "labels", FieldValue::Labels(x));
-            }
-            if let Some(x) = &$($m)? d.device {
-                field(v, "device", FieldValue::Device(x));
-            }
-            if let Some(x) = &$($m)? d.window {
-                field(v, "window", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.windows {
-                field(v, "windows", FieldValue::Number(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                path: Str,
+                labels: Labels,
+                device: Device,
+                window: Number,
+                windows: Number,
+            });
         }
 
         pub fn walk_guard<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Guard) {
             v.visit_ident(&$($m)? d.name);
-            if let Some(x) = &$($m)? d.path {
-                field(v, "path", FieldValue::Str(x));
-            }
-            if let Some(x) = &$($m)? d.positive {
-                field(v, "positive", FieldValue::Name(x));
-            }
-            if let Some(x) = &$($m)? d.device {
-                field(v, "device", FieldValue::Device(x));
-            }
-            if let Some(x) = &$($m)? d.window {
-                field(v, "window", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.windows {
-                field(v, "windows", FieldValue::Number(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                path: Str,
+                positive: Name,
+                device: Device,
+                window: Number,
+                windows: Number,
+            });
         }
 
         pub fn walk_encoder<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Encoder) {
             v.visit_ident(&$($m)? d.name);
-            if let Some(x) = &$($m)? d.path {
-                field(v, "path", FieldValue::Str(x));
-            }
-            if let Some(x) = &$($m)? d.device {
-                field(v, "device", FieldValue::Device(x));
-            }
-            if let Some(x) = &$($m)? d.window {
-                field(v, "window", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.windows {
-                field(v, "windows", FieldValue::Number(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                path: Str,
+                device: Device,
+                window: Number,
+                windows: Number,
+            });
         }
 
         /// The name, then the expression (a signal has no fields).
@@ -384,36 +352,22 @@ macro_rules! visitor {
 
         pub fn walk_route<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Route) {
             v.visit_ident(&$($m)? d.name);
-            if let Some(x) = &$($m)? d.priority {
-                field(v, "priority", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.when {
-                field(v, "when", FieldValue::Expr(x));
-            }
-            if let Some(x) = &$($m)? d.to {
-                field(v, "to", FieldValue::Name(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                priority: Number,
+                when: Expr,
+                to: Name,
+            });
             if !d.fallbacks.is_empty() {
                 field(v, "else", FieldValue::Names(&$($m)? d.fallbacks));
             }
-            if let Some(x) = &$($m)? d.system_prompt {
-                field(v, "system_prompt", FieldValue::SystemPrompt(x));
-            }
-            if let Some(x) = &$($m)? d.headers {
-                field(v, "headers", FieldValue::Headers(x));
-            }
-            if let Some(x) = &$($m)? d.reasoning {
-                field(v, "reasoning", FieldValue::Reasoning(x));
-            }
-            if let Some(x) = &$($m)? d.tools {
-                field(v, "tools", FieldValue::Tools(x));
-            }
-            if let Some(x) = &$($m)? d.cache {
-                field(v, "cache", FieldValue::Bool(x));
-            }
-            if let Some(x) = &$($m)? d.redact {
-                field(v, "redact", FieldValue::Strings(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                system_prompt: SystemPrompt,
+                headers: Headers,
+                reasoning: Reasoning,
+                tools: Tools,
+                cache: Bool,
+                redact: Strings,
+            });
         }
 
         pub fn walk_cache<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Cache) {
@@ -441,55 +395,35 @@ macro_rules! visitor {
         }
 
         pub fn walk_session<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Session) {
-            if let Some(x) = &$($m)? d.id {
-                field(v, "id", FieldValue::Expr(x));
-            }
-            if let Some(x) = &$($m)? d.tenant {
-                field(v, "tenant", FieldValue::Expr(x));
-            }
-            if let Some(x) = &$($m)? d.ttl {
-                field(v, "ttl", FieldValue::Duration(x));
-            }
-            if let Some(x) = &$($m)? d.store {
-                field(v, "store", FieldValue::Store(x));
-            }
-            if let Some(x) = &$($m)? d.missing {
-                field(v, "missing", FieldValue::Missing(x));
-            }
-            if let Some(x) = &$($m)? d.outcomes {
-                field(v, "outcomes", FieldValue::Outcomes(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                id: Expr,
+                tenant: Expr,
+                ttl: Duration,
+                store: Store,
+                missing: Missing,
+                outcomes: Outcomes,
+            });
         }
 
         /// `mode`, `owner_lost`, then every `hold` in order.
         pub fn walk_protect<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Protect) {
-            if let Some(x) = &$($m)? d.mode {
-                field(v, "mode", FieldValue::Mode(x));
-            }
-            if let Some(x) = &$($m)? d.owner_lost {
-                field(v, "owner_lost", FieldValue::OwnerLost(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                mode: Mode,
+                owner_lost: OwnerLost,
+            });
             for hold in &$($m)? d.holds {
                 v.visit_hold(hold);
             }
         }
 
         pub fn walk_failure<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Failure) {
-            if let Some(x) = &$($m)? d.classifier {
-                field(v, "classifier", FieldValue::FailMode(x));
-            }
-            if let Some(x) = &$($m)? d.store {
-                field(v, "store", FieldValue::FailMode(x));
-            }
-            if let Some(x) = &$($m)? d.backend {
-                field(v, "backend", FieldValue::FailMode(x));
-            }
-            if let Some(x) = &$($m)? d.cooldown_after {
-                field(v, "cooldown_after", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.cooldown {
-                field(v, "cooldown", FieldValue::Duration(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                classifier: FailMode,
+                store: FailMode,
+                backend: FailMode,
+                cooldown_after: Number,
+                cooldown: Duration,
+            });
         }
 
         /// The name, `per` (when an expression), `window`, the limits, then `exceeded`.
@@ -500,33 +434,21 @@ macro_rules! visitor {
                 Some(BudgetPer::Tenant(x)) => v.visit_span(x),
                 None => {}
             }
-            if let Some(x) = &$($m)? d.window {
-                field(v, "window", FieldValue::Duration(x));
-            }
-            if let Some(x) = &$($m)? d.requests {
-                field(v, "requests", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.tokens {
-                field(v, "tokens", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.cost {
-                field(v, "cost", FieldValue::Number(x));
-            }
-            if let Some(x) = &$($m)? d.exceeded {
-                field(v, "exceeded", FieldValue::Exceeded(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                window: Duration,
+                requests: Number,
+                tokens: Number,
+                cost: Number,
+                exceeded: Exceeded,
+            });
         }
 
         pub fn walk_router<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Router) {
-            if let Some(x) = &$($m)? d.names {
-                field(v, "names", FieldValue::Strings(x));
-            }
-            if let Some(x) = &$($m)? d.tokenizer {
-                field(v, "tokenizer", FieldValue::Str(x));
-            }
-            if let Some(x) = &$($m)? d.anonymous {
-                field(v, "anonymous", FieldValue::Anonymous(x));
-            }
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                names: Strings,
+                tokenizer: Str,
+                anonymous: Anonymous,
+            });
         }
 
         /// The name, the input (`prompt` or `messages`), `system`, every `header` and `given` in
@@ -743,9 +665,10 @@ macro_rules! visitor {
     };
 }
 
+pub(crate) use optional_fields;
 pub(super) use visitor;
 
-visitor!(Visitor);
+visitor!(Visitor, as_ref);
 
 #[cfg(test)]
 mod tests {

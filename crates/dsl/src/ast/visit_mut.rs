@@ -6,7 +6,7 @@
 
 use super::*;
 
-super::visit::visitor!(VisitorMut, mut);
+super::visit::visitor!(VisitorMut, as_mut, mut);
 
 #[cfg(test)]
 mod tests {
