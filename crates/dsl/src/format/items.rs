@@ -114,21 +114,15 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
         }
         ItemKind::Protect(d) => {
             b.open(0, "protect".into(), start, item.span.start + 7);
-            if let Some(m) = &d.mode {
-                let v = match m.value {
-                    ProtectMode::Observe => "observe",
-                    ProtectMode::Enforce => "enforce",
-                };
-                b.stmt(INDENT, format!("mode = {v}"), cover(&[m.span]));
-            }
-            if let Some(o) = &d.owner_lost {
-                let v = match o.value {
-                    OwnerLost::Fail => "fail",
-                    OwnerLost::Fallback => "fallback",
-                    OwnerLost::Move => "move",
-                };
-                b.stmt(INDENT, format!("owner_lost = {v}"), cover(&[o.span]));
-            }
+            b.field_word("mode", &d.mode, |v| match v {
+                ProtectMode::Observe => "observe",
+                ProtectMode::Enforce => "enforce",
+            });
+            b.field_word("owner_lost", &d.owner_lost, |v| match v {
+                OwnerLost::Fail => "fail",
+                OwnerLost::Fallback => "fallback",
+                OwnerLost::Move => "move",
+            });
             for h in &d.holds {
                 let text = format!("hold {} when {}", string(&h.name.value), expr(&h.when));
                 b.stmt(INDENT, text, cover(&[h.span, h.name.span, h.when.span]));
@@ -161,13 +155,10 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
                 b.stmt(INDENT, format!("names = {list}"), cover(&[n.span]));
             }
             b.field_str("tokenizer", &d.tokenizer);
-            if let Some(a) = &d.anonymous {
-                let v = match a.value {
-                    Anonymous::Isolate => "isolate",
-                    Anonymous::Share => "share",
-                };
-                b.stmt(INDENT, format!("anonymous = {v}"), cover(&[a.span]));
-            }
+            b.field_word("anonymous", &d.anonymous, |v| match v {
+                Anonymous::Isolate => "isolate",
+                Anonymous::Share => "share",
+            });
             b.close(0, end);
         }
         ItemKind::Test(d) => {
@@ -193,13 +184,10 @@ fn backend(b: &mut Builder, d: &Backend) {
     }
     b.field_duration("timeout", &d.timeout);
     b.field_bool("simulated", &d.simulated, "true", "false");
-    if let Some(c) = &d.client_auth {
-        let v = match c.value {
-            ClientAuth::Forward => "forward",
-            ClientAuth::Drop => "drop",
-        };
-        b.stmt(INDENT, format!("client_auth = {v}"), cover(&[c.span]));
-    }
+    b.field_word("client_auth", &d.client_auth, |v| match v {
+        ClientAuth::Forward => "forward",
+        ClientAuth::Drop => "drop",
+    });
     if let Some(v) = &d.api {
         let word = match v.value {
             BackendApi::OpenAi => "openai",
@@ -274,15 +262,12 @@ fn route(b: &mut Builder, d: &Route) {
         }
         b.close(INDENT, h.span.end as usize);
     }
-    if let Some(r) = &d.reasoning {
-        let v = match r.value {
-            Reasoning::Off => "off",
-            Reasoning::Low => "low",
-            Reasoning::Medium => "medium",
-            Reasoning::High => "high",
-        };
-        b.stmt(INDENT, format!("reasoning = {v}"), cover(&[r.span]));
-    }
+    b.field_word("reasoning", &d.reasoning, |v| match v {
+        Reasoning::Off => "off",
+        Reasoning::Low => "low",
+        Reasoning::Medium => "medium",
+        Reasoning::High => "high",
+    });
     if let Some(t) = &d.tools {
         let v = match &t.value {
             Tools::Keep => "keep".to_string(),
@@ -357,21 +342,15 @@ fn session(b: &mut Builder, d: &Session) {
             cover(&[s.span]),
         );
     }
-    if let Some(m) = &d.missing {
-        let v = match m.value {
-            Missing::Route => "route",
-            Missing::Reject => "reject",
-        };
-        b.stmt(INDENT, format!("missing = {v}"), cover(&[m.span]));
-    }
-    if let Some(o) = &d.outcomes {
-        let v = match o.value {
-            Outcomes::Any => "any",
-            Outcomes::Admin => "admin",
-            Outcomes::Keys => "keys",
-        };
-        b.stmt(INDENT, format!("outcomes = {v}"), cover(&[o.span]));
-    }
+    b.field_word("missing", &d.missing, |v| match v {
+        Missing::Route => "route",
+        Missing::Reject => "reject",
+    });
+    b.field_word("outcomes", &d.outcomes, |v| match v {
+        Outcomes::Any => "any",
+        Outcomes::Admin => "admin",
+        Outcomes::Keys => "keys",
+    });
 }
 
 fn budget(b: &mut Builder, d: &Budget) {
@@ -496,6 +475,17 @@ impl Builder<'_> {
                 v.value.text.clone()
             };
             self.stmt(INDENT, format!("{name} = {text}"), cover(&[v.span]));
+        }
+    }
+
+    /// `NAME = WORD`, the value being one of a closed set of keywords.
+    fn field_word<T>(&mut self, name: &str, v: &Option<Spanned<T>>, word: impl Fn(&T) -> &str) {
+        if let Some(v) = v {
+            self.stmt(
+                INDENT,
+                format!("{name} = {}", word(&v.value)),
+                cover(&[v.span]),
+            );
         }
     }
 
