@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use http_body_util::BodyExt;
 use hyper::Method;
 use serde_json::{json, Value};
 use src_testkit::fault::{After, Peer, Script};
@@ -181,23 +180,7 @@ async fn stream(router: &Router, peer: &Peer, relayed: &str) -> TestResult<(u16,
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let mut body = response.into_body();
-    let mut read = Vec::new();
-    let mut told = false;
-    loop {
-        if !told && read.starts_with(relayed.as_bytes()) {
-            peer.proceed();
-            told = true;
-        }
-        match tokio::time::timeout(PATIENCE, body.frame()).await? {
-            None => break,
-            Some(frame) => {
-                if let Some(data) = frame?.data_ref() {
-                    read.extend_from_slice(data);
-                }
-            }
-        }
-    }
+    let read = peer.read_releasing(response.into_body(), relayed).await?;
     Ok((status, model, String::from_utf8_lossy(&read).into_owned()))
 }
 

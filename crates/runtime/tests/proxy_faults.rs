@@ -139,23 +139,7 @@ async fn stream_through(
         )
         .await?;
     let status = response.status().as_u16();
-    let mut body = response.into_body();
-    let mut read = Vec::new();
-    let mut told = false;
-    loop {
-        if !told && read.starts_with(relayed.as_bytes()) {
-            peer.proceed();
-            told = true;
-        }
-        match tokio::time::timeout(PATIENCE, body.frame()).await? {
-            None => break,
-            Some(frame) => {
-                if let Some(data) = frame?.data_ref() {
-                    read.extend_from_slice(data);
-                }
-            }
-        }
-    }
+    let read = peer.read_releasing(response.into_body(), relayed).await?;
     let line = router.log_line(id).await?;
     Ok((status, String::from_utf8_lossy(&read).into_owned(), line))
 }

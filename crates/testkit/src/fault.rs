@@ -89,6 +89,33 @@ impl Peer {
     pub fn proceed(&self) {
         let _ = self.go.send(());
     }
+
+    /// Reads a streamed answer's `body` to its end, letting the stream go on ([`Peer::proceed`])
+    /// once the client has read `relayed`, so a fault comes only after the pieces got through.
+    /// An error reading the body fails the test: a failed stream must still end cleanly.
+    pub async fn read_releasing<B>(&self, mut body: B, relayed: &str) -> TestResult<Vec<u8>>
+    where
+        B: hyper::body::Body<Data = bytes::Bytes> + Unpin,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        use http_body_util::BodyExt;
+        let mut read = Vec::new();
+        let mut told = false;
+        loop {
+            if !told && read.starts_with(relayed.as_bytes()) {
+                self.proceed();
+                told = true;
+            }
+            match tokio::time::timeout(crate::PATIENCE, body.frame()).await? {
+                None => return Ok(read),
+                Some(frame) => {
+                    if let Some(data) = frame?.data_ref() {
+                        read.extend_from_slice(data);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Answers the requests of one connection (keep-alive) until it closes.
