@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::header::{HeaderValue, AUTHORIZATION, USER_AGENT};
 use hyper::Request;
 
-use crate::upstream::{error_chain, Upstream};
+use crate::upstream::{read_bounded, Upstream};
 
 /// The largest catalog read: a `/v1/models` answer is small; anything bigger is not one.
 const MAX_CATALOG_BYTES: usize = 4 << 20;
@@ -38,19 +38,7 @@ pub async fn fetch(
         .await
         .map_err(|e| e.to_string())?;
     let status = response.status();
-    let body = tokio::time::timeout(
-        timeout,
-        Limited::new(response.into_body(), MAX_CATALOG_BYTES).collect(),
-    )
-    .await
-    .map_err(|_| format!("`{url}` did not finish its answer in time"))?
-    .map_err(|e| {
-        format!(
-            "cannot read the answer of `{url}`: {}",
-            error_chain(e.as_ref())
-        )
-    })?
-    .to_bytes();
+    let body = read_bounded(response.into_body(), MAX_CATALOG_BYTES, timeout, &url).await?;
     if !status.is_success() {
         return Err(format!("`{url}` answered {}", status.as_u16()));
     }

@@ -223,6 +223,28 @@ where
     }
 }
 
+/// Reads a whole answer body of at most `limit` bytes within `within`, for the operator's
+/// probes (catalog fetch, doctor) rather than the request path; the error names `url` and
+/// says what went wrong in words.
+pub async fn read_bounded(
+    body: Incoming,
+    limit: usize,
+    within: Duration,
+    url: &str,
+) -> Result<bytes::Bytes, String> {
+    use http_body_util::{BodyExt, Limited};
+    let collected = tokio::time::timeout(within, Limited::new(body, limit).collect())
+        .await
+        .map_err(|_| format!("`{url}` did not finish its answer in time"))?
+        .map_err(|e| {
+            format!(
+                "cannot read the answer of `{url}`: {}",
+                error_chain(e.as_ref())
+            )
+        })?;
+    Ok(collected.to_bytes())
+}
+
 /// An error and its sources on one line (hyper's top-level messages alone say little).
 pub fn error_chain(err: &dyn std::error::Error) -> String {
     let mut out = err.to_string();

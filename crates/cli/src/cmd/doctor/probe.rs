@@ -4,11 +4,11 @@
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use hyper::Request;
 use serde_json::Value as Json;
-use src_runtime::upstream::{error_chain, Upstream};
+use src_runtime::upstream::{read_bounded, Upstream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -108,19 +108,7 @@ impl Probe {
                 .map_err(|e| e.to_string())?;
             let status = response.status().as_u16();
             let left = timeout.saturating_sub(started.elapsed());
-            let body = tokio::time::timeout(
-                left,
-                Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect(),
-            )
-            .await
-            .map_err(|_| format!("`{url}` did not finish its answer in time"))?
-            .map_err(|e| {
-                format!(
-                    "cannot read the answer of `{url}`: {}",
-                    error_chain(e.as_ref())
-                )
-            })?
-            .to_bytes();
+            let body = read_bounded(response.into_body(), MAX_ANSWER_BYTES, left, &url).await?;
             Ok(read_completion(status, started.elapsed(), &body))
         })
     }
