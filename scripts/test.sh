@@ -9,7 +9,9 @@ scripts/setup.sh
 export ORT_DYLIB_PATH="$PWD/.cache/ort/lib/libonnxruntime.so.1.31.1"
 
 echo "== build"
-cargo build --workspace --locked --all-targets
+# Benchmarks are type-checked by clippy (--all-targets) and built by `cargo bench`; linking them
+# here too would add a dozen large binaries that no test runs.
+cargo build --workspace --locked --bins --tests --examples
 
 echo "== unit, corpus, property and end-to-end tests"
 # This includes the short fuzz run: the fuzz properties with small case counts and every input
