@@ -7,21 +7,22 @@
 //! knowledge-base or complexity signal) is left out whole and reported: a route with part of
 //! its rule missing would route other requests than the recipe did.
 
+mod config;
 mod probes;
+mod projections;
 mod signals;
 mod syntax;
 
 use super::emit::{comment, ident, quote, quote_list, Names};
 use super::{read, yaml, ImportError, Translation};
-use serde_norway::Value;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use syntax::{get, Expr, Route, Val};
 
-/// The recipe's files.
+/// The recipe's files: its routing in the recipe language, or in `config.yaml` alone.
 struct Inputs {
-    dsl: PathBuf,
+    dsl: Option<PathBuf>,
     config: Option<PathBuf>,
     probes: Option<PathBuf>,
 }
@@ -37,25 +38,25 @@ fn inputs(path: &Path) -> Result<Inputs, ImportError> {
     } else {
         dir.join("recipe.dsl")
     };
-    if !dsl.is_file() {
-        return Err(ImportError::Shape {
-            path: path.display().to_string(),
-            line: 0,
-            message: format!(
-                "no recipe: expected `{}` (the recipe's routing in vLLM Semantic Router's recipe \
-                 language; the YAML form of signals and decisions is not read)",
-                dsl.display()
-            ),
-        });
-    }
     let beside = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
     let config = if path.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
         Some(path.to_path_buf())
     } else {
         beside("config.yaml")
     };
+    if !dsl.is_file() && config.is_none() {
+        return Err(ImportError::Shape {
+            path: path.display().to_string(),
+            line: 0,
+            message: format!(
+                "no recipe: expected `{}` (the recipe's routing in vLLM Semantic Router's recipe \
+                 language) or a `config.yaml` with its signals and decisions",
+                dsl.display()
+            ),
+        });
+    }
     Ok(Inputs {
-        dsl,
+        dsl: Some(dsl).filter(|d| d.is_file()),
         config,
         probes: beside("probes.yaml"),
     })
@@ -78,11 +79,46 @@ struct Backend {
 
 pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     let files = inputs(path)?;
-    let dsl_file = files.dsl.display().to_string();
-    let recipe = syntax::parse(&dsl_file, &read(&files.dsl)?)?;
+    let config = match &files.config {
+        Some(p) => {
+            let f = p.display().to_string();
+            let text = read(p)?;
+            let value = yaml(&f, &text)?;
+            Some((f, text, value))
+        }
+        None => None,
+    };
+    let (dsl_file, mut recipe) = match (&files.dsl, &config) {
+        (Some(dsl), _) => {
+            let f = dsl.display().to_string();
+            let recipe = syntax::parse(&f, &read(dsl)?)?;
+            (f, recipe)
+        }
+        (None, Some((f, text, value))) => {
+            if !config::has_routing(value) {
+                return Err(ImportError::Shape {
+                    path: f.clone(),
+                    line: 0,
+                    message: "no routing: neither `recipe.dsl` beside it nor `signals` or \
+                              `decisions` in it (at the top or in `recipes[0].document`)"
+                        .to_string(),
+                });
+            }
+            (f.clone(), config::routing(text, value))
+        }
+        (None, None) => unreachable!("inputs() refuses a recipe with neither file"),
+    };
+    if recipe.entrypoints.is_empty() {
+        if let Some((_, text, value)) = &config {
+            recipe.entrypoints = config::entrypoints(text, value);
+        }
+    }
     let mut out = Translation::default();
     for (what, line) in &recipe.other {
         out.skip(&dsl_file, *line, what, reason(what));
+    }
+    for (what, line, why) in &recipe.notes {
+        out.skip(&dsl_file, *line, what, why);
     }
     for (name, line) in &recipe.extra_recipes {
         out.skip(
@@ -92,26 +128,29 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             "a policy is one recipe: import each recipe on its own",
         );
     }
-    let config = match &files.config {
-        Some(p) => {
-            let f = p.display().to_string();
-            Some((f.clone(), yaml(&f, &read(p)?)?))
-        }
-        None => None,
+    // Entrypoints serving another recipe than the one translated.
+    let own = |e: &syntax::Decl| {
+        get(&e.fields, "recipe")
+            .and_then(Val::as_str)
+            .is_none_or(|r| recipe.name.as_deref().is_none_or(|n| n == r))
     };
+    for e in recipe.entrypoints.iter().filter(|e| !own(e)) {
+        let r = get(&e.fields, "recipe").and_then(Val::as_str).unwrap_or("?");
+        out.skip(
+            &dsl_file,
+            e.line,
+            format!("ENTRYPOINT for recipe `{r}`"),
+            "it serves a recipe that is not translated (a policy is one recipe)",
+        );
+    }
+    recipe.entrypoints.retain(|e| own(e));
     // Names: models, classifiers, guards, encoders and signals share one namespace.
     let mut names = Names::default();
     let served = config
         .as_ref()
-        .map(|(f, c)| served_models(f, c))
+        .map(|(f, text, c)| config::served_models(f, text, c))
         .unwrap_or_default();
-    let default_model = config.as_ref().and_then(|(_, c)| {
-        c.get("providers")?
-            .get("defaults")?
-            .get("default_model")?
-            .as_str()
-            .map(str::to_string)
-    });
+    let default_model = config.as_ref().and_then(|(_, _, c)| config::default_model(c));
     // Every model the recipe names, in order of first mention.
     let assignments = assignments(&recipe);
     let mut mentioned: Vec<String> = recipe.models.iter().map(|(n, _)| n.clone()).collect();
@@ -142,7 +181,7 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     for name in &mentioned {
         let (url, anthropic, key, serves) = match served.get(name) {
             Some(s) => (s.url.clone(), s.anthropic, s.key.clone(), s.serves.clone()),
-            None => (None, false, Key::None, name.clone()),
+            None => (None, false, config::Key::None, name.clone()),
         };
         let (url, note) = match url {
             Some(u) => (u, None),
@@ -169,9 +208,9 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             }
         };
         let key_env = match key {
-            Key::None => None,
-            Key::Env(e) => Some(e),
-            Key::Literal(file, line) => {
+            config::Key::None => None,
+            config::Key::Env(e) => Some(e),
+            config::Key::Literal(file, line) => {
                 let env = format!("{}_API_KEY", ident(name).to_uppercase());
                 out.skip(
                     &file,
@@ -209,7 +248,15 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             },
         );
     }
-    let sigs = signals::translate(&dsl_file, &recipe.signals, &mut names, &mut out);
+    let mut sigs = signals::translate(&dsl_file, &recipe.signals, &mut names, &mut out);
+    projections::translate(
+        &dsl_file,
+        &recipe.projections,
+        &recipe.signals,
+        &mut sigs,
+        &mut names,
+        &mut out,
+    );
     // The names clients send to ask for the recipe: an entrypoint's `name` or `model_names`.
     let mut entry_names: Vec<String> = Vec::new();
     if let Some(e) = recipe.entrypoints.first() {
@@ -318,110 +365,13 @@ fn models_by_name(models: &HashMap<String, Model>) -> HashMap<String, String> {
 }
 
 fn reason(what: &str) -> &'static str {
-    if what.starts_with("PROJECTION") {
-        "projections (weighted scores over signals and their threshold bands) have no counterpart; \
-         write the score as a signal (`signal s = 0.5 * a + ..`) if its inputs translate"
-    } else if what.starts_with("PLUGIN") {
+    if what.starts_with("PLUGIN") {
         "plugins are translated where a route uses them (`tools`, `system_prompt`); others have no counterpart"
     } else if what.starts_with("DECISION_TREE") {
         "decision trees are not read; write each branch as a route"
     } else {
         "no counterpart in a policy"
     }
-}
-
-/// How a model's key is given.
-#[derive(Clone)]
-enum Key {
-    None,
-    Env(String),
-    /// A literal key: never copied. (file, line)
-    Literal(String, usize),
-}
-
-struct Served {
-    url: Option<String>,
-    anthropic: bool,
-    key: Key,
-    serves: String,
-}
-
-/// `providers.models` of `config.yaml`: each model's endpoint, API, key and served id.
-fn served_models(file: &str, config: &Value) -> HashMap<String, Served> {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut out = HashMap::new();
-    let list = config
-        .get("providers")
-        .and_then(|p| p.get("models"))
-        .and_then(Value::as_sequence);
-    for (i, m) in list.into_iter().flatten().enumerate() {
-        let Some(name) = m.get("name").and_then(Value::as_str) else {
-            continue;
-        };
-        let backend = m.get("backend_refs").and_then(|b| b.get(0));
-        let url = backend
-            .and_then(|b| b.get("endpoint").or_else(|| b.get("base_url")))
-            .and_then(Value::as_str)
-            .map(|u| {
-                let u = u.trim_end_matches('/');
-                if u.contains("://") {
-                    u.to_string()
-                } else {
-                    format!("http://{u}")
-                }
-            });
-        let mut key = Key::None;
-        for (k, v) in backend.and_then(Value::as_mapping).into_iter().flatten() {
-            let (Some(k), Some(v)) = (k.as_str(), v.as_str()) else {
-                continue;
-            };
-            if !(k.contains("key") || k.contains("token")) {
-                continue;
-            }
-            let reference = v
-                .strip_prefix("${")
-                .and_then(|r| r.strip_suffix('}'))
-                .or_else(|| v.strip_prefix("os.environ/"))
-                .or_else(|| v.strip_prefix('$'));
-            key = match reference {
-                Some(env) => Key::Env(env.to_string()),
-                None if k.ends_with("_env") => Key::Env(v.to_string()),
-                None => {
-                    let line = super::lines::line_of(
-                        &text,
-                        &[
-                            super::lines::Step::Key("providers"),
-                            super::lines::Step::Key("models"),
-                            super::lines::Step::Index(i),
-                            super::lines::Step::Key("backend_refs"),
-                            super::lines::Step::Index(0),
-                            super::lines::Step::Key(k),
-                        ],
-                    );
-                    Key::Literal(file.to_string(), line)
-                }
-            };
-        }
-        let format = m
-            .get("api_format")
-            .and_then(Value::as_str)
-            .unwrap_or("openai");
-        let serves = m
-            .get("provider_model_id")
-            .and_then(Value::as_str)
-            .unwrap_or(name)
-            .to_string();
-        out.insert(
-            name.to_string(),
-            Served {
-                url,
-                anthropic: format == "anthropic",
-                key,
-                serves,
-            },
-        );
-    }
-    out
 }
 
 /// `ENTRYPOINT` assignments: decision → [(model, reasoning effort)].
@@ -720,11 +670,37 @@ fn write_target(
                     "no `system_prompt` text",
                 ),
             },
+            "header_mutation" => {
+                // `add` and `update` both leave the header set to the value on the upstream
+                // request, as `headers` does; a removal has no counterpart.
+                let mut set: Vec<String> = Vec::new();
+                for key in ["add", "update"] {
+                    for h in get(fields, key).map(Val::as_list).unwrap_or_default() {
+                        if let (Some(n), Some(v)) = (
+                            h.get("name").and_then(Val::as_str),
+                            h.get("value").and_then(Val::as_str),
+                        ) {
+                            set.push(format!("{} = {}", quote(n), quote(v)));
+                        }
+                    }
+                }
+                if !set.is_empty() {
+                    let _ = writeln!(p, "  headers {{ {} }}", set.join("  "));
+                }
+                if get(fields, "delete").is_some_and(|d| !d.as_list().is_empty()) {
+                    out.skip(
+                        file,
+                        *line,
+                        format!("ROUTE {route} PLUGIN header_mutation delete"),
+                        "headers are set on the upstream request, never removed",
+                    );
+                }
+            }
             other => out.skip(
                 file,
                 *line,
                 format!("ROUTE {route} PLUGIN {other}"),
-                "route plugins other than `tools` and `system_prompt` have no counterpart",
+                "route plugins other than `tools`, `system_prompt` and `header_mutation` have no counterpart",
             ),
         }
     }

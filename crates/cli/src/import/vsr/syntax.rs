@@ -109,12 +109,22 @@ pub struct Route {
     pub other: Vec<(String, usize)>,
 }
 
+/// A `PROJECTION KIND NAME { fields }`: a weighted `score` over signals, or the `mapping` of a
+/// score onto threshold bands.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    pub kind: String,
+    pub name: String,
+    pub decl: Decl,
+}
+
 /// A whole `recipe.dsl`. Declarations inside a `RECIPE` block are read as the recipe's own.
 #[derive(Debug, Default)]
 pub struct Recipe {
     pub models: Vec<(String, Decl)>,
     pub entrypoints: Vec<Decl>,
     pub signals: Vec<Signal>,
+    pub projections: Vec<Projection>,
     pub routes: Vec<Route>,
     /// `TEST name { "query" -> route }` entries: (query, route, line).
     pub tests: Vec<(String, String, usize)>,
@@ -122,6 +132,10 @@ pub struct Recipe {
     pub other: Vec<(String, usize)>,
     /// `RECIPE` blocks after the first, which are not translated: (name, line).
     pub extra_recipes: Vec<(String, usize)>,
+    /// The first `RECIPE`'s name, when the declarations sit in one.
+    pub name: Option<String>,
+    /// Constructs reported with their own reason: (what, line, why).
+    pub notes: Vec<(String, usize, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -338,6 +352,7 @@ impl Parser<'_> {
                     self.skip_block()?;
                 } else {
                     *seen_recipe = true;
+                    r.name = Some(name);
                     self.expect('{')?;
                     while !self.eat('}') {
                         self.top(r, seen_recipe)?;
@@ -357,8 +372,12 @@ impl Parser<'_> {
             "PROJECTION" => {
                 let kind = self.name()?;
                 let name = self.name()?;
-                self.skip_block()?;
-                r.other.push((format!("PROJECTION {kind} {name}"), line));
+                let fields = self.block()?;
+                r.projections.push(Projection {
+                    kind,
+                    name,
+                    decl: Decl { line, fields },
+                });
             }
             "PLUGIN" => {
                 let name = self.name()?;
