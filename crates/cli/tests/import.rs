@@ -374,3 +374,96 @@ fn a_bad_recipe_is_refused_with_its_line() {
         .code(2)
         .stderr(contains("recipe.dsl:3: expected a number after PRIORITY"));
 }
+
+#[test]
+fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
+    let recipe = fixture("vsr/projection");
+    let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 0);
+    let out = dir.path().join("out");
+    // The four probes translate and pass.
+    verified(&out, 4);
+    let policy_file = out.join("policy.sr");
+    let policy = std::fs::read_to_string(&policy_file).expect("policy.sr");
+    for band in [
+        "signal calm = ",
+        "signal elevated = ",
+        "signal urgent = ",
+        "signal escalate = escalation\n",
+        "when escalate and not calm",
+        "\"X-Desk-Lane\" = \"urgent\"",
+    ] {
+        assert!(policy.contains(band), "missing `{band}` in:\n{policy}");
+    }
+    // A band that a keyword's confidence (how many of its keywords matched) decides is reported
+    // with the combination where it does, and so is the route that reads it.
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    for (at, what, why) in [
+        ("recipe.dsl:59", "band hot", "[0.4500, 0.6000]"),
+        ("recipe.dsl:92", "ROUTE hot_lane", "projection(\"hot\")"),
+    ] {
+        let row = migration
+            .lines()
+            .find(|l| l.contains(at) && l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
+        assert!(row.contains(why), "{row}");
+        assert!(stderr.contains(at), "{at} not on stderr");
+    }
+    // Every combination of the inputs, given: each case expects the decision the recipe's
+    // weighted sums and bands make, computed here as vLLM Semantic Router computes them.
+    let inputs = [
+        "angry",
+        "long_input",
+        "many_questions",
+        "polite",
+        "has_tools",
+        "escalation",
+    ];
+    let mut cases = String::new();
+    let mut seen = std::collections::BTreeMap::new();
+    for mask in 0..1u32 << inputs.len() {
+        let on = |j: usize| mask >> j & 1 == 1;
+        let b = |j: usize| if on(j) { 1.0 } else { 0.0 };
+        // urgency_score, in the recipe's order; `polite` misses with -0.25, `has_tools` matches 2.
+        let mut urgency = 0.0;
+        urgency += 0.3 * b(0);
+        urgency += 0.2 * b(1);
+        urgency += 0.25 * b(2);
+        urgency += -0.2 * if on(3) { 1.0 } else { -0.25 };
+        urgency += 0.1 * if on(4) { 2.0 } else { 0.0 };
+        // escalation_score: the keyword's confidence is at least 0.75 (two keywords) when it
+        // matches; the band `>= 0.4` must agree at both ends.
+        let low = 0.6 * if on(5) { 0.75 } else { 0.0 } + 0.2 * b(0);
+        let high = 0.6 * b(5) + 0.2 * b(0);
+        assert_eq!(low >= 0.4, high >= 0.4, "mask {mask:b}");
+        let escalate = low >= 0.4;
+        let (calm, elevated, urgent) =
+            (urgency < 0.3, (0.3..0.5).contains(&urgency), urgency >= 0.5);
+        let expected = if urgent {
+            "urgent_lane"
+        } else if escalate && !calm {
+            "escalation_lane"
+        } else if elevated {
+            "elevated_lane"
+        } else {
+            "default"
+        };
+        *seen.entry(expected).or_insert(0) += 1;
+        let givens: Vec<String> = inputs
+            .iter()
+            .enumerate()
+            .map(|(j, name)| format!("{name} = {}", on(j)))
+            .collect();
+        cases.push_str(&format!(
+            "\ntest combination_{mask} {{\n  prompt = \"x\"\n  given {}\n  expect {expected}\n}}\n",
+            givens.join(", ")
+        ));
+    }
+    assert_eq!(seen.len(), 4, "every route is reached: {seen:?}");
+    std::fs::write(&policy_file, format!("{policy}{cases}")).expect("write the cases");
+    src()
+        .arg("test")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(contains(format!("{} passed, 0 failed", (4 + 64) * 2)));
+}

@@ -75,7 +75,12 @@ pub fn served_models(file: &str, text: &str, config: &Value) -> HashMap<String, 
                 None if k.ends_with("_env") => Key::Env(v.to_string()),
                 None => {
                     let mut path: Vec<Step> = top.iter().map(|k| Step::Key(k)).collect();
-                    path.extend([Step::Index(i), Step::Key(refs), Step::Index(0), Step::Key(k)]);
+                    path.extend([
+                        Step::Index(i),
+                        Step::Key(refs),
+                        Step::Index(0),
+                        Step::Key(k),
+                    ]);
                     Key::Literal(file.to_string(), line_of(text, &path))
                 }
             };
@@ -226,7 +231,9 @@ pub fn routing(text: &str, config: &Value) -> Recipe {
         .into_iter()
         .flatten()
     {
-        let Some(plural) = kind.as_str() else { continue };
+        let Some(plural) = kind.as_str() else {
+            continue;
+        };
         let singular = match plural {
             "pii" | "kb" | "authz" | "fact_check" | "complexity" | "modality" | "context"
             | "structure" | "jailbreak" | "language" => plural,
@@ -287,7 +294,9 @@ pub fn routing(text: &str, config: &Value) -> Recipe {
                 recipe.notes.push((
                     format!("decision {name}"),
                     line,
-                    format!("its rules hold {why}, which has no reading here: the decision is left out"),
+                    format!(
+                        "its rules hold {why}, which has no reading here: the decision is left out"
+                    ),
                 ));
                 continue;
             }
@@ -315,7 +324,11 @@ pub fn routing(text: &str, config: &Value) -> Recipe {
                 options,
             });
         }
-        if let Some(a) = d.get("algorithm").and_then(|a| a.get("type")).and_then(Value::as_str) {
+        if let Some(a) = d
+            .get("algorithm")
+            .and_then(|a| a.get("type"))
+            .and_then(Value::as_str)
+        {
             if a != "static" {
                 route.other.push((format!("ALGORITHM {a}"), line));
             }
@@ -325,11 +338,19 @@ pub fn routing(text: &str, config: &Value) -> Recipe {
             let Some(kind) = p.get("type").and_then(Value::as_str) else {
                 continue;
             };
-            let config = p.get("configuration").map(|c| fields(c, &[])).unwrap_or_default();
+            let config = p
+                .get("configuration")
+                .map(|c| fields(c, &[]))
+                .unwrap_or_default();
             let plugin: PluginRef = (
                 kind.to_string(),
                 config,
-                at(&[Step::Key("decisions"), Step::Index(i), Step::Key("plugins"), Step::Index(j)]),
+                at(&[
+                    Step::Key("decisions"),
+                    Step::Index(i),
+                    Step::Key("plugins"),
+                    Step::Index(j),
+                ]),
             );
             route.plugins.push(plugin);
         }

@@ -135,7 +135,9 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             .is_none_or(|r| recipe.name.as_deref().is_none_or(|n| n == r))
     };
     for e in recipe.entrypoints.iter().filter(|e| !own(e)) {
-        let r = get(&e.fields, "recipe").and_then(Val::as_str).unwrap_or("?");
+        let r = get(&e.fields, "recipe")
+            .and_then(Val::as_str)
+            .unwrap_or("?");
         out.skip(
             &dsl_file,
             e.line,
@@ -150,7 +152,9 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
         .as_ref()
         .map(|(f, text, c)| config::served_models(f, text, c))
         .unwrap_or_default();
-    let default_model = config.as_ref().and_then(|(_, _, c)| config::default_model(c));
+    let default_model = config
+        .as_ref()
+        .and_then(|(_, _, c)| config::default_model(c));
     // Every model the recipe names, in order of first mention.
     let assignments = assignments(&recipe);
     let mut mentioned: Vec<String> = recipe.models.iter().map(|(n, _)| n.clone()).collect();

@@ -240,7 +240,10 @@ pub fn translate(
     names: &mut Names,
     out: &mut Translation,
 ) {
-    for p in projections.iter().filter(|p| p.kind != "score" && p.kind != "mapping") {
+    for p in projections
+        .iter()
+        .filter(|p| p.kind != "score" && p.kind != "mapping")
+    {
         out.skip(
             file,
             p.decl.line,
@@ -248,7 +251,11 @@ pub fn translate(
             "only `score` (a weighted sum) and `mapping` (its threshold bands) have a counterpart",
         );
     }
-    let source_of = |m: &Projection| get(&m.decl.fields, "source").and_then(Val::as_str).map(str::to_string);
+    let source_of = |m: &Projection| {
+        get(&m.decl.fields, "source")
+            .and_then(Val::as_str)
+            .map(str::to_string)
+    };
     for s in projections.iter().filter(|p| p.kind == "score") {
         let read = projections
             .iter()
@@ -266,9 +273,16 @@ pub fn translate(
     for m in projections.iter().filter(|p| p.kind == "mapping") {
         let f = &m.decl.fields;
         let what = format!("PROJECTION mapping {}", m.name);
-        let method = get(f, "method").and_then(Val::as_str).unwrap_or("threshold_bands");
+        let method = get(f, "method")
+            .and_then(Val::as_str)
+            .unwrap_or("threshold_bands");
         if method != "threshold_bands" {
-            out.skip(file, m.decl.line, what, format!("a `{method}` mapping: only `threshold_bands` has a counterpart"));
+            out.skip(
+                file,
+                m.decl.line,
+                what,
+                format!("a `{method}` mapping: only `threshold_bands` has a counterpart"),
+            );
             continue;
         }
         let source = get(f, "source").and_then(Val::as_str).unwrap_or_default();
@@ -276,14 +290,29 @@ pub fn translate(
             .iter()
             .find(|p| p.kind == "score" && p.name == source)
         else {
-            out.skip(file, m.decl.line, what, format!("its score `{source}` is not a `PROJECTION score` of the recipe"));
+            out.skip(
+                file,
+                m.decl.line,
+                what,
+                format!("its score `{source}` is not a `PROJECTION score` of the recipe"),
+            );
             continue;
         };
         let inputs = match inputs(score, recipe_signals, sigs) {
             Ok(i) => i,
             Err(why) => {
-                out.skip(file, score.decl.line, format!("PROJECTION score {}", score.name), why.clone());
-                out.skip(file, m.decl.line, what, format!("its score `{source}` was not translated"));
+                out.skip(
+                    file,
+                    score.decl.line,
+                    format!("PROJECTION score {}", score.name),
+                    why.clone(),
+                );
+                out.skip(
+                    file,
+                    m.decl.line,
+                    what,
+                    format!("its score `{source}` was not translated"),
+                );
                 continue;
             }
         };
@@ -350,11 +379,19 @@ pub fn translate(
 }
 
 /// The score's inputs, each bound to its translated signal.
-fn inputs(score: &Projection, recipe_signals: &[Signal], sigs: &Signals) -> Result<Vec<Input>, String> {
+fn inputs(
+    score: &Projection,
+    recipe_signals: &[Signal],
+    sigs: &Signals,
+) -> Result<Vec<Input>, String> {
     let f = &score.decl.fields;
-    let method = get(f, "method").and_then(Val::as_str).unwrap_or("weighted_sum");
+    let method = get(f, "method")
+        .and_then(Val::as_str)
+        .unwrap_or("weighted_sum");
     if method != "weighted_sum" {
-        return Err(format!("a `{method}` score: only `weighted_sum` has a counterpart"));
+        return Err(format!(
+            "a `{method}` score: only `weighted_sum` has a counterpart"
+        ));
     }
     let list = get(f, "inputs").map(Val::as_list).unwrap_or_default();
     if list.len() > MAX_INPUTS {
@@ -379,7 +416,9 @@ fn inputs(score: &Projection, recipe_signals: &[Signal], sigs: &Signals) -> Resu
             .unwrap_or("")
             .to_lowercase();
         if kind == "projection" || kind == "kb_metric" || source == "raw" {
-            missing.push(format!("`{what}` (a numeric value, not a signal that holds or not)"));
+            missing.push(format!(
+                "`{what}` (a numeric value, not a signal that holds or not)"
+            ));
             continue;
         }
         let Some(sig) = sigs.map.get(&(kind.to_string(), name.to_string())) else {
@@ -395,7 +434,11 @@ fn inputs(score: &Projection, recipe_signals: &[Signal], sigs: &Signals) -> Resu
             let (lo, hi, why) = confidence(kind, decl);
             ((lo, hi), 0.0, why)
         } else {
-            let matched = i.get("match").and_then(Val::as_num).filter(|m| *m != 0.0).unwrap_or(1.0);
+            let matched = i
+                .get("match")
+                .and_then(Val::as_num)
+                .filter(|m| *m != 0.0)
+                .unwrap_or(1.0);
             let miss = i.get("miss").and_then(Val::as_num).unwrap_or(0.0);
             ((matched, matched), miss, None)
         };
@@ -409,7 +452,10 @@ fn inputs(score: &Projection, recipe_signals: &[Signal], sigs: &Signals) -> Resu
         });
     }
     if !missing.is_empty() {
-        return Err(format!("its inputs {} have no boolean counterpart", missing.join(", ")));
+        return Err(format!(
+            "its inputs {} have no boolean counterpart",
+            missing.join(", ")
+        ));
     }
     if out.is_empty() {
         return Err("no input with a weight".into());
@@ -419,10 +465,20 @@ fn inputs(score: &Projection, recipe_signals: &[Signal], sigs: &Signals) -> Resu
 
 /// The range of a signal's confidence when it holds, and why it is a range.
 fn confidence(kind: &str, f: &[(String, Val)]) -> (f64, f64, Option<String>) {
-    let method = get(f, "method").and_then(Val::as_str).unwrap_or("regex").to_lowercase();
+    let method = get(f, "method")
+        .and_then(Val::as_str)
+        .unwrap_or("regex")
+        .to_lowercase();
     if kind == "keyword" && method != "bm25" && method != "ngram" {
-        let n = get(f, "keywords").map(Val::as_list).unwrap_or_default().len().max(1);
-        let operator = get(f, "operator").and_then(Val::as_str).unwrap_or("OR").to_uppercase();
+        let n = get(f, "keywords")
+            .map(Val::as_list)
+            .unwrap_or_default()
+            .len()
+            .max(1);
+        let operator = get(f, "operator")
+            .and_then(Val::as_str)
+            .unwrap_or("OR")
+            .to_uppercase();
         return match operator.as_str() {
             // Every keyword matched, or none of them did.
             "AND" => (1.0, 1.0, None),
@@ -431,11 +487,17 @@ fn confidence(kind: &str, f: &[(String, Val)]) -> (f64, f64, Option<String>) {
             _ => (
                 0.5 + 0.5 / n as f64,
                 1.0,
-                Some(format!("its confidence grows with how many of its {n} keywords match")),
+                Some(format!(
+                    "its confidence grows with how many of its {n} keywords match"
+                )),
             ),
         };
     }
-    (0.0, 1.0, Some("its confidence can be any value in [0, 1]".into()))
+    (
+        0.0,
+        1.0,
+        Some("its confidence can be any value in [0, 1]".into()),
+    )
 }
 
 /// The formula for `band` over `inputs`, or why the combinations do not decide it.
@@ -470,9 +532,9 @@ fn band_formula(inputs: &[Input], band: &Band) -> Result<Formula, String> {
                     .filter_map(|(_, i)| i.range_why.as_ref().map(|w| format!("`{}`: {w}", i.what)))
                     .collect();
                 return Err(format!(
-                    "where {} hold (and no other input), the score lies in [{lo:.4}, {hi:.4}] and the band ({}) \
+                    "where {} and no other input holds, the score lies in [{lo:.4}, {hi:.4}] and the band ({}) \
                      depends on where: {}",
-                    if held.is_empty() { "none".to_string() } else { held.join(", ") },
+                    if held.is_empty() { "nothing".to_string() } else { held.join(", ") },
                     band.describe(),
                     why.join("; ")
                 ));
@@ -481,7 +543,11 @@ fn band_formula(inputs: &[Input], band: &Band) -> Result<Formula, String> {
     }
     // Split first on the inputs that move the score most.
     let mut order: Vec<usize> = (0..n).collect();
-    let reach = |i: &Input| (i.weight * (i.held.1 - i.missed)).abs().max((i.weight * (i.held.0 - i.missed)).abs());
+    let reach = |i: &Input| {
+        (i.weight * (i.held.1 - i.missed))
+            .abs()
+            .max((i.weight * (i.held.0 - i.missed)).abs())
+    };
     order.sort_by(|a, b| reach(&inputs[*b]).total_cmp(&reach(&inputs[*a])));
     Ok(formula(&table, &order))
 }
@@ -516,10 +582,24 @@ mod tests {
     fn each_band_formula_equals_the_band_on_every_combination() {
         let weights = [0.36, 0.24, -0.46, 0.18, 0.3, 0.06];
         let bands = [
-            Band { gte: Some(0.24), lt: Some(0.55), ..Band::default() },
-            Band { gte: Some(0.55), lt: Some(0.85), ..Band::default() },
-            Band { gte: Some(0.85), ..Band::default() },
-            Band { lt: Some(0.0), ..Band::default() },
+            Band {
+                gte: Some(0.24),
+                lt: Some(0.55),
+                ..Band::default()
+            },
+            Band {
+                gte: Some(0.55),
+                lt: Some(0.85),
+                ..Band::default()
+            },
+            Band {
+                gte: Some(0.85),
+                ..Band::default()
+            },
+            Band {
+                lt: Some(0.0),
+                ..Band::default()
+            },
         ];
         let inputs: Vec<Input> = weights.iter().map(|w| input(*w, (1.0, 1.0))).collect();
         for band in &bands {
@@ -527,7 +607,12 @@ mod tests {
             for mask in 0..1 << weights.len() {
                 let s = sum(&weights, mask);
                 let inside = band.above_lower(s) && band.below_upper(s);
-                assert_eq!(f.eval(mask), inside, "mask {mask:b}, sum {s}, band {}", band.describe());
+                assert_eq!(
+                    f.eval(mask),
+                    inside,
+                    "mask {mask:b}, sum {s}, band {}",
+                    band.describe()
+                );
             }
         }
     }
@@ -537,12 +622,18 @@ mod tests {
         // 0.6 × a keyword's confidence (at least 0.55 of ten keywords) + 0.2 × another's: the
         // band `>= 0.3` holds exactly where the first matched.
         let inputs = vec![input(0.6, (0.55, 1.0)), input(0.2, (0.55, 1.0))];
-        let band = Band { gte: Some(0.3), ..Band::default() };
+        let band = Band {
+            gte: Some(0.3),
+            ..Band::default()
+        };
         let f = band_formula(&inputs, &band).expect("decided");
         assert_eq!(f, Formula::Var(0, true));
         assert_eq!(f.render(&["a".into(), "b".into()]), "a");
         // With the band at 0.4, the first alone lies in [0.33, 0.6]: it depends.
-        let band = Band { gte: Some(0.4), ..Band::default() };
+        let band = Band {
+            gte: Some(0.4),
+            ..Band::default()
+        };
         let err = band_formula(&inputs, &band).expect_err("undecided");
         assert!(err.contains("[0.3300, 0.6000]"), "{err}");
     }
@@ -551,12 +642,30 @@ mod tests {
     fn formulas_read_as_the_sum_does() {
         // a + b >= 1 with weights 0.5 each: both.
         let inputs = vec![input(0.5, (1.0, 1.0)), input(0.5, (1.0, 1.0))];
-        let band = Band { gte: Some(1.0), ..Band::default() };
+        let band = Band {
+            gte: Some(1.0),
+            ..Band::default()
+        };
         let names = ["a".to_string(), "b".to_string()];
-        assert_eq!(band_formula(&inputs, &band).expect("ok").render(&names), "a and b");
-        let band = Band { gte: Some(0.5), ..Band::default() };
-        assert_eq!(band_formula(&inputs, &band).expect("ok").render(&names), "a or b");
-        let band = Band { lt: Some(0.5), ..Band::default() };
-        assert_eq!(band_formula(&inputs, &band).expect("ok").render(&names), "not a and not b");
+        assert_eq!(
+            band_formula(&inputs, &band).expect("ok").render(&names),
+            "a and b"
+        );
+        let band = Band {
+            gte: Some(0.5),
+            ..Band::default()
+        };
+        assert_eq!(
+            band_formula(&inputs, &band).expect("ok").render(&names),
+            "a or b"
+        );
+        let band = Band {
+            lt: Some(0.5),
+            ..Band::default()
+        };
+        assert_eq!(
+            band_formula(&inputs, &band).expect("ok").render(&names),
+            "not a and not b"
+        );
     }
 }

@@ -499,23 +499,35 @@ fn conversation(f: &[(String, Val)]) -> Out {
         .get("type")
         .and_then(Val::as_str)
         .unwrap_or("exists");
-    let source = feature
-        .get("source")
+    let source = feature.get("source");
+    let source_type = source
         .and_then(|s| s.get("type"))
         .and_then(Val::as_str)
         .unwrap_or("");
-    let value = match source {
-        "tools" | "tool_definitions" => "request.tools",
-        "tool_calls" => "request.tool_calls",
-        "tool_results" | "tool_messages" => "request.tool_results",
-        "turns" | "user_turns" | "user_messages" => "request.turns",
-        "messages" => "request.messages",
-        "image_content" => {
+    let role = source
+        .and_then(|s| s.get("role"))
+        .and_then(Val::as_str)
+        .unwrap_or("any");
+    let value = match (source_type, role) {
+        ("tools" | "tool_definitions" | "tool_definition", _) => "request.tools",
+        ("tool_calls" | "assistant_tool_call", _) => "request.tool_calls",
+        ("tool_results" | "tool_messages", _) => "request.tool_results",
+        ("turns" | "user_turns" | "user_messages", _) | ("message", "user") => "request.turns",
+        ("messages", _) | ("message", "any" | "all") => "request.messages",
+        // Messages of every role but the user's.
+        ("message", "non_user") => "(request.messages - request.turns)",
+        ("active_tool_loop", _) if kind == "exists" => return Ok(("request.tool_loop".into(), None)),
+        ("image_content", _) => {
             return Err(
                 "images are read by no text signal; the router has no signal for media".into(),
             )
         }
-        other => {
+        ("message", other) => {
+            return Err(format!(
+                "messages of role `{other}` are not counted apart (the router counts user turns and all messages)"
+            ))
+        }
+        (other, _) => {
             return Err(format!(
                 "a `{other}` conversation source has no counterpart"
             ))
