@@ -467,3 +467,89 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
         .success()
         .stdout(contains(format!("{} passed, 0 failed", (4 + 64) * 2)));
 }
+
+#[test]
+fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
+    let config = fixture("vsr/yaml-only/config.yaml");
+    let (dir, stderr) = import(&["vsr", config.to_str().expect("utf-8 path")], 0);
+    let out = dir.path().join("out");
+    // Four probes of translated decisions; the feedback decision's probe is listed.
+    verified(&out, 4);
+    let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
+    for expected in [
+        // models from `models[].connections`, names from the entrypoint
+        r#"serves = "Qwen/Qwen3-0.6B""#,
+        r#"serves = "gpt-4o""#,
+        r#"api_key = env("LAB_DEEP_API_KEY")"#,
+        r#"names = ["auto", "lab/auto"]"#,
+        // signals by kind, domains onto one classifier
+        r#"signal stack_trace = contains(prompt, ["traceback", "stack trace"])"#,
+        "labels = [computer_science, other]",
+        "signal long_context = tokens(history) >= 4000 and tokens(history) <= 128000",
+        // a projection band, and rule trees with NOT
+        "signal needs_repair = stack_trace and (retry_words or long_context)",
+        "when needs_repair and not thanks",
+        "when stack_trace or computer_science",
+        // assignments: models, reasoning, plugins
+        "to lab_deep else lab_fast",
+        "reasoning = high",
+        r#"system_prompt = "Find the faulty assumption first.""#,
+        r#""X-Lab-Lane" = "repair""#,
+        "route default {\n  to lab_fast",
+        "given domain = computer_science",
+    ] {
+        assert!(
+            policy.contains(expected),
+            "missing `{expected}` in:\n{policy}"
+        );
+    }
+    assert!(!policy.contains("feedback_lane") && !policy.contains("odd_not"));
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    for (at, what) in [
+        ("config.yaml:17", "api key of `lab/deep`"),
+        ("config.yaml:49", "SIGNAL user_feedback wrong_answer"),
+        ("config.yaml:106", "PLUGIN response_cache"),
+        ("config.yaml:110", "ROUTE feedback_lane"),
+        ("config.yaml:117", "decision odd_not"),
+        ("config.yaml:130", "RECIPE night"),
+        ("config.yaml:155", "ENTRYPOINT for recipe `night`"),
+        ("probes.yaml:23", "probe `feedback_lane/said_wrong`"),
+    ] {
+        let row = migration
+            .lines()
+            .find(|l| l.contains(at) && l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
+        assert!(stderr.contains(at), "{at} not on stderr");
+        assert!(row.split('|').count() >= 4, "a row with a reason: {row}");
+    }
+    for (path, text) in files(&out) {
+        assert!(
+            !text.contains("never-copy"),
+            "a secret in {}",
+            path.display()
+        );
+    }
+    assert!(!stderr.contains("never-copy"));
+    // The directory holding only the config imports the same.
+    let (dir2, _) = import(
+        &[
+            "vsr",
+            fixture("vsr/yaml-only").to_str().expect("utf-8 path"),
+        ],
+        0,
+    );
+    let again = std::fs::read_to_string(dir2.path().join("out/policy.sr")).expect("policy.sr");
+    assert_eq!(again, policy);
+    // A config with neither routing nor a recipe beside it is refused.
+    let bare = tempfile::tempdir().expect("a temporary directory");
+    let only_models = bare.path().join("config.yaml");
+    std::fs::write(&only_models, "models:\n- name: m\n").expect("write");
+    src()
+        .args(["import", "vsr"])
+        .arg(&only_models)
+        .arg("--out")
+        .arg(bare.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(contains("no routing"));
+}

@@ -161,8 +161,15 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     for r in &recipe.routes {
         mentioned.extend(r.models.iter().map(|m| m.name.clone()));
     }
-    for models in assignments.values() {
-        mentioned.extend(models.iter().map(|(m, _)| m.clone()));
+    // Assignments in the order of their decisions, then any others by name: the output must
+    // not depend on a map's order.
+    let mut assigned: Vec<&String> = assignments.keys().collect();
+    assigned.sort_by_key(|d| {
+        let at = recipe.routes.iter().position(|r| &r.name == *d);
+        (at.unwrap_or(usize::MAX), *d)
+    });
+    for d in assigned {
+        mentioned.extend(assignments[d].iter().map(|(m, _)| m.clone()));
     }
     mentioned.extend(default_model.clone());
     let mut seen = Vec::new();
