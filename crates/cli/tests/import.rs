@@ -473,7 +473,8 @@ fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
     let config = fixture("vsr/yaml-only/config.yaml");
     let (dir, stderr) = import(&["vsr", config.to_str().expect("utf-8 path")], 0);
     let out = dir.path().join("out");
-    // Four probes of translated decisions; the feedback decision's probe is listed.
+    // Four probes translate; the one that reaches the feedback classifier without stating its
+    // value is listed.
     verified(&out, 4);
     let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
     for expected in [
@@ -497,23 +498,26 @@ fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
         r#""X-Lab-Lane" = "repair""#,
         "route default {\n  to lab_fast",
         "given domain = computer_science",
+        // the feedback detector onto a classifier with its labels
+        "labels = [satisfied, need_clarification, wrong_answer, want_different]",
+        "signal wrong_answer = feedback is wrong_answer",
+        "when wrong_answer",
+        "given feedback = wrong_answer, domain = other",
     ] {
         assert!(
             policy.contains(expected),
             "missing `{expected}` in:\n{policy}"
         );
     }
-    assert!(!policy.contains("feedback_lane") && !policy.contains("odd_not"));
+    assert!(!policy.contains("odd_not"));
     let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
     for (at, what) in [
         ("config.yaml:17", "api key of `lab/deep`"),
-        ("config.yaml:49", "SIGNAL user_feedback wrong_answer"),
         ("config.yaml:106", "PLUGIN response_cache"),
-        ("config.yaml:110", "ROUTE feedback_lane"),
         ("config.yaml:117", "decision odd_not"),
         ("config.yaml:130", "RECIPE night"),
         ("config.yaml:155", "ENTRYPOINT for recipe `night`"),
-        ("probes.yaml:23", "probe `feedback_lane/said_wrong`"),
+        ("probes.yaml:32", "probe `lab_default/hello`"),
     ] {
         let row = migration
             .lines()

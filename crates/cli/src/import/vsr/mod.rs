@@ -377,7 +377,7 @@ fn models_by_name(models: &HashMap<String, Model>) -> HashMap<String, String> {
 
 fn reason(what: &str) -> &'static str {
     if what.starts_with("PLUGIN") {
-        "plugins are translated where a route uses them (`tools`, `system_prompt`); others have no counterpart"
+        "a plugin is translated where a route uses it (`tools`, `system_prompt`, `header_mutation`); others have no counterpart"
     } else if what.starts_with("DECISION_TREE") {
         "decision trees are not read; write each branch as a route"
     } else {
