@@ -518,6 +518,7 @@ fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
         ("config.yaml:130", "RECIPE night"),
         ("config.yaml:155", "ENTRYPOINT for recipe `night`"),
         ("probes.yaml:32", "probe `lab_default/hello`"),
+        ("probes.yaml:39", "the recipe has no decision `ghost`"),
     ] {
         let row = migration
             .lines()
@@ -544,6 +545,25 @@ fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
     );
     let again = std::fs::read_to_string(dir2.path().join("out/policy.sr")).expect("policy.sr");
     assert_eq!(again, policy);
+    // The earlier layout: models under `providers`, the routing under `routing`.
+    let old = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(
+        old.path().join("config.yaml"),
+        "version: v0.3\nproviders:\n  defaults:\n    default_model: m/small\n  models:\n  \
+         - name: m/small\n    provider_model_id: small\n    backend_refs:\n    \
+         - endpoint: 127.0.0.1:8000/v1\nrouting:\n  signals:\n    keywords:\n    \
+         - name: hi\n      operator: OR\n      keywords: [hello]\n  decisions:\n  \
+         - name: greet\n    priority: 5\n    rules:\n      operator: AND\n      conditions:\n      \
+         - type: keyword\n        name: hi\n    modelRefs:\n    - model: m/small\n",
+    )
+    .expect("write");
+    let (dir3, _) = import(&["vsr", old.path().to_str().expect("utf-8 path")], 0);
+    let v03 = std::fs::read_to_string(dir3.path().join("out/policy.sr")).expect("policy.sr");
+    assert!(
+        v03.contains("route greet priority 5 {\n  when hi\n  to m_small"),
+        "{v03}"
+    );
+    assert!(v03.contains("url = \"http://127.0.0.1:8000/v1\""), "{v03}");
     // A config with neither routing nor a recipe beside it is refused.
     let bare = tempfile::tempdir().expect("a temporary directory");
     let only_models = bare.path().join("config.yaml");

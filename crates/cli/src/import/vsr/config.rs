@@ -185,18 +185,22 @@ pub fn has_routing(config: &Value) -> bool {
     doc.get("decisions").is_some() || doc.get("signals").is_some()
 }
 
-/// The mapping holding the routing, and the path to it.
+/// The mapping holding the routing, and the path to it: `recipes[0].document` (v0.4),
+/// `routing` (v0.3), or the top of the file.
 fn document(config: &Value) -> (&Value, Vec<Step<'static>>) {
-    match config
+    if let Some(d) = config
         .get("recipes")
         .and_then(|r| r.get(0))
         .and_then(|r| r.get("document"))
     {
-        Some(d) => (
+        return (
             d,
             vec![Step::Key("recipes"), Step::Index(0), Step::Key("document")],
-        ),
-        None => (config, Vec::new()),
+        );
+    }
+    match config.get("routing") {
+        Some(d) if d.is_mapping() => (d, vec![Step::Key("routing")]),
+        _ => (config, Vec::new()),
     }
 }
 

@@ -343,7 +343,15 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     out.policy = p;
     probes::dsl_tests(&dsl_file, &recipe, &routes, &mut out);
     if let Some(file) = &files.probes {
-        probes::translate(file, &routes, &models_by_name(&models), &sigs, &mut out)?;
+        let decisions: Vec<String> = recipe.routes.iter().map(|r| r.name.clone()).collect();
+        probes::translate(
+            file,
+            &decisions,
+            &routes,
+            &models_by_name(&models),
+            &sigs,
+            &mut out,
+        )?;
     }
     Ok(out)
 }

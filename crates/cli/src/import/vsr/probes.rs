@@ -51,6 +51,7 @@ pub fn dsl_tests(
 
 pub fn translate(
     path: &Path,
+    recipe_decisions: &[String],
     routes: &HashMap<String, RouteOut>,
     models: &HashMap<String, String>,
     sigs: &Signals,
@@ -92,12 +93,12 @@ pub fn translate(
                 d.get("id").and_then(Value::as_str).unwrap_or(expected)
             );
             let Some(route) = routes.get(expected) else {
-                out.skip(
-                    &file,
-                    line,
-                    what,
-                    format!("its decision `{expected}` was not translated"),
-                );
+                let why = if recipe_decisions.iter().any(|d| d == expected) {
+                    format!("its decision `{expected}` was not translated")
+                } else {
+                    format!("the recipe has no decision `{expected}`")
+                };
+                out.skip(&file, line, what, why);
                 continue;
             };
             let model = match alias.map(|a| models.get(a)) {
