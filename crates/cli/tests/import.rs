@@ -577,3 +577,60 @@ fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
         .code(2)
         .stderr(contains("no routing"));
 }
+
+#[test]
+fn a_recipe_of_several_is_chosen_by_name() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(
+        dir.path().join("recipe.dsl"),
+        r#"MODEL "m/small" { description: "small" }
+MODEL "m/big" { description: "big" }
+ENTRYPOINT { model_names: ["team/fast"] recipe: "fast" }
+ENTRYPOINT { model_names: ["team/careful"] recipe: "careful" }
+RECIPE fast {
+  SIGNAL keyword hurry { operator: "OR" keywords: ["asap"] }
+  ROUTE rush { PRIORITY 20 WHEN keyword("hurry") MODEL "m/small" }
+  ROUTE fast_default { MODEL "m/small" }
+}
+RECIPE careful {
+  SIGNAL keyword proof { operator: "OR" keywords: ["prove"] }
+  ROUTE rigor { PRIORITY 20 WHEN keyword("proof") MODEL "m/big" }
+  ROUTE careful_default { MODEL "m/small" }
+}
+"#,
+    )
+    .expect("write");
+    let recipe = dir.path().to_str().expect("utf-8 path");
+    let (out_dir, stderr) = import(&["vsr", recipe, "--recipe", "careful"], 0);
+    let policy = std::fs::read_to_string(out_dir.path().join("out/policy.sr")).expect("policy");
+    assert!(policy.contains("route rigor priority 20"), "{policy}");
+    assert!(policy.contains(r#"signal proof = contains(prompt, ["prove"])"#));
+    assert!(
+        policy.contains(r#"names = ["auto", "team/careful"]"#),
+        "{policy}"
+    );
+    assert!(
+        !policy.contains("rush") && !policy.contains("hurry"),
+        "{policy}"
+    );
+    assert!(
+        stderr.contains("recipe.dsl:5: RECIPE fast (a policy is one recipe: import this one with `--recipe fast`)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("recipe.dsl:3: ENTRYPOINT for recipe `fast`"),
+        "{stderr}"
+    );
+    // Without a name, the first; an unknown name is refused with the names there are.
+    let (first, _) = import(&["vsr", recipe], 0);
+    let policy = std::fs::read_to_string(first.path().join("out/policy.sr")).expect("policy");
+    assert!(policy.contains("route rush priority 20"), "{policy}");
+    src()
+        .args(["import", "vsr", recipe, "--recipe", "nightly", "--out"])
+        .arg(dir.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "no RECIPE `nightly` (the file has `fast`, `careful`)",
+        ));
+}

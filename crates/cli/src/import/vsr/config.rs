@@ -181,21 +181,39 @@ pub fn entrypoints(text: &str, config: &Value) -> Vec<Decl> {
 
 /// Whether the config carries routing of its own (signals or decisions).
 pub fn has_routing(config: &Value) -> bool {
-    let doc = document(config).0;
+    let doc = document(config, 0).0;
     doc.get("decisions").is_some() || doc.get("signals").is_some()
 }
 
-/// The mapping holding the routing, and the path to it: `recipes[0].document` (v0.4),
+/// The index in `recipes[]` of the recipe named `select` (the first when `None`), or the names
+/// there are.
+pub fn recipe_index(config: &Value, select: Option<&str>) -> Result<usize, Vec<String>> {
+    let Some(wanted) = select else { return Ok(0) };
+    let names: Vec<String> = config
+        .get("recipes")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    names.iter().position(|n| n == wanted).ok_or(names)
+}
+
+/// The mapping holding the routing, and the path to it: `recipes[index].document` (v0.4),
 /// `routing` (v0.3), or the top of the file.
-fn document(config: &Value) -> (&Value, Vec<Step<'static>>) {
+fn document(config: &Value, index: usize) -> (&Value, Vec<Step<'static>>) {
     if let Some(d) = config
         .get("recipes")
-        .and_then(|r| r.get(0))
+        .and_then(|r| r.get(index))
         .and_then(|r| r.get("document"))
     {
         return (
             d,
-            vec![Step::Key("recipes"), Step::Index(0), Step::Key("document")],
+            vec![
+                Step::Key("recipes"),
+                Step::Index(index),
+                Step::Key("document"),
+            ],
         );
     }
     match config.get("routing") {
@@ -204,11 +222,11 @@ fn document(config: &Value) -> (&Value, Vec<Step<'static>>) {
     }
 }
 
-/// Reads the YAML routing into `recipe`: signals, projections, decisions, entrypoints and the
+/// Reads the YAML routing of `recipes[index]` (or of the whole file) into `recipe`: signals, projections, decisions, entrypoints and the
 /// models the decisions name. Constructs that do not fit are listed in `recipe.other`.
-pub fn routing(text: &str, config: &Value) -> Recipe {
+pub fn routing(text: &str, config: &Value, index: usize) -> Recipe {
     let mut recipe = Recipe::default();
-    let (doc, prefix) = document(config);
+    let (doc, prefix) = document(config, index);
     let at = |rest: &[Step]| {
         let mut path = prefix.clone();
         path.extend_from_slice(rest);
@@ -220,7 +238,7 @@ pub fn routing(text: &str, config: &Value) -> Recipe {
         .into_iter()
         .flatten()
         .enumerate()
-        .skip(1)
+        .filter(|(r, _)| *r != index)
     {
         let name = extra.get("name").and_then(Value::as_str).unwrap_or("?");
         recipe.extra_recipes.push((
@@ -363,7 +381,7 @@ pub fn routing(text: &str, config: &Value) -> Recipe {
     recipe.entrypoints = entrypoints(text, config);
     recipe.name = config
         .get("recipes")
-        .and_then(|r| r.get(0))
+        .and_then(|r| r.get(index))
         .and_then(|r| r.get("name"))
         .and_then(Value::as_str)
         .map(str::to_string);

@@ -77,7 +77,9 @@ struct Backend {
     note: Option<String>,
 }
 
-pub fn translate(path: &Path) -> Result<Translation, ImportError> {
+/// Translates the recipe at `path`; `select` names the `RECIPE` to read when the file has
+/// several (the first otherwise).
+pub fn translate(path: &Path, select: Option<&str>) -> Result<Translation, ImportError> {
     let files = inputs(path)?;
     let config = match &files.config {
         Some(p) => {
@@ -91,7 +93,7 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     let (dsl_file, mut recipe) = match (&files.dsl, &config) {
         (Some(dsl), _) => {
             let f = dsl.display().to_string();
-            let recipe = syntax::parse(&f, &read(dsl)?)?;
+            let recipe = syntax::parse(&f, &read(dsl)?, select)?;
             (f, recipe)
         }
         (None, Some((f, text, value))) => {
@@ -104,7 +106,21 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
                         .to_string(),
                 });
             }
-            (f.clone(), config::routing(text, value))
+            let index =
+                config::recipe_index(value, select).map_err(|names| ImportError::Shape {
+                    path: f.clone(),
+                    line: 0,
+                    message: format!(
+                        "no recipe `{}` in `recipes` (it has {})",
+                        select.unwrap_or_default(),
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                })?;
+            (f.clone(), config::routing(text, value, index))
         }
         (None, None) => unreachable!("inputs() refuses a recipe with neither file"),
     };
@@ -125,7 +141,7 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             &dsl_file,
             *line,
             format!("RECIPE {name}"),
-            "a policy is one recipe: import each recipe on its own",
+            format!("a policy is one recipe: import this one with `--recipe {name}`"),
         );
     }
     // Entrypoints serving another recipe than the one translated.

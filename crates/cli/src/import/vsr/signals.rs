@@ -703,8 +703,8 @@ mod tests {
     use super::*;
 
     fn fields(text: &str) -> Vec<(String, Val)> {
-        let recipe =
-            super::super::syntax::parse("t", &format!("SIGNAL x y {{ {text} }}")).expect("parses");
+        let recipe = super::super::syntax::parse("t", &format!("SIGNAL x y {{ {text} }}"), None)
+            .expect("parses");
         recipe.signals[0].decl.fields.clone()
     }
 

@@ -249,16 +249,45 @@ struct Parser<'a> {
     file: &'a str,
     toks: Vec<(Tok, usize)>,
     at: usize,
+    /// The `RECIPE` to read (the first when none is named); the others are only listed.
+    select: Option<&'a str>,
 }
 
-/// Parses a whole `recipe.dsl`.
-pub fn parse(file: &str, text: &str) -> Result<Recipe, ImportError> {
+/// Parses a whole `recipe.dsl`, reading the declarations of the `RECIPE` named `select` (the
+/// first one when `None`) with those outside every `RECIPE`.
+pub fn parse(file: &str, text: &str, select: Option<&str>) -> Result<Recipe, ImportError> {
     let toks = Lexer::run(file, text)?;
-    let mut p = Parser { file, toks, at: 0 };
+    let mut p = Parser {
+        file,
+        toks,
+        at: 0,
+        select,
+    };
     let mut recipe = Recipe::default();
     let mut seen_recipe = false;
     while p.peek().is_some() {
         p.top(&mut recipe, &mut seen_recipe)?;
+    }
+    if let Some(wanted) = select {
+        if recipe.name.as_deref() != Some(wanted) {
+            let names: Vec<String> = recipe
+                .extra_recipes
+                .iter()
+                .map(|(n, _)| format!("`{n}`"))
+                .collect();
+            return Err(error(
+                file,
+                0,
+                &format!(
+                    "no RECIPE `{wanted}` (the file has {})",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        }
     }
     Ok(recipe)
 }
@@ -347,7 +376,11 @@ impl Parser<'_> {
             "RECIPE" => {
                 let name = self.name()?;
                 self.opts()?;
-                if *seen_recipe {
+                let take = match self.select {
+                    Some(wanted) => wanted == name,
+                    None => !*seen_recipe,
+                };
+                if !take || *seen_recipe {
                     r.extra_recipes.push((name, line));
                     self.skip_block()?;
                 } else {
@@ -657,7 +690,7 @@ RECIPE default (description = "d") {
   TEST t { "hello" -> r }
 }
 "#;
-        let r = parse("recipe.dsl", text).expect("parses");
+        let r = parse("recipe.dsl", text, None).expect("parses");
         assert_eq!(r.models.len(), 1);
         assert_eq!(r.signals.len(), 2);
         assert_eq!(r.signals[1].decl.line, 5);
@@ -667,7 +700,7 @@ RECIPE default (description = "d") {
         assert_eq!(route.models[1].name, "m/b");
         assert!(matches!(&route.when, Some(Expr::And(f)) if f.len() == 2));
         assert_eq!(r.tests, vec![("hello".to_string(), "r".to_string(), 12)]);
-        let err = parse("recipe.dsl", "ROUTE r { PRIORITY x }").expect_err("refused");
+        let err = parse("recipe.dsl", "ROUTE r { PRIORITY x }", None).expect_err("refused");
         assert!(err.to_string().starts_with("recipe.dsl:1:"), "{err}");
     }
 }
