@@ -600,8 +600,23 @@ RECIPE careful {
 "#,
     )
     .expect("write");
+    std::fs::write(
+        dir.path().join("probes.yaml"),
+        "decisions:\n- id: rigor\n  expected_recipe: careful\n  expected_decision: rigor\n  \
+         variants:\n  - id: proof\n    query: please prove it\n- id: rush\n  \
+         expected_recipe: fast\n  expected_decision: rush\n  variants:\n  - id: asap\n    \
+         query: asap please\n",
+    )
+    .expect("write");
     let recipe = dir.path().to_str().expect("utf-8 path");
     let (out_dir, stderr) = import(&["vsr", recipe, "--recipe", "careful"], 0);
+    verified(&out_dir.path().join("out"), 1);
+    assert!(
+        stderr.contains(
+            "probe `rush/asap` (it probes recipe `fast`: import that one with `--recipe fast`)"
+        ),
+        "{stderr}"
+    );
     let policy = std::fs::read_to_string(out_dir.path().join("out/policy.sr")).expect("policy");
     assert!(policy.contains("route rigor priority 20"), "{policy}");
     assert!(policy.contains(r#"signal proof = contains(prompt, ["prove"])"#));

@@ -199,22 +199,17 @@ pub fn recipe_index(config: &Value, select: Option<&str>) -> Result<usize, Vec<S
     names.iter().position(|n| n == wanted).ok_or(names)
 }
 
-/// The mapping holding the routing, and the path to it: `recipes[index].document` (v0.4),
-/// `routing` (v0.3), or the top of the file.
+/// The mapping holding the routing, and the path to it: `recipes[index].document` or
+/// `recipes[index].routing`, `routing` (v0.3), or the top of the file.
 fn document(config: &Value, index: usize) -> (&Value, Vec<Step<'static>>) {
-    if let Some(d) = config
-        .get("recipes")
-        .and_then(|r| r.get(index))
-        .and_then(|r| r.get("document"))
-    {
-        return (
-            d,
-            vec![
-                Step::Key("recipes"),
-                Step::Index(index),
-                Step::Key("document"),
-            ],
-        );
+    let recipe = config.get("recipes").and_then(|r| r.get(index));
+    for key in ["document", "routing"] {
+        if let Some(d) = recipe.and_then(|r| r.get(key)).filter(|d| d.is_mapping()) {
+            return (
+                d,
+                vec![Step::Key("recipes"), Step::Index(index), Step::Key(key)],
+            );
+        }
     }
     match config.get("routing") {
         Some(d) if d.is_mapping() => (d, vec![Step::Key("routing")]),

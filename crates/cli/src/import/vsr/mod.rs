@@ -362,6 +362,7 @@ pub fn translate(path: &Path, select: Option<&str>) -> Result<Translation, Impor
         let decisions: Vec<String> = recipe.routes.iter().map(|r| r.name.clone()).collect();
         probes::translate(
             file,
+            recipe.name.as_deref(),
             &decisions,
             &routes,
             &models_by_name(&models),

@@ -51,6 +51,7 @@ pub fn dsl_tests(
 
 pub fn translate(
     path: &Path,
+    recipe_name: Option<&str>,
     recipe_decisions: &[String],
     routes: &HashMap<String, RouteOut>,
     models: &HashMap<String, String>,
@@ -92,6 +93,20 @@ pub fn translate(
                 "probe `{}/{id}`",
                 d.get("id").and_then(Value::as_str).unwrap_or(expected)
             );
+            if let (Some(r), Some(own)) = (
+                d.get("expected_recipe").and_then(Value::as_str),
+                recipe_name,
+            ) {
+                if r != own {
+                    out.skip(
+                        &file,
+                        line,
+                        what,
+                        format!("it probes recipe `{r}`: import that one with `--recipe {r}`"),
+                    );
+                    continue;
+                }
+            }
             let Some(route) = routes.get(expected) else {
                 let why = if recipe_decisions.iter().any(|d| d == expected) {
                     format!("its decision `{expected}` was not translated")
