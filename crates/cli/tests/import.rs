@@ -389,24 +389,17 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
         "signal elevated = ",
         "signal urgent = ",
         "signal escalate = escalation\n",
-        // a band a keyword rule's confidence leaves open: decided by counting its keywords
-        r#"signal escalation_hits = hits(prompt, ["escalate", "manager"])"#,
-        "signal hot = escalation_hits >= 1 and angry or escalation_hits >= 2",
         "when escalate and not calm",
         "\"X-Desk-Lane\" = \"urgent\"",
     ] {
         assert!(policy.contains(band), "missing `{band}` in:\n{policy}");
     }
-    // A band a confidence in [0, 1] decides is reported with the combination where it does, and
-    // so is the route that reads it.
+    // A band that a keyword's confidence (how many of its keywords matched) decides is reported
+    // with the combination where it does, and so is the route that reads it.
     let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
     for (at, what, why) in [
-        ("recipe.dsl:71", "band questioning", "[0.0000, 1.0000]"),
-        (
-            "recipe.dsl:109",
-            "ROUTE question_lane",
-            "projection(\"questioning\")",
-        ),
+        ("recipe.dsl:59", "band hot", "[0.4500, 0.6000]"),
+        ("recipe.dsl:92", "ROUTE hot_lane", "projection(\"hot\")"),
     ] {
         let row = migration
             .lines()
@@ -416,76 +409,63 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
         assert!(stderr.contains(at), "{at} not on stderr");
     }
     // Every combination of the inputs, given: each case expects the decision the recipe's
-    // weighted sums and bands make, computed here as vLLM Semantic Router computes them (a
-    // keyword rule's confidence is 0.5 + 0.5 × the share of its keywords that match).
-    let signals = [
+    // weighted sums and bands make, computed here as vLLM Semantic Router computes them.
+    let inputs = [
         "angry",
         "long_input",
         "many_questions",
         "polite",
         "has_tools",
+        "escalation",
     ];
     let mut cases = String::new();
     let mut seen = std::collections::BTreeMap::new();
-    let mut count = 0;
-    for mask in 0..1u32 << signals.len() {
-        for hits in 0..=2u32 {
-            let on = |j: usize| mask >> j & 1 == 1;
-            let b = |j: usize| if on(j) { 1.0 } else { 0.0 };
-            // urgency_score, in the recipe's order; `polite` misses with -0.25, `has_tools`
-            // matches 2.
-            let mut urgency = 0.0;
-            urgency += 0.3 * b(0);
-            urgency += 0.2 * b(1);
-            urgency += 0.25 * b(2);
-            urgency += -0.2 * if on(3) { 1.0 } else { -0.25 };
-            urgency += 0.1 * if on(4) { 2.0 } else { 0.0 };
-            // escalation_score over the two escalation keywords.
-            let confidence = if hits == 0 {
-                0.0
-            } else {
-                0.5 + 0.5 * f64::from(hits) / 2.0
-            };
-            let mut escalation = 0.0;
-            escalation += 0.6 * confidence;
-            escalation += 0.2 * b(0);
-            let (calm, elevated, urgent) =
-                (urgency < 0.3, (0.3..0.5).contains(&urgency), urgency >= 0.5);
-            let (escalate, hot) = (escalation >= 0.4, escalation >= 0.55);
-            let expected = if urgent {
-                "urgent_lane"
-            } else if escalate && !calm {
-                "escalation_lane"
-            } else if elevated {
-                "elevated_lane"
-            } else if hot {
-                "hot_lane"
-            } else {
-                "default"
-            };
-            *seen.entry(expected).or_insert(0) += 1;
-            let mut givens: Vec<String> = signals
-                .iter()
-                .enumerate()
-                .map(|(j, name)| format!("{name} = {}", on(j)))
-                .collect();
-            givens.push(format!("escalation = {}", hits > 0));
-            givens.push(format!("escalation_hits = {hits}"));
-            cases.push_str(&format!(
-                "\ntest combination_{mask}_{hits} {{\n  prompt = \"x\"\n  given {}\n  expect {expected}\n}}\n",
-                givens.join(", ")
-            ));
-            count += 1;
-        }
+    for mask in 0..1u32 << inputs.len() {
+        let on = |j: usize| mask >> j & 1 == 1;
+        let b = |j: usize| if on(j) { 1.0 } else { 0.0 };
+        // urgency_score, in the recipe's order; `polite` misses with -0.25, `has_tools` matches 2.
+        let mut urgency = 0.0;
+        urgency += 0.3 * b(0);
+        urgency += 0.2 * b(1);
+        urgency += 0.25 * b(2);
+        urgency += -0.2 * if on(3) { 1.0 } else { -0.25 };
+        urgency += 0.1 * if on(4) { 2.0 } else { 0.0 };
+        // escalation_score: the keyword's confidence is at least 0.75 (two keywords) when it
+        // matches; the band `>= 0.4` must agree at both ends.
+        let low = 0.6 * if on(5) { 0.75 } else { 0.0 } + 0.2 * b(0);
+        let high = 0.6 * b(5) + 0.2 * b(0);
+        assert_eq!(low >= 0.4, high >= 0.4, "mask {mask:b}");
+        let escalate = low >= 0.4;
+        let (calm, elevated, urgent) =
+            (urgency < 0.3, (0.3..0.5).contains(&urgency), urgency >= 0.5);
+        let expected = if urgent {
+            "urgent_lane"
+        } else if escalate && !calm {
+            "escalation_lane"
+        } else if elevated {
+            "elevated_lane"
+        } else {
+            "default"
+        };
+        *seen.entry(expected).or_insert(0) += 1;
+        let givens: Vec<String> = inputs
+            .iter()
+            .enumerate()
+            .map(|(j, name)| format!("{name} = {}", on(j)))
+            .collect();
+        cases.push_str(&format!(
+            "\ntest combination_{mask} {{\n  prompt = \"x\"\n  given {}\n  expect {expected}\n}}\n",
+            givens.join(", ")
+        ));
     }
-    assert_eq!(seen.len(), 5, "every route is reached: {seen:?}");
+    assert_eq!(seen.len(), 4, "every route is reached: {seen:?}");
     std::fs::write(&policy_file, format!("{policy}{cases}")).expect("write the cases");
     src()
         .arg("test")
         .arg(&out)
         .assert()
         .success()
-        .stdout(contains(format!("{} passed, 0 failed", (4 + count) * 2)));
+        .stdout(contains(format!("{} passed, 0 failed", (4 + 64) * 2)));
 }
 
 #[test]

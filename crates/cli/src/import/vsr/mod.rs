@@ -8,7 +8,6 @@
 //! its rule missing would route other requests than the recipe did.
 
 mod config;
-mod formula;
 mod probes;
 mod projections;
 mod signals;

@@ -2,29 +2,24 @@
 //! signals and a `PROJECTION mapping` cuts it into threshold bands; a route reads a band as
 //! `projection("band")`. The language has no number made from a boolean, but every input of a
 //! score is a signal that holds or not, so a band holds on a set of input combinations, and that
-//! set is a boolean formula over the input signals ([`super::formula`]). With few inputs the
-//! combinations can be enumerated: each band becomes `signal band = <formula>`, equal to the
-//! band on every combination.
+//! set is a boolean formula over the input signals. With few inputs the combinations can be
+//! enumerated: each band becomes `signal band = <formula>`, equal to the band on every
+//! combination.
 //!
 //! An input's value when its signal holds is `match` (1 unless given) or, with
 //! `value_source: "confidence"`, the signal's confidence: for a regex keyword rule that is
 //! 0.5 + 0.5 × the share of its keywords that matched, for other signals some value in [0, 1].
-//! A band is first enumerated with each confidence as its range; where the range leaves it
-//! open, it is enumerated again over how many of each keyword rule's keywords match (an int
-//! signal counting them). A band still open on some combination is reported, with it.
+//! A band is translated only when the sum's whole range decides it on every combination: where
+//! it depends on a confidence's exact value, the band is reported, with the combination.
 
-use super::formula::{formula, Formula};
 use super::signals::{Sig, Signals};
 use super::syntax::{get, Projection, Signal, Val};
-use crate::import::emit::{comment, quote, quote_list, Names};
+use crate::import::emit::{comment, Names};
 use crate::import::Translation;
 use std::fmt::Write as _;
 
 /// Past this many inputs a score is not enumerated (2^N combinations).
 const MAX_INPUTS: usize = 14;
-
-/// Past this many combinations (counts of keywords included) a band is not enumerated.
-const MAX_COMBINATIONS: usize = 1 << 16;
 
 /// One input of a score: the `.sr` signal, and the value it adds when it holds (a range) or not.
 #[derive(Debug, Clone)]
@@ -39,37 +34,6 @@ struct Input {
     missed: f64,
     /// Why the value when it holds is a range, for the report.
     range_why: Option<String>,
-    /// For a keyword rule's confidence: how many keywords it has, and the `.sr` expression
-    /// counting those that match (its confidence is 0.5 + 0.5 × count / N).
-    counted: Option<(usize, String)>,
-}
-
-impl Input {
-    /// How many states the input has when enumerated (`counts`: by its keyword count).
-    fn card(&self, counts: bool) -> usize {
-        match &self.counted {
-            Some((n, _)) if counts => n + 1,
-            _ => 2,
-        }
-    }
-
-    /// The least and the most it adds to the score in `state`.
-    fn adds(&self, state: usize, counts: bool) -> (f64, f64) {
-        let (a, b) = match &self.counted {
-            Some((n, _)) if counts => {
-                let v = if state == 0 {
-                    0.0
-                } else {
-                    0.5 + 0.5 * state as f64 / *n as f64
-                };
-                (v, v)
-            }
-            _ if state == 1 => self.held,
-            _ => (self.missed, self.missed),
-        };
-        let (x, y) = (self.weight * a, self.weight * b);
-        (x.min(y), x.max(y))
-    }
 }
 
 /// The bounds of one band.
@@ -130,6 +94,142 @@ impl Band {
     }
 }
 
+/// A boolean formula over the inputs, as built from a truth table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Formula {
+    True,
+    False,
+    /// Input `i` holds (`true`) or does not (`false`).
+    Var(usize, bool),
+    And(Vec<Formula>),
+    Or(Vec<Formula>),
+}
+
+impl Formula {
+    fn and(a: Formula, b: Formula) -> Formula {
+        match (a, b) {
+            (Formula::False, _) | (_, Formula::False) => Formula::False,
+            (Formula::True, x) | (x, Formula::True) => x,
+            (Formula::And(mut xs), Formula::And(ys)) => {
+                xs.extend(ys);
+                Formula::And(xs)
+            }
+            (Formula::And(mut xs), y) => {
+                xs.push(y);
+                Formula::And(xs)
+            }
+            (x, Formula::And(mut ys)) => {
+                ys.insert(0, x);
+                Formula::And(ys)
+            }
+            (x, y) => Formula::And(vec![x, y]),
+        }
+    }
+
+    fn or(a: Formula, b: Formula) -> Formula {
+        match (a, b) {
+            (Formula::True, _) | (_, Formula::True) => Formula::True,
+            (Formula::False, x) | (x, Formula::False) => x,
+            (Formula::Or(mut xs), Formula::Or(ys)) => {
+                xs.extend(ys);
+                Formula::Or(xs)
+            }
+            (Formula::Or(mut xs), y) => {
+                xs.push(y);
+                Formula::Or(xs)
+            }
+            (x, Formula::Or(mut ys)) => {
+                ys.insert(0, x);
+                Formula::Or(ys)
+            }
+            (x, y) => Formula::Or(vec![x, y]),
+        }
+    }
+
+    /// The formula's value when input `i` holds exactly where bit `i` of `mask` is set.
+    #[cfg(test)]
+    pub fn eval(&self, mask: usize) -> bool {
+        match self {
+            Formula::True => true,
+            Formula::False => false,
+            Formula::Var(i, held) => (mask >> i & 1 == 1) == *held,
+            Formula::And(xs) => xs.iter().all(|x| x.eval(mask)),
+            Formula::Or(xs) => xs.iter().any(|x| x.eval(mask)),
+        }
+    }
+
+    /// `.sr` text, with `names[i]` for input `i`.
+    pub fn render(&self, names: &[String]) -> String {
+        match self {
+            Formula::True => "true".into(),
+            Formula::False => "false".into(),
+            Formula::Var(i, true) => names[*i].clone(),
+            Formula::Var(i, false) => format!("not {}", names[*i]),
+            Formula::And(xs) => xs
+                .iter()
+                .map(|x| match x {
+                    Formula::Or(_) => format!("({})", x.render(names)),
+                    _ => x.render(names),
+                })
+                .collect::<Vec<_>>()
+                .join(" and "),
+            Formula::Or(xs) => xs
+                .iter()
+                .map(|x| x.render(names))
+                .collect::<Vec<_>>()
+                .join(" or "),
+        }
+    }
+}
+
+/// The formula equal to `table` (entry `m` is the value where input `order[j]` holds exactly
+/// where bit `order[j]` of `m` is set), splitting on the inputs in `order`, first the first.
+pub fn formula(table: &[bool], order: &[usize]) -> Formula {
+    // Re-index the table so that the first variable to split on is the highest bit.
+    let n = order.len();
+    let mut sorted = vec![false; table.len()];
+    for (m, value) in table.iter().enumerate() {
+        let mut k = 0usize;
+        for (j, var) in order.iter().enumerate() {
+            if m >> var & 1 == 1 {
+                k |= 1 << (n - 1 - j);
+            }
+        }
+        sorted[k] = *value;
+    }
+    split(&sorted, order)
+}
+
+/// Shannon expansion of `table` on `order[0]` (the table's highest bit), then the rest.
+fn split(table: &[bool], order: &[usize]) -> Formula {
+    if table.iter().all(|v| *v) {
+        return Formula::True;
+    }
+    if !table.iter().any(|v| *v) {
+        return Formula::False;
+    }
+    let half = table.len() / 2;
+    let (without, with) = table.split_at(half);
+    let var = order[0];
+    let rest = &order[1..];
+    if without == with {
+        return split(without, rest);
+    }
+    let f0 = split(without, rest);
+    let f1 = split(with, rest);
+    let holds = Formula::Var(var, true);
+    let not = Formula::Var(var, false);
+    let implies = |a: &[bool], b: &[bool]| a.iter().zip(b).all(|(x, y)| !x || *y);
+    if implies(without, with) {
+        // Monotone in this input: what holds without it, or it and what it adds.
+        Formula::or(Formula::and(holds, f1), f0)
+    } else if implies(with, without) {
+        Formula::or(f1, Formula::and(not, f0))
+    } else {
+        Formula::or(Formula::and(holds, f1), Formula::and(not, f0))
+    }
+}
+
 /// Translates the recipe's projections: each band of a mapping whose score's inputs all
 /// translated, and whose membership the combinations of those inputs decide, becomes a signal.
 pub fn translate(
@@ -170,8 +270,6 @@ pub fn translate(
         }
     }
     let mut text = String::new();
-    // The count signal of each keyword rule whose count a band reads: signal → counter.
-    let mut counters: std::collections::HashMap<String, String> = Default::default();
     for m in projections.iter().filter(|p| p.kind == "mapping") {
         let f = &m.decl.fields;
         let what = format!("PROJECTION mapping {}", m.name);
@@ -224,43 +322,17 @@ pub fn translate(
                 continue;
             };
             let band = Band::of(o);
-            let found = band_formula(&inputs, &band, false)
-                .map(|f| (f, false))
-                .or_else(|why| {
-                    if inputs.iter().any(|i| i.counted.is_some()) {
-                        band_formula(&inputs, &band, true).map(|f| (f, true))
-                    } else {
-                        Err(why)
-                    }
-                });
-            match found {
-                Ok((formula, counts)) => {
+            match band_formula(&inputs, &band) {
+                Ok(formula) => {
                     let ident = names.fresh(name);
-                    let mut idents = Vec::new();
-                    for i in &inputs {
-                        match (&i.counted, counts) {
-                            (Some((_, expr)), true) => {
-                                let hits = counters.entry(i.ident.clone()).or_insert_with(|| {
-                                    let hits = names.fresh(&format!("{}_hits", i.ident));
-                                    let _ = writeln!(
-                                        text,
-                                        "# How many of `{}`'s keywords match (its confidence counts them).\nsignal {hits} = {expr}\n",
-                                        i.ident
-                                    );
-                                    hits
-                                });
-                                idents.push(hits.clone());
-                            }
-                            _ => idents.push(i.ident.clone()),
-                        }
-                    }
+                    let idents: Vec<String> = inputs.iter().map(|i| i.ident.clone()).collect();
                     let terms: Vec<String> = inputs
                         .iter()
                         .map(|i| {
-                            let value = match (&i.counted, counts) {
-                                (Some((n, _)), true) => format!("0.5 + 0.5 × count / {n}"),
-                                _ if i.held.0 == i.held.1 => format!("{}", i.held.0),
-                                _ => format!("[{}, {}]", i.held.0, i.held.1),
+                            let value = if i.held.0 == i.held.1 {
+                                format!("{}", i.held.0)
+                            } else {
+                                format!("[{}, {}]", i.held.0, i.held.1)
                             };
                             let miss = if i.missed == 0.0 {
                                 String::new()
@@ -353,7 +425,6 @@ fn inputs(
             missing.push(format!("`{what}` (not translated)"));
             continue;
         };
-        let mut counted = None;
         let (held, missed, range_why) = if source == "confidence" {
             let decl = recipe_signals
                 .iter()
@@ -361,7 +432,6 @@ fn inputs(
                 .map(|s| s.decl.fields.as_slice())
                 .unwrap_or_default();
             let (lo, hi, why) = confidence(kind, decl);
-            counted = counter(kind, decl);
             ((lo, hi), 0.0, why)
         } else {
             let matched = i
@@ -379,7 +449,6 @@ fn inputs(
             held,
             missed,
             range_why,
-            counted,
         });
     }
     if !missing.is_empty() {
@@ -431,94 +500,36 @@ fn confidence(kind: &str, f: &[(String, Val)]) -> (f64, f64, Option<String>) {
     )
 }
 
-/// For an `OR` keyword rule of several keywords read by its confidence, without fuzzy
-/// matching: its keyword count and an int expression counting the keywords that match (each
-/// once, as the router counts them).
-fn counter(kind: &str, f: &[(String, Val)]) -> Option<(usize, String)> {
-    let method = get(f, "method")
-        .and_then(Val::as_str)
-        .unwrap_or("")
-        .to_lowercase();
-    let operator = get(f, "operator")
-        .and_then(Val::as_str)
-        .unwrap_or("OR")
-        .to_uppercase();
-    let words = get(f, "keywords").map(Val::strings).unwrap_or_default();
-    if kind != "keyword"
-        || operator != "OR"
-        || words.len() < 2
-        || !matches!(method.as_str(), "" | "regex")
-        || get(f, "fuzzy_match") == Some(&Val::Bool(true))
-    {
-        return None;
-    }
-    let case_sensitive = get(f, "case_sensitive") == Some(&Val::Bool(true));
-    let expr = if method == "regex" || case_sensitive {
-        words
-            .iter()
-            .map(|w| {
-                let re = match (method == "regex", case_sensitive) {
-                    (true, true) => w.clone(),
-                    (true, false) => format!("(?i){w}"),
-                    _ => super::signals::literal(w),
-                };
-                format!("min(count(prompt, {}), 1)", quote(&re))
-            })
-            .collect::<Vec<_>>()
-            .join(" + ")
-    } else {
-        format!("hits(prompt, {})", quote_list(&words))
-    };
-    Some((words.len(), expr))
-}
-
-/// The formula for `band` over `inputs` (with `counts`, over how many keywords of each counted
-/// input match), or why the combinations do not decide it.
-fn band_formula(inputs: &[Input], band: &Band, counts: bool) -> Result<Formula, String> {
-    let cards: Vec<usize> = inputs.iter().map(|i| i.card(counts)).collect();
-    let total = cards
-        .iter()
-        .try_fold(1usize, |acc, c| {
-            acc.checked_mul(*c).filter(|t| *t <= MAX_COMBINATIONS)
-        })
-        .ok_or_else(|| {
-            format!("its inputs have more than {MAX_COMBINATIONS} combinations to enumerate")
-        })?;
-    let mut table = Vec::with_capacity(total);
-    for m in 0..total {
-        let mut rest = m;
-        let states: Vec<usize> = cards
-            .iter()
-            .map(|c| {
-                let s = rest % c;
-                rest /= c;
-                s
-            })
-            .collect();
+/// The formula for `band` over `inputs`, or why the combinations do not decide it.
+fn band_formula(inputs: &[Input], band: &Band) -> Result<Formula, String> {
+    let n = inputs.len();
+    let mut table = Vec::with_capacity(1 << n);
+    for mask in 0..1usize << n {
         // Summed in the recipe's order, as the router sums them.
         let (mut lo, mut hi) = (0.0f64, 0.0f64);
-        for (i, state) in inputs.iter().zip(&states) {
-            let (a, b) = i.adds(*state, counts);
-            lo += a;
-            hi += b;
+        for (j, i) in inputs.iter().enumerate() {
+            let (a, b) = if mask >> j & 1 == 1 {
+                (i.weight * i.held.0, i.weight * i.held.1)
+            } else {
+                (i.weight * i.missed, i.weight * i.missed)
+            };
+            lo += a.min(b);
+            hi += a.max(b);
         }
         match band.decides(lo, hi) {
             Some(v) => table.push(v),
             None => {
                 let held: Vec<String> = inputs
                     .iter()
-                    .zip(&states)
-                    .filter(|(_, s)| **s > 0)
-                    .map(|(i, s)| match (&i.counted, counts) {
-                        (Some(_), true) => format!("{} ({s} keywords)", i.what),
-                        _ => i.what.clone(),
-                    })
+                    .enumerate()
+                    .filter(|(j, _)| mask >> j & 1 == 1)
+                    .map(|(_, i)| i.what.clone())
                     .collect();
                 let why: Vec<String> = inputs
                     .iter()
-                    .zip(&states)
-                    .filter(|(i, s)| **s > 0 && !(counts && i.counted.is_some()))
-                    .filter_map(|(i, _)| i.range_why.as_ref().map(|w| format!("`{}`: {w}", i.what)))
+                    .enumerate()
+                    .filter(|(j, _)| mask >> j & 1 == 1)
+                    .filter_map(|(_, i)| i.range_why.as_ref().map(|w| format!("`{}`: {w}", i.what)))
                     .collect();
                 return Err(format!(
                     "where {} and no other input holds, the score lies in [{lo:.4}, {hi:.4}] and the band ({}) \
@@ -531,14 +542,14 @@ fn band_formula(inputs: &[Input], band: &Band, counts: bool) -> Result<Formula, 
         }
     }
     // Split first on the inputs that move the score most.
-    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
     let reach = |i: &Input| {
         (i.weight * (i.held.1 - i.missed))
             .abs()
             .max((i.weight * (i.held.0 - i.missed)).abs())
     };
     order.sort_by(|a, b| reach(&inputs[*b]).total_cmp(&reach(&inputs[*a])));
-    Ok(formula(&table, &cards, &order))
+    Ok(formula(&table, &order))
 }
 
 #[cfg(test)]
@@ -553,8 +564,18 @@ mod tests {
             held,
             missed: 0.0,
             range_why: None,
-            counted: None,
         }
+    }
+
+    /// The weighted sum of boolean inputs, as the router computes it.
+    fn sum(weights: &[f64], mask: usize) -> f64 {
+        let mut total = 0.0;
+        for (j, w) in weights.iter().enumerate() {
+            if mask >> j & 1 == 1 {
+                total += w;
+            }
+        }
+        total
     }
 
     #[test]
@@ -582,18 +603,14 @@ mod tests {
         ];
         let inputs: Vec<Input> = weights.iter().map(|w| input(*w, (1.0, 1.0))).collect();
         for band in &bands {
-            let f = band_formula(&inputs, band, false).expect("boolean inputs decide every band");
-            for mask in 0..1usize << weights.len() {
-                let states: Vec<usize> = (0..weights.len()).map(|j| mask >> j & 1).collect();
-                let mut sum = 0.0;
-                for (w, s) in weights.iter().zip(&states) {
-                    sum += w * *s as f64;
-                }
-                let inside = band.above_lower(sum) && band.below_upper(sum);
+            let f = band_formula(&inputs, band).expect("boolean inputs decide every band");
+            for mask in 0..1 << weights.len() {
+                let s = sum(&weights, mask);
+                let inside = band.above_lower(s) && band.below_upper(s);
                 assert_eq!(
-                    f.eval(&states),
+                    f.eval(mask),
                     inside,
-                    "{states:?}, sum {sum}, band {}",
+                    "mask {mask:b}, sum {s}, band {}",
                     band.describe()
                 );
             }
@@ -609,7 +626,7 @@ mod tests {
             gte: Some(0.3),
             ..Band::default()
         };
-        let f = band_formula(&inputs, &band, false).expect("decided");
+        let f = band_formula(&inputs, &band).expect("decided");
         assert_eq!(f, Formula::Var(0, true));
         assert_eq!(f.render(&["a".into(), "b".into()]), "a");
         // With the band at 0.4, the first alone lies in [0.33, 0.6]: it depends.
@@ -617,67 +634,38 @@ mod tests {
             gte: Some(0.4),
             ..Band::default()
         };
-        let err = band_formula(&inputs, &band, false).expect_err("undecided");
+        let err = band_formula(&inputs, &band).expect_err("undecided");
         assert!(err.contains("[0.3300, 0.6000]"), "{err}");
     }
 
     #[test]
-    fn a_band_open_on_a_confidence_is_decided_by_counting_keywords() {
-        // 0.6 × the confidence of a rule of 12 keywords + 0.35 × a signal: `>= 0.35` needs two
-        // of the keywords alone (0.6 × (0.5 + 0.5 × 2/12) = 0.35), one with the signal.
-        let fields = super::super::syntax::parse(
-            "t",
-            r#"SIGNAL keyword k { operator: "OR" method: "regex" keywords: ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"] }"#,
-            None,
-        )
-        .expect("parses")
-        .signals[0]
-            .decl
-            .fields
-            .clone();
-        let (lo, hi, why) = confidence("keyword", &fields);
-        let mut heavy = input(0.6, (lo, hi));
-        heavy.range_why = why;
-        heavy.counted = counter("keyword", &fields);
-        let inputs = vec![heavy, input(0.35, (1.0, 1.0))];
+    fn formulas_read_as_the_sum_does() {
+        // a + b >= 1 with weights 0.5 each: both.
+        let inputs = vec![input(0.5, (1.0, 1.0)), input(0.5, (1.0, 1.0))];
         let band = Band {
-            gte: Some(0.35),
+            gte: Some(1.0),
             ..Band::default()
         };
-        assert!(band_formula(&inputs, &band, false).is_err());
-        let f = band_formula(&inputs, &band, true).expect("decided by the count");
-        for count in 0..=12usize {
-            for other in 0..2usize {
-                let conf = if count == 0 {
-                    0.0
-                } else {
-                    0.5 + 0.5 * count as f64 / 12.0
-                };
-                let mut sum = 0.0;
-                sum += 0.6 * conf;
-                sum += 0.35 * other as f64;
-                assert_eq!(
-                    f.eval(&[count, other]),
-                    sum >= 0.35,
-                    "{count} keywords, {other}"
-                );
-            }
-        }
-        assert_eq!(f.render(&["k_hits".into(), "s".into()]), "s or k_hits >= 2");
-        let (n, expr) = counter("keyword", &fields).expect("counted");
-        assert_eq!(n, 12);
-        assert!(
-            expr.starts_with(r#"min(count(prompt, "(?i)a"), 1) + min(count(prompt, "(?i)b"), 1)"#),
-            "{expr}"
-        );
-        // Phrases, case-insensitive, are counted as distinct phrases.
-        let plain = vec![(
-            "keywords".to_string(),
-            Val::List(vec![Val::Str("x y".into()), Val::Str("z".into())]),
-        )];
+        let names = ["a".to_string(), "b".to_string()];
         assert_eq!(
-            counter("keyword", &plain).map(|c| c.1),
-            Some(r#"hits(prompt, ["x y", "z"])"#.to_string())
+            band_formula(&inputs, &band).expect("ok").render(&names),
+            "a and b"
+        );
+        let band = Band {
+            gte: Some(0.5),
+            ..Band::default()
+        };
+        assert_eq!(
+            band_formula(&inputs, &band).expect("ok").render(&names),
+            "a or b"
+        );
+        let band = Band {
+            lt: Some(0.5),
+            ..Band::default()
+        };
+        assert_eq!(
+            band_formula(&inputs, &band).expect("ok").render(&names),
+            "not a and not b"
         );
     }
 }

@@ -394,7 +394,7 @@ type Out = Result<(String, Option<String>), String>;
 
 /// A regex matching `phrase` as written (case included), on word boundaries where its ends are
 /// word characters.
-pub(super) fn literal(phrase: &str) -> String {
+fn literal(phrase: &str) -> String {
     let mut r = String::new();
     if phrase.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
         r.push_str("\\b");
