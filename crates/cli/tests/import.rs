@@ -388,18 +388,24 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
         "signal calm = ",
         "signal elevated = ",
         "signal urgent = ",
+        // a keyword rule's confidence is 1 where it matches
         "signal escalate = escalation\n",
+        "signal hot = escalation and angry\n",
         "when escalate and not calm",
         "\"X-Desk-Lane\" = \"urgent\"",
     ] {
         assert!(policy.contains(band), "missing `{band}` in:\n{policy}");
     }
-    // A band that a keyword's confidence (how many of its keywords matched) decides is reported
-    // with the combination where it does, and so is the route that reads it.
+    // A band a confidence anywhere in [0, 1] decides is reported with the combination where it
+    // does, and so is the route that reads it.
     let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
     for (at, what, why) in [
-        ("recipe.dsl:59", "band hot", "[0.4500, 0.6000]"),
-        ("recipe.dsl:92", "ROUTE hot_lane", "projection(\"hot\")"),
+        ("recipe.dsl:71", "band questioning", "[0.0000, 1.0000]"),
+        (
+            "recipe.dsl:109",
+            "ROUTE question_lane",
+            "projection(\"questioning\")",
+        ),
     ] {
         let row = migration
             .lines()
@@ -430,20 +436,21 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
         urgency += 0.25 * b(2);
         urgency += -0.2 * if on(3) { 1.0 } else { -0.25 };
         urgency += 0.1 * if on(4) { 2.0 } else { 0.0 };
-        // escalation_score: the keyword's confidence is at least 0.75 (two keywords) when it
-        // matches; the band `>= 0.4` must agree at both ends.
-        let low = 0.6 * if on(5) { 0.75 } else { 0.0 } + 0.2 * b(0);
-        let high = 0.6 * b(5) + 0.2 * b(0);
-        assert_eq!(low >= 0.4, high >= 0.4, "mask {mask:b}");
-        let escalate = low >= 0.4;
+        // escalation_score: a keyword rule's confidence is 1 where it matches.
+        let mut escalation = 0.0;
+        escalation += 0.6 * b(5);
+        escalation += 0.2 * b(0);
         let (calm, elevated, urgent) =
             (urgency < 0.3, (0.3..0.5).contains(&urgency), urgency >= 0.5);
+        let (escalate, hot) = (escalation >= 0.4, escalation >= 0.7);
         let expected = if urgent {
             "urgent_lane"
         } else if escalate && !calm {
             "escalation_lane"
         } else if elevated {
             "elevated_lane"
+        } else if hot {
+            "hot_lane"
         } else {
             "default"
         };
@@ -458,7 +465,7 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
             givens.join(", ")
         ));
     }
-    assert_eq!(seen.len(), 4, "every route is reached: {seen:?}");
+    assert_eq!(seen.len(), 5, "every route is reached: {seen:?}");
     std::fs::write(&policy_file, format!("{policy}{cases}")).expect("write the cases");
     src()
         .arg("test")

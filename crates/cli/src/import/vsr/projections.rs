@@ -7,10 +7,10 @@
 //! combination.
 //!
 //! An input's value when its signal holds is `match` (1 unless given) or, with
-//! `value_source: "confidence"`, the signal's confidence: for a regex keyword rule that is
-//! 0.5 + 0.5 × the share of its keywords that matched, for other signals some value in [0, 1].
-//! A band is translated only when the sum's whole range decides it on every combination: where
-//! it depends on a confidence's exact value, the band is reported, with the combination.
+//! `value_source: "confidence"`, the signal's confidence: 1 for a keyword rule, from its
+//! threshold to 1 for an embedding or jailbreak rule, some value in [0, 1] for others. A band is
+//! translated only when the sum's whole range decides it on every combination: where it depends
+//! on a confidence's exact value, the band is reported, with the combination.
 
 use super::signals::{Sig, Signals};
 use super::syntax::{get, Projection, Signal, Val};
@@ -463,41 +463,32 @@ fn inputs(
     Ok(out)
 }
 
-/// The range of a signal's confidence when it holds, and why it is a range.
+/// The range of a signal's confidence when it holds, and why it is a range. The router scores
+/// keyword rules 1 (they record no confidence of their own, and a matched input without one
+/// counts 1); an embedding rule by its similarity and a jailbreak rule by its risk, both at
+/// least the rule's threshold when it matched; any other signal somewhere in [0, 1].
 fn confidence(kind: &str, f: &[(String, Val)]) -> (f64, f64, Option<String>) {
-    let method = get(f, "method")
-        .and_then(Val::as_str)
-        .unwrap_or("regex")
-        .to_lowercase();
-    if kind == "keyword" && method != "bm25" && method != "ngram" {
-        let n = get(f, "keywords")
-            .map(Val::as_list)
-            .unwrap_or_default()
-            .len()
-            .max(1);
-        let operator = get(f, "operator")
-            .and_then(Val::as_str)
-            .unwrap_or("OR")
-            .to_uppercase();
-        return match operator.as_str() {
-            // Every keyword matched, or none of them did.
-            "AND" => (1.0, 1.0, None),
-            "NOR" => (0.5, 0.5, None),
-            _ if n == 1 => (1.0, 1.0, None),
-            _ => (
-                0.5 + 0.5 / n as f64,
+    match kind {
+        "keyword" | "authz" => (1.0, 1.0, None),
+        "embedding" | "jailbreak" => {
+            let t = get(f, "threshold")
+                .and_then(Val::as_num)
+                .unwrap_or(0.0)
+                .clamp(0.0, 1.0);
+            (
+                t,
                 1.0,
                 Some(format!(
-                    "its confidence grows with how many of its {n} keywords match"
+                    "its confidence is its score, from its threshold {t} to 1"
                 )),
-            ),
-        };
+            )
+        }
+        _ => (
+            0.0,
+            1.0,
+            Some("its confidence can be any value in [0, 1]".into()),
+        ),
     }
-    (
-        0.0,
-        1.0,
-        Some("its confidence can be any value in [0, 1]".into()),
-    )
 }
 
 /// The formula for `band` over `inputs`, or why the combinations do not decide it.
