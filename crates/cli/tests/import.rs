@@ -396,6 +396,14 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
     ] {
         assert!(policy.contains(band), "missing `{band}` in:\n{policy}");
     }
+    // A padded probe goes into a request file, the filler before the query.
+    let padded = std::fs::read_to_string(out.join("requests/calm_default_polite_question.json"))
+        .expect("request file");
+    assert_eq!(padded.matches("Some background about the shop.").count(), 3);
+    assert!(
+        padded.contains("shop. Could you please tell me the opening hours?"),
+        "{padded}"
+    );
     // A band a confidence anywhere in [0, 1] decides is reported with the combination where it
     // does, and so is the route that reads it.
     let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");

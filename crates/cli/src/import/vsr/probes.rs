@@ -141,6 +141,21 @@ pub fn translate(
                 .filter(|n| *n > 1)
                 .zip(query)
                 .map(|(n, q)| vec![q; n as usize].join(" "));
+            // `padding: {text, repeat, placement}` surrounds the query with filler text (a long
+            // input whose signal sits at one end), space-separated as well.
+            let padded = v
+                .get("padding")
+                .zip(repeated.as_deref().or(query))
+                .map(|(p, q)| {
+                    let text = p.get("text").and_then(Value::as_str).unwrap_or_default();
+                    let n = p.get("repeat").and_then(Value::as_u64).unwrap_or(1) as usize;
+                    let fill = vec![text; n].join(" ");
+                    match p.get("placement").and_then(Value::as_str) {
+                        Some("after") => format!("{q} {fill}"),
+                        _ => format!("{fill} {q}"),
+                    }
+                });
+            let repeated = padded.or(repeated);
             let query = repeated.as_deref().or(query);
             match (query, messages) {
                 (Some(q), None) if tools.is_none() && repeated.is_none() => {
