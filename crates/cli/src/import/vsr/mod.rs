@@ -572,7 +572,8 @@ fn write_routes(
         }
         p.push_str("route default {\n");
         let plugins = default.map(|d| d.plugins.clone()).unwrap_or_default();
-        write_target(p, &chain, effort.as_deref(), &plugins, file, "default", out);
+        let name = default.map_or("default", |d| d.name.as_str());
+        write_target(p, &chain, effort.as_deref(), &plugins, file, name, out);
         p.push_str("}\n\n");
         if let Some(d) = default {
             done.insert(
