@@ -393,6 +393,13 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
         "signal hot = escalation and angry\n",
         "when escalate and not calm",
         "\"X-Desk-Lane\" = \"urgent\"",
+        // conversation shapes
+        "signal in_tool_loop = request.tool_loop",
+        "signal chatty = (request.messages - request.turns) > 4",
+        // the one decision that caches: the policy's cache, which the others turn off
+        "cache {\n  encoder = cache_encoder\n  threshold = 0.9\n  ttl = 600s\n}",
+        "route tool_loop_lane priority 50 {\n  when in_tool_loop or chatty\n  to desk_mid\n}",
+        "route urgent_lane priority 300 {",
     ] {
         assert!(policy.contains(band), "missing `{band}` in:\n{policy}");
     }
@@ -407,8 +414,25 @@ fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
     // A band a confidence anywhere in [0, 1] decides is reported with the combination where it
     // does, and so is the route that reads it.
     let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    assert_eq!(
+        policy.matches("cache = off").count(),
+        5,
+        "every route but the caching one: {policy}"
+    );
+    // `ROUTING { strategy: priority }` is how routes are tried already.
+    assert!(!stderr.contains("ROUTING"), "{stderr}");
     for (at, what, why) in [
         ("recipe.dsl:71", "band questioning", "[0.0000, 1.0000]"),
+        (
+            "recipe.dsl:133",
+            "SIGNAL complexity hard_desk",
+            "difficulty",
+        ),
+        (
+            "recipe.dsl:140",
+            "PROJECTION partition desk_partition",
+            "softmax",
+        ),
         (
             "recipe.dsl:109",
             "ROUTE question_lane",

@@ -7,6 +7,7 @@
 //! knowledge-base or complexity signal) is left out whole and reported: a route with part of
 //! its rule missing would route other requests than the recipe did.
 
+mod cache;
 mod config;
 mod probes;
 mod projections;
@@ -402,7 +403,9 @@ fn models_by_name(models: &HashMap<String, Model>) -> HashMap<String, String> {
 
 fn reason(what: &str) -> &'static str {
     if what.starts_with("PLUGIN") {
-        "a plugin is translated where a route uses it (`tools`, `system_prompt`, `header_mutation`); others have no counterpart"
+        "a plugin is translated where a route uses it (`tools`, `system_prompt`, `header_mutation`, caches); others have no counterpart"
+    } else if what.starts_with("ROUTING") {
+        "routes are tried by priority, the first whose rule holds taking the request"
     } else if what.starts_with("DECISION_TREE") {
         "decision trees are not read; write each branch as a route"
     } else {
@@ -520,6 +523,41 @@ fn write_routes(
                 .to_string(),
         );
     }
+    // One cache for the decisions that cache, when they agree on how; the others turn it off.
+    let caching: Vec<&Route> = kept.iter().map(|(r, _)| *r).chain(default).collect();
+    let cache = cache::plan(file, &caching, out);
+    if let Some(c) = &cache {
+        let encoder = match &sigs.encoder {
+            Some(e) => e.clone(),
+            None => {
+                p.push_str(&comment(
+                    "",
+                    "DECIDE: the sentence encoder the recipe's cache compared questions with; put its\n\
+                     files at this path (docs/models.md).",
+                ));
+                p.push_str("encoder cache_encoder { path = \"models/embedding\" }\n\n");
+                "cache_encoder".to_string()
+            }
+        };
+        let _ = write!(
+            p,
+            "cache {{\n  encoder = {encoder}\n  threshold = {}\n",
+            crate::import::emit::float(c.threshold)
+        );
+        if let Some(t) = c.ttl_s {
+            let _ = writeln!(p, "  ttl = {}", crate::import::emit::duration_ms(t * 1000));
+        }
+        p.push_str("}\n\n");
+    }
+    let off = |r: &Route| cache.as_ref().is_some_and(|c| !c.routes.contains(&r.name));
+    let plugins_of = |r: &Route| -> Vec<syntax::PluginRef> {
+        r.plugins
+            .iter()
+            // A cache plugin is the policy's cache, or was reported with why it is not.
+            .filter(|pl| !cache::is_cache(pl))
+            .cloned()
+            .collect()
+    };
     let n = kept.len();
     for (i, (r, expr)) in kept.iter().enumerate() {
         let priority = if distinct {
@@ -543,7 +581,18 @@ fn write_routes(
             p.push_str(&comment("", d));
         }
         let _ = writeln!(p, "route {name} priority {priority} {{\n  when {expr}");
-        write_target(p, &chain, effort.as_deref(), &r.plugins, file, &r.name, out);
+        write_target(
+            p,
+            &chain,
+            effort.as_deref(),
+            &plugins_of(r),
+            file,
+            &r.name,
+            out,
+        );
+        if off(r) {
+            p.push_str("  cache = off\n");
+        }
         p.push_str("}\n\n");
         done.insert(r.name.clone(), RouteOut { route: name });
     }
@@ -571,9 +620,12 @@ fn write_routes(
             ));
         }
         p.push_str("route default {\n");
-        let plugins = default.map(|d| d.plugins.clone()).unwrap_or_default();
+        let plugins = default.map(plugins_of).unwrap_or_default();
         let name = default.map_or("default", |d| d.name.as_str());
         write_target(p, &chain, effort.as_deref(), &plugins, file, name, out);
+        if cache.is_some() && default.is_none_or(off) {
+            p.push_str("  cache = off\n");
+        }
         p.push_str("}\n\n");
         if let Some(d) = default {
             done.insert(
@@ -737,7 +789,7 @@ fn write_target(
                 file,
                 *line,
                 format!("ROUTE {route} PLUGIN {other}"),
-                "route plugins other than `tools`, `system_prompt` and `header_mutation` have no counterpart",
+                "route plugins other than `tools`, `system_prompt`, `header_mutation` and the caches have no counterpart",
             ),
         }
     }

@@ -244,11 +244,18 @@ pub fn translate(
         .iter()
         .filter(|p| p.kind != "score" && p.kind != "mapping")
     {
+        let why = if p.kind == "partition" {
+            "a partition keeps the one member whose confidence wins a softmax over the members', \
+             and confidences are not read as numbers here; a `classifier` over the members \
+             stands in for that choice"
+        } else {
+            "only `score` (a weighted sum) and `mapping` (its threshold bands) have a counterpart"
+        };
         out.skip(
             file,
             p.decl.line,
             format!("PROJECTION {} {}", p.kind, p.name),
-            "only `score` (a weighted sum) and `mapping` (its threshold bands) have a counterpart",
+            why,
         );
     }
     let source_of = |m: &Projection| {

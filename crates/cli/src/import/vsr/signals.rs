@@ -27,6 +27,8 @@ pub struct Signals {
     pub map: HashMap<(String, String), Sig>,
     /// The declarations, in `.sr`.
     pub text: String,
+    /// The sentence encoder the embedding signals use, when there are some.
+    pub encoder: Option<String>,
 }
 
 /// The recognizers of `pii(..)`, by the names vLLM Semantic Router's PII model uses.
@@ -265,6 +267,7 @@ pub fn translate(
         s.map.insert(key, Sig { ident, given });
     }
     s.text = format!("{models}{body}");
+    s.encoder = encoder;
     s
 }
 

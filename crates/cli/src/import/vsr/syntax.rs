@@ -438,12 +438,16 @@ impl Parser<'_> {
                     r.tests.push((query, route, at));
                 }
             }
-            "ROUTING" | "DECISION_TREE" => {
-                let what = if word == "DECISION_TREE" {
-                    format!("DECISION_TREE {}", self.name()?)
-                } else {
-                    word.clone()
-                };
+            "ROUTING" => {
+                // Routes are tried by priority: that strategy needs nothing more.
+                let fields = self.block()?;
+                match get(&fields, "strategy").and_then(Val::as_str) {
+                    Some("priority") | None => {}
+                    Some(other) => r.other.push((format!("ROUTING strategy {other}"), line)),
+                }
+            }
+            "DECISION_TREE" => {
+                let what = format!("DECISION_TREE {}", self.name()?);
                 self.skip_block()?;
                 r.other.push((what, line));
             }
