@@ -4,9 +4,9 @@
 //! `given` that makes it hold; one it does not name is never guessed, and the command takes out
 //! and reports the cases that reach it.
 
+use super::routes::RouteOut;
 use super::signals::Signals;
 use super::syntax::Recipe;
-use super::RouteOut;
 use crate::import::emit::{ident, quote, Names};
 use crate::import::lines::{line_of, Step};
 use crate::import::{read, yaml, Case, ImportError, Translation};
