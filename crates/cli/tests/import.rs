@@ -603,6 +603,30 @@ fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
         "{v03}"
     );
     assert!(v03.contains("url = \"http://127.0.0.1:8000/v1\""), "{v03}");
+    // Decisions that name no model go to the config's first model, and the report says so.
+    let bare_models = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(
+        bare_models.path().join("config.yaml"),
+        "models:\n- name: m/a\n  connections:\n  - endpoint: http://127.0.0.1:8000/v1\n    \
+         model: a\nsignals:\n  keywords:\n  - name: hi\n    operator: OR\n    \
+         keywords: [hello]\ndecisions:\n- name: greet\n  priority: 5\n  rules:\n    \
+         type: keyword\n    name: hi\n",
+    )
+    .expect("write");
+    let (dir4, _) = import(
+        &["vsr", bare_models.path().to_str().expect("utf-8 path")],
+        0,
+    );
+    let greet = std::fs::read_to_string(dir4.path().join("out/policy.sr")).expect("policy.sr");
+    assert!(
+        greet.contains("route greet priority 5 {\n  when hi\n  to m_a\n}"),
+        "{greet}"
+    );
+    let report = std::fs::read_to_string(dir4.path().join("out/MIGRATION.md")).expect("report");
+    assert!(
+        report.contains("decision `greet` names no model"),
+        "{report}"
+    );
     // A config with neither routing nor a recipe beside it is refused.
     let bare = tempfile::tempdir().expect("a temporary directory");
     let only_models = bare.path().join("config.yaml");

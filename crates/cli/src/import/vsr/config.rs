@@ -374,6 +374,35 @@ pub fn routing(text: &str, config: &Value, index: usize) -> Recipe {
         recipe.routes.push(route);
     }
     recipe.entrypoints = entrypoints(text, config);
+    // The models the config serves are the recipe's, as `MODEL` declarations are in the
+    // recipe language.
+    for (path, list) in [
+        (
+            vec![Step::Key("providers"), Step::Key("models")],
+            config.get("providers").and_then(|p| p.get("models")),
+        ),
+        (vec![Step::Key("models")], config.get("models")),
+    ] {
+        for (i, m) in list
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let Some(name) = m.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let mut at = path.clone();
+            at.push(Step::Index(i));
+            recipe.models.push((
+                name.to_string(),
+                Decl {
+                    line: line_of(text, &at),
+                    fields: Vec::new(),
+                },
+            ));
+        }
+    }
     recipe.name = config
         .get("recipes")
         .and_then(|r| r.get(index))
