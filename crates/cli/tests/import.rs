@@ -374,3 +374,341 @@ fn a_bad_recipe_is_refused_with_its_line() {
         .code(2)
         .stderr(contains("recipe.dsl:3: expected a number after PRIORITY"));
 }
+
+#[test]
+fn projection_bands_route_as_the_weighted_score_does_on_every_combination() {
+    let recipe = fixture("vsr/projection");
+    let (dir, stderr) = import(&["vsr", recipe.to_str().expect("utf-8 path")], 0);
+    let out = dir.path().join("out");
+    // The four probes translate and pass.
+    verified(&out, 4);
+    let policy_file = out.join("policy.sr");
+    let policy = std::fs::read_to_string(&policy_file).expect("policy.sr");
+    for band in [
+        "signal calm = ",
+        "signal elevated = ",
+        "signal urgent = ",
+        // a keyword rule's confidence is 1 where it matches
+        "signal escalate = escalation\n",
+        "signal hot = escalation and angry\n",
+        "when escalate and not calm",
+        "\"X-Desk-Lane\" = \"urgent\"",
+        // conversation shapes
+        "signal in_tool_loop = request.tool_loop",
+        "signal chatty = (request.messages - request.turns) > 4",
+        // the one decision that caches: the policy's cache, which the others turn off
+        "cache {\n  encoder = cache_encoder\n  threshold = 0.9\n  ttl = 600s\n}",
+        "route tool_loop_lane priority 50 {\n  when in_tool_loop or chatty\n  to desk_mid\n}",
+        "route urgent_lane priority 300 {",
+    ] {
+        assert!(policy.contains(band), "missing `{band}` in:\n{policy}");
+    }
+    // A padded probe goes into a request file, the filler before the query.
+    let padded = std::fs::read_to_string(out.join("requests/calm_default_polite_question.json"))
+        .expect("request file");
+    assert_eq!(padded.matches("Some background about the shop.").count(), 3);
+    assert!(
+        padded.contains("shop. Could you please tell me the opening hours?"),
+        "{padded}"
+    );
+    // A band a confidence anywhere in [0, 1] decides is reported with the combination where it
+    // does, and so is the route that reads it.
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    assert_eq!(
+        policy.matches("cache = off").count(),
+        5,
+        "every route but the caching one: {policy}"
+    );
+    // `ROUTING { strategy: priority }` is how routes are tried already.
+    assert!(!stderr.contains("ROUTING"), "{stderr}");
+    for (at, what, why) in [
+        ("recipe.dsl:71", "band questioning", "[0.0000, 1.0000]"),
+        (
+            "recipe.dsl:133",
+            "SIGNAL complexity hard_desk",
+            "difficulty",
+        ),
+        (
+            "recipe.dsl:140",
+            "PROJECTION partition desk_partition",
+            "softmax",
+        ),
+        (
+            "recipe.dsl:109",
+            "ROUTE question_lane",
+            "projection(\"questioning\")",
+        ),
+    ] {
+        let row = migration
+            .lines()
+            .find(|l| l.contains(at) && l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
+        assert!(row.contains(why), "{row}");
+        assert!(stderr.contains(at), "{at} not on stderr");
+    }
+    // Every combination of the inputs, given: each case expects the decision the recipe's
+    // weighted sums and bands make, computed here as vLLM Semantic Router computes them.
+    let inputs = [
+        "angry",
+        "long_input",
+        "many_questions",
+        "polite",
+        "has_tools",
+        "escalation",
+    ];
+    let mut cases = String::new();
+    let mut seen = std::collections::BTreeMap::new();
+    for mask in 0..1u32 << inputs.len() {
+        let on = |j: usize| mask >> j & 1 == 1;
+        let b = |j: usize| if on(j) { 1.0 } else { 0.0 };
+        // urgency_score, in the recipe's order; `polite` misses with -0.25, `has_tools` matches 2.
+        let mut urgency = 0.0;
+        urgency += 0.3 * b(0);
+        urgency += 0.2 * b(1);
+        urgency += 0.25 * b(2);
+        urgency += -0.2 * if on(3) { 1.0 } else { -0.25 };
+        urgency += 0.1 * if on(4) { 2.0 } else { 0.0 };
+        // escalation_score: a keyword rule's confidence is 1 where it matches.
+        let mut escalation = 0.0;
+        escalation += 0.6 * b(5);
+        escalation += 0.2 * b(0);
+        let (calm, elevated, urgent) =
+            (urgency < 0.3, (0.3..0.5).contains(&urgency), urgency >= 0.5);
+        let (escalate, hot) = (escalation >= 0.4, escalation >= 0.7);
+        let expected = if urgent {
+            "urgent_lane"
+        } else if escalate && !calm {
+            "escalation_lane"
+        } else if elevated {
+            "elevated_lane"
+        } else if hot {
+            "hot_lane"
+        } else {
+            "default"
+        };
+        *seen.entry(expected).or_insert(0) += 1;
+        let givens: Vec<String> = inputs
+            .iter()
+            .enumerate()
+            .map(|(j, name)| format!("{name} = {}", on(j)))
+            .collect();
+        cases.push_str(&format!(
+            "\ntest combination_{mask} {{\n  prompt = \"x\"\n  given {}\n  expect {expected}\n}}\n",
+            givens.join(", ")
+        ));
+    }
+    assert_eq!(seen.len(), 5, "every route is reached: {seen:?}");
+    std::fs::write(&policy_file, format!("{policy}{cases}")).expect("write the cases");
+    src()
+        .arg("test")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(contains(format!("{} passed, 0 failed", (4 + 64) * 2)));
+}
+
+#[test]
+fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
+    let config = fixture("vsr/yaml-only/config.yaml");
+    let (dir, stderr) = import(&["vsr", config.to_str().expect("utf-8 path")], 0);
+    let out = dir.path().join("out");
+    // Four probes translate; the one that reaches the feedback classifier without stating its
+    // value is listed.
+    verified(&out, 4);
+    let policy = std::fs::read_to_string(out.join("policy.sr")).expect("policy.sr");
+    for expected in [
+        // models from `models[].connections`, names from the entrypoint
+        r#"serves = "Qwen/Qwen3-0.6B""#,
+        r#"serves = "gpt-4o""#,
+        r#"api_key = env("LAB_DEEP_API_KEY")"#,
+        r#"names = ["auto", "lab/auto"]"#,
+        // signals by kind, domains onto one classifier
+        r#"signal stack_trace = contains(prompt, ["traceback", "stack trace"])"#,
+        "labels = [computer_science, other]",
+        "signal long_context = tokens(history) >= 4000 and tokens(history) <= 128000",
+        // a projection band, and rule trees with NOT
+        "signal needs_repair = stack_trace and (retry_words or long_context)",
+        "when needs_repair and not thanks",
+        "when stack_trace or computer_science",
+        // assignments: models, reasoning, plugins
+        "to lab_deep else lab_fast",
+        "reasoning = high",
+        r#"system_prompt = "Find the faulty assumption first.""#,
+        r#""X-Lab-Lane" = "repair""#,
+        "route default {\n  to lab_fast",
+        "given domain = computer_science",
+        // the feedback detector onto a classifier with its labels
+        "labels = [satisfied, need_clarification, wrong_answer, want_different]",
+        "signal wrong_answer = feedback is wrong_answer",
+        "when wrong_answer",
+        "given feedback = wrong_answer, domain = other",
+    ] {
+        assert!(
+            policy.contains(expected),
+            "missing `{expected}` in:\n{policy}"
+        );
+    }
+    assert!(!policy.contains("odd_not"));
+    let migration = std::fs::read_to_string(out.join("MIGRATION.md")).expect("MIGRATION.md");
+    for (at, what) in [
+        ("config.yaml:17", "api key of `lab/deep`"),
+        ("config.yaml:106", "PLUGIN response_cache"),
+        ("config.yaml:117", "decision odd_not"),
+        ("config.yaml:130", "RECIPE night"),
+        ("config.yaml:155", "ENTRYPOINT for recipe `night`"),
+        ("probes.yaml:32", "probe `lab_default/hello`"),
+        ("probes.yaml:39", "the recipe has no decision `ghost`"),
+    ] {
+        let row = migration
+            .lines()
+            .find(|l| l.contains(at) && l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` at {at} in MIGRATION.md:\n{migration}"));
+        assert!(stderr.contains(at), "{at} not on stderr");
+        assert!(row.split('|').count() >= 4, "a row with a reason: {row}");
+    }
+    for (path, text) in files(&out) {
+        assert!(
+            !text.contains("never-copy"),
+            "a secret in {}",
+            path.display()
+        );
+    }
+    assert!(!stderr.contains("never-copy"));
+    // The directory holding only the config imports the same.
+    let (dir2, _) = import(
+        &[
+            "vsr",
+            fixture("vsr/yaml-only").to_str().expect("utf-8 path"),
+        ],
+        0,
+    );
+    let again = std::fs::read_to_string(dir2.path().join("out/policy.sr")).expect("policy.sr");
+    assert_eq!(again, policy);
+    // The earlier layout: models under `providers`, the routing under `routing`.
+    let old = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(
+        old.path().join("config.yaml"),
+        "version: v0.3\nproviders:\n  defaults:\n    default_model: m/small\n  models:\n  \
+         - name: m/small\n    provider_model_id: small\n    backend_refs:\n    \
+         - endpoint: 127.0.0.1:8000/v1\nrouting:\n  signals:\n    keywords:\n    \
+         - name: hi\n      operator: OR\n      keywords: [hello]\n  decisions:\n  \
+         - name: greet\n    priority: 5\n    rules:\n      operator: AND\n      conditions:\n      \
+         - type: keyword\n        name: hi\n    modelRefs:\n    - model: m/small\n",
+    )
+    .expect("write");
+    let (dir3, _) = import(&["vsr", old.path().to_str().expect("utf-8 path")], 0);
+    let v03 = std::fs::read_to_string(dir3.path().join("out/policy.sr")).expect("policy.sr");
+    assert!(
+        v03.contains("route greet priority 5 {\n  when hi\n  to m_small"),
+        "{v03}"
+    );
+    assert!(v03.contains("url = \"http://127.0.0.1:8000/v1\""), "{v03}");
+    // Decisions that name no model go to the config's first model, and the report says so.
+    let bare_models = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(
+        bare_models.path().join("config.yaml"),
+        "models:\n- name: m/a\n  connections:\n  - endpoint: http://127.0.0.1:8000/v1\n    \
+         model: a\nsignals:\n  keywords:\n  - name: hi\n    operator: OR\n    \
+         keywords: [hello]\ndecisions:\n- name: greet\n  priority: 5\n  rules:\n    \
+         type: keyword\n    name: hi\n",
+    )
+    .expect("write");
+    let (dir4, _) = import(
+        &["vsr", bare_models.path().to_str().expect("utf-8 path")],
+        0,
+    );
+    let greet = std::fs::read_to_string(dir4.path().join("out/policy.sr")).expect("policy.sr");
+    assert!(
+        greet.contains("route greet priority 5 {\n  when hi\n  to m_a\n}"),
+        "{greet}"
+    );
+    let report = std::fs::read_to_string(dir4.path().join("out/MIGRATION.md")).expect("report");
+    assert!(
+        report.contains("decision `greet` names no model"),
+        "{report}"
+    );
+    // A config with neither routing nor a recipe beside it is refused.
+    let bare = tempfile::tempdir().expect("a temporary directory");
+    let only_models = bare.path().join("config.yaml");
+    std::fs::write(&only_models, "models:\n- name: m\n").expect("write");
+    src()
+        .args(["import", "vsr"])
+        .arg(&only_models)
+        .arg("--out")
+        .arg(bare.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(contains("no routing"));
+}
+
+#[test]
+fn a_recipe_of_several_is_chosen_by_name() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(
+        dir.path().join("recipe.dsl"),
+        r#"MODEL "m/small" { description: "small" }
+MODEL "m/big" { description: "big" }
+ENTRYPOINT { model_names: ["team/fast"] recipe: "fast" }
+ENTRYPOINT { model_names: ["team/careful"] recipe: "careful" }
+RECIPE fast {
+  SIGNAL keyword hurry { operator: "OR" keywords: ["asap"] }
+  ROUTE rush { PRIORITY 20 WHEN keyword("hurry") MODEL "m/small" }
+  ROUTE fast_default { MODEL "m/small" }
+}
+RECIPE careful {
+  SIGNAL keyword proof { operator: "OR" keywords: ["prove"] }
+  ROUTE rigor { PRIORITY 20 WHEN keyword("proof") MODEL "m/big" }
+  ROUTE careful_default { MODEL "m/small" }
+}
+"#,
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("probes.yaml"),
+        "decisions:\n- id: rigor\n  expected_recipe: careful\n  expected_decision: rigor\n  \
+         variants:\n  - id: proof\n    query: please prove it\n- id: rush\n  \
+         expected_recipe: fast\n  expected_decision: rush\n  variants:\n  - id: asap\n    \
+         query: asap please\n",
+    )
+    .expect("write");
+    let recipe = dir.path().to_str().expect("utf-8 path");
+    let (out_dir, stderr) = import(&["vsr", recipe, "--recipe", "careful"], 0);
+    verified(&out_dir.path().join("out"), 1);
+    assert!(
+        stderr.contains(
+            "probe `rush/asap` (it probes recipe `fast`: import that one with `--recipe fast`)"
+        ),
+        "{stderr}"
+    );
+    let policy = std::fs::read_to_string(out_dir.path().join("out/policy.sr")).expect("policy");
+    assert!(policy.contains("route rigor priority 20"), "{policy}");
+    assert!(policy.contains(r#"signal proof = contains(prompt, ["prove"])"#));
+    assert!(
+        policy.contains(r#"names = ["auto", "team/careful"]"#),
+        "{policy}"
+    );
+    assert!(
+        !policy.contains("rush") && !policy.contains("hurry"),
+        "{policy}"
+    );
+    assert!(
+        stderr.contains("recipe.dsl:5: RECIPE fast (a policy is one recipe: import this one with `--recipe fast`)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("recipe.dsl:3: ENTRYPOINT for recipe `fast`"),
+        "{stderr}"
+    );
+    // Without a name, the first; an unknown name is refused with the names there are.
+    let (first, _) = import(&["vsr", recipe], 0);
+    let policy = std::fs::read_to_string(first.path().join("out/policy.sr")).expect("policy");
+    assert!(policy.contains("route rush priority 20"), "{policy}");
+    src()
+        .args(["import", "vsr", recipe, "--recipe", "nightly", "--out"])
+        .arg(dir.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "no RECIPE `nightly` (the file has `fast`, `careful`)",
+        ));
+}

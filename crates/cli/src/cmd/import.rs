@@ -33,6 +33,10 @@ enum From {
     Vsr {
         /// The recipe directory or file.
         path: PathBuf,
+        /// The recipe to translate when the file holds several (`RECIPE NAME` blocks, or
+        /// `recipes[]` of `config.yaml`); the first by default.
+        #[arg(long, value_name = "NAME")]
+        recipe: Option<String>,
         #[command(flatten)]
         out: Out,
     },
@@ -59,8 +63,8 @@ pub fn run(args: Args) -> Result<Outcome> {
             let t = import::litellm::translate(&config)?;
             (format!("LiteLLM config `{}`", config.display()), out, t)
         }
-        From::Vsr { path, out } => {
-            let t = import::vsr::translate(&path)?;
+        From::Vsr { path, recipe, out } => {
+            let t = import::vsr::translate(&path, recipe.as_deref())?;
             let source = format!("vLLM Semantic Router recipe `{}`", path.display());
             (source, out, t)
         }

@@ -1,27 +1,33 @@
 //! `src import vsr`: a vLLM Semantic Router recipe (`recipe.dsl`, with the `config.yaml` that
-//! serves it and the `probes.yaml` that states its expectations) as a policy.
+//! serves it and the `probes.yaml` that states its expectations, or a `config.yaml` alone) as a
+//! policy.
 //!
-//! [`syntax`] reads the recipe language, [`signals`] translates its signals, [`probes`] its
-//! probes; this module binds models to backends from `config.yaml` and turns decisions into
-//! routes. A decision whose rule reads something with no counterpart (a projection, a
-//! knowledge-base or complexity signal) is left out whole and reported: a route with part of
-//! its rule missing would route other requests than the recipe did.
+//! [`syntax`] reads the recipe language and [`config`] the YAML (models' endpoints, entrypoints,
+//! and the YAML form of the routing) into one tree; [`signals`] translates its signals,
+//! [`projections`] its projections' bands, [`routes`] its decisions (with [`cache`] for their
+//! caches), [`probes`] its probes. This module binds models to backends and assembles the
+//! policy. A decision whose rule reads something with no counterpart is left out whole and
+//! reported: a route with part of its rule missing would route other requests than the recipe
+//! did.
 
+mod cache;
+mod config;
 mod probes;
+mod projections;
+mod routes;
 mod signals;
 mod syntax;
 
-use super::emit::{comment, ident, quote, quote_list, Names};
+use super::emit::{comment, ident, quote, Names};
 use super::{read, yaml, ImportError, Translation};
-use serde_norway::Value;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use syntax::{get, Expr, Route, Val};
+use syntax::{get, Val};
 
-/// The recipe's files.
+/// The recipe's files: its routing in the recipe language, or in `config.yaml` alone.
 struct Inputs {
-    dsl: PathBuf,
+    dsl: Option<PathBuf>,
     config: Option<PathBuf>,
     probes: Option<PathBuf>,
 }
@@ -37,25 +43,25 @@ fn inputs(path: &Path) -> Result<Inputs, ImportError> {
     } else {
         dir.join("recipe.dsl")
     };
-    if !dsl.is_file() {
-        return Err(ImportError::Shape {
-            path: path.display().to_string(),
-            line: 0,
-            message: format!(
-                "no recipe: expected `{}` (the recipe's routing in vLLM Semantic Router's recipe \
-                 language; the YAML form of signals and decisions is not read)",
-                dsl.display()
-            ),
-        });
-    }
     let beside = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
     let config = if path.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
         Some(path.to_path_buf())
     } else {
         beside("config.yaml")
     };
+    if !dsl.is_file() && config.is_none() {
+        return Err(ImportError::Shape {
+            path: path.display().to_string(),
+            line: 0,
+            message: format!(
+                "no recipe: expected `{}` (the recipe's routing in vLLM Semantic Router's recipe \
+                 language) or a `config.yaml` with its signals and decisions",
+                dsl.display()
+            ),
+        });
+    }
     Ok(Inputs {
-        dsl,
+        dsl: Some(dsl).filter(|d| d.is_file()),
         config,
         probes: beside("probes.yaml"),
     })
@@ -76,50 +82,115 @@ struct Backend {
     note: Option<String>,
 }
 
-pub fn translate(path: &Path) -> Result<Translation, ImportError> {
+/// Translates the recipe at `path`; `select` names the `RECIPE` to read when the file has
+/// several (the first otherwise).
+pub fn translate(path: &Path, select: Option<&str>) -> Result<Translation, ImportError> {
     let files = inputs(path)?;
-    let dsl_file = files.dsl.display().to_string();
-    let recipe = syntax::parse(&dsl_file, &read(&files.dsl)?)?;
+    let config = match &files.config {
+        Some(p) => {
+            let f = p.display().to_string();
+            let text = read(p)?;
+            let value = yaml(&f, &text)?;
+            Some((f, text, value))
+        }
+        None => None,
+    };
+    let (dsl_file, mut recipe) = match (&files.dsl, &config) {
+        (Some(dsl), _) => {
+            let f = dsl.display().to_string();
+            let recipe = syntax::parse(&f, &read(dsl)?, select)?;
+            (f, recipe)
+        }
+        (None, Some((f, text, value))) => {
+            if !config::has_routing(value) {
+                return Err(ImportError::Shape {
+                    path: f.clone(),
+                    line: 0,
+                    message: "no routing: neither `recipe.dsl` beside it nor `signals` or \
+                              `decisions` in it (at the top or in `recipes[0].document`)"
+                        .to_string(),
+                });
+            }
+            let index =
+                config::recipe_index(value, select).map_err(|names| ImportError::Shape {
+                    path: f.clone(),
+                    line: 0,
+                    message: format!(
+                        "no recipe `{}` in `recipes` (it has {})",
+                        select.unwrap_or_default(),
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                })?;
+            (f.clone(), config::routing(text, value, index))
+        }
+        (None, None) => unreachable!("inputs() refuses a recipe with neither file"),
+    };
+    if recipe.entrypoints.is_empty() {
+        if let Some((_, text, value)) = &config {
+            recipe.entrypoints = config::entrypoints(text, value);
+        }
+    }
     let mut out = Translation::default();
     for (what, line) in &recipe.other {
         out.skip(&dsl_file, *line, what, reason(what));
+    }
+    for (what, line, why) in &recipe.notes {
+        out.skip(&dsl_file, *line, what, why);
     }
     for (name, line) in &recipe.extra_recipes {
         out.skip(
             &dsl_file,
             *line,
             format!("RECIPE {name}"),
-            "a policy is one recipe: import each recipe on its own",
+            format!("a policy is one recipe: import this one with `--recipe {name}`"),
         );
     }
-    let config = match &files.config {
-        Some(p) => {
-            let f = p.display().to_string();
-            Some((f.clone(), yaml(&f, &read(p)?)?))
-        }
-        None => None,
+    // Entrypoints serving another recipe than the one translated.
+    let own = |e: &syntax::Decl| {
+        get(&e.fields, "recipe")
+            .and_then(Val::as_str)
+            .is_none_or(|r| recipe.name.as_deref().is_none_or(|n| n == r))
     };
+    for e in recipe.entrypoints.iter().filter(|e| !own(e)) {
+        let r = get(&e.fields, "recipe")
+            .and_then(Val::as_str)
+            .unwrap_or("?");
+        out.skip(
+            &dsl_file,
+            e.line,
+            format!("ENTRYPOINT for recipe `{r}`"),
+            "it serves a recipe that is not translated (a policy is one recipe)",
+        );
+    }
+    recipe.entrypoints.retain(|e| own(e));
     // Names: models, classifiers, guards, encoders and signals share one namespace.
     let mut names = Names::default();
     let served = config
         .as_ref()
-        .map(|(f, c)| served_models(f, c))
+        .map(|(f, text, c)| config::served_models(f, text, c))
         .unwrap_or_default();
-    let default_model = config.as_ref().and_then(|(_, c)| {
-        c.get("providers")?
-            .get("defaults")?
-            .get("default_model")?
-            .as_str()
-            .map(str::to_string)
-    });
+    let default_model = config
+        .as_ref()
+        .and_then(|(_, _, c)| config::default_model(c));
     // Every model the recipe names, in order of first mention.
     let assignments = assignments(&recipe);
     let mut mentioned: Vec<String> = recipe.models.iter().map(|(n, _)| n.clone()).collect();
     for r in &recipe.routes {
         mentioned.extend(r.models.iter().map(|m| m.name.clone()));
     }
-    for models in assignments.values() {
-        mentioned.extend(models.iter().map(|(m, _)| m.clone()));
+    // Assignments in the order of their decisions, then any others by name: the output must
+    // not depend on a map's order.
+    let mut assigned: Vec<&String> = assignments.keys().collect();
+    assigned.sort_by_key(|d| {
+        let at = recipe.routes.iter().position(|r| &r.name == *d);
+        (at.unwrap_or(usize::MAX), *d)
+    });
+    for d in assigned {
+        mentioned.extend(assignments[d].iter().map(|(m, _)| m.clone()));
     }
     mentioned.extend(default_model.clone());
     let mut seen = Vec::new();
@@ -142,7 +213,7 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     for name in &mentioned {
         let (url, anthropic, key, serves) = match served.get(name) {
             Some(s) => (s.url.clone(), s.anthropic, s.key.clone(), s.serves.clone()),
-            None => (None, false, Key::None, name.clone()),
+            None => (None, false, config::Key::None, name.clone()),
         };
         let (url, note) = match url {
             Some(u) => (u, None),
@@ -169,9 +240,9 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             }
         };
         let key_env = match key {
-            Key::None => None,
-            Key::Env(e) => Some(e),
-            Key::Literal(file, line) => {
+            config::Key::None => None,
+            config::Key::Env(e) => Some(e),
+            config::Key::Literal(file, line) => {
                 let env = format!("{}_API_KEY", ident(name).to_uppercase());
                 out.skip(
                     &file,
@@ -209,7 +280,15 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
             },
         );
     }
-    let sigs = signals::translate(&dsl_file, &recipe.signals, &mut names, &mut out);
+    let mut sigs = signals::translate(&dsl_file, &recipe.signals, &mut names, &mut out);
+    projections::translate(
+        &dsl_file,
+        &recipe.projections,
+        &recipe.signals,
+        &mut sigs,
+        &mut names,
+        &mut out,
+    );
     // The names clients send to ask for the recipe: an entrypoint's `name` or `model_names`.
     let mut entry_names: Vec<String> = Vec::new();
     if let Some(e) = recipe.entrypoints.first() {
@@ -271,7 +350,7 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     }
     p.push_str(&sigs.text);
     p.push('\n');
-    let routes = write_routes(
+    let routes = routes::write_routes(
         &dsl_file,
         &recipe,
         &assignments,
@@ -285,7 +364,16 @@ pub fn translate(path: &Path) -> Result<Translation, ImportError> {
     out.policy = p;
     probes::dsl_tests(&dsl_file, &recipe, &routes, &mut out);
     if let Some(file) = &files.probes {
-        probes::translate(file, &routes, &models_by_name(&models), &sigs, &mut out)?;
+        let decisions: Vec<String> = recipe.routes.iter().map(|r| r.name.clone()).collect();
+        probes::translate(
+            file,
+            recipe.name.as_deref(),
+            &decisions,
+            &routes,
+            &models_by_name(&models),
+            &sigs,
+            &mut out,
+        )?;
     }
     Ok(out)
 }
@@ -318,110 +406,15 @@ fn models_by_name(models: &HashMap<String, Model>) -> HashMap<String, String> {
 }
 
 fn reason(what: &str) -> &'static str {
-    if what.starts_with("PROJECTION") {
-        "projections (weighted scores over signals and their threshold bands) have no counterpart; \
-         write the score as a signal (`signal s = 0.5 * a + ..`) if its inputs translate"
-    } else if what.starts_with("PLUGIN") {
-        "plugins are translated where a route uses them (`tools`, `system_prompt`); others have no counterpart"
+    if what.starts_with("PLUGIN") {
+        "a plugin is translated where a route uses it (`tools`, `system_prompt`, `header_mutation`, caches); others have no counterpart"
+    } else if what.starts_with("ROUTING") {
+        "routes are tried by priority, the first whose rule holds taking the request"
     } else if what.starts_with("DECISION_TREE") {
         "decision trees are not read; write each branch as a route"
     } else {
         "no counterpart in a policy"
     }
-}
-
-/// How a model's key is given.
-#[derive(Clone)]
-enum Key {
-    None,
-    Env(String),
-    /// A literal key: never copied. (file, line)
-    Literal(String, usize),
-}
-
-struct Served {
-    url: Option<String>,
-    anthropic: bool,
-    key: Key,
-    serves: String,
-}
-
-/// `providers.models` of `config.yaml`: each model's endpoint, API, key and served id.
-fn served_models(file: &str, config: &Value) -> HashMap<String, Served> {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut out = HashMap::new();
-    let list = config
-        .get("providers")
-        .and_then(|p| p.get("models"))
-        .and_then(Value::as_sequence);
-    for (i, m) in list.into_iter().flatten().enumerate() {
-        let Some(name) = m.get("name").and_then(Value::as_str) else {
-            continue;
-        };
-        let backend = m.get("backend_refs").and_then(|b| b.get(0));
-        let url = backend
-            .and_then(|b| b.get("endpoint").or_else(|| b.get("base_url")))
-            .and_then(Value::as_str)
-            .map(|u| {
-                let u = u.trim_end_matches('/');
-                if u.contains("://") {
-                    u.to_string()
-                } else {
-                    format!("http://{u}")
-                }
-            });
-        let mut key = Key::None;
-        for (k, v) in backend.and_then(Value::as_mapping).into_iter().flatten() {
-            let (Some(k), Some(v)) = (k.as_str(), v.as_str()) else {
-                continue;
-            };
-            if !(k.contains("key") || k.contains("token")) {
-                continue;
-            }
-            let reference = v
-                .strip_prefix("${")
-                .and_then(|r| r.strip_suffix('}'))
-                .or_else(|| v.strip_prefix("os.environ/"))
-                .or_else(|| v.strip_prefix('$'));
-            key = match reference {
-                Some(env) => Key::Env(env.to_string()),
-                None if k.ends_with("_env") => Key::Env(v.to_string()),
-                None => {
-                    let line = super::lines::line_of(
-                        &text,
-                        &[
-                            super::lines::Step::Key("providers"),
-                            super::lines::Step::Key("models"),
-                            super::lines::Step::Index(i),
-                            super::lines::Step::Key("backend_refs"),
-                            super::lines::Step::Index(0),
-                            super::lines::Step::Key(k),
-                        ],
-                    );
-                    Key::Literal(file.to_string(), line)
-                }
-            };
-        }
-        let format = m
-            .get("api_format")
-            .and_then(Value::as_str)
-            .unwrap_or("openai");
-        let serves = m
-            .get("provider_model_id")
-            .and_then(Value::as_str)
-            .unwrap_or(name)
-            .to_string();
-        out.insert(
-            name.to_string(),
-            Served {
-                url,
-                anthropic: format == "anthropic",
-                key,
-                serves,
-            },
-        );
-    }
-    out
 }
 
 /// `ENTRYPOINT` assignments: decision → [(model, reasoning effort)].
@@ -458,316 +451,4 @@ fn assignments(recipe: &syntax::Recipe) -> HashMap<String, Vec<(String, Option<S
         map.insert(decision.to_string(), models);
     }
     map
-}
-
-/// A translated decision: the route the recipe's decision became.
-pub struct RouteOut {
-    pub route: String,
-}
-
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the recipe's parts a decision is resolved against, each its own"
-)]
-fn write_routes(
-    file: &str,
-    recipe: &syntax::Recipe,
-    assignments: &HashMap<String, Vec<(String, Option<String>)>>,
-    models: &HashMap<String, Model>,
-    default_model: &Option<String>,
-    model_order: &[String],
-    sigs: &signals::Signals,
-    out: &mut Translation,
-    p: &mut String,
-) -> HashMap<String, RouteOut> {
-    let mut done = HashMap::new();
-    let mut route_names = Names::default();
-    route_names.reserve("default");
-    let mut kept: Vec<(&Route, String)> = Vec::new();
-    let mut default: Option<&Route> = None;
-    for r in &recipe.routes {
-        for (what, line) in &r.other {
-            out.skip(
-                file,
-                *line,
-                format!("ROUTE {} {what}", r.name),
-                route_reason(what),
-            );
-        }
-        let Some(when) = &r.when else {
-            if default.is_some() {
-                out.skip(
-                    file,
-                    r.line,
-                    format!("ROUTE {}", r.name),
-                    "a second decision without a rule: the first is the default",
-                );
-            } else {
-                default = Some(r);
-            }
-            continue;
-        };
-        let mut missing = Vec::new();
-        let expr = rule(when, sigs, &mut missing);
-        if !missing.is_empty() {
-            out.skip(
-                file,
-                r.line,
-                format!("ROUTE {}", r.name),
-                format!(
-                    "its rule reads {}, which were not translated: the decision is left out",
-                    missing.join(", ")
-                ),
-            );
-            continue;
-        }
-        kept.push((r, expr));
-    }
-    // Highest priority first; the order of declaration breaks ties, as the recipe lists them.
-    kept.sort_by_key(|(r, _)| std::cmp::Reverse(r.priority.unwrap_or(0)));
-    let priorities: Vec<i64> = kept.iter().map(|(r, _)| r.priority.unwrap_or(0)).collect();
-    let distinct = priorities.windows(2).all(|w| w[0] > w[1]) && priorities.iter().all(|p| *p >= 0);
-    if !distinct && !kept.is_empty() {
-        out.decisions.push(
-            "decisions shared a priority (or had a negative one): they are numbered again in the \
-             recipe's order, highest first"
-                .to_string(),
-        );
-    }
-    let n = kept.len();
-    for (i, (r, expr)) in kept.iter().enumerate() {
-        let priority = if distinct {
-            priorities[i]
-        } else {
-            ((n - i) * 10) as i64
-        };
-        let name = route_names.fresh(&r.name);
-        let Some((chain, effort)) = chain(
-            r,
-            assignments,
-            models,
-            default_model,
-            model_order,
-            file,
-            out,
-        ) else {
-            continue;
-        };
-        if let Some(d) = &r.description {
-            p.push_str(&comment("", d));
-        }
-        let _ = writeln!(p, "route {name} priority {priority} {{\n  when {expr}");
-        write_target(p, &chain, effort.as_deref(), &r.plugins, file, &r.name, out);
-        p.push_str("}\n\n");
-        done.insert(r.name.clone(), RouteOut { route: name });
-    }
-    let target = default
-        .and_then(|r| {
-            chain(
-                r,
-                assignments,
-                models,
-                default_model,
-                model_order,
-                file,
-                out,
-            )
-        })
-        .or_else(|| {
-            let m = default_model.as_ref().unwrap_or(&model_order[0]);
-            Some((vec![models[m].ident.clone()], None))
-        });
-    if let Some((chain, effort)) = target {
-        if default.is_none() {
-            p.push_str(&comment(
-                "",
-                "The recipe's default model, for requests no decision takes.",
-            ));
-        }
-        p.push_str("route default {\n");
-        let plugins = default.map(|d| d.plugins.clone()).unwrap_or_default();
-        write_target(p, &chain, effort.as_deref(), &plugins, file, "default", out);
-        p.push_str("}\n\n");
-        if let Some(d) = default {
-            done.insert(
-                d.name.clone(),
-                RouteOut {
-                    route: "default".into(),
-                },
-            );
-        }
-    }
-    done
-}
-
-fn route_reason(what: &str) -> &'static str {
-    if what.starts_with("ALGORITHM") {
-        "model selection among a decision's candidates: the first is taken, the others are its fallbacks"
-    } else if what == "TIER" {
-        "routes are ordered by priority alone"
-    } else {
-        "no counterpart in a policy"
-    }
-}
-
-/// The decision's models (route `MODEL` list, else the entrypoint's assignment, else the default)
-/// as `.sr` model names, with the first model's reasoning effort.
-fn chain(
-    r: &Route,
-    assignments: &HashMap<String, Vec<(String, Option<String>)>>,
-    models: &HashMap<String, Model>,
-    default_model: &Option<String>,
-    model_order: &[String],
-    file: &str,
-    out: &mut Translation,
-) -> Option<(Vec<String>, Option<String>)> {
-    let mut list: Vec<(String, Option<String>)> = r
-        .models
-        .iter()
-        .map(|m| {
-            let effort = get(&m.options, "effort")
-                .and_then(Val::as_str)
-                .map(str::to_string)
-                .or_else(|| {
-                    (get(&m.options, "reasoning") == Some(&Val::Bool(true)))
-                        .then(|| "medium".to_string())
-                });
-            (m.name.clone(), effort)
-        })
-        .collect();
-    if list.is_empty() {
-        list = assignments.get(&r.name).cloned().unwrap_or_default();
-    }
-    if list.is_empty() {
-        let m = default_model
-            .clone()
-            .unwrap_or_else(|| model_order[0].clone());
-        out.decisions.push(format!(
-            "decision `{}` names no model: it goes to the default model `{m}`",
-            r.name
-        ));
-        list.push((m, None));
-    }
-    if list.len() > 1 {
-        out.skip(
-            file,
-            r.line,
-            format!("ROUTE {} (several models)", r.name),
-            "the recipe chose among several models; here the first takes every request and the others are its fallbacks",
-        );
-    }
-    let effort = list[0].1.clone();
-    let mut chain: Vec<String> = Vec::new();
-    for (m, _) in list {
-        if let Some(model) = models.get(&m) {
-            if !chain.contains(&model.ident) {
-                chain.push(model.ident.clone());
-            }
-        }
-    }
-    (!chain.is_empty()).then_some((chain, effort))
-}
-
-fn write_target(
-    p: &mut String,
-    chain: &[String],
-    effort: Option<&str>,
-    plugins: &[syntax::PluginRef],
-    file: &str,
-    route: &str,
-    out: &mut Translation,
-) {
-    let _ = write!(p, "  to {}", chain[0]);
-    if chain.len() > 1 {
-        let _ = write!(p, " else {}", chain[1..].join(", "));
-    }
-    p.push('\n');
-    if let Some(e) = effort.filter(|e| matches!(*e, "low" | "medium" | "high" | "off")) {
-        let _ = writeln!(p, "  reasoning = {e}");
-    }
-    for (name, fields, line) in plugins {
-        if get(fields, "enabled") == Some(&Val::Bool(false)) {
-            continue;
-        }
-        match name.as_str() {
-            "tools" => match get(fields, "mode")
-                .and_then(Val::as_str)
-                .unwrap_or("passthrough")
-            {
-                "none" => p.push_str("  tools = none\n"),
-                "filtered" => {
-                    let allowed = get(fields, "allow_tools")
-                        .map(Val::strings)
-                        .unwrap_or_default();
-                    let _ = writeln!(p, "  tools = only {}", quote_list(&allowed));
-                }
-                _ => {}
-            },
-            "system_prompt" => match get(fields, "system_prompt").and_then(Val::as_str) {
-                Some(text) => {
-                    let replace = get(fields, "mode").and_then(Val::as_str) == Some("replace");
-                    let _ = writeln!(
-                        p,
-                        "  system_prompt = {}{}",
-                        if replace { "replace " } else { "" },
-                        quote(text)
-                    );
-                }
-                None => out.skip(
-                    file,
-                    *line,
-                    format!("ROUTE {route} PLUGIN system_prompt"),
-                    "no `system_prompt` text",
-                ),
-            },
-            other => out.skip(
-                file,
-                *line,
-                format!("ROUTE {route} PLUGIN {other}"),
-                "route plugins other than `tools` and `system_prompt` have no counterpart",
-            ),
-        }
-    }
-}
-
-/// A rule as an `.sr` expression; references with no translation are collected in `missing`.
-fn rule(e: &Expr, sigs: &signals::Signals, missing: &mut Vec<String>) -> String {
-    match e {
-        Expr::Ref { kind, name, .. } => {
-            let key = (kind.clone(), name.clone());
-            let singular = (kind.trim_end_matches('s').to_string(), name.clone());
-            match sigs.map.get(&key).or_else(|| sigs.map.get(&singular)) {
-                Some(s) => s.ident.clone(),
-                None => {
-                    missing.push(format!("`{kind}(\"{name}\")`"));
-                    "false".to_string()
-                }
-            }
-        }
-        Expr::Not(inner) => {
-            let inner_text = rule(inner, sigs, missing);
-            if matches!(**inner, Expr::Ref { .. }) {
-                format!("not {inner_text}")
-            } else {
-                format!("not ({inner_text})")
-            }
-        }
-        Expr::And(items) => items
-            .iter()
-            .map(|i| {
-                let t = rule(i, sigs, missing);
-                if matches!(i, Expr::Or(_)) {
-                    format!("({t})")
-                } else {
-                    t
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" and "),
-        Expr::Or(items) => items
-            .iter()
-            .map(|i| rule(i, sigs, missing))
-            .collect::<Vec<_>>()
-            .join(" or "),
-    }
 }

@@ -4,9 +4,9 @@
 //! `given` that makes it hold; one it does not name is never guessed, and the command takes out
 //! and reports the cases that reach it.
 
+use super::routes::RouteOut;
 use super::signals::Signals;
 use super::syntax::Recipe;
-use super::RouteOut;
 use crate::import::emit::{ident, quote, Names};
 use crate::import::lines::{line_of, Step};
 use crate::import::{read, yaml, Case, ImportError, Translation};
@@ -51,6 +51,8 @@ pub fn dsl_tests(
 
 pub fn translate(
     path: &Path,
+    recipe_name: Option<&str>,
+    recipe_decisions: &[String],
     routes: &HashMap<String, RouteOut>,
     models: &HashMap<String, String>,
     sigs: &Signals,
@@ -91,13 +93,27 @@ pub fn translate(
                 "probe `{}/{id}`",
                 d.get("id").and_then(Value::as_str).unwrap_or(expected)
             );
+            if let (Some(r), Some(own)) = (
+                d.get("expected_recipe").and_then(Value::as_str),
+                recipe_name,
+            ) {
+                if r != own {
+                    out.skip(
+                        &file,
+                        line,
+                        what,
+                        format!("it probes recipe `{r}`: import that one with `--recipe {r}`"),
+                    );
+                    continue;
+                }
+            }
             let Some(route) = routes.get(expected) else {
-                out.skip(
-                    &file,
-                    line,
-                    what,
-                    format!("its decision `{expected}` was not translated"),
-                );
+                let why = if recipe_decisions.iter().any(|d| d == expected) {
+                    format!("its decision `{expected}` was not translated")
+                } else {
+                    format!("the recipe has no decision `{expected}`")
+                };
+                out.skip(&file, line, what, why);
                 continue;
             };
             let model = match alias.map(|a| models.get(a)) {
@@ -125,6 +141,21 @@ pub fn translate(
                 .filter(|n| *n > 1)
                 .zip(query)
                 .map(|(n, q)| vec![q; n as usize].join(" "));
+            // `padding: {text, repeat, placement}` surrounds the query with filler text (a long
+            // input whose signal sits at one end), space-separated as well.
+            let padded = v
+                .get("padding")
+                .zip(repeated.as_deref().or(query))
+                .map(|(p, q)| {
+                    let text = p.get("text").and_then(Value::as_str).unwrap_or_default();
+                    let n = p.get("repeat").and_then(Value::as_u64).unwrap_or(1) as usize;
+                    let fill = vec![text; n].join(" ");
+                    match p.get("placement").and_then(Value::as_str) {
+                        Some("after") => format!("{q} {fill}"),
+                        _ => format!("{fill} {q}"),
+                    }
+                });
+            let repeated = padded.or(repeated);
             let query = repeated.as_deref().or(query);
             match (query, messages) {
                 (Some(q), None) if tools.is_none() && repeated.is_none() => {

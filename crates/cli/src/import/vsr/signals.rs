@@ -27,6 +27,8 @@ pub struct Signals {
     pub map: HashMap<(String, String), Sig>,
     /// The declarations, in `.sr`.
     pub text: String,
+    /// The sentence encoder the embedding signals use, when there are some.
+    pub encoder: Option<String>,
 }
 
 /// The recognizers of `pii(..)`, by the names vLLM Semantic Router's PII model uses.
@@ -71,6 +73,29 @@ pub fn translate(
         Some(signal)
     };
     let kbs = knowledge_bases(signals, names, &mut models);
+    // The router's feedback and fact-check detectors are classifiers over one turn: each is a
+    // classifier with the detector's labels, and a signal per label the recipe names.
+    let feedback = labelled(
+        signals,
+        "user_feedback",
+        ("feedback_classifier", "feedback", "models/feedback"),
+        &[
+            "satisfied",
+            "need_clarification",
+            "wrong_answer",
+            "want_different",
+        ],
+        names,
+        &mut models,
+    );
+    let fact_check = labelled(
+        signals,
+        "fact_check",
+        ("fact_check_classifier", "fact_check", "models/fact_check"),
+        &[FACT_CHECK_NEEDED, "no_fact_check_needed"],
+        names,
+        &mut models,
+    );
     let mut guard: Option<String> = None;
     let mut encoder: Option<String> = None;
     let mut body = String::new();
@@ -131,6 +156,15 @@ pub fn translate(
                     None,
                 )
             }),
+            "user_feedback" => feedback.as_ref().map(|c| {
+                (
+                    format!("{c} is {}", crate::import::emit::ident(&g.name)),
+                    None,
+                )
+            }),
+            "fact_check" => fact_check
+                .as_ref()
+                .map(|c| (format!("{c} is {FACT_CHECK_NEEDED}"), None)),
             "kb" => match kb_label(f) {
                 Some(label) => {
                     let kb = get(f, "kb").and_then(Val::as_str).unwrap_or_default();
@@ -201,10 +235,7 @@ pub fn translate(
                 }
             }
             other => {
-                skip(&format!(
-                    "`{other}` signals have no counterpart (the router's signals are text, \
-                     request shape, headers, classifiers, guards and encoders)"
-                ));
+                skip(&unsupported(other));
                 None
             }
         };
@@ -224,13 +255,90 @@ pub fn translate(
                     .zip(kb_label(f))
                     .map(|((_, signal), label)| (signal.clone(), label))
             }
+            "user_feedback" => feedback
+                .as_ref()
+                .map(|c| (c.clone(), crate::import::emit::ident(&g.name))),
+            "fact_check" => fact_check
+                .as_ref()
+                .map(|c| (c.clone(), FACT_CHECK_NEEDED.to_string())),
             "jailbreak" | "embedding" => Some((ident.clone(), "true".to_string())),
             _ => None,
         };
         s.map.insert(key, Sig { ident, given });
     }
     s.text = format!("{models}{body}");
+    s.encoder = encoder;
     s
+}
+
+/// Why a kind of signal has no counterpart.
+fn unsupported(kind: &str) -> String {
+    match kind {
+        "reask" => "it compares the current user turn with the earlier ones (similarity over \
+                    `lookback_turns`); a policy's signals compare the request's text with fixed \
+                    examples, never turns with each other"
+            .into(),
+        "complexity" => "it scores difficulty between its `hard` and `easy` candidates with a \
+                         model and calibration of the router's own; no built-in reads that scale"
+            .into(),
+        "preference" => "it matches a durable preference across the conversation with a model of \
+                         the router's own"
+            .into(),
+        "modality" => "it classifies the requested output modality (text, image, audio); \
+                       the router routes text requests only"
+            .into(),
+        "session_metric" | "event" => "it reads the router's own session history and events".into(),
+        other => format!(
+            "`{other}` signals have no counterpart (the router's signals are text, request \
+             shape, headers, classifiers, guards and encoders)"
+        ),
+    }
+}
+
+/// The fact-check classifier's label for a request whose claims need checking.
+const FACT_CHECK_NEEDED: &str = "fact_check_needed";
+
+/// One classifier for every signal of `kind`, its labels the detector's `base` labels and any
+/// other name the recipe gives: (classifier, signal, path) names. Returns the signal holding
+/// its top label, when the recipe has such signals.
+fn labelled(
+    signals: &[Signal],
+    kind: &str,
+    (classifier, signal, path): (&str, &str, &str),
+    base: &[&str],
+    names: &mut Names,
+    models: &mut String,
+) -> Option<String> {
+    let used: Vec<&Signal> = signals.iter().filter(|g| g.kind == kind).collect();
+    if used.is_empty() {
+        return None;
+    }
+    let mut labels: Vec<String> = base.iter().map(|l| l.to_string()).collect();
+    if kind != "fact_check" {
+        for g in &used {
+            let l = crate::import::emit::ident(&g.name);
+            if !labels.contains(&l) {
+                labels.push(l);
+            }
+        }
+    }
+    let classifier = names.fresh(classifier);
+    let signal = names.fresh(signal);
+    models.push_str(&comment(
+        "",
+        &format!(
+            "DECIDE: the recipe's `{kind}` signals read a detector model; a classifier with its\n\
+             labels stands in for it: put the model at this path (docs/models.md)."
+        ),
+    ));
+    let _ = writeln!(
+        models,
+        "classifier {classifier} {{ path = {}  labels = [{}] }}",
+        quote(path),
+        labels.join(", ")
+    );
+    let _ = writeln!(models, "signal {signal} = {classifier}(prompt)\n");
+    Some(signal)
 }
 
 /// The label a `kb` signal's best match must be (`target.value`), when it reads the best match.
@@ -499,23 +607,35 @@ fn conversation(f: &[(String, Val)]) -> Out {
         .get("type")
         .and_then(Val::as_str)
         .unwrap_or("exists");
-    let source = feature
-        .get("source")
+    let source = feature.get("source");
+    let source_type = source
         .and_then(|s| s.get("type"))
         .and_then(Val::as_str)
         .unwrap_or("");
-    let value = match source {
-        "tools" | "tool_definitions" => "request.tools",
-        "tool_calls" => "request.tool_calls",
-        "tool_results" | "tool_messages" => "request.tool_results",
-        "turns" | "user_turns" | "user_messages" => "request.turns",
-        "messages" => "request.messages",
-        "image_content" => {
+    let role = source
+        .and_then(|s| s.get("role"))
+        .and_then(Val::as_str)
+        .unwrap_or("any");
+    let value = match (source_type, role) {
+        ("tools" | "tool_definitions" | "tool_definition", _) => "request.tools",
+        ("tool_calls" | "assistant_tool_call", _) => "request.tool_calls",
+        ("tool_results" | "tool_messages", _) => "request.tool_results",
+        ("turns" | "user_turns" | "user_messages", _) | ("message", "user") => "request.turns",
+        ("messages", _) | ("message", "any" | "all") => "request.messages",
+        // Messages of every role but the user's.
+        ("message", "non_user") => "(request.messages - request.turns)",
+        ("active_tool_loop", _) if kind == "exists" => return Ok(("request.tool_loop".into(), None)),
+        ("image_content", _) => {
             return Err(
                 "images are read by no text signal; the router has no signal for media".into(),
             )
         }
-        other => {
+        ("message", other) => {
+            return Err(format!(
+                "messages of role `{other}` are not counted apart (the router counts user turns and all messages)"
+            ))
+        }
+        (other, _) => {
             return Err(format!(
                 "a `{other}` conversation source has no counterpart"
             ))
@@ -586,8 +706,8 @@ mod tests {
     use super::*;
 
     fn fields(text: &str) -> Vec<(String, Val)> {
-        let recipe =
-            super::super::syntax::parse("t", &format!("SIGNAL x y {{ {text} }}")).expect("parses");
+        let recipe = super::super::syntax::parse("t", &format!("SIGNAL x y {{ {text} }}"), None)
+            .expect("parses");
         recipe.signals[0].decl.fields.clone()
     }
 

@@ -109,12 +109,22 @@ pub struct Route {
     pub other: Vec<(String, usize)>,
 }
 
+/// A `PROJECTION KIND NAME { fields }`: a weighted `score` over signals, or the `mapping` of a
+/// score onto threshold bands.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    pub kind: String,
+    pub name: String,
+    pub decl: Decl,
+}
+
 /// A whole `recipe.dsl`. Declarations inside a `RECIPE` block are read as the recipe's own.
 #[derive(Debug, Default)]
 pub struct Recipe {
     pub models: Vec<(String, Decl)>,
     pub entrypoints: Vec<Decl>,
     pub signals: Vec<Signal>,
+    pub projections: Vec<Projection>,
     pub routes: Vec<Route>,
     /// `TEST name { "query" -> route }` entries: (query, route, line).
     pub tests: Vec<(String, String, usize)>,
@@ -122,6 +132,10 @@ pub struct Recipe {
     pub other: Vec<(String, usize)>,
     /// `RECIPE` blocks after the first, which are not translated: (name, line).
     pub extra_recipes: Vec<(String, usize)>,
+    /// The first `RECIPE`'s name, when the declarations sit in one.
+    pub name: Option<String>,
+    /// Constructs reported with their own reason: (what, line, why).
+    pub notes: Vec<(String, usize, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -235,16 +249,45 @@ struct Parser<'a> {
     file: &'a str,
     toks: Vec<(Tok, usize)>,
     at: usize,
+    /// The `RECIPE` to read (the first when none is named); the others are only listed.
+    select: Option<&'a str>,
 }
 
-/// Parses a whole `recipe.dsl`.
-pub fn parse(file: &str, text: &str) -> Result<Recipe, ImportError> {
+/// Parses a whole `recipe.dsl`, reading the declarations of the `RECIPE` named `select` (the
+/// first one when `None`) with those outside every `RECIPE`.
+pub fn parse(file: &str, text: &str, select: Option<&str>) -> Result<Recipe, ImportError> {
     let toks = Lexer::run(file, text)?;
-    let mut p = Parser { file, toks, at: 0 };
+    let mut p = Parser {
+        file,
+        toks,
+        at: 0,
+        select,
+    };
     let mut recipe = Recipe::default();
     let mut seen_recipe = false;
     while p.peek().is_some() {
         p.top(&mut recipe, &mut seen_recipe)?;
+    }
+    if let Some(wanted) = select {
+        if recipe.name.as_deref() != Some(wanted) {
+            let names: Vec<String> = recipe
+                .extra_recipes
+                .iter()
+                .map(|(n, _)| format!("`{n}`"))
+                .collect();
+            return Err(error(
+                file,
+                0,
+                &format!(
+                    "no RECIPE `{wanted}` (the file has {})",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        }
     }
     Ok(recipe)
 }
@@ -333,11 +376,16 @@ impl Parser<'_> {
             "RECIPE" => {
                 let name = self.name()?;
                 self.opts()?;
-                if *seen_recipe {
+                let take = match self.select {
+                    Some(wanted) => wanted == name,
+                    None => !*seen_recipe,
+                };
+                if !take || *seen_recipe {
                     r.extra_recipes.push((name, line));
                     self.skip_block()?;
                 } else {
                     *seen_recipe = true;
+                    r.name = Some(name);
                     self.expect('{')?;
                     while !self.eat('}') {
                         self.top(r, seen_recipe)?;
@@ -357,8 +405,12 @@ impl Parser<'_> {
             "PROJECTION" => {
                 let kind = self.name()?;
                 let name = self.name()?;
-                self.skip_block()?;
-                r.other.push((format!("PROJECTION {kind} {name}"), line));
+                let fields = self.block()?;
+                r.projections.push(Projection {
+                    kind,
+                    name,
+                    decl: Decl { line, fields },
+                });
             }
             "PLUGIN" => {
                 let name = self.name()?;
@@ -386,12 +438,16 @@ impl Parser<'_> {
                     r.tests.push((query, route, at));
                 }
             }
-            "ROUTING" | "DECISION_TREE" => {
-                let what = if word == "DECISION_TREE" {
-                    format!("DECISION_TREE {}", self.name()?)
-                } else {
-                    word.clone()
-                };
+            "ROUTING" => {
+                // Routes are tried by priority: that strategy needs nothing more.
+                let fields = self.block()?;
+                match get(&fields, "strategy").and_then(Val::as_str) {
+                    Some("priority") | None => {}
+                    Some(other) => r.other.push((format!("ROUTING strategy {other}"), line)),
+                }
+            }
+            "DECISION_TREE" => {
+                let what = format!("DECISION_TREE {}", self.name()?);
                 self.skip_block()?;
                 r.other.push((what, line));
             }
@@ -638,7 +694,7 @@ RECIPE default (description = "d") {
   TEST t { "hello" -> r }
 }
 "#;
-        let r = parse("recipe.dsl", text).expect("parses");
+        let r = parse("recipe.dsl", text, None).expect("parses");
         assert_eq!(r.models.len(), 1);
         assert_eq!(r.signals.len(), 2);
         assert_eq!(r.signals[1].decl.line, 5);
@@ -648,7 +704,7 @@ RECIPE default (description = "d") {
         assert_eq!(route.models[1].name, "m/b");
         assert!(matches!(&route.when, Some(Expr::And(f)) if f.len() == 2));
         assert_eq!(r.tests, vec![("hello".to_string(), "r".to_string(), 12)]);
-        let err = parse("recipe.dsl", "ROUTE r { PRIORITY x }").expect_err("refused");
+        let err = parse("recipe.dsl", "ROUTE r { PRIORITY x }", None).expect_err("refused");
         assert!(err.to_string().starts_with("recipe.dsl:1:"), "{err}");
     }
 }
