@@ -70,7 +70,8 @@ fn decide(
     loop {
         match procedure.advance() {
             Ok(Next::Done(d)) => return d.candidates.len(),
-            Ok(Next::Budgets(asks)) => {
+            Ok(Next::Budgets(step)) => {
+                let asks = step.asks;
                 let tenant = src_runtime::session::identity::tenant(&compiled.checked, view);
                 let keyed: Vec<_> = asks
                     .iter()
