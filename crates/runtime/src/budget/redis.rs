@@ -20,6 +20,8 @@
 //! the session's and never the counters', its read goes out beside the script, so the request
 //! still waits for one round trip, though Redis is sent two calls.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use redis::Script;
 use src_compiler::procedure::budget::{settle, BudgetAsk, BudgetUse};
 
@@ -93,6 +95,9 @@ pub struct RedisBudgets {
     charge: Script,
     /// The session store's read-and-touch, for a pin read that goes beside the reservation.
     pin_touch: Script,
+    /// Set once the server refused a script over a counter and a pin (a cluster node named as
+    /// one server): pins are then read apart.
+    apart: AtomicBool,
 }
 
 impl RedisBudgets {
@@ -105,6 +110,7 @@ impl RedisBudgets {
             release: conn.script(RELEASE),
             charge: conn.script(CHARGE),
             pin_touch: conn.script(crate::session::store::redis::GET_TOUCH),
+            apart: AtomicBool::new(false),
             conn,
         }
     }
@@ -300,6 +306,11 @@ impl Groups {
     }
 }
 
+/// Whether a refusal is Redis Cluster's `CROSSSLOT` (as the client names it: `CrossSlot`).
+fn cross_slot(why: &str) -> bool {
+    why.to_ascii_lowercase().contains("crossslot")
+}
+
 /// The counter's key in the window holding `now_ms`.
 fn key(counter: &Counter, now_ms: u64) -> String {
     KeySpace::budget(&counter.per, &counter.budget, counter.window_start(now_ms))
@@ -335,13 +346,34 @@ impl BudgetStore for RedisBudgets {
                 // The pin's hash tag is its session's: no script may touch it with a counter.
                 let (reserved, read) =
                     tokio::join!(self.reserve_reading(asks, now_ms, None), self.read_pin(pin));
+                let uses = reserved?.0;
+                // As the script does: a refused request has no pin to hand on (this read
+                // touched it all the same).
+                let acting = uses.iter().position(|u| u.exceeded);
+                let refused = acting
+                    .and_then(|i| asks.get(i))
+                    .is_some_and(|(a, _)| a.refuses);
                 return Ok(Carried {
-                    uses: reserved?.0,
-                    pin: read.ok(),
+                    uses,
+                    pin: read.ok().filter(|_| !refused),
                 });
             }
-            let (uses, pin) = self.reserve_reading(asks, now_ms, Some(pin)).await?;
-            Ok(Carried { uses, pin })
+            if !self.apart.load(Ordering::Relaxed) {
+                match self.reserve_reading(asks, now_ms, Some(pin)).await {
+                    // A cluster node reached as one server (`redis(..)` naming it): the script
+                    // was refused before it ran, so nothing was reserved; from now on the pin
+                    // is left to the session layer.
+                    Err(StoreError::Rejected(why)) if cross_slot(&why) => {
+                        self.apart.store(true, Ordering::Relaxed);
+                    }
+                    reserved => {
+                        let (uses, pin) = reserved?;
+                        return Ok(Carried { uses, pin });
+                    }
+                }
+            }
+            let (uses, _) = self.reserve_reading(asks, now_ms, None).await?;
+            Ok(Carried { uses, pin: None })
         })
     }
 
