@@ -237,6 +237,9 @@ async fn redis_cluster_one_tenants_budgets_share_a_slot() -> TestResult {
     contract(store, "cluster").await
 }
 
+/// A pin store, and a way to send its Redis one command.
+type Pins<'a> = Option<(&'a RedisStore, &'a dyn Fn(&str) -> String)>;
+
 /// A reservation that carries a session's pin read (`reserve_carrying`): it reserves as
 /// `reserve` does and answers the pin's hash as it was, touched; a refusal leaves the pin alone;
 /// `shared` says whether the store carries the read (not memory, nor a cluster node it reaches
@@ -245,7 +248,7 @@ async fn redis_cluster_one_tenants_budgets_share_a_slot() -> TestResult {
 /// budgets refuse.
 async fn carrying(
     store: Arc<dyn BudgetStore>,
-    pins: Option<(&RedisStore, &dyn Fn(&str) -> String)>,
+    pins: Pins<'_>,
     tenant: &str,
     (shared, beside): (bool, bool),
 ) -> TestResult {
@@ -269,9 +272,7 @@ async fn carrying(
         pins.put_if_absent(&identity, &Pin::first("strong", None, now - 1_000), ttl)
             .await?;
     }
-    let turns = |pins: Option<(&RedisStore, &dyn Fn(&str) -> String)>| {
-        pins.map(|(_, command)| command(&format!("HGET {} t", read.key)))
-    };
+    let turns = |pins: Pins<'_>| pins.map(|(_, command)| command(&format!("HGET {} t", read.key)));
     let before = turns(pins);
     for used in [0.0, 1.0] {
         let carried = store.reserve_carrying(&keyed, now, &read).await?;
