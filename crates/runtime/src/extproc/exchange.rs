@@ -25,8 +25,8 @@
 //!   reports ([`Metered`]); a streamed chat answer is asked for it as through the proxy
 //!   (`stream_options.include_usage`) and that extra chunk is taken out of what the client gets.
 //!   Where Envoy does not send it, such a request is charged the router's estimate of its
-//!   prompt once the exchange ends, and its usage is never asked for (the chunk would reach the
-//!   client).
+//!   prompt once the answer's headers arrive, and its usage is never asked for (the chunk would
+//!   reach the client).
 //!
 //! A stream Envoy drops before the request is reported is reported by what the processor was
 //! doing: dropped while it decided, Envoy stopped waiting for it (its `message_timeout`: the
@@ -522,8 +522,9 @@ impl Exchange {
             }
         }
         if let Some(mut charge) = done.charge.take() {
-            if let Some(id) = pipeline.store.current().policy().model_by_name(&model) {
-                charge.answered_by(pipeline.store.current().policy(), id);
+            let snapshot = pipeline.store.current();
+            if let Some(id) = snapshot.policy().model_by_name(&model) {
+                charge.answered_by(snapshot.policy(), id);
             }
             let events = answer
                 .map
