@@ -46,7 +46,8 @@ impl Metered {
         }
     }
 
-    /// Reads one chunk of the answer; `Some` is what the client is sent instead of it.
+    /// Reads one chunk of the answer; `Some` is what the client is sent instead of it (`None`
+    /// when that is the chunk itself, which then need not travel back to the gateway).
     pub fn chunk(&mut self, bytes: &[u8], end_of_stream: bool) -> Option<Bytes> {
         if self.events {
             self.scanner.feed(bytes);
@@ -69,7 +70,7 @@ impl Metered {
         if end_of_stream {
             self.end();
         }
-        replaced
+        replaced.filter(|kept| kept.as_ref() != bytes)
     }
 
     /// The answer ended: its usage is charged, or the estimate when it reported none.
@@ -100,5 +101,82 @@ impl Drop for Metered {
             let estimate = charge.estimate;
             charge.tokens(estimate);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use src_compiler::hir::BudgetUnit;
+
+    use super::*;
+    use crate::budget::{BudgetLayer, BudgetStore, Counter, MemoryBudgets};
+
+    fn counter() -> Counter {
+        Counter {
+            budget: "spend".into(),
+            per: "t/tenant".into(),
+            window_ms: 3_600_000,
+        }
+    }
+
+    /// A charge of a `tokens` budget in `store`, with an estimate of 5.
+    fn charge(store: &Arc<dyn BudgetStore>) -> Charge {
+        let layer = BudgetLayer::default();
+        let mut charge = Charge::of(&layer, store, &[(counter(), BudgetUnit::Tokens)])
+            .expect("a tokens budget is charged");
+        charge.estimate = 5;
+        charge
+    }
+
+    /// What the store holds once the spawned charge has landed (or 0 after a while).
+    async fn charged(store: &Arc<dyn BudgetStore>, layer_now: u64) -> f64 {
+        for _ in 0..200 {
+            let used = store.used(&counter(), layer_now).await.unwrap_or(0.0);
+            if used > 0.0 {
+                return used;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        0.0
+    }
+
+    fn now() -> u64 {
+        BudgetLayer::default().now_ms()
+    }
+
+    #[tokio::test]
+    async fn a_usage_chunk_split_across_chunks_is_taken_out_and_charged() {
+        let store: Arc<dyn BudgetStore> = Arc::new(MemoryBudgets::default());
+        let mut metered = Metered::new(charge(&store), true, true);
+        let first =
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[],\"us";
+        let kept = metered.chunk(first, false);
+        assert_eq!(
+            kept.as_deref(),
+            Some(&b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"[..]),
+            "the incomplete event is held"
+        );
+        let last = b"age\":{\"prompt_tokens\":40,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+        let kept = metered.chunk(last, true);
+        assert_eq!(kept.as_deref(), Some(&b"data: [DONE]\n\n"[..]));
+        assert_eq!(charged(&store, now()).await, 42.0);
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_usage_or_unseen_is_charged_the_estimate() {
+        let store: Arc<dyn BudgetStore> = Arc::new(MemoryBudgets::default());
+        let mut metered = Metered::new(charge(&store), true, false);
+        assert_eq!(
+            metered.chunk(b"data: {\"choices\":[]}\n\ndata: [DONE]\n\n", true),
+            None
+        );
+        assert_eq!(charged(&store, now()).await, 5.0);
+
+        let store: Arc<dyn BudgetStore> = Arc::new(MemoryBudgets::default());
+        drop(Metered::new(charge(&store), false, false));
+        assert_eq!(charged(&store, now()).await, 5.0);
     }
 }
