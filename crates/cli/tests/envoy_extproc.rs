@@ -483,3 +483,60 @@ fn a_hot_reload_under_envoy_traffic_loses_no_request() {
     assert_eq!(upstream.received().len(), statuses.len());
     drop(src);
 }
+
+/// A policy with a token budget: the generated filter sends the answer's body to the router.
+const METERED: &str = r#"
+backend gpu { url = "http://UPSTREAM/v1" }
+model small { backend = gpu  serves = "org/small" }
+budget spend { per = tenant  window = 1h  tokens = 1000000 }
+route default { to small }
+"#;
+
+/// The usage of `spend` an answer's `x-sr-budget` reports (before its own request).
+fn spent(answer: &envoy_support::Answer) -> u64 {
+    answer
+        .header("x-sr-budget")
+        .and_then(|b| b.split("used=").nth(1))
+        .and_then(|u| u.split(';').next())
+        .and_then(|u| u.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_streamed_answer_is_charged_its_usage_and_the_client_never_sees_the_chunk() {
+    let upstream = Recorder::start();
+    let dir = policy(METERED, &[("UPSTREAM", upstream.addr)]);
+    let src = Src::start(dir.path(), &["--no-watch"]);
+    let config = generated(dir.path(), &src, false);
+    assert!(config.contains("response_body_mode: STREAMED"), "{config}");
+    let envoy = Envoy::start(&config);
+    let auth = [("authorization", "Bearer sk-metered")];
+    let mut body = user("auto", "hello");
+    body["stream"] = json!(true);
+    let answer = chat(envoy.addr, &body, &auth);
+    assert_eq!(answer.status, 200, "{}", answer.body_text());
+    assert_eq!(
+        upstream.received()[0].json()["stream_options"],
+        json!({"include_usage": true}),
+        "the backend is asked for its usage"
+    );
+    assert_eq!(
+        answer.body_text(),
+        STREAM.concat(),
+        "the client gets the stream without the usage chunk it did not ask for"
+    );
+    // The charge lands off the answer's path. Each later (JSON) answer reports 4 tokens: what
+    // was used is 42 and some fours, never the estimate of a five-byte prompt (2).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let next = chat(envoy.addr, &user("auto", "hi"), &auth);
+        assert_eq!(next.status, 200, "{}", next.body_text());
+        let used = spent(&next);
+        if used > 0 {
+            assert!(used >= 42 && (used - 42).is_multiple_of(4), "used {used}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "nothing was charged");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

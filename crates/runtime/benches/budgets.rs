@@ -4,6 +4,12 @@
 //! Redis over loopback (one script, one round trip) next to a `PING` through the same client.
 //! Printed at the end as the time added and the ratio to the decision without budgets.
 //!
+//! Then, with a session on that Redis, what budgets add to a pinned call as the pipeline runs it
+//! (the budget step, then the session layer following the pin): without budgets (one round trip,
+//! the pin's read-and-touch), with the reservation and the pin's read as two round trips, and
+//! with the pin's read carried by the reservation's script (one). Each case runs in rounds,
+//! interleaved with the others, and the median round counts.
+//!
 //! Needs `redis-server` on the PATH for the Redis case (it is started on a free port).
 
 use std::sync::Arc;
@@ -17,8 +23,11 @@ type Keyed = [(BudgetAsk, Counter)];
 use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
 use src_compiler::{CheckOptions, CompiledPolicy, EngineKind, Next, Procedure};
-use src_runtime::budget::{BudgetStore, Counter, MemoryBudgets, RedisBudgets};
-use src_runtime::store::Redis;
+use src_runtime::budget::{BudgetLayer, BudgetStore, Counter, MemoryBudgets, RedisBudgets};
+use src_runtime::hooks::Sessions;
+use src_runtime::pipeline::budget_step;
+use src_runtime::session::{Continuity, ContinuityInput, PolicyHolds, SessionLayer};
+use src_runtime::store::{Links, Redis, Timeouts};
 use tokio::runtime::Runtime;
 
 const BASE: &str = r#"
@@ -49,6 +58,10 @@ fn compile(text: &str) -> CompiledPolicy {
 }
 
 fn request() -> RequestView {
+    request_with(&[])
+}
+
+fn request_with(extra: &[(&str, &str)]) -> RequestView {
     let body = serde_json::json!({
         "model": "auto",
         "messages": [
@@ -56,7 +69,12 @@ fn request() -> RequestView {
             {"role": "user", "content": "my program segfaults after the compile error is fixed"}
         ]
     });
-    let headers = vec![("authorization".to_owned(), "Bearer sk-bench".to_owned())];
+    let mut headers = vec![("authorization".to_owned(), "Bearer sk-bench".to_owned())];
+    headers.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     RequestView::from_chat(&body, &headers).unwrap_or_default()
 }
 
@@ -70,7 +88,8 @@ fn decide(
     loop {
         match procedure.advance() {
             Ok(Next::Done(d)) => return d.candidates.len(),
-            Ok(Next::Budgets(asks)) => {
+            Ok(Next::Budgets(step)) => {
+                let asks = step.asks;
                 let tenant = src_runtime::session::identity::tenant(&compiled.checked, view);
                 let keyed: Vec<_> = asks
                     .iter()
@@ -172,5 +191,143 @@ fn bench(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench);
+/// The session kept in `url`, for the shared-trip cases.
+fn with_session(url: &str, budgets: bool) -> CompiledPolicy {
+    let session = format!(
+        "session {{ id = header(\"x-session-id\")  store = redis(\"{url}\")  ttl = 10m }}\n"
+    );
+    compile(&format!(
+        "{BASE}{}{session}",
+        if budgets { BUDGETS } else { "" }
+    ))
+}
+
+fn session_request() -> RequestView {
+    request_with(&[("x-session-id", "bench-session")])
+}
+
+/// Drives the procedure as the pipeline does: the budget step through `budget_step::reserve`
+/// (carrying the pin's read when `shared`), the session through the session layer.
+async fn decide_in_session(
+    compiled: &CompiledPolicy,
+    view: &RequestView,
+    budgets: &BudgetLayer,
+    sessions: &SessionLayer,
+    shared: bool,
+) -> usize {
+    let policy = &compiled.checked;
+    let mut procedure = Procedure::new(compiled, view);
+    let mut ahead = None;
+    loop {
+        match procedure.advance() {
+            Ok(Next::Done(d)) => return d.candidates.len(),
+            Ok(Next::Budgets(step)) => {
+                let tenant = src_runtime::session::identity::tenant(policy, view);
+                let pin = (shared && step.session)
+                    .then(|| sessions.pin_read(policy, view))
+                    .flatten();
+                let mut reserved = budget_step::reserve(budgets, policy, &step.asks, &tenant, pin)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                ahead = reserved.ahead.take();
+                procedure.budgets_answered(&reserved.uses);
+            }
+            Ok(Next::Session(proposal)) => {
+                let input = ContinuityInput {
+                    policy,
+                    view,
+                    route: proposal.route,
+                    proposed: proposal.model,
+                    ahead: ahead.as_ref(),
+                };
+                let holds = PolicyHolds {
+                    compiled,
+                    view,
+                    models: None,
+                };
+                match sessions.decide(input, &holds).await {
+                    Continuity::Forward { model, .. } => {
+                        procedure.session_answered(SessionAnswer::Use(model))
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            Ok(Next::Cache(_)) => procedure.cache_answered(false),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+fn median(mut rounds: Vec<Duration>) -> Duration {
+    rounds.sort();
+    rounds[rounds.len() / 2]
+}
+
+fn bench_shared_trip(c: &mut Criterion) {
+    let rt: Runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
+    };
+    let server = src_testkit::redis::RedisServer::start();
+    let plain = with_session(&server.url(), false);
+    let budgeted = with_session(&server.url(), true);
+    let view = session_request();
+    // One set of links, as a server has: the budgets' store and the pins share the connection.
+    let (budgets, sessions) = rt.block_on(async {
+        let links = Arc::new(Links::new());
+        (
+            BudgetLayer::new(Arc::clone(&links), Timeouts::default()),
+            SessionLayer::default().with_links(links),
+        )
+    });
+    let case = |compiled: &CompiledPolicy, shared: bool| {
+        rt.block_on(decide_in_session(
+            compiled, &view, &budgets, &sessions, shared,
+        ))
+    };
+    // The first call pins; every measured call then follows the pin.
+    case(&plain, false);
+
+    let mut group = c.benchmark_group("budget_shared_trip");
+    group.bench_function("session_without_budgets", |b| {
+        b.iter(|| black_box(case(&plain, false)))
+    });
+    group.bench_function("session_and_budgets_two_trips", |b| {
+        b.iter(|| black_box(case(&budgeted, false)))
+    });
+    group.bench_function("session_and_budgets_one_trip", |b| {
+        b.iter(|| black_box(case(&budgeted, true)))
+    });
+    group.finish();
+
+    let n = 1_000;
+    let (mut alone, mut two, mut one) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..7 {
+        alone.push(mean(n, || {
+            black_box(case(&plain, false));
+        }));
+        two.push(mean(n, || {
+            black_box(case(&budgeted, false));
+        }));
+        one.push(mean(n, || {
+            black_box(case(&budgeted, true));
+        }));
+    }
+    let (alone, two, one) = (median(alone), median(two), median(one));
+    let added_two = two.saturating_sub(alone);
+    let added_one = one.saturating_sub(alone);
+    println!(
+        "budgets beside a session on redis: session alone {alone:?}; + budgets, two trips {two:?} (+{added_two:?}); + budgets, one trip {one:?} (+{added_one:?})"
+    );
+    println!(
+        "time budgets add, one trip over two: {:.2}x; whole call, one trip over two: {:.2}x",
+        added_one.as_secs_f64() / added_two.as_secs_f64().max(1e-12),
+        one.as_secs_f64() / two.as_secs_f64().max(1e-12)
+    );
+}
+
+criterion_group!(benches, bench, bench_shared_trip);
 criterion_main!(benches);

@@ -78,6 +78,7 @@ async fn route_and_pin(
         view,
         route: None,
         proposed,
+        ahead: None,
     };
     match layer
         .decide(

@@ -145,6 +145,31 @@ pub struct SessionInput<'a> {
     /// The route that decided (`None` when the client named a model or a block redirected).
     pub route: Option<RouteId>,
     pub proposed: ModelId,
+    /// The session's pin as the budgets' store step read it ([`Sessions::pin_read`]), when it did.
+    pub ahead: Option<PinAhead>,
+}
+
+/// A read of a session's pin in a shared Redis that the request's budget reservation carries,
+/// in the same script or beside it, so that a request under budgets waits for one round trip to
+/// the store instead of two (docs/operations.md, "Budgets and sessions, one round trip").
+/// Made by the session layer, which alone knows the request's identity; run by the budget store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinRead {
+    /// The pin's key.
+    pub key: String,
+    /// The session layer's clock when it asked, and the session's idle ttl and retention: a live
+    /// pin is touched as the session store's `get_and_touch` touches it.
+    pub now_ms: u64,
+    pub ttl_ms: u64,
+    pub retain_ms: u64,
+}
+
+/// What a carried [`PinRead`] found: the pin hash's fields and values as Redis lists them
+/// (`HGETALL`; empty when there is no pin), as they were before the touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinAhead {
+    pub read: PinRead,
+    pub fields: Vec<String>,
 }
 
 /// The session layer's answer.
@@ -240,6 +265,13 @@ pub trait Sessions: Send + Sync {
     }
 
     fn after_route<'a>(&'a self, input: SessionInput<'a>) -> BoxFuture<'a, SessionOutcome>;
+
+    /// The read of the request's pin that its budget reservation can carry (the procedure's
+    /// budget step says the policy keeps sessions); `None` when there is nothing to carry (no
+    /// identity, a store in memory): [`Sessions::after_route`] then reads the pin itself.
+    fn pin_read(&self, _policy: &CheckedPolicy, _request: &RequestView) -> Option<PinRead> {
+        None
+    }
 
     /// Adds the layer's metrics to the server's registry.
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}

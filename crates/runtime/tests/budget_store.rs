@@ -2,7 +2,7 @@
 //! one-node Redis Cluster (which refuses a script whose keys span two slots) and a six-node
 //! Redis Cluster: the settle rule, fixed windows, charges, the listing read, and one request's
 //! budgets on different `per` values (different slots), settled by the same rule and exact
-//! under concurrency.
+//! under concurrency; and a reservation that carries the session's pin read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,11 @@ use std::time::Duration;
 use src_compiler::hir::{BudgetId, BudgetUnit, RedisTarget};
 use src_compiler::procedure::budget::{BudgetAsk, BudgetKey};
 use src_runtime::budget::{BudgetStore, Counter, MemoryBudgets, RedisBudgets};
-use src_runtime::store::{Links, Redis};
+use src_runtime::hooks::PinRead;
+use src_runtime::session::identity::Identity;
+use src_runtime::session::pin::Pin;
+use src_runtime::session::{RedisStore, SessionStore};
+use src_runtime::store::{KeySpace, Links, Redis};
 use src_testkit::redis::RedisServer;
 use src_testkit::redis_topology::RedisCluster;
 use src_testkit::TestResult;
@@ -231,4 +235,114 @@ async fn redis_cluster_one_tenants_budgets_share_a_slot() -> TestResult {
     let store: Arc<dyn BudgetStore> = Arc::new(RedisBudgets::on(conn));
     across_values(Arc::clone(&store), "cluster").await?;
     contract(store, "cluster").await
+}
+
+/// A pin store, and a way to send its Redis one command.
+type Pins<'a> = Option<(&'a RedisStore, &'a dyn Fn(&str) -> String)>;
+
+/// A reservation that carries a session's pin read (`reserve_carrying`): it reserves as
+/// `reserve` does and answers the pin's hash as it was, touched; a refusal leaves the pin alone;
+/// `shared` says whether the store carries the read (not memory, nor a cluster node it reaches
+/// as one server, which refuses a script over two slots and is then reserved from alone), and
+/// `beside` that it reads the pin beside the script (a cluster), touching it even when the
+/// budgets refuse.
+async fn carrying(
+    store: Arc<dyn BudgetStore>,
+    pins: Pins<'_>,
+    tenant: &str,
+    (shared, beside): (bool, bool),
+) -> TestResult {
+    let now = 10 * HOUR + 5_000;
+    let keyed = vec![(
+        ask(0, BudgetUnit::Requests, 2.0, true),
+        counter("per_key", tenant),
+    )];
+    let identity = Identity {
+        tenant: tenant.into(),
+        id: "task-1".into(),
+    };
+    let ttl = 600_000;
+    let read = PinRead {
+        key: KeySpace::pin(tenant, "task-1"),
+        now_ms: now,
+        ttl_ms: ttl,
+        retain_ms: 2 * ttl,
+    };
+    if let Some((pins, _)) = pins {
+        pins.put_if_absent(&identity, &Pin::first("strong", None, now - 1_000), ttl)
+            .await?;
+    }
+    let turns = |pins: Pins<'_>| pins.map(|(_, command)| command(&format!("HGET {} t", read.key)));
+    let before = turns(pins);
+    for used in [0.0, 1.0] {
+        let carried = store.reserve_carrying(&keyed, now, &read).await?;
+        assert_eq!(carried.uses.len(), 1);
+        assert_eq!(carried.uses[0].used, used, "{tenant}");
+        assert!(!carried.uses[0].exceeded);
+        match (&carried.pin, shared) {
+            (Some(fields), true) => {
+                let at = fields.iter().position(|f| f == "m");
+                let model = at.and_then(|i| fields.get(i + 1));
+                assert_eq!(model.map(String::as_str), Some("strong"), "{fields:?}");
+            }
+            (None, false) => {}
+            (pin, _) => panic!("{tenant}: carried {pin:?}, expected shared = {shared}"),
+        }
+    }
+    if shared {
+        assert_ne!(
+            turns(pins),
+            before,
+            "{tenant}: an admitted call touches its pin"
+        );
+    }
+    let touched = turns(pins);
+    let refused = store.reserve_carrying(&keyed, now, &read).await?;
+    assert!(refused.uses[0].exceeded);
+    assert_eq!(refused.pin, None, "{tenant}: a refusal reads no pin");
+    assert_eq!(
+        store.used(&keyed[0].1, now).await?,
+        2.0,
+        "{tenant}: reserved once per admitted call"
+    );
+    if shared && !beside {
+        assert_eq!(turns(pins), touched, "{tenant}: a refusal touches no pin");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_carries_the_pin_read_where_one_script_may() -> TestResult {
+    let memory: Arc<dyn BudgetStore> = Arc::new(MemoryBudgets::default());
+    carrying(memory, None, "mem", (false, false)).await?;
+
+    let server = RedisServer::start();
+    let conn = Redis::connect(&server.url(), Duration::from_secs(2))?;
+    let pins = RedisStore::on(conn.clone());
+    let command = |line: &str| server.command(line);
+    let store: Arc<dyn BudgetStore> = Arc::new(RedisBudgets::on(conn));
+    carrying(store, Some((&pins, &command)), "one", (true, false)).await?;
+
+    // A cluster node named as one server: the joint script is refused, nothing reserved twice.
+    let node = RedisServer::start_cluster();
+    let conn = Redis::connect(&node.url(), Duration::from_secs(2))?;
+    let pins = RedisStore::on(conn.clone());
+    let command = |line: &str| node.command(line);
+    let store: Arc<dyn BudgetStore> = Arc::new(RedisBudgets::on(conn));
+    carrying(
+        Arc::clone(&store),
+        Some((&pins, &command)),
+        "node",
+        (false, false),
+    )
+    .await?;
+    carrying(store, Some((&pins, &command)), "node-again", (false, false)).await?;
+
+    // The same node as a cluster: the pin's read goes beside the script.
+    let target = RedisTarget::cluster(&[node.url().as_str()])?;
+    let links = Links::new();
+    let conn = links.redis(&target, Duration::from_secs(2))?;
+    let pins = RedisStore::on(conn.clone());
+    let store: Arc<dyn BudgetStore> = Arc::new(RedisBudgets::on(conn));
+    carrying(store, Some((&pins, &command)), "cluster", (true, true)).await
 }

@@ -213,6 +213,7 @@ async fn run_layer(
         view,
         route: None,
         proposed,
+        ahead: None,
     };
     layer
         .decide(

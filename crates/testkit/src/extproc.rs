@@ -75,6 +75,32 @@ pub fn duplex(request: processing_request::Request, first: bool) -> ProcessingRe
     }
 }
 
+/// A first message (`request`) stating the body modes Envoy was configured with.
+pub fn configured(
+    request: processing_request::Request,
+    request_body: BodySendMode,
+    response_body: BodySendMode,
+) -> ProcessingRequest {
+    ProcessingRequest {
+        request: Some(request),
+        protocol_config: Some(ProtocolConfiguration {
+            request_body_mode: request_body as i32,
+            response_body_mode: response_body as i32,
+            ..ProtocolConfiguration::default()
+        }),
+        ..ProcessingRequest::default()
+    }
+}
+
+/// A chunk of the answer's body, as Envoy sends it with `response_body_mode: STREAMED`.
+pub fn response_chunk(bytes: &[u8], end_of_stream: bool) -> processing_request::Request {
+    processing_request::Request::ResponseBody(HttpBody {
+        body: bytes.to_vec(),
+        end_of_stream,
+        ..HttpBody::default()
+    })
+}
+
 pub fn chunk(bytes: &[u8], end_of_stream: bool) -> processing_request::Request {
     processing_request::Request::RequestBody(HttpBody {
         body: bytes.to_vec(),
@@ -90,7 +116,8 @@ impl Reply {
         let common = match &self.0 {
             processing_response::Response::RequestHeaders(h)
             | processing_response::Response::ResponseHeaders(h) => h.response.as_ref(),
-            processing_response::Response::RequestBody(b) => b.response.as_ref(),
+            processing_response::Response::RequestBody(b)
+            | processing_response::Response::ResponseBody(b) => b.response.as_ref(),
             other => return Err(format!("not a continue: {other:?}").into()),
         };
         common.ok_or_else(|| "no common response".into())
@@ -126,6 +153,20 @@ impl Reply {
             .as_ref()
             .map(|m| m.remove_headers.clone())
             .unwrap_or_default())
+    }
+
+    /// The bytes a body chunk is replaced by; `None` when it goes on unchanged.
+    pub fn replaced(&self) -> TestResult<Option<Vec<u8>>> {
+        match self
+            .common()?
+            .body_mutation
+            .as_ref()
+            .and_then(|b| b.mutation.as_ref())
+        {
+            Some(body_mutation::Mutation::Body(bytes)) => Ok(Some(bytes.clone())),
+            None => Ok(None),
+            other => Err(format!("not a replaced body: {other:?}").into()),
+        }
     }
 
     pub fn body(&self) -> TestResult<Value> {

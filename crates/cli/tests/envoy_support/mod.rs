@@ -317,6 +317,10 @@ pub const STREAM: [&str; 2] = [
     "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"llo\"}}]}\n\ndata: [DONE]\n\n",
 ];
 
+/// The usage event the recorder adds before `data: [DONE]` when the request asks for it
+/// (`stream_options.include_usage`).
+pub const USAGE_EVENT: &str = "data: {\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":31,\"total_tokens\":42}}\n\n";
+
 impl Recorder {
     pub fn start() -> Recorder {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
@@ -360,6 +364,9 @@ fn serve_connection(stream: TcpStream, record: &Mutex<Vec<Received>>) {
         let streamed = serde_json::from_slice::<Value>(&body)
             .map(|v| v["stream"] == true)
             .unwrap_or(false);
+        let usage_asked = serde_json::from_slice::<Value>(&body)
+            .map(|v| v["stream_options"]["include_usage"] == true)
+            .unwrap_or(false);
         let drip = header(&headers, DRIP).and_then(|v| {
             let (count, pause) = v.split_once(',')?;
             Some((count.parse::<u32>().ok()?, pause.parse::<u64>().ok()?))
@@ -380,7 +387,14 @@ fn serve_connection(stream: TcpStream, record: &Mutex<Vec<Received>>) {
             out.push_str(&format!("{:x}\r\n{}\r\n", STREAM[0].len(), STREAM[0]));
             writer.write_all(out.as_bytes()).is_ok() && writer.flush().is_ok() && {
                 std::thread::sleep(Duration::from_millis(20));
-                let last = format!("{:x}\r\n{}\r\n0\r\n\r\n", STREAM[1].len(), STREAM[1]);
+                let tail = if usage_asked {
+                    let (events, done) =
+                        STREAM[1].split_at(STREAM[1].len() - "data: [DONE]\n\n".len());
+                    format!("{events}{USAGE_EVENT}{done}")
+                } else {
+                    STREAM[1].to_owned()
+                };
+                let last = format!("{:x}\r\n{tail}\r\n0\r\n\r\n", tail.len());
                 writer.write_all(last.as_bytes()).is_ok()
             }
         } else {

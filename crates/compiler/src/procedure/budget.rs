@@ -35,6 +35,24 @@ pub struct BudgetAsk {
     pub refuses: bool,
 }
 
+/// Step 0 as one store step ([`Next::Budgets`]): the budgets to look up and reserve from and,
+/// when the policy keeps sessions, the word that the session's pin may be read in the same step.
+///
+/// Budgets are counted where the session's pins are (docs/language.md, "`budget`"), and the
+/// session is asked about the request's proposal later ([`Next::Session`]) unless a budget, a
+/// block or the cache answers the request first. A caller whose store is a shared Redis reads
+/// the pin with the reservation, so a request under budgets waits for one round trip to the
+/// store, not two, and answers [`Next::Session`] from what it read then.
+///
+/// [`Next::Budgets`]: super::Next::Budgets
+/// [`Next::Session`]: super::Next::Session
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetStep {
+    pub asks: Vec<BudgetAsk>,
+    /// The policy declares a `session`: its pin may be read in this step.
+    pub session: bool,
+}
+
 /// What the store found for one [`BudgetAsk`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BudgetUse {

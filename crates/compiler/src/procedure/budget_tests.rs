@@ -54,7 +54,8 @@ fn run(engine: EngineKind, view: &RequestView, used: &[(&str, f64)]) -> (Vec<Bud
     let mut asked = Vec::new();
     let decision = loop {
         match procedure.advance().expect("decides") {
-            Next::Budgets(asks) => {
+            Next::Budgets(step) => {
+                let asks = step.asks;
                 let uses: Vec<BudgetUse> = asks
                     .iter()
                     .map(|a| {
@@ -173,8 +174,8 @@ fn a_given_budget_is_not_asked() {
     let mut procedure = Procedure::new(&policy, &v);
     procedure.give_budget(BudgetId(0), 1.0);
     match procedure.advance().expect("asks") {
-        Next::Budgets(asks) => {
-            assert!(asks.iter().all(|a| a.budget != BudgetId(0)));
+        Next::Budgets(step) => {
+            assert!(step.asks.iter().all(|a| a.budget != BudgetId(0)));
             procedure.budgets_answered(&[]);
         }
         other => panic!("expected the budget ask, got {other:?}"),
@@ -182,5 +183,34 @@ fn a_given_budget_is_not_asked() {
     match procedure.advance().expect("decides") {
         Next::Done(d) => assert_eq!(d.refusal.map(|r| r.status), Some(429)),
         other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The budget step says whether the session's pin may be read with it: only a policy that keeps
+/// sessions has one to read.
+#[test]
+fn the_budget_step_carries_the_session_read_only_under_a_session() {
+    let with_session = format!("{POLICY}\nsession {{ ttl = 10m }}\n");
+    for (text, session) in [(POLICY.to_string(), false), (with_session, true)] {
+        let outcome = crate::check(
+            crate::load::load_str("budgets.sr", &text),
+            &crate::CheckOptions::default(),
+        );
+        let policy =
+            compile(outcome.policy.expect("checks"), EngineKind::Interp).expect("compiles");
+        let v = view("hello", None);
+        let mut procedure = Procedure::new(&policy, &v);
+        match procedure.advance().expect("asks") {
+            Next::Budgets(step) => {
+                assert_eq!(step.session, session, "{text}");
+                assert!(!step.asks.is_empty());
+            }
+            other => panic!("expected the budget step, got {other:?}"),
+        }
+        // Asked again before it is answered, the step is the same.
+        match procedure.advance().expect("asks") {
+            Next::Budgets(step) => assert_eq!(step.session, session),
+            other => panic!("expected the budget step again, got {other:?}"),
+        }
     }
 }

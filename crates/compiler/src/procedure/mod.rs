@@ -11,7 +11,8 @@
 //! - [`Next::Session`]: what the session layer makes of the proposal (a pin, a `protect` hold);
 //!   answer with [`Procedure::session_answered`];
 //! - [`Next::Budgets`]: first of all, the budgets the request counts against, to look up and
-//!   reserve from in the store (see [`budget`]); answer with [`Procedure::budgets_answered`].
+//!   reserve from in the store (see [`budget`]), and whether the session's pin may be read in
+//!   the same store step ([`BudgetStep`]); answer with [`Procedure::budgets_answered`].
 //!
 //! The rules live here once: budgets first (the first exceeded one refuses with 429 before
 //! anything is computed, proposes its model once a route or the client proposed one, or only
@@ -35,7 +36,7 @@ use crate::hir::{
 use crate::ir::{CondOwner, Outcome, Verdict};
 use crate::pii::Redact;
 use crate::request::RequestView;
-use budget::{BudgetAsk, BudgetKey, BudgetUse, Budgets};
+use budget::{BudgetAsk, BudgetKey, BudgetStep, BudgetUse, Budgets};
 use src_dsl::ast::FailMode;
 
 /// What the route step proposed, before the cache and the session.
@@ -116,9 +117,10 @@ pub enum Next {
     Cache(Proposal),
     /// Ask the session layer about this proposal, then [`Procedure::session_answered`].
     Session(Proposal),
-    /// Look these budgets up in the store and reserve from them (see [`budget::settle`]), then
+    /// Look these budgets up in the store and reserve from them (see [`budget::settle`]), the
+    /// session's pin read with them where the step says so, then
     /// [`Procedure::budgets_answered`].
-    Budgets(Vec<BudgetAsk>),
+    Budgets(BudgetStep),
     Done(Decision),
 }
 
@@ -338,10 +340,18 @@ impl<'a> Procedure<'a> {
         }
         if asks.is_empty() {
             self.settle_budgets(Vec::new());
-            return Next::Budgets(Vec::new());
+            return Next::Budgets(self.budget_step(Vec::new()));
         }
         self.stage = Stage::AwaitBudgets(asks.clone());
-        Next::Budgets(asks)
+        Next::Budgets(self.budget_step(asks))
+    }
+
+    /// The store step of `asks`: the session's pin rides along when the policy keeps sessions.
+    fn budget_step(&self, asks: Vec<BudgetAsk>) -> BudgetStep {
+        BudgetStep {
+            asks,
+            session: self.policy.checked.session.is_some(),
+        }
     }
 
     /// A refusal by the budget that acted (`exceeded = reject`).
@@ -426,10 +436,10 @@ impl<'a> Procedure<'a> {
     pub fn advance(&mut self) -> Result<Next, ProcedureError> {
         match self.stage.clone() {
             Stage::Budgets => match self.budget_asks() {
-                Next::Budgets(asks) if asks.is_empty() => self.advance(),
+                Next::Budgets(step) if step.asks.is_empty() => self.advance(),
                 next => Ok(next),
             },
-            Stage::AwaitBudgets(asks) => Ok(Next::Budgets(asks)),
+            Stage::AwaitBudgets(asks) => Ok(Next::Budgets(self.budget_step(asks))),
             Stage::Route => match self.budget_refusal() {
                 Some(refused) => Ok(Next::Done(refused)),
                 None => self.route(),

@@ -1,5 +1,6 @@
 //! Budgets at run time: the store that counts them ([`BudgetStore`]: in process, or in the
-//! session's Redis for every replica), the layer that answers the procedure's
+//! session's Redis for every replica, where a reservation carries the session's pin read), the
+//! layer that answers the procedure's
 //! `Next::Budgets` with it ([`BudgetLayer`]), and the charge of tokens and cost once an answer
 //! ends ([`Charge`]).
 //!
@@ -25,7 +26,7 @@ use src_compiler::procedure::budget::{BudgetAsk, BudgetKey, BudgetUse};
 pub use self::memory::MemoryBudgets;
 pub use self::metrics::BudgetMetrics;
 pub use self::redis::RedisBudgets;
-use crate::hooks::BoxFuture;
+use crate::hooks::{BoxFuture, PinRead};
 use crate::store::{Clock, Links, StoreError, StoreSet, SystemClock, Timeouts};
 
 /// One budget counter: which budget, for which `per` value.
@@ -81,6 +82,17 @@ fn bounded(text: &str) -> String {
     }
 }
 
+/// What a reservation that carried a session's pin read answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Carried {
+    /// As [`BudgetStore::reserve`] answers.
+    pub uses: Vec<BudgetUse>,
+    /// The pin's hash as read (see [`PinAhead`](crate::hooks::PinAhead)); `None` when the store
+    /// did not carry the read (a store in memory, a refused request, a read that failed beside
+    /// the reservation): the session layer then reads the pin itself.
+    pub pin: Option<Vec<String>>,
+}
+
 /// Where budgets are counted.
 pub trait BudgetStore: Send + Sync {
     /// Reads each ask's counter in the window holding `now_ms` and applies
@@ -91,6 +103,23 @@ pub trait BudgetStore: Send + Sync {
         asks: &'a [(BudgetAsk, Counter)],
         now_ms: u64,
     ) -> BoxFuture<'a, Result<Vec<BudgetUse>, StoreError>>;
+
+    /// [`reserve`](Self::reserve), carrying `pin`, the read of the request's session pin on the
+    /// same store, in the same round trip where the store can (one script on one server or a
+    /// Sentinel primary; beside it on a Cluster). The default carries nothing.
+    fn reserve_carrying<'a>(
+        &'a self,
+        asks: &'a [(BudgetAsk, Counter)],
+        now_ms: u64,
+        _pin: &'a PinRead,
+    ) -> BoxFuture<'a, Result<Carried, StoreError>> {
+        Box::pin(async move {
+            Ok(Carried {
+                uses: self.reserve(asks, now_ms).await?,
+                pin: None,
+            })
+        })
+    }
 
     /// Adds `amount` to a counter's window holding `now_ms` (tokens and cost, when the answer
     /// ends; a window that ended meanwhile is charged to the new one).

@@ -13,23 +13,36 @@
 //! own although an earlier budget of another group acts (and does not refuse) reserves again,
 //! with its limits checked again. No counter ever goes over its limit; a refusal reserves
 //! nothing once its give-back lands, which a concurrent request may see as use for that moment.
+//!
+//! A reservation can carry the session's pin read ([`BudgetStore::reserve_carrying`]): on one
+//! server or a Sentinel set's primary the reservation script reads and touches the pin too (the
+//! session store's own Lua, one script, one round trip); on a Cluster, where the pin's slot is
+//! the session's and never the counters', its read goes out beside the script, so the request
+//! still waits for one round trip, though Redis is sent two calls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::Script;
 use src_compiler::procedure::budget::{settle, BudgetAsk, BudgetUse};
 
-use super::{BudgetStore, Counter};
-use crate::hooks::BoxFuture;
+use super::{BudgetStore, Carried, Counter};
+use crate::hooks::{BoxFuture, PinRead};
 use crate::store::{KeySpace, Redis, StoreError};
 
-/// KEYS: one counter per ask. ARGV: per ask, `reserve limit refuses expire_ms`. Returns each
-/// counter's usage before the request, as strings (Lua numbers would be truncated to integers).
-const RESERVE: &str = r"
-local n = #KEYS
+/// KEYS: one counter per ask, then maybe a session's pin. ARGV: the number of counters, per ask
+/// `reserve limit refuses expire_ms`, then for a pin `now ttl retain`. Returns `{used}`, each
+/// counter's usage before the request as strings (Lua numbers would be truncated to integers),
+/// or `{used, pin}` with the pin's hash as it was before `pin_touch` touched it; a refused
+/// request does not touch the pin (the session is not asked about it).
+const RESERVE: &str = concat!(
+    crate::session::store::redis::pin_touch_lua!(),
+    r"
+local n = tonumber(ARGV[1])
 local used = {}
 local over = {}
 local acting = 0
 for i = 1, n do
-  local b = (i - 1) * 4
+  local b = 1 + (i - 1) * 4
   local reserve = tonumber(ARGV[b + 1])
   local limit = tonumber(ARGV[b + 2])
   local u = tonumber(redis.call('GET', KEYS[i]) or '0')
@@ -39,10 +52,10 @@ for i = 1, n do
   over[i] = o
   if o and acting == 0 then acting = i end
 end
-local refused = acting > 0 and ARGV[(acting - 1) * 4 + 3] == '1'
+local refused = acting > 0 and ARGV[1 + (acting - 1) * 4 + 3] == '1'
 if not refused then
   for i = 1, n do
-    local b = (i - 1) * 4
+    local b = 1 + (i - 1) * 4
     local reserve = tonumber(ARGV[b + 1])
     if (not over[i]) and reserve > 0 then
       redis.call('INCRBYFLOAT', KEYS[i], ARGV[b + 1])
@@ -52,8 +65,13 @@ if not refused then
 end
 local out = {}
 for i = 1, n do out[i] = tostring(used[i]) end
-return out
-";
+if #KEYS > n and not refused then
+  local p = 1 + n * 4
+  return {out, pin_touch(KEYS[n + 1], ARGV[p + 1], ARGV[p + 2], ARGV[p + 3])}
+end
+return {out}
+"
+);
 
 /// KEYS: counters to give back to; ARGV: the amount of each.
 const RELEASE: &str = r"
@@ -75,6 +93,11 @@ pub struct RedisBudgets {
     reserve: Script,
     release: Script,
     charge: Script,
+    /// The session store's read-and-touch, for a pin read that goes beside the reservation.
+    pin_touch: Script,
+    /// Set once the server refused a script over a counter and a pin (a cluster node named as
+    /// one server): pins are then read apart.
+    apart: AtomicBool,
 }
 
 impl RedisBudgets {
@@ -86,24 +109,30 @@ impl RedisBudgets {
             reserve: conn.script(RESERVE),
             release: conn.script(RELEASE),
             charge: conn.script(CHARGE),
+            pin_touch: conn.script(crate::session::store::redis::GET_TOUCH),
+            apart: AtomicBool::new(false),
             conn,
         }
     }
 
     /// Runs the reservation script over the asks at `indices` (all in one slot), each refusing
-    /// only when `refusing` and the ask does; answers each one's usage before it.
+    /// only when `refusing` and the ask does, and reading `pin` too when given (a store where
+    /// one script may touch any key); answers each one's usage before it, and the pin's hash
+    /// when it was read.
     async fn reserve_in_slot(
         &self,
         asks: &[(BudgetAsk, Counter)],
         indices: &[usize],
         refusing: bool,
         now_ms: u64,
-    ) -> Result<Vec<f64>, StoreError> {
+        pin: Option<&PinRead>,
+    ) -> Result<(Vec<f64>, Option<Vec<String>>), StoreError> {
+        let mine: Vec<&(BudgetAsk, Counter)> =
+            indices.iter().filter_map(|&i| asks.get(i)).collect();
+        let counters = mine.len();
         let mut invocation = self.reserve.prepare_invoke();
-        for &i in indices {
-            let Some((ask, counter)) = asks.get(i) else {
-                continue;
-            };
+        invocation.arg(counters);
+        for (ask, counter) in mine {
             invocation
                 .key(key(counter, now_ms))
                 .arg(ask.reserve)
@@ -111,19 +140,68 @@ impl RedisBudgets {
                 .arg(u8::from(refusing && ask.refuses))
                 .arg(expire_ms(counter, now_ms));
         }
+        if let Some(pin) = pin {
+            invocation
+                .key(&pin.key)
+                .arg(pin.now_ms)
+                .arg(pin.ttl_ms)
+                .arg(pin.retain_ms);
+        }
         let mut conn = self.conn.connection();
-        let used: Vec<String> = self
+        let mut answer: Vec<Vec<String>> = self
             .conn
             .bounded("reserve", invocation.invoke_async(&mut conn))
             .await?;
-        if used.len() != indices.len() {
+        let read = (answer.len() > 1).then(|| answer.swap_remove(1));
+        let used = answer.pop().unwrap_or_default();
+        if used.len() != counters {
             return Err(StoreError::Corrupt(format!(
-                "{} budget counters answered for {} asked",
+                "{} budget counters answered for {counters} asked",
                 used.len(),
-                indices.len()
             )));
         }
-        used.iter().map(|u| number(u)).collect()
+        let used = used.iter().map(|u| number(u)).collect::<Result<_, _>>()?;
+        Ok((used, read))
+    }
+
+    /// The session store's read-and-touch of `pin`, as a call of its own.
+    async fn read_pin(&self, pin: &PinRead) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.conn.connection();
+        let mut call = self.pin_touch.key(&pin.key);
+        call.arg(pin.now_ms).arg(pin.ttl_ms).arg(pin.retain_ms);
+        self.conn.bounded("get", call.invoke_async(&mut conn)).await
+    }
+
+    /// Reserves `asks`, carrying `pin` in the first script where the store allows.
+    async fn reserve_reading(
+        &self,
+        asks: &[(BudgetAsk, Counter)],
+        now_ms: u64,
+        pin: Option<&PinRead>,
+    ) -> Result<(Vec<BudgetUse>, Option<Vec<String>>), StoreError> {
+        if asks.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let groups = Groups::of(asks);
+        let (used, read) = match groups.0.as_slice() {
+            [one] => self.reserve_in_slot(asks, one, true, now_ms, pin).await?,
+            _ => {
+                self.reserve_across_slots(asks, &groups, now_ms, pin)
+                    .await?
+            }
+        };
+        let uses = asks
+            .iter()
+            .zip(used)
+            .map(|((ask, counter), used)| BudgetUse {
+                budget: ask.budget,
+                used,
+                limit: ask.limit,
+                exceeded: src_compiler::procedure::budget::exceeded(ask, used),
+                retry_after_s: counter.retry_after_s(now_ms),
+            })
+            .collect();
+        Ok((uses, read))
     }
 
     /// Gives back one reservation of each ask at `indices` (all in one slot).
@@ -151,19 +229,28 @@ impl RedisBudgets {
     }
 
     /// Reserves asks whose counters span several slots (see the module documentation).
+    /// `pin` is read with the first value's script.
     async fn reserve_across_slots(
         &self,
         asks: &[(BudgetAsk, Counter)],
         groups: &Groups,
         now_ms: u64,
-    ) -> Result<Vec<f64>, StoreError> {
+        mut pin: Option<&PinRead>,
+    ) -> Result<(Vec<f64>, Option<Vec<String>>), StoreError> {
         let all: Vec<BudgetAsk> = asks.iter().map(|(a, _)| a.clone()).collect();
         let mut used = vec![0.0; asks.len()];
+        let mut read = None;
         // What each group reserved on its own, as indices into `asks`.
         let mut reserved: Vec<Vec<usize>> = Vec::with_capacity(groups.0.len());
         for group in &groups.0 {
-            let found = match self.reserve_in_slot(asks, group, true, now_ms).await {
-                Ok(found) => found,
+            let found = match self
+                .reserve_in_slot(asks, group, true, now_ms, pin.take())
+                .await
+            {
+                Ok((found, pin_read)) => {
+                    read = read.or(pin_read);
+                    found
+                }
                 Err(err) => {
                     // Nothing of a failed request stays reserved (as far as the store lets).
                     for indices in &reserved {
@@ -194,10 +281,11 @@ impl RedisBudgets {
                 .collect();
             if !missing.is_empty() {
                 // Checked against the limits again: a unit taken meanwhile is not overdrawn.
-                self.reserve_in_slot(asks, &missing, false, now_ms).await?;
+                self.reserve_in_slot(asks, &missing, false, now_ms, None)
+                    .await?;
             }
         }
-        Ok(used)
+        Ok((used, read))
     }
 }
 
@@ -216,6 +304,11 @@ impl Groups {
         }
         Groups(groups.into_iter().map(|(_, members)| members).collect())
     }
+}
+
+/// Whether a refusal is Redis Cluster's `CROSSSLOT` (as the client names it: `CrossSlot`).
+fn cross_slot(why: &str) -> bool {
+    why.to_ascii_lowercase().contains("crossslot")
 }
 
 /// The counter's key in the window holding `now_ms`.
@@ -239,26 +332,48 @@ impl BudgetStore for RedisBudgets {
         asks: &'a [(BudgetAsk, Counter)],
         now_ms: u64,
     ) -> BoxFuture<'a, Result<Vec<BudgetUse>, StoreError>> {
+        Box::pin(async move { Ok(self.reserve_reading(asks, now_ms, None).await?.0) })
+    }
+
+    fn reserve_carrying<'a>(
+        &'a self,
+        asks: &'a [(BudgetAsk, Counter)],
+        now_ms: u64,
+        pin: &'a PinRead,
+    ) -> BoxFuture<'a, Result<Carried, StoreError>> {
         Box::pin(async move {
-            if asks.is_empty() {
-                return Ok(Vec::new());
+            if self.conn.is_cluster() {
+                // The pin's hash tag is its session's: no script may touch it with a counter.
+                let (reserved, read) =
+                    tokio::join!(self.reserve_reading(asks, now_ms, None), self.read_pin(pin));
+                let uses = reserved?.0;
+                // As the script does: a refused request has no pin to hand on (this read
+                // touched it all the same).
+                let acting = uses.iter().position(|u| u.exceeded);
+                let refused = acting
+                    .and_then(|i| asks.get(i))
+                    .is_some_and(|(a, _)| a.refuses);
+                return Ok(Carried {
+                    uses,
+                    pin: read.ok().filter(|_| !refused),
+                });
             }
-            let groups = Groups::of(asks);
-            let used = match groups.0.as_slice() {
-                [one] => self.reserve_in_slot(asks, one, true, now_ms).await?,
-                _ => self.reserve_across_slots(asks, &groups, now_ms).await?,
-            };
-            Ok(asks
-                .iter()
-                .zip(used)
-                .map(|((ask, counter), used)| BudgetUse {
-                    budget: ask.budget,
-                    used,
-                    limit: ask.limit,
-                    exceeded: src_compiler::procedure::budget::exceeded(ask, used),
-                    retry_after_s: counter.retry_after_s(now_ms),
-                })
-                .collect())
+            if !self.apart.load(Ordering::Relaxed) {
+                match self.reserve_reading(asks, now_ms, Some(pin)).await {
+                    // A cluster node reached as one server (`redis(..)` naming it): the script
+                    // was refused before it ran, so nothing was reserved; from now on the pin
+                    // is left to the session layer.
+                    Err(StoreError::Rejected(why)) if cross_slot(&why) => {
+                        self.apart.store(true, Ordering::Relaxed);
+                    }
+                    reserved => {
+                        let (uses, pin) = reserved?;
+                        return Ok(Carried { uses, pin });
+                    }
+                }
+            }
+            let (uses, _) = self.reserve_reading(asks, now_ms, None).await?;
+            Ok(Carried { uses, pin: None })
         })
     }
 

@@ -20,6 +20,13 @@
 //!   own answer when the upstream reset or could not be reached: its 502, 503 or 504), a 5xx
 //!   is told to the session layer, and the status counts towards the model's cooldown, as the
 //!   proxy does. The time to these headers is the only upstream time the processor sees.
+//! - response body, where Envoy sends it (`response_body_mode: STREAMED`, told in the stream's
+//!   first message): a request under token or cost budgets is charged the usage its answer
+//!   reports ([`Metered`]); a streamed chat answer is asked for it as through the proxy
+//!   (`stream_options.include_usage`) and that extra chunk is taken out of what the client gets.
+//!   Where Envoy does not send it, such a request is charged the router's estimate of its
+//!   prompt once the answer's headers arrive, and its usage is never asked for (the chunk would
+//!   reach the client).
 //!
 //! A stream Envoy drops before the request is reported is reported by what the processor was
 //! doing: dropped while it decided, Envoy stopped waiting for it (its `message_timeout`: the
@@ -46,6 +53,7 @@ use crate::door::chat::Chat;
 use crate::door::messages::Messages;
 use crate::door::responses::Responses;
 use crate::door::{self, ToForward};
+use crate::extproc::metered::Metered;
 use crate::extproc::wire::{self, Phase};
 use crate::headers::{self, path};
 use crate::hooks::UpstreamOutcomes;
@@ -77,6 +85,8 @@ enum Stage {
     Passing,
     /// Sent upstream as `model`; waiting for the response's headers.
     Sent(Box<Sent>),
+    /// Reported; the answer's body is read for the usage it charges.
+    Relaying(Box<Metered>),
     /// Answered or reported.
     Over,
 }
@@ -121,6 +131,8 @@ struct Sent {
     model: String,
     sent_at: Instant,
     outcomes: Option<Arc<dyn UpstreamOutcomes>>,
+    /// The router asked for the answer's usage chunk, which the client is not to see.
+    strip: bool,
 }
 
 /// What a request's decision is made with: the pipeline, and the stored conversations the
@@ -136,6 +148,8 @@ pub struct Exchange {
     stage: Stage,
     /// Envoy sends the request body `FULL_DUPLEX_STREAMED`.
     duplex: bool,
+    /// Envoy sends the response body (`STREAMED` or `BUFFERED`).
+    sees_answers: bool,
 }
 
 impl Default for Exchange {
@@ -149,6 +163,7 @@ impl Exchange {
         Exchange {
             stage: Stage::Fresh,
             duplex: false,
+            sees_answers: false,
         }
     }
 
@@ -164,6 +179,9 @@ impl Exchange {
         // Envoy states its body mode on the stream's first message.
         if let Some(config) = &message.protocol_config {
             self.duplex = config.request_body_mode == BodySendMode::FullDuplexStreamed as i32;
+            self.sees_answers = [BodySendMode::Streamed, BodySendMode::Buffered]
+                .iter()
+                .any(|mode| config.response_body_mode == *mode as i32);
         }
         match message.request {
             Some(Message::RequestHeaders(headers)) => self.request_headers(doors, headers).await,
@@ -172,8 +190,13 @@ impl Exchange {
             Some(Message::ResponseHeaders(headers)) => {
                 vec![self.response_headers(doors.pipeline, &headers)]
             }
-            Some(Message::ResponseBody(_)) => vec![wire::unchanged(Phase::ResponseBody)],
-            Some(Message::ResponseTrailers(_)) => vec![wire::unchanged(Phase::ResponseTrailers)],
+            Some(Message::ResponseBody(body)) => vec![self.response_body(&body)],
+            Some(Message::ResponseTrailers(_)) => {
+                if let Stage::Relaying(metered) = &mut self.stage {
+                    metered.end();
+                }
+                vec![wire::unchanged(Phase::ResponseTrailers)]
+            }
             // A message with no phase asks nothing; answering it as headers keeps the stream
             // one answer per message.
             None => vec![wire::unchanged(Phase::RequestHeaders)],
@@ -373,9 +396,13 @@ impl Exchange {
             request_id: &done.record.request_id,
             route,
             session_identity: plan.session.as_ref().and_then(|s| s.identity.as_deref()),
-            // The gateway relays the answer: a usage chunk asked for could not be taken out.
-            ask_usage: false,
+            // Only where the processor sees the answer can the chunk asked for be taken out.
+            ask_usage: plan.ask_usage && self.sees_answers,
         });
+        let strip = plan.ask_usage
+            && self.sees_answers
+            && api == Api::Chat
+            && crate::pipeline::shape::usage_asked(&parsed).is_some();
         let policy = snapshot.policy();
         let (Some(model), Some(wire_model)) = (
             policy.models.get(model_id.index()),
@@ -437,6 +464,7 @@ impl Exchange {
             model: model.name.clone(),
             sent_at: Instant::now(),
             outcomes: plan.session.as_ref().and_then(|s| s.outcomes.clone()),
+            strip,
         }));
         // The client's router-only headers are removed beside these, which overwrite, and the
         // client's credentials go where the chosen backend drops them.
@@ -460,6 +488,7 @@ impl Exchange {
             model,
             sent_at,
             outcomes,
+            strip,
         } = *sent;
         let answer = wire::read_headers(message.headers.as_ref());
         let status = answer.status.unwrap_or(0);
@@ -492,6 +521,22 @@ impl Exchange {
                 verdict.whole();
             }
         }
+        if let Some(mut charge) = done.charge.take() {
+            let snapshot = pipeline.store.current();
+            if let Some(id) = snapshot.policy().model_by_name(&model) {
+                charge.answered_by(snapshot.policy(), id);
+            }
+            let events = answer
+                .map
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with(headers::TEXT_EVENT_STREAM));
+            let metered = Metered::new(charge, events, strip);
+            // Where no body will be shown, dropping it charges the estimate now.
+            if self.sees_answers {
+                self.stage = Stage::Relaying(Box::new(metered));
+            }
+        }
         done.finish_at_head(sent_at.elapsed());
         // The gateway relays the backend's answer: what the proxy would not hand a client
         // leaves it here too. `date` stays, the gateway's to keep as HTTP wants it.
@@ -502,6 +547,22 @@ impl Exchange {
             .map(|name| name.as_str().to_owned())
             .collect();
         wire::response_headers(wire::mutation(&set, remove))
+    }
+
+    /// A chunk of the answer: read for its usage, and answered at once (without the usage chunk
+    /// the router asked for).
+    fn response_body(&mut self, message: &HttpBody) -> ProcessingResponse {
+        let Stage::Relaying(metered) = &mut self.stage else {
+            return wire::unchanged(Phase::ResponseBody);
+        };
+        let replaced = metered.chunk(&message.body, message.end_of_stream);
+        if message.end_of_stream {
+            self.stage = Stage::Over;
+        }
+        match replaced {
+            Some(body) => wire::response_body_replaced(body.to_vec()),
+            None => wire::unchanged(Phase::ResponseBody),
+        }
     }
 }
 

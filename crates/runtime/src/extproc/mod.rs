@@ -4,10 +4,12 @@
 //!
 //! Each gRPC stream is one HTTP request passing through the gateway; an [`Exchange`] answers its
 //! messages with the shared pipeline steps. Envoy must send the request body (`BUFFERED`, or
-//! `FULL_DUPLEX_STREAMED` to save a round trip) and the response headers; the response body is
-//! never asked for, so streamed answers flow untouched (see `deploy/envoy/`).
+//! `FULL_DUPLEX_STREAMED` to save a round trip) and the response headers. The response body is
+//! read only where Envoy sends it (`response_body_mode: STREAMED`, for token and cost budgets:
+//! [`metered`]); otherwise streamed answers flow untouched (see `deploy/envoy/`).
 
 pub mod exchange;
+pub mod metered;
 pub mod wire;
 
 use std::collections::VecDeque;

@@ -151,6 +151,18 @@ pub fn request_body(body: Vec<u8>, header_mutation: HeaderMutation) -> Processin
     }))
 }
 
+/// A chunk of the answer's body (`response_body_mode: STREAMED`) replaced by `body`.
+pub fn response_body_replaced(body: Vec<u8>) -> ProcessingResponse {
+    reply(processing_response::Response::ResponseBody(BodyResponse {
+        response: Some(CommonResponse {
+            body_mutation: Some(BodyMutation {
+                mutation: Some(body_mutation::Mutation::Body(body)),
+            }),
+            ..CommonResponse::default()
+        }),
+    }))
+}
+
 /// Go on unchanged, answering a message of the phase `phase` names.
 pub fn unchanged(phase: Phase) -> ProcessingResponse {
     let headers = || HeadersResponse {

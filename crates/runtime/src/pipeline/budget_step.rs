@@ -1,14 +1,17 @@
 //! The procedure's `Next::Budgets`, answered: the request's budget counters (its tenant, or the
-//! text each `per` yielded), reserved from in the policy's budget store in one atomic step, a
-//! store failure judged by `failure.store`; and what the answer reports of them (`x-sr-budget`,
-//! the metrics, the charge of tokens and cost once the answer ends).
+//! text each `per` yielded), reserved from in the policy's budget store in one atomic step that
+//! carries the session's pin read where the step says the policy keeps sessions (the session
+//! layer names the pin, the store reads it with the counters), a store failure judged by
+//! `failure.store`; and what the answer reports of them (`x-sr-budget`, the metrics, the charge
+//! of tokens and cost once the answer ends).
 
 use std::sync::Arc;
 
 use src_compiler::hir::{BudgetAction, BudgetUnit, CheckedPolicy};
 use src_compiler::procedure::budget::{BudgetAsk, BudgetUse, Budgets};
 
-use crate::budget::{BudgetLayer, BudgetStore, Charge, Counter};
+use crate::budget::{BudgetLayer, BudgetStore, Carried, Charge, Counter};
+use crate::hooks::{PinAhead, PinRead};
 use crate::openai::ApiError;
 use crate::store::failure::{self, Failed, Site};
 
@@ -19,15 +22,19 @@ pub struct Reserved {
     /// Each counter the request counts against, with its unit.
     pub counters: Vec<(Counter, BudgetUnit)>,
     pub store: Option<Arc<dyn BudgetStore>>,
+    /// The session's pin, read with the reservation, for the session layer.
+    pub ahead: Option<PinAhead>,
 }
 
-/// Reserves `asks` for a request of `tenant`. Under `failure.store = open` a store that fails
-/// leaves the request uncounted (every budget reads as unused); under `closed` it is a 503.
+/// Reserves `asks` for a request of `tenant`, carrying `pin` (the session's pin read) when
+/// given. Under `failure.store = open` a store that fails leaves the request uncounted (every
+/// budget reads as unused); under `closed` it is a 503.
 pub async fn reserve(
     layer: &BudgetLayer,
     policy: &CheckedPolicy,
     asks: &[BudgetAsk],
     tenant: &str,
+    pin: Option<PinRead>,
 ) -> Result<Reserved, ApiError> {
     let keyed: Vec<(BudgetAsk, Counter)> = asks
         .iter()
@@ -45,18 +52,25 @@ pub async fn reserve(
         Ok(store) => store,
         Err(failed) => return skip_or_refuse(failed),
     };
-    let uses = match failure::guard(
-        mode,
-        site("reserve"),
-        store.reserve(&keyed, layer.now_ms()).await,
-    ) {
-        Ok(uses) => uses,
+    let now = layer.now_ms();
+    let reserved = match &pin {
+        Some(read) => store.reserve_carrying(&keyed, now, read).await,
+        None => store
+            .reserve(&keyed, now)
+            .await
+            .map(|uses| Carried { uses, pin: None }),
+    };
+    let carried = match failure::guard(mode, site("reserve"), reserved) {
+        Ok(carried) => carried,
         Err(failed) => return skip_or_refuse(failed),
     };
     Ok(Reserved {
-        uses,
+        uses: carried.uses,
         counters,
         store: Some(store),
+        ahead: pin
+            .zip(carried.pin)
+            .map(|(read, fields)| PinAhead { read, fields }),
     })
 }
 

@@ -224,6 +224,8 @@ struct Answers {
     protection: Option<String>,
     session: Option<SessionReport>,
     budgets: budget_step::Reserved,
+    /// The session's pin as the budget step read it.
+    ahead: Option<crate::hooks::PinAhead>,
     /// Keep model calls and results (`--record`).
     keep: bool,
     models: Vec<(
@@ -289,11 +291,18 @@ async fn drive(
         })?;
         match next {
             Next::Done(decision) => return Ok(decision),
-            Next::Budgets(asks) => {
+            Next::Budgets(step) => {
                 let tenant = tenant
                     .get_or_insert_with(|| crate::session::identity::tenant(policy, asked.view));
-                let reserved = budget_step::reserve(effects.budgets, policy, &asks, tenant).await?;
+                // The session's pin rides with the reservation: one round trip for both.
+                let pin = step
+                    .session
+                    .then(|| effects.sessions.pin_read(policy, asked.view))
+                    .flatten();
+                let mut reserved =
+                    budget_step::reserve(effects.budgets, policy, &step.asks, tenant, pin).await?;
                 procedure.budgets_answered(&reserved.uses);
+                answers.ahead = reserved.ahead.take();
                 answers.budgets = reserved;
             }
             Next::Models(calls) => {
@@ -367,6 +376,7 @@ async fn drive(
                     request: asked.view,
                     route: proposal.route,
                     proposed: proposal.model,
+                    ahead: answers.ahead.take(),
                 };
                 let mut span = asked.trace.child(phase, name::SESSION, None);
                 let outcome = effects.sessions.after_route(input).await;

@@ -7,18 +7,20 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 use serde_json::Value;
-use src_compiler::hir::{CheckedPolicy, ModelId};
+use src_compiler::hir::{CheckedPolicy, ModelId, StoreDef};
 use src_compiler::request::RequestView;
 use src_dsl::ast::{OwnerLost, ProtectMode};
 
 use crate::hooks::{
-    BoxFuture, OwnerRule, SessionInput, SessionOutcome, SessionReport, Sessions, UpstreamOutcomes,
+    BoxFuture, OwnerRule, PinRead, SessionInput, SessionOutcome, SessionReport, Sessions,
+    UpstreamOutcomes,
 };
 use crate::openai::ApiError;
+use crate::session::identity::identify;
 use crate::session::layer::{Continuity, ContinuityInput, SessionLayer, SessionState, Ticket};
 use crate::session::outcomes;
 use crate::session::protect::PolicyHolds;
-use crate::session::store::Verdict;
+use crate::session::store::{redis, retain_ms, Verdict};
 
 impl Sessions for SessionLayer {
     fn list_pins<'a>(
@@ -41,6 +43,7 @@ impl Sessions for SessionLayer {
                 view: input.request,
                 route: input.route,
                 proposed: input.proposed,
+                ahead: input.ahead.as_ref(),
             };
             match self.decide(call, &holds).await {
                 Continuity::Unmanaged => SessionOutcome::Keep,
@@ -65,6 +68,26 @@ impl Sessions for SessionLayer {
                     },
                 },
             }
+        })
+    }
+
+    /// A pin in a Redis (where the budgets are counted too) for a call with an identity. A store
+    /// given by hand ([`SessionLayer::with_store`]) is trusted to be the Redis its declaration
+    /// names, which the budgets' store is built on.
+    fn pin_read(&self, policy: &CheckedPolicy, request: &RequestView) -> Option<PinRead> {
+        let def = policy.session.as_ref()?;
+        if !matches!(def.store, StoreDef::Redis(_)) {
+            return None;
+        }
+        if self.store(&def.store).ok()?.kind() != "redis" {
+            return None;
+        }
+        let identity = identify(policy, def, request)?;
+        Some(PinRead {
+            key: redis::pin_key(&identity),
+            now_ms: self.now_ms(),
+            ttl_ms: def.ttl_ms,
+            retain_ms: retain_ms(def.ttl_ms),
         })
     }
 

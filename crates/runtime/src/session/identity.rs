@@ -151,6 +151,27 @@ fn eval_text(
     }
 }
 
+/// Where an identity expression reads the identity from, for the "send one of" hint.
+pub(crate) enum IdSource<'a> {
+    Header(&'a str),
+    Body(&'a str),
+}
+
+/// The headers and body fields an identity expression reads, in order, for the "send one of"
+/// hint.
+pub(crate) fn id_headers(e: &TExpr) -> Vec<IdSource<'_>> {
+    match &e.kind {
+        TExprKind::Header(h) => vec![IdSource::Header(h.as_str())],
+        TExprKind::Body(p) => vec![IdSource::Body(p.as_str())],
+        TExprKind::Coalesce(a, b) => {
+            let mut v = id_headers(a);
+            v.extend(id_headers(b));
+            v
+        }
+        _ => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,13 +21,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use src_compiler::hir::{CheckedPolicy, ModelId, RouteId, SessionDef, StoreDef, TExpr, TExprKind};
+use src_compiler::hir::{CheckedPolicy, ModelId, RouteId, SessionDef, StoreDef};
 use src_compiler::request::RequestView;
 use src_dsl::ast::{FailMode, Missing};
 
 use crate::headers::session as state;
-use crate::hooks::ModelSignals;
-use crate::session::identity::{identify, Identity};
+use crate::hooks::{ModelSignals, PinAhead};
+use crate::session::identity::{id_headers, identify, IdSource, Identity};
 use crate::session::local::{LocalPins, LOCAL_PINS};
 use crate::session::metrics::{
     OutcomeLabels, OwnerLostLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels,
@@ -128,6 +128,9 @@ pub struct ContinuityInput<'a> {
     /// The route that proposed (`None` when the client named the model).
     pub route: Option<RouteId>,
     pub proposed: ModelId,
+    /// The pin as the budget reservation read it ([`crate::hooks::Sessions::pin_read`]), when it did: the
+    /// protocol starts from it instead of reading the pin again.
+    pub ahead: Option<&'a PinAhead>,
 }
 
 /// Where a session's upstream outcomes go: handed to the forwarder, which reports failed
@@ -366,7 +369,10 @@ impl SessionLayer {
             Ok(store) => store,
             Err(err) => return self.store_failed(input, "connect", kind_of(&def.store), err),
         };
-        match self.run(input, def, &identity, store.as_ref(), holds).await {
+        match self
+            .run(input, def, &identity, store.as_ref(), holds, input.ahead)
+            .await
+        {
             Ok(Decided {
                 model,
                 state,
@@ -478,7 +484,10 @@ impl SessionLayer {
             .local
             .holding(&def.store, id, self.clock.now_ms())
             .await?;
-        let decided = self.run(input, def, id, copy.as_ref(), holds).await.ok()?;
+        let decided = self
+            .run(input, def, id, copy.as_ref(), holds, None)
+            .await
+            .ok()?;
         self.metrics
             .local_pins
             .get_or_create(&StateLabels {
@@ -524,7 +533,8 @@ impl SessionLayer {
         }
     }
 
-    /// One call of the switch protocol against the store.
+    /// One call of the switch protocol against the store, from `ahead` when the pin was read
+    /// already.
     async fn run(
         &self,
         input: ContinuityInput<'_>,
@@ -532,6 +542,7 @@ impl SessionLayer {
         id: &Identity,
         store: &dyn SessionStore,
         holds: &dyn Holds,
+        ahead: Option<&PinAhead>,
     ) -> Result<Decided, Stop> {
         let policy = input.policy;
         let ttl = def.ttl_ms;
@@ -542,10 +553,12 @@ impl SessionLayer {
             .and_then(|r| policy.routes.get(r.index()))
             .map(|r| r.name.as_str());
         let store_err = |op| move |e| Stop::Store(op, e);
-        let mut found = store
-            .get_and_touch(id, now, ttl)
-            .await
-            .map_err(store_err("get"))?;
+        let ahead = ahead.filter(|a| a.read.key == redis::pin_key(id) && a.read.ttl_ms == ttl);
+        let mut found = match ahead {
+            Some(a) => redis::read_touched(a.fields.clone(), a.read.now_ms, ttl),
+            None => store.get_and_touch(id, now, ttl).await,
+        }
+        .map_err(store_err("get"))?;
         // Set once this call lost a race: it then follows whatever pin won.
         let mut raced = false;
         for _ in 0..MAX_ROUNDS {
@@ -776,25 +789,4 @@ fn model_name(policy: &CheckedPolicy, id: ModelId) -> &str {
         .models
         .get(id.index())
         .map_or("", |m| m.name.as_str())
-}
-
-/// Where an identity expression reads the identity from, for the "send one of" hint.
-enum IdSource<'a> {
-    Header(&'a str),
-    Body(&'a str),
-}
-
-/// The headers and body fields an identity expression reads, in order, for the "send one of"
-/// hint.
-fn id_headers(e: &TExpr) -> Vec<IdSource<'_>> {
-    match &e.kind {
-        TExprKind::Header(h) => vec![IdSource::Header(h.as_str())],
-        TExprKind::Body(p) => vec![IdSource::Body(p.as_str())],
-        TExprKind::Coalesce(a, b) => {
-            let mut v = id_headers(a);
-            v.extend(id_headers(b));
-            v
-        }
-        _ => Vec::new(),
-    }
 }

@@ -24,7 +24,9 @@
 //! window in one script); a cache scope's list and bodies share `{SCOPE}` (storing an answer is
 //! one `MULTI` over both); the cooldowns share `{cooldown}` (a replica reads them all in one
 //! pipeline); a budget's counters share `{budget:PER}`, the value its `per` counts (`t/TENANT`
-//! or `v/TEXT`), so the budgets of one tenant are reserved from in one script. Single-key steps (stored responses, the memo) need no tag and spread over the
+//! or `v/TEXT`), so the budgets of one tenant are reserved from in one script. That script also
+//! reads the request's pin, under another tag, where slots do not bind (one server, a Sentinel
+//! primary); on a cluster the pin's read is a call of its own. Single-key steps (stored responses, the memo) need no tag and spread over the
 //! cluster. Because idempotency keys are tagged by session, a key is remembered per session.
 
 /// The prefix of every key.

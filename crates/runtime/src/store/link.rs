@@ -241,6 +241,11 @@ impl Redis {
         script
     }
 
+    /// Whether this is a Redis Cluster, where one script touches keys of one slot only.
+    pub fn is_cluster(&self) -> bool {
+        self.link.pool.is_cluster()
+    }
+
     /// The bound on each call.
     pub fn timeout(&self) -> Duration {
         self.timeout

@@ -318,6 +318,10 @@ impl Pool {
         }
     }
 
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Pool::Cluster { .. })
+    }
+
     /// Whether the topology fails over by itself (a cluster, a Sentinel set): its outages
     /// last about a node timeout, so its breaker probes more often.
     pub(crate) fn fails_over(target: &RedisTarget) -> bool {

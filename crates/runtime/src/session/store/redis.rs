@@ -28,18 +28,35 @@ use crate::store::{KeySpace, Redis};
 /// Default bound on every Redis call.
 pub const DEFAULT_TIMEOUT: Duration = crate::store::DEFAULT_TIMEOUT;
 
-const GET_TOUCH: &str = r"
-local h = redis.call('HGETALL', KEYS[1])
-if #h == 0 then return h end
-local seen = tonumber(redis.call('HGET', KEYS[1], 's'))
-local now = tonumber(ARGV[1])
-if seen ~= nil and now < seen + tonumber(ARGV[2]) then
-  redis.call('HINCRBY', KEYS[1], 't', 1)
-  if now > seen then redis.call('HSET', KEYS[1], 's', ARGV[1]) end
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+/// The hot path's read-and-touch as a Lua function, `pin_touch(key, now, ttl, retain)`: the pin
+/// hash as it was, and a live one (seen within `ttl`) counts a turn, is seen `now` and is kept
+/// `retain` more milliseconds. A macro, so that the budget store's reservation script, which
+/// carries a pin read, runs the very same text.
+macro_rules! pin_touch_lua {
+    () => {
+        r"
+local function pin_touch(key, now_text, ttl, retain)
+  local h = redis.call('HGETALL', key)
+  if #h == 0 then return h end
+  local seen = tonumber(redis.call('HGET', key, 's'))
+  local now = tonumber(now_text)
+  if seen ~= nil and now < seen + tonumber(ttl) then
+    redis.call('HINCRBY', key, 't', 1)
+    if now > seen then redis.call('HSET', key, 's', now_text) end
+    redis.call('PEXPIRE', key, retain)
+  end
+  return h
 end
-return h
-";
+"
+    };
+}
+pub(crate) use pin_touch_lua;
+
+/// KEYS[1] the pin; ARGV: now, ttl, retention.
+pub(crate) const GET_TOUCH: &str = concat!(
+    pin_touch_lua!(),
+    "return pin_touch(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n"
+);
 
 const TOUCH: &str = r"
 local seen = tonumber(redis.call('HGET', KEYS[1], 's'))
@@ -168,6 +185,22 @@ fn fields(pin: &Pin) -> Result<Vec<String>, StoreError> {
         "h".into(),
         history,
     ])
+}
+
+/// The pin a read-and-touch at `now_ms` leaves, from the hash it answered (the pin as it was):
+/// the same touch applied, a stale pin untouched.
+pub(crate) fn read_touched(
+    flat: Vec<String>,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Result<Option<Pin>, StoreError> {
+    Ok(parse(flat)?.map(|pin| {
+        if pin.is_stale(now_ms, ttl_ms) {
+            pin
+        } else {
+            pin.touched(now_ms)
+        }
+    }))
 }
 
 /// A pin from `HGETALL`'s flat field/value list; `None` for an empty (absent) hash.
@@ -310,14 +343,7 @@ impl SessionStore for RedisStore {
             let mut call = self.get_touch.key(pin_key(key));
             call.arg(now_ms).arg(ttl_ms).arg(retain_ms(ttl_ms));
             let flat: Vec<String> = self.bounded("get", call.invoke_async(&mut conn)).await?;
-            // The script answers the pin as it was; apply the same touch it did.
-            Ok(parse(flat)?.map(|pin| {
-                if pin.is_stale(now_ms, ttl_ms) {
-                    pin
-                } else {
-                    pin.touched(now_ms)
-                }
-            }))
+            read_touched(flat, now_ms, ttl_ms)
         })
     }
 

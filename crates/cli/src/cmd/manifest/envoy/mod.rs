@@ -35,7 +35,7 @@ mod routes;
 use super::{Endpoint, Options};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use src_compiler::hir::CheckedPolicy;
+use src_compiler::hir::{BudgetUnit, CheckedPolicy};
 use src_runtime::headers;
 use std::time::Duration;
 
@@ -86,11 +86,24 @@ impl Deadlines {
     }
 }
 
+/// Whether the router must read answers' bodies: the policy has `tokens` or `cost` budgets,
+/// charged the usage an answer reports (a streamed chat answer is asked for it, and that chunk
+/// taken out of what the client gets).
+pub fn reads_usage(checked: &CheckedPolicy) -> bool {
+    checked
+        .budgets
+        .iter()
+        .any(|b| b.unit != BudgetUnit::Requests)
+}
+
 /// What the filter sends the router. Failing closed, the body goes `FULL_DUPLEX_STREAMED`:
 /// headers and body are answered together once the body is whole, one round trip for the
 /// decision (the mode needs the trailers, which can end a body). Failing open it goes
 /// `BUFFERED`: Envoy can only pass a request on without the router if it kept the body itself.
-fn processing_mode(fail_open: bool) -> Value {
+/// The answer's body is sent `STREAMED` only when the router reads usage from it
+/// ([`reads_usage`]): each chunk then waits for the router's answer, which costs a round trip
+/// to it per chunk.
+fn processing_mode(fail_open: bool, usage: bool) -> Value {
     let (body, trailers) = if fail_open {
         ("BUFFERED", "SKIP")
     } else {
@@ -101,7 +114,7 @@ fn processing_mode(fail_open: bool) -> Value {
         "request_body_mode": body,
         "request_trailer_mode": trailers,
         "response_header_mode": "SEND",
-        "response_body_mode": "NONE",
+        "response_body_mode": if usage { "STREAMED" } else { "NONE" },
         "response_trailer_mode": "SKIP",
     })
 }
@@ -218,7 +231,7 @@ fn strip_router_headers() -> Value {
     })
 }
 
-fn ext_proc(opts: &Options, deadlines: Deadlines) -> Value {
+fn ext_proc(opts: &Options, deadlines: Deadlines, usage: bool) -> Value {
     json!({
         "name": "envoy.filters.http.ext_proc",
         "typed_config": {
@@ -232,7 +245,7 @@ fn ext_proc(opts: &Options, deadlines: Deadlines) -> Value {
             // internal error of the gateway.
             "status_on_error": {"code": 503},
             "message_timeout": seconds(deadlines.message),
-            "processing_mode": processing_mode(opts.fail_open),
+            "processing_mode": processing_mode(opts.fail_open, usage),
             "route_cache_action": "CLEAR",
         }
     })
@@ -267,7 +280,10 @@ pub fn config(checked: &CheckedPolicy, opts: &Options) -> Result<Value> {
             .iter()
             .map(|b| backend_cluster(&b.cluster, &b.endpoint, opts.max_requests)),
     );
-    let mut filters = vec![strip_router_headers(), ext_proc(opts, deadlines)];
+    let mut filters = vec![
+        strip_router_headers(),
+        ext_proc(opts, deadlines, reads_usage(checked)),
+    ];
     if opts.fail_open {
         filters.push(fallback::filter(checked, &table));
     }
