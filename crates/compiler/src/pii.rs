@@ -3,9 +3,13 @@
 //! Each entity type is one family module that owns a *candidate* pattern (a cheap regex that
 //! over-matches) and a *validator* (Luhn, mod-97, issuer and country tables, std address
 //! parsing, base64url + JSON...) that turns candidates into [`Found`] spans. A [`Recognizers`]
-//! for a set of types is built once per `pii` atom at policy load: a [`RegexSet`] of the
-//! candidate patterns is the prefilter, one pass over the text that says which families can
-//! match at all, so a prompt without entities costs one automaton pass whatever the types.
+//! for a set of types is built once per `pii` atom at policy load. Its search reads the text
+//! once for all the families together (the `scan` module: one reverse lazy DFA of every
+//! candidate pattern finds where each family's candidates start) and then only the candidates
+//! again, to find their ends and validate them; a prompt costs one automaton pass whatever the
+//! types. [`Recognizers::find_per_family`], a [`RegexSet`] prefilter followed by one search
+//! per family that can match, is the reference the one-pass search is tested against, and what
+//! it falls back to on a text that makes the lazy DFA give up.
 //!
 //! Recognizers read the raw text, so spans are byte ranges of what the client sent (redaction
 //! needs them). Digit-based families allow hidden characters (zero-width space and joiners,
@@ -29,6 +33,7 @@ mod ip;
 mod jwt;
 mod phone;
 mod private_key;
+mod scan;
 mod ssn;
 #[cfg(test)]
 mod tests;
@@ -127,10 +132,25 @@ pub(crate) struct Family {
     accept: Accept,
 }
 
+/// Why the recognizers of a set of types cannot be built (a built-in pattern that does not
+/// compile, which the unit tests rule out).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Regex(#[from] regex::Error),
+    #[error(transparent)]
+    Scanner(#[from] scan::BuildError),
+}
+
+/// The most bytes of lazy DFA states the one-pass search keeps per searching thread, in each
+/// of its two automata: the `regex` crate's default.
+const CACHE_CAPACITY: usize = 2 * (1 << 20);
+
 /// The recognizers of a set of entity types, built once per set.
 #[derive(Debug, Clone)]
 pub struct Recognizers {
     types: Vec<EntityType>,
+    scanner: scan::Scanner,
     prefilter: RegexSet,
     candidates: Vec<Regex>,
     accepts: Vec<Accept>,
@@ -139,18 +159,28 @@ pub struct Recognizers {
 impl Recognizers {
     /// The recognizers of `types` (duplicates are ignored). Fails only if a built-in pattern
     /// does not compile, which the unit tests rule out.
-    pub fn new(types: &[EntityType]) -> Result<Recognizers, regex::Error> {
+    pub fn new(types: &[EntityType]) -> Result<Recognizers, BuildError> {
+        Recognizers::with_cache_capacity(types, CACHE_CAPACITY)
+    }
+
+    fn with_cache_capacity(
+        types: &[EntityType],
+        cache_capacity: usize,
+    ) -> Result<Recognizers, BuildError> {
         let mut types = types.to_vec();
         types.sort();
         types.dedup();
         let families: Vec<Family> = types.iter().map(|t| t.family()).collect();
-        let prefilter = RegexSet::new(families.iter().map(|f| f.pattern))?;
+        let patterns: Vec<&str> = families.iter().map(|f| f.pattern).collect();
+        let scanner = scan::Scanner::new(&patterns, cache_capacity)?;
+        let prefilter = RegexSet::new(&patterns)?;
         let candidates = families
             .iter()
             .map(|f| Regex::new(f.pattern))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Recognizers {
             types,
+            scanner,
             prefilter,
             candidates,
             accepts: families.iter().map(|f| f.accept).collect(),
@@ -173,7 +203,21 @@ impl Recognizers {
         found
     }
 
-    /// Whether `text` holds any entity of the set; stops at the first.
+    /// What [`Recognizers::find`] finds, searched family by family: the prefilter says which
+    /// families have a candidate anywhere, then each of those reads the text again. The
+    /// reference the one-pass search must agree with.
+    pub fn find_per_family(&self, text: &str) -> Vec<Found> {
+        let mut found = Vec::new();
+        self.scan_per_family(text, &mut |kind, span| {
+            found.push(Found { span, kind });
+            false
+        });
+        found.sort_by_key(|f| (f.span.start, f.span.end));
+        found
+    }
+
+    /// Whether `text` holds any entity of the set; validates candidates only up to the first
+    /// entity.
     pub fn any(&self, text: &str) -> bool {
         let mut any = false;
         self.scan(text, &mut |_, _| {
@@ -183,8 +227,25 @@ impl Recognizers {
         any
     }
 
-    /// Calls `sink` with each entity found until it returns `true`.
+    /// Calls `sink` with each entity found until it returns `true`: the one-pass search, or
+    /// the search per family where the one-pass search gives up.
     fn scan(&self, text: &str, sink: &mut dyn FnMut(EntityType, Range<usize>) -> bool) {
+        if text.is_empty() {
+            return;
+        }
+        let mut spans = Vec::new();
+        let searched = self.scanner.candidates(text, &mut |i, candidate| {
+            spans.clear();
+            (self.accepts[i])(text, candidate, &mut spans);
+            spans.drain(..).any(|span| sink(self.types[i], span))
+        });
+        if searched.is_err() {
+            self.scan_per_family(text, sink);
+        }
+    }
+
+    /// [`Recognizers::scan`] family by family.
+    fn scan_per_family(&self, text: &str, sink: &mut dyn FnMut(EntityType, Range<usize>) -> bool) {
         if text.is_empty() {
             return;
         }
