@@ -7,9 +7,11 @@
 //! once for all the families together (the `scan` module: one reverse lazy DFA of every
 //! candidate pattern finds where each family's candidates start) and then only the candidates
 //! again, to find their ends and validate them; a prompt costs one automaton pass whatever the
-//! types. [`Recognizers::find_per_family`], a [`RegexSet`] prefilter followed by one search
-//! per family that can match, is the reference the one-pass search is tested against, and what
-//! it falls back to on a text that makes the lazy DFA give up.
+//! types. The families whose candidates start with a literal (`api_key`, `private_key`, `jwt`)
+//! stay out of that pass: the `regex` crate finds their literals faster than any automaton
+//! reads the text. [`Recognizers::find_per_family`], a [`RegexSet`] prefilter followed by one
+//! search per family that can match, is the reference the one-pass search is tested against,
+//! and what it falls back to on a text that makes the lazy DFA give up.
 //!
 //! Recognizers read the raw text, so spans are byte ranges of what the client sent (redaction
 //! needs them). Digit-based families allow hidden characters (zero-width space and joiners,
@@ -130,6 +132,11 @@ pub(crate) struct Family {
     /// The candidate regex: it may over-match, never under-match.
     pattern: &'static str,
     accept: Accept,
+    /// Whether every candidate starts with one of a few literals (`AKIA`, `-----BEGIN `,
+    /// `eyJ`): the `regex` crate then finds candidates by looking for those literals alone,
+    /// which costs less than a pass of the one-pass automaton, so the family is searched
+    /// alone.
+    prefixed: bool,
 }
 
 /// Why the recognizers of a set of types cannot be built (a built-in pattern that does not
@@ -150,7 +157,10 @@ const CACHE_CAPACITY: usize = 2 * (1 << 20);
 #[derive(Debug, Clone)]
 pub struct Recognizers {
     types: Vec<EntityType>,
-    scanner: scan::Scanner,
+    /// The one-pass search of the families that are not prefixed, if any, with their indices.
+    scanner: Option<(scan::Scanner, Vec<usize>)>,
+    /// The indices of the prefixed families, each searched alone.
+    prefixed: Vec<usize>,
     prefilter: RegexSet,
     candidates: Vec<Regex>,
     accepts: Vec<Accept>,
@@ -172,7 +182,14 @@ impl Recognizers {
         types.dedup();
         let families: Vec<Family> = types.iter().map(|t| t.family()).collect();
         let patterns: Vec<&str> = families.iter().map(|f| f.pattern).collect();
-        let scanner = scan::Scanner::new(&patterns, cache_capacity)?;
+        let (prefixed, scanned): (Vec<usize>, Vec<usize>) =
+            (0..families.len()).partition(|&i| families[i].prefixed);
+        let scanner = if scanned.is_empty() {
+            None
+        } else {
+            let patterns: Vec<&str> = scanned.iter().map(|&i| patterns[i]).collect();
+            Some((scan::Scanner::new(&patterns, cache_capacity)?, scanned))
+        };
         let prefilter = RegexSet::new(&patterns)?;
         let candidates = families
             .iter()
@@ -181,6 +198,7 @@ impl Recognizers {
         Ok(Recognizers {
             types,
             scanner,
+            prefixed,
             prefilter,
             candidates,
             accepts: families.iter().map(|f| f.accept).collect(),
@@ -199,7 +217,7 @@ impl Recognizers {
             found.push(Found { span, kind });
             false
         });
-        found.sort_by_key(|f| (f.span.start, f.span.end));
+        found.sort_by_key(|f| (f.span.start, f.span.end, f.kind));
         found
     }
 
@@ -212,7 +230,7 @@ impl Recognizers {
             found.push(Found { span, kind });
             false
         });
-        found.sort_by_key(|f| (f.span.start, f.span.end));
+        found.sort_by_key(|f| (f.span.start, f.span.end, f.kind));
         found
     }
 
@@ -227,20 +245,37 @@ impl Recognizers {
         any
     }
 
-    /// Calls `sink` with each entity found until it returns `true`: the one-pass search, or
-    /// the search per family where the one-pass search gives up.
+    /// Calls `sink` with each entity found until it returns `true`: the one-pass search and
+    /// the prefixed families alone, or every family alone where the one-pass search gives up.
     fn scan(&self, text: &str, sink: &mut dyn FnMut(EntityType, Range<usize>) -> bool) {
         if text.is_empty() {
             return;
         }
         let mut spans = Vec::new();
-        let searched = self.scanner.candidates(text, &mut |i, candidate| {
-            spans.clear();
-            (self.accepts[i])(text, candidate, &mut spans);
-            spans.drain(..).any(|span| sink(self.types[i], span))
-        });
-        if searched.is_err() {
-            self.scan_per_family(text, sink);
+        let mut stop = false;
+        if let Some((scanner, families)) = &self.scanner {
+            let searched = scanner.candidates(text, &mut |j, candidate| {
+                let i = families[j];
+                spans.clear();
+                (self.accepts[i])(text, candidate, &mut spans);
+                stop = spans.drain(..).any(|span| sink(self.types[i], span));
+                stop
+            });
+            if searched.is_err() {
+                return self.scan_per_family(text, sink);
+            }
+        }
+        if stop {
+            return;
+        }
+        for &i in &self.prefixed {
+            for m in self.candidates[i].find_iter(text) {
+                spans.clear();
+                (self.accepts[i])(text, m.range(), &mut spans);
+                if spans.drain(..).any(|span| sink(self.types[i], span)) {
+                    return;
+                }
+            }
         }
     }
 

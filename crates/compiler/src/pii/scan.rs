@@ -163,20 +163,31 @@ impl Scanner {
         cache.search_start(at);
         while at > 0 {
             at -= 1;
-            sid = dfa
-                .next_state(cache, sid, bytes[at])
-                .map_err(|_| MatchError::gave_up(at))?;
-            if sid.is_tagged() {
-                if sid.is_match() {
-                    // A DFA's matches are delayed by one byte: these start after `at`.
-                    push(cache, sid, at + 1);
-                } else if sid.is_dead() {
-                    break;
-                } else if sid.is_quit() {
-                    return Err(MatchError::quit(bytes[at], at));
+            let byte = bytes[at];
+            // The common step, a transition already built out of an ordinary state, reads one
+            // table entry; the rest (building a state, leaving a match state) is the DFA's.
+            let known = (!sid.is_tagged())
+                .then(|| dfa.next_state_untagged(cache, sid, byte))
+                .filter(|next| !next.is_unknown());
+            sid = match known {
+                Some(next) => next,
+                None => {
+                    cache.search_update(at);
+                    dfa.next_state(cache, sid, byte)
+                        .map_err(|_| MatchError::gave_up(at))?
                 }
+            };
+            if !sid.is_tagged() {
+                continue;
             }
-            cache.search_update(at);
+            if sid.is_match() {
+                // A DFA's matches are delayed by one byte: these start after `at`.
+                push(cache, sid, at + 1);
+            } else if sid.is_dead() {
+                break;
+            } else if sid.is_quit() {
+                return Err(MatchError::quit(byte, at));
+            }
         }
         if !sid.is_dead() {
             sid = dfa
