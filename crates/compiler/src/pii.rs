@@ -145,8 +145,10 @@ pub(crate) struct Family {
 pub enum BuildError {
     #[error(transparent)]
     Regex(#[from] regex::Error),
+    /// Boxed: the lazy DFA's build error is large, and this one travels in every policy
+    /// compile's `Result`.
     #[error(transparent)]
-    Scanner(#[from] scan::BuildError),
+    Scanner(#[from] Box<scan::BuildError>),
 }
 
 /// The most bytes of lazy DFA states the one-pass search keeps per searching thread, in each
@@ -188,7 +190,8 @@ impl Recognizers {
             None
         } else {
             let patterns: Vec<&str> = scanned.iter().map(|&i| patterns[i]).collect();
-            Some((scan::Scanner::new(&patterns, cache_capacity)?, scanned))
+            let scanner = scan::Scanner::new(&patterns, cache_capacity)?;
+            Some((scanner, scanned))
         };
         let prefilter = RegexSet::new(&patterns)?;
         let candidates = families

@@ -64,7 +64,10 @@ impl Clone for Scanner {
 impl Scanner {
     /// The scanner of `patterns`, its lazy DFAs holding at most `cache_capacity` bytes of
     /// states each (per searching thread).
-    pub(super) fn new(patterns: &[&str], cache_capacity: usize) -> Result<Scanner, BuildError> {
+    pub(super) fn new(
+        patterns: &[&str],
+        cache_capacity: usize,
+    ) -> Result<Scanner, Box<BuildError>> {
         // The reverse pass gives up as the `regex` crate's lazy DFAs do: after the cache has
         // been cleared three times while building a state every few bytes.
         // The forward DFA reads only candidates, so it never gives up: once the reverse pass
@@ -76,7 +79,8 @@ impl Scanner {
                     .match_kind(MatchKind::LeftmostFirst)
                     .starts_for_each_pattern(true),
             )
-            .build_many(patterns)?;
+            .build_many(patterns)
+            .map_err(Box::new)?;
         let reverse = DFA::builder()
             .configure(
                 DFA::config()
@@ -86,7 +90,8 @@ impl Scanner {
                     .match_kind(MatchKind::All),
             )
             .thompson(thompson::Config::new().reverse(true))
-            .build_many(patterns)?;
+            .build_many(patterns)
+            .map_err(Box::new)?;
         Ok(Scanner::from_dfas(forward, reverse))
     }
 
