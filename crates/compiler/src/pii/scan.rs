@@ -16,9 +16,9 @@
 //! search that begins at a start sees what a whole-text search would). The text is read once
 //! by the reverse pass whatever the number of types, then only candidates are read again.
 //!
-//! The lazy DFAs give up, as the `regex` crate's own do, when a text makes their state cache
-//! thrash (few bytes searched per state built); [`Scanner::candidates`] then says so and the
-//! caller falls back to searching family by family.
+//! The reverse lazy DFA gives up, as the `regex` crate's own do, when a text makes its state
+//! cache thrash (few bytes searched per state built); [`Scanner::candidates`] then says so and
+//! the caller falls back to searching family by family.
 
 use regex_automata::hybrid::dfa::{Cache, DFA};
 use regex_automata::hybrid::LazyStateID;
@@ -69,9 +69,9 @@ impl Scanner {
         cache_capacity: usize,
     ) -> Result<Scanner, Box<BuildError>> {
         // The reverse pass gives up as the `regex` crate's lazy DFAs do: after the cache has
-        // been cleared three times while building a state every few bytes.
-        // The forward DFA reads only candidates, so it never gives up: once the reverse pass
-        // is through, no search can fail.
+        // been cleared three times while building a state every few bytes. The forward DFA
+        // reads only candidates and never gives up, so once the reverse pass is through no
+        // search can fail.
         let forward = DFA::builder()
             .configure(
                 DFA::config()
