@@ -8,6 +8,9 @@
 #   in a worktree with `cargo bench -p src-runtime --bench proxy --no-run` and pass the
 #   executable it prints). Without arguments the bench of this checkout is built and measured.
 #
+# BENCH_ID picks another bench of the same binary (`redact_five_entities/through_router`,
+# `redact_five_entities/redacted_through_router`: docs/benchmarks.md, "Redaction's share").
+#
 # For each binary the chat `through_router` bench (alone: a plain filter would also match
 # `messages_through_router`, whose requests cost more and would mix into the average in
 # proportions that differ from run to run) runs under callgrind for BENCH_PROFILE_SECONDS (20)
@@ -17,6 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${BENCH_PROFILE_SECONDS:-20}
+id=${BENCH_ID:-chat_completion/through_router}
 
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install -y valgrind)" >&2; exit 2; }
 
@@ -34,7 +38,7 @@ printf '%-60s %12s %14s %14s\n' binary requests 'router/req' 'process/req'
 for bin in "${binaries[@]}"; do
   out=$work/$(basename "$bin").out
   valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
-    --exact chat_completion/through_router >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+    --exact "$id" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
   # `--auto=no`: a binary with line tables would also get its sources annotated, and each call
   # line there (`=> callee (Nx)`) would count the simulator's parses a second time.

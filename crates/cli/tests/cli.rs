@@ -326,6 +326,33 @@ fn explain_prints_the_decision_as_json() {
         .any(|s| s == "long_chat"));
 }
 
+/// The text output names the types a decision redacts, as the JSON's `redact` does, and says
+/// nothing of redaction where the decision redacts nothing.
+#[test]
+fn explain_text_says_what_the_decision_redacts() {
+    let explain = |format: &str, prompt: &str| {
+        let out = src()
+            .args(["explain", "--format", format, "--prompt", prompt])
+            .arg(repo("examples/personal-data"))
+            .assert()
+            .success();
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    };
+    let contact = "draft a reply to maria.garcia@example.com, phone +34 912 345 678";
+    let text = explain("human", contact);
+    assert!(text.starts_with("route `contact_details`"), "{text}");
+    assert!(
+        text.contains("\n  redacts before sending: email, phone\n"),
+        "{text}"
+    );
+    let doc: Value = serde_json::from_str(&explain("json", contact)).unwrap();
+    assert_eq!(doc["redact"], serde_json::json!(["email", "phone"]));
+
+    let plain = explain("human", "summarise the release notes of version 1.2.3");
+    assert!(plain.starts_with("route `default`"), "{plain}");
+    assert!(!plain.contains("redacts"), "{plain}");
+}
+
 #[test]
 fn explain_names_missing_givens() {
     src()

@@ -1,5 +1,7 @@
 //! The built-in personal data recognizers (`pii` with every type on) over a 10 kB prompt,
-//! against `contains` with ten phrases on the same text in the same run (the baseline).
+//! against `contains` with ten phrases on the same text in the same run (the baseline), and
+//! the one-pass search against the search family by family it replaced (`_per_family`, the
+//! reference it is tested against) in the same run.
 //!
 //! The prompt is prose from a pseudo-vocabulary with what makes recognizers work in real text:
 //! numbers of every length, dates, times, version strings, order numbers, hyphenated words,
@@ -102,6 +104,11 @@ fn bench(c: &mut Criterion) {
         "the clean prompt holds an entity"
     );
     let found = all.find(&with);
+    assert_eq!(
+        found,
+        all.find_per_family(&with),
+        "the two searches disagree"
+    );
     for t in EntityType::ALL {
         assert!(found.iter().any(|f| f.kind == t), "no {t} in the prompt");
     }
@@ -115,11 +122,20 @@ fn bench(c: &mut Criterion) {
     g.bench_function("all_types_clean", |b| {
         b.iter(|| all.find(black_box(&clean)))
     });
+    g.bench_function("all_types_clean_per_family", |b| {
+        b.iter(|| all.find_per_family(black_box(&clean)))
+    });
     g.bench_function("contains_10_phrases_entities", |b| {
         b.iter(|| contains.contains(black_box(&with)))
     });
     g.bench_function("all_types_18_entities", |b| {
         b.iter(|| all.find(black_box(&with)))
+    });
+    g.bench_function("all_types_18_entities_per_family", |b| {
+        b.iter(|| all.find_per_family(black_box(&with)))
+    });
+    g.bench_function("any_all_types_clean", |b| {
+        b.iter(|| all.any(black_box(&clean)))
     });
     g.bench_function("any_all_types_entities", |b| {
         b.iter(|| all.any(black_box(&with)))

@@ -27,7 +27,7 @@ pub enum CompileError {
     #[error(transparent)]
     Jit(#[from] JitError),
     #[error("the personal data recognizers do not compile: {0}")]
-    Pii(regex::Error),
+    Pii(crate::pii::BuildError),
     #[error("regular expression {regex:?} does not compile: {message}")]
     Regex { regex: String, message: String },
 }

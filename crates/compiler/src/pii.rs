@@ -3,9 +3,15 @@
 //! Each entity type is one family module that owns a *candidate* pattern (a cheap regex that
 //! over-matches) and a *validator* (Luhn, mod-97, issuer and country tables, std address
 //! parsing, base64url + JSON...) that turns candidates into [`Found`] spans. A [`Recognizers`]
-//! for a set of types is built once per `pii` atom at policy load: a [`RegexSet`] of the
-//! candidate patterns is the prefilter, one pass over the text that says which families can
-//! match at all, so a prompt without entities costs one automaton pass whatever the types.
+//! for a set of types is built once per `pii` atom at policy load. Its search reads the text
+//! once for all the families together (the `scan` module: one reverse lazy DFA of every
+//! candidate pattern finds where each family's candidates start) and then only the candidates
+//! again, to find their ends and validate them; a prompt costs one automaton pass whatever the
+//! types. The families whose candidates start with a literal (`api_key`, `private_key`, `jwt`)
+//! stay out of that pass: the `regex` crate finds their literals faster than any automaton
+//! reads the text. [`Recognizers::find_per_family`], a [`RegexSet`] prefilter followed by one
+//! search per family that can match, is the reference the one-pass search is tested against,
+//! and what it falls back to on a text that makes the lazy DFA give up.
 //!
 //! Recognizers read the raw text, so spans are byte ranges of what the client sent (redaction
 //! needs them). Digit-based families allow hidden characters (zero-width space and joiners,
@@ -29,6 +35,7 @@ mod ip;
 mod jwt;
 mod phone;
 mod private_key;
+mod scan;
 mod ssn;
 #[cfg(test)]
 mod tests;
@@ -125,12 +132,37 @@ pub(crate) struct Family {
     /// The candidate regex: it may over-match, never under-match.
     pattern: &'static str,
     accept: Accept,
+    /// Whether every candidate starts with one of a few literals (`AKIA`, `-----BEGIN `,
+    /// `eyJ`): the `regex` crate then finds candidates by looking for those literals alone,
+    /// which costs less than a pass of the one-pass automaton, so the family is searched
+    /// alone.
+    prefixed: bool,
 }
+
+/// Why the recognizers of a set of types cannot be built (a built-in pattern that does not
+/// compile, which the unit tests rule out).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Regex(#[from] regex::Error),
+    /// Boxed: the lazy DFA's build error is large, and this one travels in every policy
+    /// compile's `Result`.
+    #[error(transparent)]
+    Scanner(#[from] Box<scan::BuildError>),
+}
+
+/// The most bytes of lazy DFA states the one-pass search keeps per searching thread, in each
+/// of its two automata: the `regex` crate's default.
+const CACHE_CAPACITY: usize = 2 * (1 << 20);
 
 /// The recognizers of a set of entity types, built once per set.
 #[derive(Debug, Clone)]
 pub struct Recognizers {
     types: Vec<EntityType>,
+    /// The one-pass search of the families that are not prefixed, if any, with their indices.
+    scanner: Option<(scan::Scanner, Vec<usize>)>,
+    /// The indices of the prefixed families, each searched alone.
+    prefixed: Vec<usize>,
     prefilter: RegexSet,
     candidates: Vec<Regex>,
     accepts: Vec<Accept>,
@@ -139,18 +171,37 @@ pub struct Recognizers {
 impl Recognizers {
     /// The recognizers of `types` (duplicates are ignored). Fails only if a built-in pattern
     /// does not compile, which the unit tests rule out.
-    pub fn new(types: &[EntityType]) -> Result<Recognizers, regex::Error> {
+    pub fn new(types: &[EntityType]) -> Result<Recognizers, BuildError> {
+        Recognizers::with_cache_capacity(types, CACHE_CAPACITY)
+    }
+
+    fn with_cache_capacity(
+        types: &[EntityType],
+        cache_capacity: usize,
+    ) -> Result<Recognizers, BuildError> {
         let mut types = types.to_vec();
         types.sort();
         types.dedup();
         let families: Vec<Family> = types.iter().map(|t| t.family()).collect();
-        let prefilter = RegexSet::new(families.iter().map(|f| f.pattern))?;
+        let patterns: Vec<&str> = families.iter().map(|f| f.pattern).collect();
+        let (prefixed, scanned): (Vec<usize>, Vec<usize>) =
+            (0..families.len()).partition(|&i| families[i].prefixed);
+        let scanner = if scanned.is_empty() {
+            None
+        } else {
+            let patterns: Vec<&str> = scanned.iter().map(|&i| patterns[i]).collect();
+            let scanner = scan::Scanner::new(&patterns, cache_capacity)?;
+            Some((scanner, scanned))
+        };
+        let prefilter = RegexSet::new(&patterns)?;
         let candidates = families
             .iter()
             .map(|f| Regex::new(f.pattern))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Recognizers {
             types,
+            scanner,
+            prefixed,
             prefilter,
             candidates,
             accepts: families.iter().map(|f| f.accept).collect(),
@@ -169,11 +220,25 @@ impl Recognizers {
             found.push(Found { span, kind });
             false
         });
-        found.sort_by_key(|f| (f.span.start, f.span.end));
+        found.sort_by_key(|f| (f.span.start, f.span.end, f.kind));
         found
     }
 
-    /// Whether `text` holds any entity of the set; stops at the first.
+    /// What [`Recognizers::find`] finds, searched family by family: the prefilter says which
+    /// families have a candidate anywhere, then each of those reads the text again. The
+    /// reference the one-pass search must agree with.
+    pub fn find_per_family(&self, text: &str) -> Vec<Found> {
+        let mut found = Vec::new();
+        self.scan_per_family(text, &mut |kind, span| {
+            found.push(Found { span, kind });
+            false
+        });
+        found.sort_by_key(|f| (f.span.start, f.span.end, f.kind));
+        found
+    }
+
+    /// Whether `text` holds any entity of the set; validates candidates only up to the first
+    /// entity.
     pub fn any(&self, text: &str) -> bool {
         let mut any = false;
         self.scan(text, &mut |_, _| {
@@ -183,8 +248,42 @@ impl Recognizers {
         any
     }
 
-    /// Calls `sink` with each entity found until it returns `true`.
+    /// Calls `sink` with each entity found until it returns `true`: the one-pass search and
+    /// the prefixed families alone, or every family alone where the one-pass search gives up.
     fn scan(&self, text: &str, sink: &mut dyn FnMut(EntityType, Range<usize>) -> bool) {
+        if text.is_empty() {
+            return;
+        }
+        let mut spans = Vec::new();
+        let mut stop = false;
+        if let Some((scanner, families)) = &self.scanner {
+            let searched = scanner.candidates(text, &mut |j, candidate| {
+                let i = families[j];
+                spans.clear();
+                (self.accepts[i])(text, candidate, &mut spans);
+                stop = spans.drain(..).any(|span| sink(self.types[i], span));
+                stop
+            });
+            if searched.is_err() {
+                return self.scan_per_family(text, sink);
+            }
+        }
+        if stop {
+            return;
+        }
+        for &i in &self.prefixed {
+            for m in self.candidates[i].find_iter(text) {
+                spans.clear();
+                (self.accepts[i])(text, m.range(), &mut spans);
+                if spans.drain(..).any(|span| sink(self.types[i], span)) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// [`Recognizers::scan`] family by family.
+    fn scan_per_family(&self, text: &str, sink: &mut dyn FnMut(EntityType, Range<usize>) -> bool) {
         if text.is_empty() {
             return;
         }

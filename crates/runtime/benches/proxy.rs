@@ -4,6 +4,11 @@
 //! body read, parse, request facts, staged evaluation, rewrite, forward, relay, log, metrics.
 //! The same conversation as an Anthropic Messages request (translated to chat for the
 //! simulator and back) shows what translation adds on top.
+//!
+//! Redaction's share: a request carrying five entities (two email addresses, a phone number,
+//! an IP address, an IBAN) sent straight to the simulator, through a router whose one route
+//! forwards it as it is, and through one whose same route has `redact` on all four types
+//! (the body parsed, searched, rewritten with placeholders; the answer searched for them).
 
 use std::time::Duration;
 
@@ -19,6 +24,25 @@ use src_runtime::sim::{SimConfig, SimHandle, SimModel};
 use src_runtime::{Components, ServeConfig};
 
 const BODY: &str = r#"{"model":"MODEL","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],"temperature":0.2,"max_tokens":4}"#;
+
+/// Five entities in one user message, the rest as `BODY`.
+const FIVE_ENTITIES_BODY: &str = r#"{"model":"MODEL","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"update the contact: jane.doe@example.com, phone +44 20 7946 0958, last seen from 192.168.0.1, pays from DE89 3704 0044 0532 0130 00, and copy bob@example.org"}],"temperature":0.2,"max_tokens":4}"#;
+
+/// The policy of the redaction group: one route, with or without `redact`.
+fn redact_policy(sim_url: &str, redact: bool) -> String {
+    let redact = if redact {
+        r#"redact = ["email", "phone", "ip_address", "iban"]"#
+    } else {
+        ""
+    };
+    format!(
+        r#"
+backend gpu {{ url = "{sim_url}/v1" }}
+model small {{ backend = gpu  serves = "bench-model" }}
+route default {{ to small  {redact} }}
+"#
+    )
+}
 
 const MESSAGES_BODY: &str = r#"{"model":"auto","system":"You are helpful.","messages":[{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],"temperature":0.2,"max_tokens":4}"#;
 
@@ -61,9 +85,22 @@ route default {{ to small }}
         cfg.watch = false;
         cfg.probe_interval = Duration::from_secs(3600);
         let server = src_runtime::spawn(cfg, Components::with_log(RequestLog::Off)).await?;
-        Ok::<_, Box<dyn std::error::Error>>((sim, dir, server))
+        let mut redacting = Vec::new();
+        for redact in [false, true] {
+            let dir = tempfile::tempdir()?;
+            std::fs::write(
+                dir.path().join("policy.sr"),
+                redact_policy(&sim.base_url(), redact),
+            )?;
+            let mut cfg = ServeConfig::ephemeral(dir.path());
+            cfg.watch = false;
+            cfg.probe_interval = Duration::from_secs(3600);
+            let server = src_runtime::spawn(cfg, Components::with_log(RequestLog::Off)).await?;
+            redacting.push((dir, server));
+        }
+        Ok::<_, Box<dyn std::error::Error>>((sim, dir, server, redacting))
     });
-    let (sim, _dir, server) = match setup {
+    let (sim, _dir, server, redacting) = match setup {
         Ok(s) => s,
         Err(err) => {
             eprintln!("bench setup failed: {err}");
@@ -117,8 +154,51 @@ route default {{ to small }}
         b.iter(|| rt.block_on(send(messages_url.clone(), messages_body.clone())))
     });
     group.finish();
+
+    let five_direct = FIVE_ENTITIES_BODY.replace("MODEL", "bench-model");
+    let five_routed = FIVE_ENTITIES_BODY.replace("MODEL", "auto");
+    let [plain_url, redacted_url] =
+        [0, 1].map(|i| format!("http://{}/v1/chat/completions", redacting[i].1.addr));
+    // The plain route sends the values, the redacting one placeholders only.
+    for (url, sends_values) in [(&plain_url, true), (&redacted_url, false)] {
+        let status = rt.block_on(send(url.clone(), five_routed.clone()));
+        let received = sim.received().pop().map(|r| r.body).unwrap_or_default();
+        let received = String::from_utf8_lossy(&received);
+        let values = ["jane.doe@example.com", "+44 20 7946 0958", "192.168.0.1"];
+        let placeholders = [
+            "<EMAIL_1>",
+            "<EMAIL_2>",
+            "<PHONE_1>",
+            "<IP_ADDRESS_1>",
+            "<IBAN_1>",
+        ];
+        let as_expected = if sends_values {
+            values.iter().all(|v| received.contains(v))
+        } else {
+            !values.iter().any(|v| received.contains(v))
+                && placeholders.iter().all(|p| received.contains(p))
+        };
+        if status != 200 || !as_expected {
+            eprintln!("bench request to {url} answered {status}, the backend read {received}");
+            return;
+        }
+    }
+    let mut group = c.benchmark_group("redact_five_entities");
+    group.bench_function("direct_to_backend", |b| {
+        b.iter(|| rt.block_on(send(direct_url.clone(), five_direct.clone())))
+    });
+    group.bench_function("through_router", |b| {
+        b.iter(|| rt.block_on(send(plain_url.clone(), five_routed.clone())))
+    });
+    group.bench_function("redacted_through_router", |b| {
+        b.iter(|| rt.block_on(send(redacted_url.clone(), five_routed.clone())))
+    });
+    group.finish();
     rt.block_on(async {
         let _ = server.shutdown().await;
+        for (_dir, server) in redacting {
+            let _ = server.shutdown().await;
+        }
     });
 }
 

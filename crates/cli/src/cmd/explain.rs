@@ -322,6 +322,15 @@ fn print_human(e: &Json) -> Result<(), Closed> {
     if let (Some(m), Some(serves), Some(backend)) = (s("model"), s("serves"), s("backend")) {
         outln!("  model `{m}` = `{serves}` on backend `{backend}`")?;
     }
+    let redacted: Vec<&str> = e["redact"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .collect();
+    if !redacted.is_empty() {
+        outln!("  redacts before sending: {}", redacted.join(", "))?;
+    }
     let unsendable: Vec<&str> = e["unsendable"]
         .as_array()
         .into_iter()

@@ -20,6 +20,7 @@ pub(super) const FAMILY: Family = Family {
         r"|[sr]k_live_[0-9A-Za-z]{24,}",
     ),
     accept,
+    prefixed: true,
 };
 
 fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {

@@ -8,6 +8,7 @@ use std::ops::Range;
 pub(super) const FAMILY: Family = Family {
     pattern: concat!("[0-9](?:", hidden!(), "[ -]?", hidden!(), "[0-9]){12,}"),
     accept,
+    prefixed: false,
 };
 
 /// A run of digit groups: the whole run if it is a card, else the first windows of whole

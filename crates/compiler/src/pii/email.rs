@@ -8,6 +8,7 @@ use std::ops::Range;
 pub(super) const FAMILY: Family = Family {
     pattern: r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}",
     accept,
+    prefixed: false,
 };
 
 fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {

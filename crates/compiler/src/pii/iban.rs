@@ -14,6 +14,7 @@ pub(super) const FAMILY: Family = Family {
         "[A-Z0-9]){11,30}"
     ),
     accept,
+    prefixed: false,
 };
 
 fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {

@@ -10,6 +10,7 @@ use std::ops::Range;
 pub(super) const FAMILY: Family = Family {
     pattern: r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*",
     accept,
+    prefixed: false,
 };
 
 fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {

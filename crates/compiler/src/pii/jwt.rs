@@ -10,6 +10,7 @@ use std::ops::Range;
 pub(super) const FAMILY: Family = Family {
     pattern: r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*",
     accept,
+    prefixed: true,
 };
 
 fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {

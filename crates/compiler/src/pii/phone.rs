@@ -18,6 +18,7 @@ pub(super) const FAMILY: Family = Family {
         "[0-9]){6,16}"
     ),
     accept,
+    prefixed: false,
 };
 
 /// The national plans a number without a country code is read in.

@@ -9,6 +9,7 @@ use std::ops::Range;
 pub(super) const FAMILY: Family = Family {
     pattern: r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----",
     accept,
+    prefixed: true,
 };
 
 /// The fewest base64 characters a block without its `END` line must carry.

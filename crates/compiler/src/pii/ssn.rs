@@ -30,6 +30,7 @@ pub(super) const FAMILY: Family = Family {
         "[0-9]"
     ),
     accept,
+    prefixed: false,
 };
 
 fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {

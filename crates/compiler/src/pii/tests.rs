@@ -301,3 +301,158 @@ proptest! {
         }
     }
 }
+
+/// A piece of generated text: a valid entity of some type, a number or word that looks like
+/// one (the candidates every family must refuse), or plain words.
+fn piece() -> impl Strategy<Value = String> {
+    let card = (prop::collection::vec(0u8..10, 18), 0usize..4, 0usize..3).prop_map(
+        |(body, issuer, group)| {
+            let (prefix, len): (&[u8], usize) = [
+                (&[4][..], 16),
+                (&[5, 3][..], 16),
+                (&[3, 7][..], 15),
+                (&[6, 0, 1, 1][..], 19),
+            ][issuer];
+            let digits = text_of(&with_luhn(prefix, &body, len));
+            match group {
+                0 => digits,
+                sep => digits
+                    .as_bytes()
+                    .chunks(4)
+                    .map(|c| std::str::from_utf8(c).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(if sep == 1 { " " } else { "-" }),
+            }
+        },
+    );
+    let iban = ("[0-9]{18}", any::<bool>()).prop_map(|(bban, spaced)| {
+        let iban = iban_of("DE", &bban);
+        if spaced {
+            iban.as_bytes()
+                .chunks(4)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else {
+            iban
+        }
+    });
+    let ssn = (
+        0u32..1000,
+        0u32..100,
+        0u32..10000,
+        prop::sample::select(vec!["-", " "]),
+    )
+        .prop_map(|(a, g, s, sep)| format!("{a:03}{sep}{g:02}{sep}{s:04}"));
+    let ipv4 = prop::array::uniform4(0u16..300).prop_map(|[a, b, c, d]| format!("{a}.{b}.{c}.{d}"));
+    let entities = prop_oneof![
+        card,
+        iban,
+        ssn,
+        ipv4,
+        "[a-z]{1,8}(\\.[a-z]{1,5})?@[a-z]{2,8}\\.(com|org|co\\.uk)",
+        "\\+1 [2-9][0-9]{2}-[2-9][0-9]{2}-[0-9]{4}",
+        "\\(212\\) 555-01[0-9]{2}|\\+44 20 7946 0[0-9]{3}|020 7946 09[0-9]{2}",
+        "[0-9a-f]{1,4}(:[0-9a-f]{1,4}){0,3}::[0-9a-f]{0,4}(:[0-9a-f]{1,4}){0,2}",
+        "AKIA[0-9A-Z]{16}|ghp_[A-Za-z0-9]{36}|sk-(proj-)?[A-Za-z0-9]{32,40}|xoxb-[0-9]{4,12}-[a-zA-Z0-9]{6,12}",
+        "AIza[0-9A-Za-z_\\-]{35}|sk_live_[0-9A-Za-z]{24,30}",
+        Just("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl".to_string()),
+        Just("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.".to_string()),
+        Just(format!("-----BEGIN PRIVATE KEY-----\n{PEM_BODY}-----END PRIVATE KEY-----")),
+        Just(format!("-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}")),
+    ];
+    let look_alikes = prop_oneof![
+        "[0-9]{1,20}",
+        "[0-9]{1,4}([-. :/][0-9]{1,4}){1,6}",
+        "\\+?\\(?[0-9]{2,4}\\)? ?[0-9]{3,4}[ .\\-][0-9]{3,5}",
+        "[0-9a-fA-F:]{1,14}",
+        "v?[0-9]{1,3}(\\.[0-9]{1,3}){2,4}",
+        "[A-Z]{2}[0-9]{2}[A-Z0-9 ]{8,32}",
+        "[a-z.]{1,6}@[a-z]{1,6}",
+        "(sk|ghp|xoxb|AKIA|AIza|eyJ)[_\\-]?[A-Za-z0-9_\\-]{0,40}",
+        "-----BEGIN [A-Z ]{0,12}KEY-----\n?[A-Za-z0-9+/]{0,70}",
+    ];
+    prop_oneof![
+        3 => entities,
+        3 => look_alikes,
+        2 => "[a-zé]{1,10}",
+    ]
+}
+
+/// Text that glues pieces together with nothing, spaces, punctuation, hidden characters and
+/// other scripts, so every entity is tried at every kind of boundary.
+fn generated_text() -> impl Strategy<Value = String> {
+    let glue = prop::sample::select(vec![
+        " ", " ", ", ", "", "\n", ".", "-", "_", ":", "@", "+", "(", "\u{200B}", "é", "号", "«",
+    ]);
+    prop::collection::vec((piece(), glue), 0..24).prop_map(|pieces| {
+        pieces
+            .into_iter()
+            .flat_map(|(p, g)| [p, g.to_string()])
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn one_pass_finds_what_the_search_per_family_finds(
+        text in generated_text(),
+        types in prop::sample::subsequence(EntityType::ALL.to_vec(), 1..=9),
+    ) {
+        let r = Recognizers::new(&types).unwrap();
+        let found = r.find(&text);
+        prop_assert_eq!(&found, &r.find_per_family(&text), "types {:?} in {:?}", types, text);
+        prop_assert_eq!(r.any(&text), !found.is_empty());
+    }
+}
+
+#[test]
+fn one_pass_keeps_candidates_of_families_that_overlap() {
+    // One run of digits is a phone candidate, a card candidate and holds an SSN-shaped
+    // candidate; the families' candidates overlap and each must still be searched. The SSN is
+    // also a phone candidate: two families whose candidates start at the same byte.
+    let r = Recognizers::new(&EntityType::ALL).unwrap();
+    let text = "call 4111 1111 1111 1111, 212-555-0100, 123-45-6789 from 10.0.0.1:8080";
+    let kinds: Vec<(EntityType, &str)> = r
+        .find(text)
+        .into_iter()
+        .map(|f| (f.kind, &text[f.span]))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (EntityType::CreditCard, "4111 1111 1111 1111"),
+            (EntityType::Phone, "212-555-0100"),
+            (EntityType::UsSsn, "123-45-6789"),
+            (EntityType::IpAddress, "10.0.0.1"),
+        ]
+    );
+    assert_eq!(r.find(text), r.find_per_family(text));
+}
+
+#[test]
+fn a_text_that_makes_the_one_pass_search_give_up_is_searched_per_family() {
+    // The smallest state cache the lazy DFAs accept: text with many different candidates has
+    // it cleared over and over, building a state every few bytes, and the search gives up.
+    let r = (8..24)
+        .find_map(|bits| Recognizers::with_cache_capacity(&EntityType::ALL, 1 << bits).ok())
+        .unwrap();
+    let mut text = String::new();
+    for i in 0..400u64 {
+        let n = i.wrapping_mul(2_654_435_761) % 1_000_000_007;
+        text.push_str(&format!(
+            "{n}-{i} +{n} x{n:x}:{i:x}::{n:X} sk-{n}{i}abcdefghijklmnopqrstuvwxyz0123 "
+        ));
+    }
+    text.push_str("mail jane.doe@example.com, card 4111 1111 1111 1111, ssn 123-45-6789");
+    let (scanner, _) = r.scanner.as_ref().unwrap();
+    assert!(
+        scanner.candidates(&text, &mut |_, _| false).is_err(),
+        "the one-pass search did not give up"
+    );
+    let found = r.find(&text);
+    assert!(found.len() >= 3, "{found:?}");
+    assert_eq!(found, r.find_per_family(&text));
+}

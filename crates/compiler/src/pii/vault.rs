@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{EntityType, Recognizers};
+use super::{BuildError, EntityType, Recognizers};
 
 /// The types a route or block redacts, with their recognizers.
 #[derive(Clone)]
@@ -22,7 +22,7 @@ pub struct Redact {
 
 impl Redact {
     /// The redaction of `types` (duplicates are ignored).
-    pub fn new(types: &[EntityType]) -> Result<Redact, regex::Error> {
+    pub fn new(types: &[EntityType]) -> Result<Redact, BuildError> {
         Ok(Redact {
             recognizers: Arc::new(Recognizers::new(types)?),
         })
