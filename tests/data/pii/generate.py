@@ -11,11 +11,18 @@ text is `value`; everything else is plain text that holds no entity.
 - Generated sentences: templates filled with values this script makes (valid card numbers of
   each issuer, IBANs of a dozen countries with their mod-97 check digits, issuable SSNs, valid
   phone numbers of several plans, keys of each issuer's shape, signed-looking JWTs, PEM blocks),
-  and as many generated negatives made the same way with the check broken. The seed is fixed,
+  and generated negatives made the same way with the check broken. The seed is fixed,
   so the output only changes when this script or `hand.txt` does.
 
 Each output line is `{"id", "text", "entities": [{"type", "start", "end", "value"}]}` with
 `start`/`end` in Unicode code points (Python string indices) and `value == text[start:end]`.
+
+Labelling rules, where a recognizer could argue: a span is the entity as written, without
+surrounding brackets, quotes or sentence punctuation, and with the zero-width spaces a writer
+slipped between its digits; nine bare digits after `SSN:` are an SSN; a number that a reader
+takes for something else by its context (a version string's tail, digits inside an IBAN) is not
+an entity; an address RFC 5321 refuses (a doubled dot) is not an email address; a PEM block is
+the whole block, `BEGIN` to `END` line (to its last base64 line when the paste lost the `END`).
 
 Run: `python3 tests/data/pii/generate.py` (standard library only). Where the `phonenumbers`
 package is importable (the Presidio venv of scripts/bench/pii_presidio.sh has it) every phone
