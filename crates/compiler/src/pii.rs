@@ -155,6 +155,27 @@ pub enum BuildError {
 /// of its two automata: the `regex` crate's default.
 const CACHE_CAPACITY: usize = 2 * (1 << 20);
 
+/// `found` ordered by start, without an entity that lies wholly inside a longer one of another
+/// type: the card or phone digits inside an IBAN are part of the IBAN, not a second value.
+fn inner_dropped(mut found: Vec<Found>) -> Vec<Found> {
+    found.sort_by_key(|f| (f.span.start, std::cmp::Reverse(f.span.end), f.kind));
+    let mut kept: Vec<Found> = Vec::with_capacity(found.len());
+    for f in found {
+        // Sorted by start, then longest first: an enclosing entity comes before what it holds.
+        let inside = kept.iter().rev().any(|k| {
+            k.kind != f.kind
+                && k.span.start <= f.span.start
+                && f.span.end <= k.span.end
+                && k.span.len() > f.span.len()
+        });
+        if !inside {
+            kept.push(f);
+        }
+    }
+    kept.sort_by_key(|f| (f.span.start, f.span.end, f.kind));
+    kept
+}
+
 /// The recognizers of a set of entity types, built once per set.
 #[derive(Debug, Clone)]
 pub struct Recognizers {
@@ -220,8 +241,7 @@ impl Recognizers {
             found.push(Found { span, kind });
             false
         });
-        found.sort_by_key(|f| (f.span.start, f.span.end, f.kind));
-        found
+        inner_dropped(found)
     }
 
     /// What [`Recognizers::find`] finds, searched family by family: the prefilter says which
@@ -233,8 +253,7 @@ impl Recognizers {
             found.push(Found { span, kind });
             false
         });
-        found.sort_by_key(|f| (f.span.start, f.span.end, f.kind));
-        found
+        inner_dropped(found)
     }
 
     /// Whether `text` holds any entity of the set; validates candidates only up to the first

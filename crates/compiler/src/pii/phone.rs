@@ -52,7 +52,24 @@ pub(super) fn is_phone(written: &str) -> bool {
         (8..=15).contains(&digits.len()) && valid(None, written)
     } else if let Some(rest) = written.strip_prefix("00") {
         (10..=17).contains(&digits.len()) && valid(None, &format!("+{rest}"))
+    } else if dotted_quad(written) {
+        false
     } else {
-        national_length && NATIONAL.into_iter().any(|c| valid(Some(c), written))
+        // A British number written nationally starts with its trunk 0; libphonenumber also
+        // accepts it without, which would take order and part numbers for phones.
+        national_length
+            && NATIONAL
+                .into_iter()
+                .any(|c| (c != Id::GB || digits.first() == Some(&0)) && valid(Some(c), written))
     }
+}
+
+/// Four dot-separated groups of one to three digits: the shape of an IPv4 address, which no
+/// national plan writes a phone number in (`555.123.4567` has three groups).
+fn dotted_quad(written: &str) -> bool {
+    let groups: Vec<&str> = written.split('.').collect();
+    groups.len() == 4
+        && groups
+            .iter()
+            .all(|g| (1..=3).contains(&g.len()) && g.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -456,3 +456,59 @@ fn a_text_that_makes_the_one_pass_search_give_up_is_searched_per_family() {
     assert!(found.len() >= 3, "{found:?}");
     assert_eq!(found, r.find_per_family(&text));
 }
+
+#[test]
+fn phone_leaves_ip_addresses_and_part_numbers_alone() {
+    use EntityType::Phone as P;
+    none(P, "Allow 242.55.139.14 in the firewall.");
+    none(P, "服务器地址：249.72.57.100");
+    none(P, "Part no. 123-45-67890 in the catalogue.");
+    none(P, "Invoice INV-1983-509379 is due.");
+    // Written nationally, British numbers keep their trunk 0 and North American ones their
+    // dots in three groups.
+    assert_eq!(find(P, "ring 020 7946 0958 today"), ["020 7946 0958"]);
+    assert_eq!(find(P, "or 212.555.0100."), ["212.555.0100"]);
+    assert_eq!(find(P, "+44.20.7946.0958"), ["+44.20.7946.0958"]);
+}
+
+#[test]
+fn an_entity_inside_a_longer_one_of_another_type_is_part_of_it() {
+    let all = Recognizers::new(&EntityType::ALL).unwrap();
+    let text = "pay to iban PL30 1998 5167 8185 5623 8478 1622, thanks";
+    let found: Vec<(EntityType, &str)> = all
+        .find(text)
+        .into_iter()
+        .map(|f| (f.kind, &text[f.span]))
+        .collect();
+    assert_eq!(
+        found,
+        [(EntityType::Iban, "PL30 1998 5167 8185 5623 8478 1622")]
+    );
+    // Alone, the card recognizer still sees the card-shaped run: it cannot know the IBAN.
+    assert_eq!(find(EntityType::CreditCard, text), ["5167 8185 5623 8478"]);
+    assert_eq!(all.find_per_family(text), all.find(text));
+}
+
+#[test]
+fn an_apostrophe_is_part_of_a_name_not_of_a_quote() {
+    use EntityType::Email as E;
+    assert_eq!(
+        find(E, "\"O'Brien@example.ie\" is on the list."),
+        ["O'Brien@example.ie"]
+    );
+    assert_eq!(find(E, "say 'bob@example.org' twice"), ["bob@example.org"]);
+    none(E, "a lone '@example.org");
+}
+
+#[test]
+fn a_hyphenated_phrase_after_sk_is_not_a_key_even_with_a_digit() {
+    use EntityType::ApiKey as K;
+    none(
+        K,
+        "We use an sk-learn-pipeline-for-text-classification-tasks-v2 model.",
+    );
+    assert_eq!(
+        find(K, "key sk-proj-Ab3dEf6hIj9k-Lm2nOp5qRs8tUv1wXy4zAb7cDe end"),
+        ["sk-proj-Ab3dEf6hIj9k-Lm2nOp5qRs8tUv1wXy4zAb7cDe"]
+    );
+}
