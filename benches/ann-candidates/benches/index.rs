@@ -6,7 +6,9 @@
 //!   neighbours are barely nearer than any other point);
 //! - `clustered`: a Gaussian mixture, 1,000 random centres with noise of norm about 0.6 around
 //!   each (cosine about 0.75 between two points of one centre), nearer to what a sentence
-//!   encoder makes of a service's questions.
+//!   encoder makes of a service's questions;
+//! - `topics` (not run unless named): the same centres with noise of norm about 1.2, the set of
+//!   the first measurements in docs/benchmarks.md, between the two.
 //!
 //! Per data set and size: build time (inserts/s), recall@1 of the store's lookup (the graph's
 //! proposals rescored on the exact vectors) against the scan for fresh queries drawn like the
@@ -65,10 +67,14 @@ fn normalise(mut v: Vec<f32>) -> Vec<f32> {
 enum Data {
     Uniform,
     Clustered,
+    Topics,
 }
 
 /// Per-dimension noise around a centre of the clustered set: norm 0.03 × √384 ≈ 0.59.
 const SPREAD: f32 = 0.03;
+
+/// And of the topics set: norm 0.06 × √384 ≈ 1.18.
+const TOPICS_SPREAD: f32 = 0.06;
 
 /// `n` unit vectors of `data`, flat; `seed` picks the sample, the centres are always the same.
 fn draw(data: Data, seed: u64, n: usize) -> Vec<f32> {
@@ -80,7 +86,12 @@ fn draw(data: Data, seed: u64, n: usize) -> Vec<f32> {
                 flat.extend(normalise((0..DIMS).map(|_| rng.normal()).collect()));
             }
         }
-        Data::Clustered => {
+        Data::Clustered | Data::Topics => {
+            let spread = if matches!(data, Data::Topics) {
+                TOPICS_SPREAD
+            } else {
+                SPREAD
+            };
             let mut c = Rng(7);
             let centres: Vec<Vec<f32>> = (0..1_000)
                 .map(|_| normalise((0..DIMS).map(|_| c.normal()).collect()))
@@ -88,7 +99,7 @@ fn draw(data: Data, seed: u64, n: usize) -> Vec<f32> {
             for _ in 0..n {
                 let c = &centres[(rng.next() % centres.len() as u64) as usize];
                 flat.extend(normalise(
-                    c.iter().map(|x| x + SPREAD * rng.normal()).collect(),
+                    c.iter().map(|x| x + spread * rng.normal()).collect(),
                 ));
             }
         }
@@ -225,6 +236,7 @@ fn bench(c: &mut Criterion) {
         .filter_map(|d| match d.as_str() {
             "uniform" => Some(Data::Uniform),
             "clustered" => Some(Data::Clustered),
+            "topics" => Some(Data::Topics),
             _ => None,
         })
         .collect();
