@@ -191,7 +191,7 @@ impl Graph {
     /// `threads` threads at once (usearch links concurrent inserts safely): a graph of a million
     /// entries in minutes rather than most of an hour. The ids must be new to the graph.
     pub fn extend(&mut self, first: u64, flat: &[f32], threads: usize) -> Result<(), IndexError> {
-        if flat.len() % self.dims != 0 {
+        if !flat.len().is_multiple_of(self.dims) {
             return Err(IndexError(format!(
                 "{} values are no whole number of {}-dimension vectors",
                 flat.len(),
