@@ -155,7 +155,7 @@ fn a_milvus_that_does_not_answer_is_a_violation() {
     assert_eq!(code, Some(1), "{check}");
     assert_eq!(check["status"], "fail", "{check}");
     assert!(
-        detail(&check).contains("milvus did not answer as a cache store"),
+        detail(&check).contains("milvus did not serve as the cache store"),
         "{check}"
     );
 }

@@ -138,7 +138,7 @@ fn survey_milvus(
         Err(err) => {
             return row
                 .store(shown(target), Some(topology(None)))
-                .fail(format!("milvus did not answer as a cache store: {err}"))
+                .fail(format!("milvus did not serve as the cache store: {err}"))
         }
     };
     let row = row.store(shown(target), Some(topology(Some(&survey))));

@@ -316,11 +316,10 @@ async fn open(target: MilvusTarget, dimension: Option<usize>) -> Result<Ready, S
 /// What `src doctor` finds of a policy's Milvus store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Survey {
-    /// The collection's vector length, when the collection exists.
+    /// The collection's vector length when it exists; `None` when it does not exist yet and a
+    /// collection of the encoder's dimension was created and dropped beside it (so the store
+    /// can create its own on first use).
     pub dimension: Option<usize>,
-    /// Whether a collection of the encoder's dimension was created and dropped again, when the
-    /// collection does not exist yet (the store creates it on first use).
-    pub creatable: bool,
 }
 
 /// Connects to `target` and looks at its collection without changing what the server holds:
@@ -385,7 +384,6 @@ pub async fn survey(
                 })?;
             return Ok(Survey {
                 dimension: Some(found),
-                creatable: false,
             });
         }
         let id: [u8; 4] = rand::random();
@@ -403,10 +401,7 @@ pub async fn survey(
             )
             .await
             .map_err(translate)?;
-        Ok(Survey {
-            dimension: None,
-            creatable: true,
-        })
+        Ok(Survey { dimension: None })
     };
     tokio::time::timeout(timeout, asked)
         .await
