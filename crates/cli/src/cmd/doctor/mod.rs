@@ -9,7 +9,9 @@
 //!    answer's `model` must be that model's served id;
 //! 4. **store**: each Redis store the policy names (`redis`, `redis_cluster`, `redis_sentinel`)
 //!    is asked what it is made of ([`src_runtime::store::survey`]): its masters, replicas and,
-//!    for a cluster, the slots covered. A store that cannot serve every key is a violation.
+//!    for a cluster, the slots covered. A store that cannot serve every key is a violation. A
+//!    Milvus cache store must answer, and its collection must hold vectors as long as the
+//!    cache's encoder makes (or be absent and creatable: the store makes it on first use).
 //!
 //! A check whose precondition failed is skipped, not retried, so one missing model gives one
 //! violation rather than three. Exit codes: 0 every check passed, 1 any violation, 2 the input

@@ -34,9 +34,9 @@ use bytes::Bytes;
 use futures_util::future::{FutureExt as _, Shared};
 use milvus::v2::prelude::{
     ClientV2, CollectionSchema, ConnectConfig, ConsistencyLevel, CreateCollectionRequest, DataType,
-    DeleteRequest, DescribeCollectionRequest, FieldData, FieldSchema, HasCollectionRequest,
-    IndexParam, IndexType, InsertRequest, LoadCollectionRequest, MetricType, RetryConfig,
-    SearchRequest, SearchVectors, TelemetryConfig,
+    DeleteRequest, DescribeCollectionRequest, DropCollectionRequest, FieldData, FieldSchema,
+    HasCollectionRequest, IndexParam, IndexType, InsertRequest, LoadCollectionRequest, MetricType,
+    RetryConfig, SearchRequest, SearchVectors, TelemetryConfig,
 };
 use src_compiler::hir::MilvusTarget;
 
@@ -311,6 +311,104 @@ async fn open(target: MilvusTarget, dimension: Option<usize>) -> Result<Ready, S
             ))
         })?;
     Ok(Ready { client, dimension })
+}
+
+/// What `src doctor` finds of a policy's Milvus store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Survey {
+    /// The collection's vector length when it exists; `None` when it does not exist yet and a
+    /// collection of the encoder's dimension was created and dropped beside it (so the store
+    /// can create its own on first use).
+    pub dimension: Option<usize>,
+}
+
+/// Connects to `target` and looks at its collection without changing what the server holds:
+/// when the collection exists, its vector length; when it does not, whether this client may
+/// create one of `dimension` (a scratch collection beside it, created and dropped at once).
+/// The whole survey is bounded by `timeout`.
+pub async fn survey(
+    target: &MilvusTarget,
+    dimension: usize,
+    timeout: Duration,
+) -> Result<Survey, StoreError> {
+    let asked = async {
+        let mut config = ConnectConfig::new()
+            .uri(target.endpoint.as_str())
+            .connect_timeout(timeout)
+            .rpc_timeout(timeout)
+            .retry(RetryConfig::new().max_attempts(1))
+            .telemetry(TelemetryConfig::new().enabled(false));
+        if let Some(token) = &target.token {
+            config = config.token(token.as_str());
+        }
+        let client = ClientV2::new(&config).await.map_err(translate)?;
+        let name = target.collection.as_str();
+        let has = |name: String| {
+            let client = &client;
+            async move {
+                let request = HasCollectionRequest::builder()
+                    .collection_name(name)
+                    .build()
+                    .map_err(rejected)?;
+                Ok::<bool, StoreError>(
+                    client
+                        .has_collection(request)
+                        .await
+                        .map_err(translate)?
+                        .exists(),
+                )
+            }
+        };
+        if has(name.to_owned()).await? {
+            let described = client
+                .describe_collection(
+                    DescribeCollectionRequest::builder()
+                        .collection_name(name)
+                        .build()
+                        .map_err(rejected)?,
+                )
+                .await
+                .map_err(translate)?;
+            let found = described
+                .description()
+                .get_schema()
+                .get_fields()
+                .iter()
+                .find(|f| f.get_name() == VECTOR)
+                .map(|f| f.get_dimension() as usize)
+                .ok_or_else(|| {
+                    StoreError::Config(format!(
+                        "collection `{name}` has no `{VECTOR}` field: it was not made by this \
+                         router; name another collection"
+                    ))
+                })?;
+            return Ok(Survey {
+                dimension: Some(found),
+            });
+        }
+        let id: [u8; 4] = rand::random();
+        let scratch = format!("{name}_survey_{}", crate::hex::lower(&id));
+        client
+            .create_collection(create_request(&scratch, dimension)?)
+            .await
+            .map_err(translate)?;
+        client
+            .drop_collection(
+                DropCollectionRequest::builder()
+                    .collection_name(scratch.as_str())
+                    .build()
+                    .map_err(rejected)?,
+            )
+            .await
+            .map_err(translate)?;
+        Ok(Survey { dimension: None })
+    };
+    tokio::time::timeout(timeout, asked)
+        .await
+        .unwrap_or(Err(StoreError::Timeout {
+            op: "survey",
+            after: timeout,
+        }))
 }
 
 fn create_request(name: &str, dimension: usize) -> Result<CreateCollectionRequest, StoreError> {

@@ -5,6 +5,10 @@
 //! it keeps, so a hit's similarity is what an exact scan would report, and the graph may hold
 //! its vectors at lower precision ([`Precision`]) to save memory. Removed entries leave the
 //! graph at once (usearch reuses their slots), so a lookup never proposes a deleted id.
+//!
+//! A fixed search breadth finds the true nearest entry less often as a graph grows (at 64,
+//! every query of 100,000 entries but four in five at 1,000,000, docs/benchmarks.md), so the
+//! breadth follows the graph's size ([`breadth`]) as entries come and go.
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
@@ -14,8 +18,52 @@ pub const CONNECTIVITY: usize = 16;
 /// Candidates explored while inserting (HNSW's `ef_construction`).
 pub const EXPANSION_ADD: usize = 128;
 
-/// Candidates explored while searching (HNSW's `ef`).
+/// Candidates explored while searching a small graph (HNSW's `ef`), the least [`breadth`] gives.
 pub const EXPANSION_SEARCH: usize = 64;
+
+/// Entries per candidate of search breadth once a graph outgrows [`EXPANSION_SEARCH`].
+pub const ENTRIES_PER_CANDIDATE: usize = 2_048;
+
+/// The most candidates a search explores, however large the graph.
+pub const MAX_BREADTH: usize = 1_024;
+
+/// The search breadth for a graph of `entries`: [`EXPANSION_SEARCH`] up to
+/// 64 × [`ENTRIES_PER_CANDIDATE`] entries (131,072), then one candidate per
+/// [`ENTRIES_PER_CANDIDATE`] entries rounded up to a power of two (128 to 262,144 entries, 256
+/// to 524,288, 512 to 1,048,576), at most [`MAX_BREADTH`]. The search's cost grows with the
+/// breadth, so a lookup in a million entries costs about what a fixed breadth would cost in a
+/// graph eight times as dense; powers of two keep the setting from changing on every insert.
+pub fn breadth(entries: usize) -> usize {
+    breadth_at(entries, ENTRIES_PER_CANDIDATE)
+}
+
+/// [`breadth`] with `per_candidate` entries per candidate.
+fn breadth_at(entries: usize, per_candidate: usize) -> usize {
+    entries
+        .div_ceil(per_candidate.max(1))
+        .clamp(EXPANSION_SEARCH, MAX_BREADTH)
+        .next_power_of_two()
+}
+
+/// How a graph is built: its vectors' precision, its neighbours per node and the breadth of
+/// the search that links a new node. The store uses [`Shape::default`]; the index benchmark
+/// builds others to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub precision: Precision,
+    pub connectivity: usize,
+    pub expansion_add: usize,
+}
+
+impl Default for Shape {
+    fn default() -> Shape {
+        Shape {
+            precision: Precision::F16,
+            connectivity: CONNECTIVITY,
+            expansion_add: EXPANSION_ADD,
+        }
+    }
+}
 
 /// How the graph stores its copy of each vector. Lower precision only changes which entries are
 /// proposed, never the score of one (the store scores the exact vector).
@@ -58,22 +106,44 @@ fn fail(err: impl std::fmt::Display) -> IndexError {
 pub struct Graph {
     index: Index,
     dims: usize,
+    /// The search breadth in force: [`breadth`] of the size, unless [`Graph::set_breadth`] fixed it.
+    ef: usize,
+    fixed: bool,
+    /// [`ENTRIES_PER_CANDIDATE`], or fewer in tests so a small graph is past the first step.
+    per_candidate: usize,
 }
 
 impl Graph {
+    /// A graph of the store's [`Shape`] with vectors at `precision`.
     pub fn new(dims: usize, precision: Precision) -> Result<Graph, IndexError> {
+        Graph::shaped(
+            dims,
+            Shape {
+                precision,
+                ..Shape::default()
+            },
+        )
+    }
+
+    pub fn shaped(dims: usize, shape: Shape) -> Result<Graph, IndexError> {
         let options = IndexOptions {
             dimensions: dims,
             metric: MetricKind::IP,
-            quantization: precision.scalar(),
-            connectivity: CONNECTIVITY,
-            expansion_add: EXPANSION_ADD,
+            quantization: shape.precision.scalar(),
+            connectivity: shape.connectivity,
+            expansion_add: shape.expansion_add,
             expansion_search: EXPANSION_SEARCH,
             multi: false,
         };
         let index = Index::new(&options).map_err(fail)?;
         index.reserve(64).map_err(fail)?;
-        Ok(Graph { index, dims })
+        Ok(Graph {
+            index,
+            dims,
+            ef: EXPANSION_SEARCH,
+            fixed: false,
+            per_candidate: ENTRIES_PER_CANDIDATE,
+        })
     }
 
     /// The length of the vectors it holds.
@@ -112,17 +182,84 @@ impl Graph {
             let capacity = self.index.capacity().max(32) * 2;
             self.index.reserve(capacity).map_err(fail)?;
         }
-        self.index.add(id, vector).map_err(fail)
+        self.index.add(id, vector).map_err(fail)?;
+        self.follow_size();
+        Ok(())
+    }
+
+    /// Adds the vectors of `flat` (`dims` values each) under ids `first`, `first + 1`, … on
+    /// `threads` threads at once (usearch links concurrent inserts safely): a graph of a million
+    /// entries in minutes rather than most of an hour. The ids must be new to the graph.
+    pub fn extend(&mut self, first: u64, flat: &[f32], threads: usize) -> Result<(), IndexError> {
+        if !flat.len().is_multiple_of(self.dims) {
+            return Err(IndexError(format!(
+                "{} values are no whole number of {}-dimension vectors",
+                flat.len(),
+                self.dims
+            )));
+        }
+        let threads = threads.max(1);
+        let wanted = self.index.size() + flat.len() / self.dims;
+        self.index
+            .reserve_capacity_and_threads(wanted.max(self.index.capacity()), threads)
+            .map_err(fail)?;
+        let rows: Vec<&[f32]> = flat.chunks_exact(self.dims).collect();
+        let share = rows.len().div_ceil(threads).max(1);
+        let index = &self.index;
+        let outcomes: Vec<Result<(), IndexError>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = rows
+                .chunks(share)
+                .enumerate()
+                .map(|(part, chunk)| {
+                    let start = first + (part * share) as u64;
+                    scope.spawn(move || {
+                        for (offset, row) in chunk.iter().enumerate() {
+                            index.add(start + offset as u64, row).map_err(fail)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|_| Err(IndexError("an insert thread panicked".into())))
+                })
+                .collect()
+        });
+        self.follow_size();
+        outcomes.into_iter().collect()
     }
 
     /// Removes `id`; from now on no search proposes it.
     pub fn remove(&mut self, id: u64) -> Result<(), IndexError> {
-        self.index.remove(id).map(drop).map_err(fail)
+        self.index.remove(id).map_err(fail)?;
+        self.follow_size();
+        Ok(())
     }
 
-    /// Explores `ef` candidates per search instead of [`EXPANSION_SEARCH`]: recall against time.
-    pub fn set_breadth(&self, ef: usize) {
+    /// Explores `ef` candidates per search whatever the size, instead of [`breadth`]'s: recall
+    /// against time (the index benchmark sweeps it).
+    pub fn set_breadth(&mut self, ef: usize) {
+        self.fixed = true;
+        self.ef = ef;
         self.index.change_expansion_search(ef);
+    }
+
+    /// The candidates a search explores now.
+    pub fn breadth(&self) -> usize {
+        self.ef
+    }
+
+    /// Keeps the search breadth at [`breadth`] of the size (a write of one setting, only when
+    /// the size crosses a power of two of the rule).
+    fn follow_size(&mut self) {
+        let ef = breadth_at(self.index.size(), self.per_candidate);
+        if !self.fixed && ef != self.ef {
+            self.ef = ef;
+            self.index.change_expansion_search(ef);
+        }
     }
 
     /// Up to `count` ids near `vector`, nearest first (approximately: an HNSW search).
@@ -200,6 +337,105 @@ mod tests {
                 prop_assert_eq!(best, truth);
             }
         }
+    }
+
+    /// `n` seeded unit vectors of `dims` dimensions, uniform on the sphere (normal draws by
+    /// Box–Muller from a splitmix64 stream).
+    fn sphere(seed: u64, n: usize, dims: usize) -> Vec<Vec<f32>> {
+        let mut state = seed;
+        let mut uniform = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64 + 1e-12
+        };
+        (0..n)
+            .map(|_| {
+                unit(
+                    (0..dims)
+                        .map(|_| {
+                            let (a, b) = (uniform(), uniform());
+                            ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
+                        })
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Share of `queries` whose exact nearest point (`truth`) is the best of the 16 ids the
+    /// graph proposes (the store's lookup), at the graph's breadth.
+    fn recall(graph: &Graph, points: &[Vec<f32>], queries: &[Vec<f32>], truth: &[u64]) -> f64 {
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        let found = queries
+            .iter()
+            .zip(truth)
+            .filter(|(q, t)| {
+                let best = graph
+                    .nearest(q, 16)
+                    .expect("search")
+                    .into_iter()
+                    .max_by(|a, b| {
+                        dot(&points[*a as usize], q).total_cmp(&dot(&points[*b as usize], q))
+                    });
+                best == Some(**t)
+            })
+            .count();
+        found as f64 / queries.len() as f64
+    }
+
+    #[test]
+    fn the_breadth_follows_the_rule_as_the_graph_grows_and_shrinks() {
+        assert_eq!(breadth(0), EXPANSION_SEARCH);
+        assert_eq!(breadth(131_072), 64);
+        assert_eq!(breadth(131_073), 128);
+        assert_eq!(breadth(1_000_000), 512);
+        assert_eq!(breadth(1 << 30), MAX_BREADTH);
+        let mut graph = Graph::new(2, Precision::F32).expect("graph");
+        assert_eq!(graph.breadth(), EXPANSION_SEARCH);
+        graph.set_breadth(300);
+        graph.add(1, &[1.0, 0.0]).expect("add");
+        assert_eq!(graph.breadth(), 300, "a fixed breadth stays");
+    }
+
+    /// A graph whose breadth follows its size (here one candidate per 64 entries, so that
+    /// 20,000 entries are past the first steps of the rule: 512 candidates) on a seeded set
+    /// that is hard for HNSW (uniform directions in 64 dimensions) finds the exact nearest entry
+    /// for clearly more queries than the same graph at the small-graph breadth. Were the
+    /// breadth not to follow the size, both would search at [`EXPANSION_SEARCH`] alike.
+    #[test]
+    fn a_graph_searches_wider_as_it_grows_and_finds_more_nearest_entries() {
+        let (n, dims) = (20_000, 64);
+        let points = sphere(1, n, dims);
+        let queries = sphere(2, 300, dims);
+        let mut graph = Graph::new(dims, Precision::F16).expect("graph");
+        graph.per_candidate = 64;
+        let flat: Vec<f32> = points.iter().flatten().copied().collect();
+        graph.extend(0, &flat, 2).expect("build");
+        assert_eq!(graph.len(), n);
+        assert_eq!(graph.breadth(), 512);
+        let live = vec![true; n];
+        let truth: Vec<u64> = queries
+            .iter()
+            .filter_map(|q| exact(&points, &live, q))
+            .collect();
+        let grown = recall(&graph, &points, &queries, &truth);
+        graph.set_breadth(EXPANSION_SEARCH);
+        let small = recall(&graph, &points, &queries, &truth);
+        eprintln!("recall@1 at {n}: {grown:.3} at 512, {small:.3} at {EXPANSION_SEARCH}");
+        assert!(grown >= 0.95, "recall@1 {grown} at the grown breadth");
+        assert!(
+            grown >= small + 0.05,
+            "the grown breadth found {grown}, the small one {small}"
+        );
+        // Removing entries shrinks the breadth again.
+        for id in 0..19_000 {
+            graph.remove(id).expect("remove");
+        }
+        graph.fixed = false;
+        graph.follow_size();
+        assert_eq!(graph.breadth(), breadth_at(1_000, 64));
     }
 
     #[test]

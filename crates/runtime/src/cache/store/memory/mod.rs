@@ -11,12 +11,17 @@
 //! [`INDEX_FROM`] entries is scanned exactly (cheaper than a graph at that size); a larger one
 //! keeps an HNSW graph ([`index::Graph`]) that proposes the nearest few, which are then scored
 //! on their exact vectors. Every removal — eviction, expiry, replacement — leaves the graph too.
-//! One short mutex; nothing awaits under it.
+//!
+//! Two kinds of lock, neither held across an await: the store's (the entries, the LRU order, the
+//! byte count), held briefly, and one per graph. A lookup asks its scope's graph under the
+//! graph's lock alone, so a search in a large scope (the slow part of a lookup) holds up
+//! neither the store nor another scope; it then takes the store's lock to score the proposals.
+//! Where both are held (inserts, removals), the store's is taken first.
 
 pub mod index;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
@@ -29,8 +34,10 @@ use crate::cache::store::{
 use crate::hooks::BoxFuture;
 
 /// Bytes counted per entry besides its body, question and vectors: the graph's links (about
-/// 750–920 bytes at 16 neighbours), the maps, the LRU order and the ids (about 250). Counted for
-/// every entry, indexed or not. Measured: docs/operations.md, "Sizing the memory cache".
+/// 410 bytes at 16 neighbours in a graph of a million, with the slack of its doubled capacity
+/// up to 1,300 in one of 10,000), the maps, the LRU order and the ids (about 250). Counted for
+/// every entry, indexed or not, so a store of mid-sized scopes may hold up to about 500 bytes
+/// per entry more than it counts. Measured: docs/operations.md, "Sizing the memory cache".
 pub const OVERHEAD: usize = 1024;
 
 /// Entries at the cold end of the LRU order checked for expiry on each insert.
@@ -39,9 +46,11 @@ const SWEEP: usize = 16;
 /// A scope this large gets a graph; a smaller one is scanned exactly.
 pub const INDEX_FROM: usize = 256;
 
-/// How the graphs store their copy of each vector: half precision halves it, and since every
-/// proposed entry is scored on its exact vector, answers do not change (docs/benchmarks.md).
-pub const PRECISION: Precision = Precision::F16;
+/// How the graphs store their copy of each vector: a byte per dimension. At a million entries
+/// it keeps the graph at 796 bytes per entry (1,333 in half precision) and finds the nearest
+/// entry as often; it searches in 0.6× the time of half precision (docs/benchmarks.md). Every
+/// proposed entry is scored on its exact vector, so a score never changes.
+pub const PRECISION: Precision = Precision::I8;
 
 /// Ids the graph proposes per lookup: room for the [`CANDIDATES`] offered to the look-alike
 /// check after expired entries are dropped and the exact scores re-rank them.
@@ -63,13 +72,22 @@ struct Entry {
     size: usize,
 }
 
+/// A scope's graph, locked on its own (after the store's lock when both are held).
+type Shared = Arc<Mutex<Graph>>;
+
+/// A poisoned graph lock only means a panic mid-call into the library; the graph stays usable
+/// or fails its next call, which unindexes the scope.
+fn locked(graph: &Shared) -> MutexGuard<'_, Graph> {
+    graph.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// One scope's entries.
 #[derive(Default)]
 struct Partition {
     /// Entry ids, oldest first (ids grow with every insert).
     ids: BTreeSet<u64>,
     /// From [`INDEX_FROM`] entries on; dropped (the scope is scanned) should the library fail.
-    graph: Option<Graph>,
+    graph: Option<Shared>,
 }
 
 impl Partition {
@@ -87,7 +105,7 @@ impl Partition {
             Ok(graph)
         });
         match built {
-            Ok(graph) => self.graph = Some(graph),
+            Ok(graph) => self.graph = Some(Arc::new(Mutex::new(graph))),
             Err(err) => tracing::warn!(%err, "cannot index a cache scope; scanning it instead"),
         }
     }
@@ -120,10 +138,8 @@ impl Inner {
             part.ids.remove(&id);
             if part.ids.is_empty() {
                 self.scopes.remove(&entry.scope);
-            } else if let Some(graph) = part.graph.as_mut() {
-                if let Err(err) = graph.remove(id) {
-                    part.unindex(err);
-                }
+            } else if let Some(Err(err)) = part.graph.as_ref().map(|g| locked(g).remove(id)) {
+                part.unindex(err);
             }
         }
     }
@@ -142,17 +158,25 @@ impl Inner {
     /// scanned scope, the graph's proposals in an indexed one. Expired entries met on the way
     /// are removed (from the graph too); in an indexed scope, every expired entry of the scope
     /// then goes at once and the graph is asked again, so they leave no hole among the
-    /// proposals and an idle hour costs one sweep, not one search per 16 entries.
-    fn near(&mut self, scope: &Scope, vector: &[f32], now_ms: u64, ttl_ms: u64) -> Vec<(u64, f32)> {
+    /// proposals and an idle hour costs one sweep, not one search per 16 entries. `asked` are
+    /// the graph's proposals when the caller asked it before taking the store's lock (ids of
+    /// entries gone since are skipped); otherwise, or to ask again, the graph is asked here.
+    fn near(
+        &mut self,
+        scope: &Scope,
+        vector: &[f32],
+        now_ms: u64,
+        ttl_ms: u64,
+        mut asked: Option<Vec<u64>>,
+    ) -> Vec<(u64, f32)> {
         loop {
             let Some(part) = self.scopes.get_mut(scope) else {
                 return Vec::new();
             };
-            let proposed = match part.graph.as_ref() {
-                Some(graph) if graph.dims() == vector.len() => {
-                    Some(graph.nearest(vector, PROPOSED))
-                }
-                _ => None,
+            let proposed = match (part.graph.as_ref(), asked.take()) {
+                (Some(_), Some(ids)) => Some(Ok(ids)),
+                (Some(graph), None) => ask(graph, vector),
+                (None, _) => None,
             };
             let (ids, indexed): (Vec<u64>, bool) = match proposed {
                 Some(Ok(ids)) => (ids, true),
@@ -236,6 +260,12 @@ impl Inner {
     }
 }
 
+/// The graph's proposals for `vector`; `None` when it holds vectors of another length.
+fn ask(graph: &Shared, vector: &[f32]) -> Option<Result<Vec<u64>, index::IndexError>> {
+    let graph = locked(graph);
+    (graph.dims() == vector.len()).then(|| graph.nearest(vector, PROPOSED))
+}
+
 /// An in-process, bounded, LRU cache store.
 pub struct MemoryCache {
     inner: Mutex<Inner>,
@@ -302,6 +332,13 @@ impl MemoryCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The proposals of `scope`'s graph, asked under the graph's lock alone; `None` for a
+    /// scanned scope (or a failed search, which [`Inner::near`] meets again and handles).
+    fn asked(&self, scope: &Scope, vector: &[f32]) -> Option<Vec<u64>> {
+        let graph = self.lock().scopes.get(scope)?.graph.clone()?;
+        ask(&graph, vector)?.ok()
+    }
+
     fn find(
         &self,
         scope: &Scope,
@@ -311,8 +348,9 @@ impl MemoryCache {
         ttl_ms: u64,
         accept: &Accept<'_>,
     ) -> Nearest {
+        let asked = self.asked(scope, vector);
         let mut inner = self.lock();
-        let scored = inner.near(scope, vector, now_ms, ttl_ms);
+        let scored = inner.near(scope, vector, now_ms, ttl_ms, asked);
         let best = scored.iter().map(|s| s.1).reduce(f32::max);
         let mut nearest = Nearest {
             score: best,
@@ -343,12 +381,16 @@ impl MemoryCache {
         ttl_ms: u64,
     ) -> Inserted {
         let size = MemoryCache::entry_size(body.len(), question.len(), vector.len());
+        if body.len() > self.max_entry_bytes {
+            return Inserted::TooLarge;
+        }
+        let asked = self.asked(scope, vector);
         let mut inner = self.lock();
-        if body.len() > self.max_entry_bytes || size > inner.bounds.max_bytes {
+        if size > inner.bounds.max_bytes {
             return Inserted::TooLarge;
         }
         let same: Vec<u64> = inner
-            .near(scope, vector, now_ms, ttl_ms)
+            .near(scope, vector, now_ms, ttl_ms, asked)
             .into_iter()
             .filter(|&(id, score)| {
                 score >= SAME
@@ -383,14 +425,17 @@ impl MemoryCache {
         } = &mut *inner;
         let part = scopes.entry(*scope).or_default();
         part.ids.insert(id);
-        match part.graph.as_mut() {
-            Some(graph) if graph.dims() == vector.len() => {
-                if let Err(err) = graph.add(id, vector) {
+        match part.graph.as_ref() {
+            Some(graph) => {
+                let added = {
+                    let mut graph = locked(graph);
+                    // Another length (never within one encoder's scope): scanned like the rest.
+                    (graph.dims() == vector.len()).then(|| graph.add(id, vector))
+                };
+                if let Some(Err(err)) = added {
                     part.unindex(err);
                 }
             }
-            // Another length (never within one encoder's scope): scanned like the rest.
-            Some(_) => {}
             None => part.index(entries, vector.len(), self.index_from),
         }
         inner.evict(now_ms, ttl_ms);
@@ -456,352 +501,4 @@ impl CacheStore for MemoryCache {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cache::store::accept_all;
-    use crate::cache::store::Bounds;
-    use crate::session::{Clock, ManualClock};
-
-    const HOUR: u64 = 3_600_000;
-
-    fn scope(n: u8) -> Scope {
-        Scope([n; 32])
-    }
-
-    /// A unit vector at `angle` radians in the plane: similarity is the cosine of the angle
-    /// between two of them.
-    fn at(angle: f32) -> Vec<f32> {
-        vec![angle.cos(), angle.sin()]
-    }
-
-    fn store() -> MemoryCache {
-        MemoryCache::new(1_000, 1 << 30, 1 << 20)
-    }
-
-    fn body(text: &str) -> Bytes {
-        Bytes::from(text.to_owned())
-    }
-
-    #[test]
-    fn the_nearest_entry_answers_when_it_reaches_the_threshold() {
-        let s = store();
-        assert_eq!(
-            s.put(&scope(1), &at(0.0), "q", body("zero"), 0, HOUR),
-            Inserted::Stored
-        );
-        assert_eq!(
-            s.put(&scope(1), &at(1.0), "q", body("one"), 0, HOUR),
-            Inserted::Stored
-        );
-        let near = s.find(&scope(1), &at(0.9), 0.95, 10, HOUR, &accept_all);
-        assert_eq!(near.body, Some(body("one")));
-        assert!((near.score.unwrap_or(0.0) - 0.1f32.cos()).abs() < 1e-5);
-        // cos(0.4) ≈ 0.92 < 0.95: the nearest is reported, but it is no hit.
-        let far = s.find(&scope(1), &at(0.5), 0.95, 10, HOUR, &accept_all);
-        assert_eq!(far.body, None);
-        assert!((far.score.unwrap_or(0.0) - 0.5f32.cos()).abs() < 1e-5);
-        assert_eq!(
-            s.find(&scope(1), &at(0.5), 0.8, 10, HOUR, &accept_all).body,
-            Some(body("zero"))
-        );
-    }
-
-    #[test]
-    fn scopes_never_see_each_others_entries() {
-        let s = store();
-        s.put(&scope(1), &at(0.0), "q", body("tenant a"), 0, HOUR);
-        assert_eq!(
-            s.find(&scope(2), &at(0.0), 0.5, 1, HOUR, &accept_all),
-            Nearest::default()
-        );
-        assert_eq!(
-            s.find(&scope(1), &at(0.0), 0.5, 1, HOUR, &accept_all).body,
-            Some(body("tenant a"))
-        );
-    }
-
-    #[test]
-    fn entries_expire_after_the_ttl_by_the_injected_clock() {
-        let clock = ManualClock::new(1_000_000);
-        let s = store();
-        s.put(&scope(1), &at(0.0), "q", body("a"), clock.now_ms(), HOUR);
-        clock.advance(HOUR - 1);
-        assert!(s
-            .find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR, &accept_all)
-            .body
-            .is_some());
-        clock.advance(1);
-        assert_eq!(
-            s.find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR, &accept_all),
-            Nearest::default()
-        );
-        // The expired entry was dropped when its scope was looked at.
-        assert!(s.is_empty());
-        // A shorter ttl (a reloaded policy) applies to entries stored under a longer one.
-        s.put(&scope(1), &at(0.0), "q", body("b"), clock.now_ms(), HOUR);
-        clock.advance(60_000);
-        assert!(s
-            .find(
-                &scope(1),
-                &at(0.0),
-                0.9,
-                clock.now_ms(),
-                30_000,
-                &accept_all
-            )
-            .body
-            .is_none());
-    }
-
-    #[test]
-    fn the_least_recently_used_entry_makes_room() {
-        let s = MemoryCache::new(3, 1 << 30, 1 << 20);
-        for (i, name) in ["a", "b", "c"].iter().enumerate() {
-            s.put(&scope(i as u8), &at(0.0), "q", body(name), 0, HOUR);
-        }
-        // Using `a` makes `b` the least recently used.
-        assert!(s
-            .find(&scope(0), &at(0.0), 0.9, 1, HOUR, &accept_all)
-            .body
-            .is_some());
-        s.put(&scope(3), &at(0.0), "q", body("d"), 2, HOUR);
-        assert_eq!(s.len(), 3);
-        assert!(s
-            .find(&scope(1), &at(0.0), 0.9, 3, HOUR, &accept_all)
-            .body
-            .is_none());
-        for kept in [0u8, 2, 3] {
-            assert!(
-                s.find(&scope(kept), &at(0.0), 0.9, 3, HOUR, &accept_all)
-                    .body
-                    .is_some(),
-                "{kept}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_byte_bound_evicts_and_oversized_answers_are_refused() {
-        // The body, the question `q`, the vector, its copy in a graph and the bookkeeping.
-        let entry = |n: usize| n + 1 + 2 * (4 + PRECISION.bytes()) + OVERHEAD;
-        assert_eq!(entry(100), MemoryCache::entry_size(100, 1, 2));
-        let s = MemoryCache::new(1_000, entry(100) * 2, 150);
-        assert_eq!(
-            s.put(
-                &scope(1),
-                &at(0.0),
-                "q",
-                Bytes::from(vec![b'x'; 151]),
-                0,
-                HOUR
-            ),
-            Inserted::TooLarge
-        );
-        assert!(s.is_empty());
-        s.put(
-            &scope(1),
-            &at(0.0),
-            "q",
-            Bytes::from(vec![b'a'; 100]),
-            0,
-            HOUR,
-        );
-        s.put(
-            &scope(2),
-            &at(0.0),
-            "q",
-            Bytes::from(vec![b'b'; 100]),
-            0,
-            HOUR,
-        );
-        assert_eq!(s.bytes(), entry(100) * 2);
-        s.put(
-            &scope(3),
-            &at(0.0),
-            "q",
-            Bytes::from(vec![b'c'; 100]),
-            0,
-            HOUR,
-        );
-        assert_eq!(s.len(), 2);
-        assert!(s.bytes() <= entry(100) * 2);
-        assert!(s
-            .find(&scope(1), &at(0.0), 0.9, 1, HOUR, &accept_all)
-            .body
-            .is_none());
-    }
-
-    /// Point `i` of `n` spread round the circle: for `n` up to 400, neighbours are further
-    /// apart than a replacement (cosine 0.9999) and than a 0.99999 threshold.
-    fn spread(i: usize, n: usize) -> Vec<f32> {
-        at(i as f32 * std::f32::consts::TAU / n as f32)
-    }
-
-    #[test]
-    fn a_scope_keeps_every_entry_scanned_or_indexed() {
-        for index_from in [usize::MAX, 8] {
-            let s = store().index_from(index_from);
-            let n = 300;
-            for i in 0..n {
-                s.put(
-                    &scope(1),
-                    &spread(i, n),
-                    "q",
-                    body(&i.to_string()),
-                    i as u64,
-                    HOUR,
-                );
-            }
-            assert_eq!(s.len(), n, "no entry of the scope made room for another");
-            for i in [0, 1, 150, n - 1] {
-                assert_eq!(
-                    s.find(&scope(1), &spread(i, n), 0.99999, 1_000, HOUR, &accept_all)
-                        .body,
-                    Some(body(&i.to_string())),
-                    "entry {i}, graph from {index_from}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn evicted_and_expired_entries_leave_the_graph() {
-        let n = 100;
-        let s = MemoryCache::new(n, 1 << 30, 1 << 20).index_from(8);
-        for i in 0..n {
-            s.put(
-                &scope(1),
-                &spread(i, 2 * n),
-                "q",
-                body(&i.to_string()),
-                0,
-                HOUR,
-            );
-        }
-        // The count bound: each of the next 50 pushes out the least recently used (the oldest).
-        for i in n..n + 50 {
-            s.put(
-                &scope(1),
-                &spread(i, 2 * n),
-                "q",
-                body(&i.to_string()),
-                1,
-                HOUR,
-            );
-        }
-        assert_eq!(s.len(), n);
-        for i in 0..50 {
-            let near = s.find(&scope(1), &spread(i, 2 * n), 0.99999, 2, HOUR, &accept_all);
-            assert_eq!(near.body, None, "evicted entry {i} answered");
-            // Its nearest live neighbour is another entry, never the evicted one.
-            assert!(near.score.is_some_and(|score| score < 0.99999));
-        }
-        assert_eq!(
-            s.find(&scope(1), &spread(50, 2 * n), 0.99999, 2, HOUR, &accept_all)
-                .body,
-            Some(body("50"))
-        );
-        {
-            let inner = s.lock();
-            let graph = inner.scopes[&scope(1)].graph.as_ref().expect("indexed");
-            assert_eq!(graph.len(), n, "the graph holds exactly the live entries");
-        }
-        // The ttl: the entries stored at 0 expire at HOUR, those stored at 1 a millisecond later.
-        let near = s.find(&scope(1), &spread(60, 2 * n), 0.2, HOUR, HOUR, &accept_all);
-        assert_eq!(
-            near.body.map(|b| b.len()),
-            Some(3),
-            "only the entries stored at 1 answer"
-        );
-        assert_eq!(
-            s.len(),
-            50,
-            "every expired entry the graph proposed was dropped"
-        );
-        let inner = s.lock();
-        assert_eq!(
-            inner.scopes[&scope(1)].graph.as_ref().map(Graph::len),
-            Some(50)
-        );
-    }
-
-    #[test]
-    fn policy_bounds_apply_at_once() {
-        let s = store();
-        for i in 0..10u8 {
-            s.put(&scope(i), &at(0.0), "q", body("x"), 0, HOUR);
-        }
-        s.set_bounds(Bounds {
-            max_entries: 4,
-            max_bytes: 1 << 30,
-        });
-        assert_eq!(s.len(), 4);
-        s.set_bounds(Bounds {
-            max_entries: 100,
-            max_bytes: MemoryCache::entry_size(1, 1, 2) * 2,
-        });
-        assert_eq!(s.len(), 2);
-        assert!(s
-            .find(&scope(9), &at(0.0), 0.9, 1, HOUR, &accept_all)
-            .body
-            .is_some());
-        assert!(s
-            .find(&scope(7), &at(0.0), 0.9, 1, HOUR, &accept_all)
-            .body
-            .is_none());
-    }
-
-    #[test]
-    fn a_look_alike_with_the_same_vector_is_kept_beside_it() {
-        let s = store();
-        s.put(
-            &scope(1),
-            &at(0.0),
-            "convert 5 km to miles",
-            body("km"),
-            0,
-            HOUR,
-        );
-        s.put(
-            &scope(1),
-            &at(0.0),
-            "convert 5 miles to km",
-            body("mi"),
-            1,
-            HOUR,
-        );
-        assert_eq!(s.len(), 2);
-        let only = |q: &'static str| move |stored: &str| stored == q;
-        let near = s.find(
-            &scope(1),
-            &at(0.0),
-            0.9,
-            2,
-            HOUR,
-            &only("convert 5 km to miles"),
-        );
-        assert_eq!((near.body, near.rejected), (Some(body("km")), 0));
-        // Equal scores are offered oldest first: the other question is refused on the way.
-        let near = s.find(
-            &scope(1),
-            &at(0.0),
-            0.9,
-            2,
-            HOUR,
-            &only("convert 5 miles to km"),
-        );
-        assert_eq!((near.body, near.rejected), (Some(body("mi")), 1));
-    }
-
-    #[test]
-    fn the_same_request_stored_twice_keeps_one_entry() {
-        let s = store();
-        s.put(&scope(1), &at(0.0), "q", body("first"), 0, HOUR);
-        s.put(&scope(1), &at(0.0), "q", body("second"), 1, HOUR);
-        assert_eq!(s.len(), 1);
-        assert_eq!(
-            s.find(&scope(1), &at(0.0), 0.9, 2, HOUR, &accept_all).body,
-            Some(body("second"))
-        );
-    }
-}
+mod tests;
