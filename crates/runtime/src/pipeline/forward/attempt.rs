@@ -191,8 +191,15 @@ pub(super) async fn try_candidates<'p, T: Transport>(
             }
             None => (body, None),
         };
-        let url = endpoint.url(dialect::suffix(dialect, request.api));
-        let mut upstream = match Request::post(url).body(Full::new(Bytes::from(body))) {
+        let built = endpoint
+            .uri(dialect::suffix(dialect, request.api))
+            .map_err(|err| err.to_string())
+            .and_then(|uri| {
+                Request::post(uri)
+                    .body(Full::new(Bytes::from(body)))
+                    .map_err(|err| err.to_string())
+            });
+        let mut upstream = match built {
             Ok(r) => r,
             Err(err) => {
                 let why = Why::Body(format!("cannot build the upstream request: {err}"));
