@@ -179,6 +179,9 @@ pub async fn forward(
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
+            if let Some(wire) = snapshot.wire.get(model_id.index()) {
+                done.answered_by(&wire.upstream_times);
+            }
             if let Some(charge) = &mut done.charge {
                 charge.answered_by(policy, model_id);
             }
