@@ -386,4 +386,38 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn kept_upstream_handles_observe_into_the_families_series() {
+        let t = Telemetry::new();
+        let handles = UpstreamHandles::default();
+        let chat = ("strong", names::door::CHAT);
+        handles.observe(&t, chat, UpstreamTime::Headers, 0.5);
+        handles.observe(&t, chat, UpstreamTime::Headers, 0.5);
+        // The same series as a lookup by label, and another door has its own.
+        t.observe_upstream(chat, UpstreamTime::Headers, 0.5);
+        handles.observe(
+            &t,
+            ("strong", names::door::EXTPROC),
+            UpstreamTime::Headers,
+            0.5,
+        );
+        handles.observe(&t, ("strong", "unlisted"), UpstreamTime::Headers, 0.5);
+        let text = t.encode(Format::PrometheusText);
+        let count = |door: &str| {
+            format!("src_upstream_headers_seconds_count{{model=\"strong\",door=\"{door}\"}}")
+        };
+        assert!(text.contains(&format!("{} 3", count("chat"))), "{text}");
+        assert!(text.contains(&format!("{} 1", count("extproc"))), "{text}");
+        assert!(text.contains(&format!("{} 1", count("unlisted"))), "{text}");
+        // A time never observed has no series, as before any was kept.
+        assert!(!text.contains("src_upstream_ttft_seconds_count"), "{text}");
+        assert!(!text.contains("src_upstream_seconds_count"), "{text}");
+        handles.observe(&t, chat, UpstreamTime::Total, 2.0);
+        let text = t.encode(Format::PrometheusText);
+        assert!(
+            text.contains("src_upstream_seconds_count{model=\"strong\",door=\"chat\"} 1"),
+            "{text}"
+        );
+    }
 }
