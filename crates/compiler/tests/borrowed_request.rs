@@ -298,7 +298,7 @@ fn generated_bodies_are_often_read() {
         let Some(body) = Borrowed::parse(text.as_bytes()) else {
             continue;
         };
-        read += usize::from(RequestView::from_chat(&body, &headers()).is_ok());
+        read += usize::from(RequestView::from_chat(&body, headers()).is_ok());
     }
     assert!(read >= 80, "only {read} of 400 generated bodies were read");
 }
@@ -308,7 +308,7 @@ fn a_repeated_key_counts_its_last_value() {
     let body =
         br#"{"messages":[{"role":"assistant","content":"a","role":"user"}],"model":1,"model":"m"}"#;
     let borrowed = Borrowed::parse(body).expect("JSON");
-    let view = RequestView::from_chat(&borrowed, &headers()).expect("a chat body");
+    let view = RequestView::from_chat(&borrowed, headers()).expect("a chat body");
     assert_eq!((view.prompt.as_str(), view.turns), ("a", 1));
     assert_eq!(view.model.as_deref(), Some("m"));
     assert!(check_borrowed(body).is_ok());
