@@ -173,6 +173,10 @@ pub struct ToForward<T> {
 }
 
 /// Where [`decide`] left a request.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once a request and taken apart at once: boxing it would add an allocation to every forwarded request"
+)]
 pub enum Settled<T> {
     /// The router answered it itself; `turn` when the door had prepared it.
     Answer(Answered, Option<T>),

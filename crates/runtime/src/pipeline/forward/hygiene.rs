@@ -65,12 +65,12 @@ pub(super) fn client_headers(client: &HeaderMap) -> HeaderMap {
     let has_connection = client.contains_key(hyper::header::CONNECTION);
     for (name, value) in client {
         let lower = name.as_str();
-        if !NOT_FORWARDED.contains(&lower)
-            && !lower.starts_with("proxy-")
-            && lower != "cookie"
-            && !headers::router_owned(lower)
-            && !(has_connection && named_by_connection(client, name))
-        {
+        let dropped = NOT_FORWARDED.contains(&lower)
+            || lower.starts_with("proxy-")
+            || lower == "cookie"
+            || headers::router_owned(lower)
+            || (has_connection && named_by_connection(client, name));
+        if !dropped {
             out.append(name.clone(), value.clone());
         }
     }
