@@ -24,12 +24,13 @@
 //! - `history` joins the texts of messages that have text, in order, with `\n`; content parts
 //!   of one message are joined with `\n` too. Tool call arguments are not message text.
 
+mod json;
 mod messages;
 mod responses;
 #[cfg(test)]
 mod tests;
 
-use serde_json::{Map, Value};
+pub use json::{Borrowed, Json, Members, Node, Object};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -161,8 +162,9 @@ impl<const N: usize> IntoHeaders for &[(String, String); N] {
 }
 
 impl RequestView {
-    /// Reads a `/v1/chat/completions` body.
-    pub fn from_chat(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
+    /// Reads a `/v1/chat/completions` body: a `serde_json::Value`, or the [`Borrowed`] tree a
+    /// proxy reads its bodies into (the same facts and errors either way).
+    pub fn from_chat<J: Json>(body: &J, headers: impl IntoHeaders) -> Result<Self, RequestError> {
         let obj = body_object(body)?;
         let mut facts = Facts::new(headers);
         read_common(obj, &mut facts.view)?;
@@ -170,10 +172,10 @@ impl RequestView {
             .view
             .tools
             .saturating_add(array_len(obj, "functions")?);
-        let messages = match obj.get("messages") {
+        let messages = match obj.get("messages").map(Json::node) {
             None => return Err(missing("messages")),
-            Some(Value::Array(messages)) => messages,
-            Some(other) => return Err(wrong("messages".into(), "an array", other)),
+            Some(Node::Array(messages)) => messages,
+            Some(other) => return Err(wrong("messages".into(), "an array", &other)),
         };
         let root = At::Field("messages");
         for (i, message) in messages.iter().enumerate() {
@@ -228,24 +230,24 @@ const MAX_BODY_FIELDS: usize = 256;
 
 /// The scalar fields `body(..)` reads: every string or number reached through objects from the
 /// top of the body (arrays are not entered), outside `CONVERSATION_FIELDS`.
-pub fn body_fields(obj: &Map<String, Value>) -> Vec<(String, String)> {
-    fn walk(obj: &Map<String, Value>, prefix: &str, depth: usize, out: &mut Vec<(String, String)>) {
-        for (key, value) in obj {
+pub fn body_fields<O: Object>(obj: &O) -> Vec<(String, String)> {
+    fn walk<O: Object>(obj: &O, prefix: &str, depth: usize, out: &mut Vec<(String, String)>) {
+        for (key, value) in obj.entries() {
             if out.len() >= MAX_BODY_FIELDS {
                 return;
             }
-            if depth == 0 && CONVERSATION_FIELDS.contains(&key.as_str()) {
+            if depth == 0 && CONVERSATION_FIELDS.contains(&key) {
                 continue;
             }
             let path = if prefix.is_empty() {
-                key.clone()
+                key.to_owned()
             } else {
                 format!("{prefix}.{key}")
             };
-            match value {
-                Value::String(s) => out.push((path, s.clone())),
-                Value::Number(n) => out.push((path, n.to_string())),
-                Value::Object(inner) if depth + 1 < MAX_BODY_DEPTH => {
+            match value.node() {
+                Node::String(s) => out.push((path, s.to_owned())),
+                Node::Number(n) => out.push((path, n.to_string())),
+                Node::Object(inner) if depth + 1 < MAX_BODY_DEPTH => {
                     walk(inner, &path, depth + 1, out)
                 }
                 _ => {}
@@ -395,9 +397,14 @@ impl Facts {
     }
 }
 
-fn read_chat_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
-    let Value::Object(message) = message else {
-        return Err(wrong(path.to_string(), "an object", message));
+fn read_chat_message<J: Json>(
+    message: &J,
+    path: At<'_>,
+    facts: &mut Facts,
+) -> Result<(), RequestError> {
+    let message = match message.node() {
+        Node::Object(message) => message,
+        other => return Err(wrong(path.to_string(), "an object", &other)),
     };
     let role = role_of(message, path)?;
     if matches!(role, "system" | "developer" | "user") {
@@ -412,14 +419,15 @@ fn read_chat_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result
         "user" => facts.message(Role::User, &text),
         "assistant" => {
             facts.message(Role::Assistant, &text);
-            match message.get("tool_calls") {
-                None | Some(Value::Null) => {}
-                Some(Value::Array(calls)) => {
+            match message.get("tool_calls").map(Json::node) {
+                None | Some(Node::Null) => {}
+                Some(Node::Array(calls)) => {
                     let calls_at = path.key("tool_calls");
                     for (i, call) in calls.iter().enumerate() {
                         let call_at = calls_at.index(i);
-                        let Value::Object(call) = call else {
-                            return Err(wrong(call_at.to_string(), "an object", call));
+                        let call = match call.node() {
+                            Node::Object(call) => call,
+                            other => return Err(wrong(call_at.to_string(), "an object", &other)),
                         };
                         facts.call(required_str(call, "id", call_at)?);
                     }
@@ -428,18 +436,18 @@ fn read_chat_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result
                     return Err(wrong(
                         format!("{path}.tool_calls"),
                         "an array or null",
-                        other,
+                        &other,
                     ))
                 }
             }
-            match message.get("function_call") {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(_)) => facts.legacy_call(),
+            match message.get("function_call").map(Json::node) {
+                None | Some(Node::Null) => {}
+                Some(Node::Object(_)) => facts.legacy_call(),
                 Some(other) => {
                     return Err(wrong(
                         format!("{path}.function_call"),
                         "an object or null",
-                        other,
+                        &other,
                     ))
                 }
             }
@@ -461,15 +469,15 @@ fn read_chat_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result
 /// An assistant message's text with what chat templates render beside `content`: its
 /// reasoning (vLLM passes `reasoning` or `reasoning_content` back to the template, which shows
 /// it to the model) before it, its `refusal` after it.
-fn with_assistant_extras<'a>(
-    message: &'a Map<String, Value>,
+fn with_assistant_extras<'a, O: Object>(
+    message: &'a O,
     path: At<'_>,
     content: Cow<'a, str>,
 ) -> Result<Cow<'a, str>, RequestError> {
-    let field = |key: &'static str| match message.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.as_str())),
-        Some(other) => Err(wrong(format!("{path}.{key}"), "a string or null", other)),
+    let field = |key: &'static str| match message.get(key).map(Json::node) {
+        None | Some(Node::Null) => Ok(None),
+        Some(Node::String(text)) => Ok(Some(text)),
+        Some(other) => Err(wrong(format!("{path}.{key}"), "a string or null", &other)),
     };
     let reasoning = match field("reasoning")? {
         Some(text) => Some(text),
@@ -487,53 +495,53 @@ fn with_assistant_extras<'a>(
 }
 
 /// `model`, `stream` and `tools`, shared by both APIs.
-fn read_common(obj: &Map<String, Value>, view: &mut RequestView) -> Result<(), RequestError> {
-    view.model = match obj.get("model") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(model)) => Some(model.clone()),
-        Some(other) => return Err(wrong("model".into(), "a string", other)),
+fn read_common<O: Object>(obj: &O, view: &mut RequestView) -> Result<(), RequestError> {
+    view.model = match obj.get("model").map(Json::node) {
+        None | Some(Node::Null) => None,
+        Some(Node::String(model)) => Some(model.to_owned()),
+        Some(other) => return Err(wrong("model".into(), "a string", &other)),
     };
-    view.stream = match obj.get("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(stream)) => *stream,
-        Some(other) => return Err(wrong("stream".into(), "a boolean", other)),
+    view.stream = match obj.get("stream").map(Json::node) {
+        None | Some(Node::Null) => false,
+        Some(Node::Bool(stream)) => stream,
+        Some(other) => return Err(wrong("stream".into(), "a boolean", &other)),
     };
     view.tools = array_len(obj, "tools")?;
     view.body_fields = body_fields(obj);
     Ok(())
 }
 
-fn role_of<'a>(message: &'a Map<String, Value>, path: At<'_>) -> Result<&'a str, RequestError> {
+fn role_of<'a, O: Object>(message: &'a O, path: At<'_>) -> Result<&'a str, RequestError> {
     required_str(message, "role", path)
 }
 
-fn required_str<'a>(
-    obj: &'a Map<String, Value>,
+fn required_str<'a, O: Object>(
+    obj: &'a O,
     key: &str,
     path: At<'_>,
 ) -> Result<&'a str, RequestError> {
-    match obj.get(key) {
+    match obj.get(key).map(Json::node) {
         None => Err(missing(&format!("{path}.{key}"))),
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(wrong(format!("{path}.{key}"), "a string", other)),
+        Some(Node::String(s)) => Ok(s),
+        Some(other) => Err(wrong(format!("{path}.{key}"), "a string", &other)),
     }
 }
 
 /// The length of an optional array field; absent or null is 0.
-fn array_len(obj: &Map<String, Value>, key: &str) -> Result<i64, RequestError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(0),
-        Some(Value::Array(items)) => Ok(i64::try_from(items.len()).unwrap_or(i64::MAX)),
-        Some(other) => Err(wrong(key.into(), "an array or null", other)),
+fn array_len<O: Object>(obj: &O, key: &str) -> Result<i64, RequestError> {
+    match obj.get(key).map(Json::node) {
+        None | Some(Node::Null) => Ok(0),
+        Some(Node::Array(items)) => Ok(i64::try_from(items.len()).unwrap_or(i64::MAX)),
+        Some(other) => Err(wrong(key.into(), "an array or null", &other)),
     }
 }
 
 /// A system, developer or user message is its content (OpenAI refuses one without): only
 /// assistant turns that call tools, and results, may have none.
-fn require_content(message: &Map<String, Value>, path: At<'_>) -> Result<(), RequestError> {
-    match message.get("content") {
+fn require_content<O: Object>(message: &O, path: At<'_>) -> Result<(), RequestError> {
+    match message.get("content").map(Json::node) {
         None => Err(missing(&format!("{path}.content"))),
-        Some(Value::Null) => Err(RequestError::WrongType {
+        Some(Node::Null) => Err(RequestError::WrongType {
             path: format!("{path}.content"),
             expected: "a string or an array of content parts",
             found: "null",
@@ -586,27 +594,28 @@ pub(crate) const TEXT_BLOCKS: Parts = Parts {
 };
 
 /// The text of a message's `content`: a string, null (no text), or content parts.
-fn content_text<'a>(
-    content: Option<&'a Value>,
+fn content_text<'a, J: Json>(
+    content: Option<&'a J>,
     path: At<'_>,
     known: &Parts,
 ) -> Result<Cow<'a, str>, RequestError> {
-    match content {
-        None | Some(Value::Null) => Ok(Cow::Borrowed("")),
-        Some(Value::String(text)) => Ok(Cow::Borrowed(text)),
-        Some(Value::Array(parts)) => Ok(Cow::Owned(parts_text(parts, path.key("content"), known)?)),
-        Some(other) => Err(wrong(format!("{path}.content"), CONTENT, other)),
+    match content.map(Json::node) {
+        None | Some(Node::Null) => Ok(Cow::Borrowed("")),
+        Some(Node::String(text)) => Ok(Cow::Borrowed(text)),
+        Some(Node::Array(parts)) => Ok(Cow::Owned(parts_text(parts, path.key("content"), known)?)),
+        Some(other) => Err(wrong(format!("{path}.content"), CONTENT, &other)),
     }
 }
 
 /// The texts of `parts` joined by `\n`; media parts have none, and a part of any other type
 /// is [`RequestError::Unreadable`].
-fn parts_text(parts: &[Value], path: At<'_>, known: &Parts) -> Result<String, RequestError> {
+fn parts_text<J: Json>(parts: &[J], path: At<'_>, known: &Parts) -> Result<String, RequestError> {
     let mut text = String::new();
     for (i, part) in parts.iter().enumerate() {
         let part_at = path.index(i);
-        let Value::Object(part) = part else {
-            return Err(wrong(part_at.to_string(), "an object", part));
+        let part = match part.node() {
+            Node::Object(part) => part,
+            other => return Err(wrong(part_at.to_string(), "an object", &other)),
         };
         let kind = required_str(part, "type", part_at)?;
         if let Some((_, field)) = known.text.iter().find(|(k, _)| *k == kind) {
@@ -668,11 +677,11 @@ fn bearer_token(value: &str) -> Option<String> {
     (!token.is_empty()).then(|| token.to_owned())
 }
 
-fn body_object(body: &Value) -> Result<&Map<String, Value>, RequestError> {
-    match body {
-        Value::Object(obj) => Ok(obj),
+fn body_object<J: Json>(body: &J) -> Result<&J::Object, RequestError> {
+    match body.node() {
+        Node::Object(obj) => Ok(obj),
         other => Err(RequestError::Body {
-            found: json_kind(other),
+            found: json_kind(&other),
         }),
     }
 }
@@ -681,21 +690,39 @@ fn missing(path: &str) -> RequestError {
     RequestError::Missing { path: path.into() }
 }
 
-fn wrong(path: String, expected: &'static str, found: &Value) -> RequestError {
+/// The error of a value of the wrong kind: `found` is the value or its [`Node`].
+fn wrong<K: Kind + ?Sized>(path: String, expected: &'static str, found: &K) -> RequestError {
     RequestError::WrongType {
         path,
         expected,
-        found: json_kind(found),
+        found: found.kind(),
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
+/// What a wrong value is said to be, in an error.
+trait Kind {
+    fn kind(&self) -> &'static str;
+}
+
+impl<J: Json> Kind for J {
+    fn kind(&self) -> &'static str {
+        json_kind(&self.node())
+    }
+}
+
+impl<J: Json> Kind for Node<'_, J> {
+    fn kind(&self) -> &'static str {
+        json_kind(self)
+    }
+}
+
+fn json_kind<J: Json>(value: &Node<'_, J>) -> &'static str {
     match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Node::Null => "null",
+        Node::Bool(_) => "a boolean",
+        Node::Number(_) => "a number",
+        Node::String(_) => "a string",
+        Node::Array(_) => "an array",
+        Node::Object(_) => "an object",
     }
 }

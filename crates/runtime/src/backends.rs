@@ -10,9 +10,12 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hyper::header::HeaderValue;
+use hyper::http::uri::InvalidUri;
+use hyper::Uri;
 use src_compiler::hir::BackendDef;
 use src_dsl::ast::BackendApi;
 
+use crate::openai::Api;
 use crate::sim::{SimConfig, SimHandle, SimModel};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +54,9 @@ pub struct Endpoint {
     pub relays_sim_account: bool,
     /// Keeps a simulated backend running while a snapshot uses it.
     sim: Option<Arc<SimHandle>>,
+    /// The URL of each proxied API, parsed once here: parsing one for every forwarded request
+    /// cost more than the rest of building the request.
+    uris: Vec<(&'static str, Uri)>,
 }
 
 impl Endpoint {
@@ -80,6 +86,7 @@ impl Endpoint {
                 simulated: true,
                 relays_sim_account: false,
                 sim: None,
+                uris: Vec::new(),
             });
         }
         if simulated {
@@ -90,6 +97,7 @@ impl Endpoint {
             return Ok(Endpoint {
                 name: backend.name.clone(),
                 host: plain_host(&base),
+                uris: api_uris(&base),
                 base,
                 authorization: None,
                 forward_client_auth: backend.forward_client_auth,
@@ -130,6 +138,7 @@ impl Endpoint {
         Ok(Endpoint {
             name: backend.name.clone(),
             host: plain_host(&base),
+            uris: api_uris(&base),
             base,
             authorization,
             forward_client_auth: backend.forward_client_auth,
@@ -163,6 +172,25 @@ impl Endpoint {
         url.push_str(suffix);
         url
     }
+
+    /// [`Endpoint::url`] as a URI to send a request to.
+    pub fn uri(&self, suffix: &str) -> Result<Uri, InvalidUri> {
+        match self.uris.iter().find(|(s, _)| *s == suffix) {
+            Some((_, uri)) => Ok(uri.clone()),
+            None => self.url(suffix).parse(),
+        }
+    }
+}
+
+/// The URLs of the proxied APIs on the backend at `base`.
+fn api_uris(base: &str) -> Vec<(&'static str, Uri)> {
+    [Api::Chat, Api::Responses, Api::Messages]
+        .into_iter()
+        .filter_map(|api| {
+            let uri = format!("{base}{}", api.suffix()).parse().ok()?;
+            Some((api.suffix(), uri))
+        })
+        .collect()
 }
 
 /// The `host` header HTTP/1.1 requests to the `http` URL `base` carry: its host, and its port

@@ -149,6 +149,8 @@ pub struct ModelWire {
     pub served_json: Vec<u8>,
     /// The served id as the `x-selected-model` value.
     pub served_header: HeaderValue,
+    /// Its upstream-time metrics, resolved once per door.
+    pub upstream_times: Arc<crate::telemetry::UpstreamHandles>,
 }
 
 /// The policy being served, with everything the request path looks up.
@@ -207,6 +209,7 @@ impl Snapshot {
             wire.push(ModelWire {
                 served_json,
                 served_header: model.served_header.clone(),
+                upstream_times: Arc::default(),
             });
         }
         let created = SystemTime::now()

@@ -5,6 +5,7 @@
 //! and signal names) and a few fixed words, so cardinality cannot grow with traffic.
 
 use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -81,6 +82,60 @@ pub struct FallbackLabels {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// Which of a model's upstream times an observation is.
+#[derive(Debug, Clone, Copy)]
+pub enum UpstreamTime {
+    /// [`Telemetry::upstream_headers`].
+    Headers,
+    /// [`Telemetry::upstream`].
+    Total,
+    /// [`Telemetry::upstream_ttft`].
+    Ttft,
+}
+
+/// The doors a request's metrics can name, in [`UpstreamHandles`]' order.
+const DOORS: [&str; 5] = [
+    names::door::NONE,
+    names::door::CHAT,
+    names::door::RESPONSES,
+    names::door::MESSAGES,
+    names::door::EXTPROC,
+];
+
+/// One model's upstream-time histograms on each door, each resolved from its family on its
+/// first observation and kept: `Family::get_or_create` clones and hashes its labels (SipHash)
+/// and takes the family's lock on every call, three times a forwarded request.
+#[derive(Debug, Default)]
+pub struct UpstreamHandles([[OnceLock<Histogram>; 3]; DOORS.len()]);
+
+impl UpstreamHandles {
+    /// Observes `seconds` in `model`'s `time` on `door`.
+    pub fn observe(
+        &self,
+        telemetry: &Telemetry,
+        (model, door): (&str, &'static str),
+        time: UpstreamTime,
+        seconds: f64,
+    ) {
+        let Some(door_at) = DOORS.iter().position(|d| *d == door) else {
+            telemetry.observe_upstream((model, door), time, seconds);
+            return;
+        };
+        let slot = &self.0[door_at][time as usize];
+        slot.get_or_init(|| {
+            let labels = UpstreamLabels {
+                model: model.to_owned(),
+                door,
+            };
+            telemetry
+                .upstream_family(time)
+                .get_or_create(&labels)
+                .clone()
+        })
+        .observe(seconds);
+    }
+}
+
 /// Every metric the router exports.
 pub struct Telemetry {
     registry: Registry,
@@ -129,6 +184,31 @@ fn request_buckets() -> Histogram {
 impl Telemetry {
     pub fn new() -> Telemetry {
         Telemetry::with_extra(|_| {})
+    }
+
+    /// The family of an upstream time.
+    fn upstream_family(&self, time: UpstreamTime) -> &HistogramFamily<UpstreamLabels> {
+        match time {
+            UpstreamTime::Headers => &self.upstream_headers,
+            UpstreamTime::Total => &self.upstream,
+            UpstreamTime::Ttft => &self.upstream_ttft,
+        }
+    }
+
+    /// Observes `seconds` in `model`'s `time` on `door`, looked up in its family.
+    pub fn observe_upstream(
+        &self,
+        (model, door): (&str, &'static str),
+        time: UpstreamTime,
+        seconds: f64,
+    ) {
+        let labels = UpstreamLabels {
+            model: model.to_owned(),
+            door,
+        };
+        self.upstream_family(time)
+            .get_or_create(&labels)
+            .observe(seconds);
     }
 
     /// The router's metrics plus those `extra` registers (pluggable components' own).
@@ -303,6 +383,40 @@ mod tests {
         let text = t.encode(Format::PrometheusText);
         assert!(
             text.contains("src_fallbacks_total{from=\"strong\",reason=\"connect\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn kept_upstream_handles_observe_into_the_families_series() {
+        let t = Telemetry::new();
+        let handles = UpstreamHandles::default();
+        let chat = ("strong", names::door::CHAT);
+        handles.observe(&t, chat, UpstreamTime::Headers, 0.5);
+        handles.observe(&t, chat, UpstreamTime::Headers, 0.5);
+        // The same series as a lookup by label, and another door has its own.
+        t.observe_upstream(chat, UpstreamTime::Headers, 0.5);
+        handles.observe(
+            &t,
+            ("strong", names::door::EXTPROC),
+            UpstreamTime::Headers,
+            0.5,
+        );
+        handles.observe(&t, ("strong", "unlisted"), UpstreamTime::Headers, 0.5);
+        let text = t.encode(Format::PrometheusText);
+        let count = |door: &str| {
+            format!("src_upstream_headers_seconds_count{{model=\"strong\",door=\"{door}\"}}")
+        };
+        assert!(text.contains(&format!("{} 3", count("chat"))), "{text}");
+        assert!(text.contains(&format!("{} 1", count("extproc"))), "{text}");
+        assert!(text.contains(&format!("{} 1", count("unlisted"))), "{text}");
+        // A time never observed has no series, as before any was kept.
+        assert!(!text.contains("src_upstream_ttft_seconds_count"), "{text}");
+        assert!(!text.contains("src_upstream_seconds_count"), "{text}");
+        handles.observe(&t, chat, UpstreamTime::Total, 2.0);
+        let text = t.encode(Format::PrometheusText);
+        assert!(
+            text.contains("src_upstream_seconds_count{model=\"strong\",door=\"chat\"} 1"),
             "{text}"
         );
     }

@@ -2,7 +2,7 @@
 //! (`tests/fixtures/transcripts/`) and on malformed bodies.
 
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::error::Error;
 use std::path::PathBuf;
 

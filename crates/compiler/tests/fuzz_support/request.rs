@@ -9,7 +9,7 @@
 use src_compiler::engine::EngineKind;
 use src_compiler::eval::ModelResult;
 use src_compiler::procedure::SessionAnswer;
-use src_compiler::request::{RequestError, RequestView};
+use src_compiler::request::{Borrowed, RequestError, RequestView};
 use src_compiler::ProcedureError;
 use src_compiler::{check, compile, load, CheckOptions, CompiledPolicy, Next, Procedure};
 use std::path::Path;
@@ -35,6 +35,7 @@ pub fn compiled(dir: &Path) -> Option<CompiledPolicy> {
 
 /// Checks the property on `bytes` against each of `policies`.
 pub fn check_body(bytes: &[u8], policies: &[CompiledPolicy]) -> Result<(), String> {
+    check_borrowed(bytes)?;
     let Ok(body) = serde_json::from_slice::<serde_json::Value>(bytes) else {
         return Ok(());
     };
@@ -54,6 +55,38 @@ pub fn check_body(bytes: &[u8], policies: &[CompiledPolicy]) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// The borrowed reader agrees with the `Value` one on `bytes` as a chat body: both refuse it as
+/// JSON, or both read it, into the same facts or the same [`RequestError`].
+pub fn check_borrowed(bytes: &[u8]) -> Result<(), String> {
+    let tree = serde_json::from_slice::<serde_json::Value>(bytes);
+    let borrowed = Borrowed::parse(bytes);
+    let (tree, borrowed) = match (tree, borrowed) {
+        (Err(_), None) => return Ok(()),
+        (Ok(tree), Some(borrowed)) => (tree, borrowed),
+        (Err(err), Some(_)) => {
+            return Err(format!(
+                "the borrowed tree reads a body serde_json refuses ({err})"
+            ))
+        }
+        // serde_json's own marker keys are left to a `Value` on purpose.
+        (Ok(_), None) if contains(bytes, b"$serde_json::private::") => return Ok(()),
+        (Ok(_), None) => return Err("the borrowed tree refuses a body serde_json reads".into()),
+    };
+    let headers = headers();
+    let by_tree = RequestView::from_chat(&tree, &headers);
+    let by_borrowed = RequestView::from_chat(&borrowed, &headers);
+    if by_tree != by_borrowed {
+        return Err(format!(
+            "the readers disagree: from the Value {by_tree:?}, from the borrowed tree {by_borrowed:?}"
+        ));
+    }
+    Ok(())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn check_view(view: &RequestView) -> Result<(), String> {

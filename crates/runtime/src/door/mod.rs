@@ -34,7 +34,6 @@ use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::HeaderMap;
 use hyper::{Request, Response};
-use serde_json::Value;
 use src_compiler::request::RequestView;
 
 use crate::openai::{Api, ApiError};
@@ -42,6 +41,7 @@ use crate::pipeline::answer::answer_error;
 use crate::pipeline::continuation::Continuation;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::{self, Answered, Outgoing};
+use crate::pipeline::intake::JsonBody;
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
 use crate::policy_store::Snapshot;
 use crate::relay::body::ProxyBody;
@@ -137,7 +137,7 @@ impl<D: Plain> Door for D {
 
 /// A parsed request, as a door's [`Door::prepare`] sees it.
 pub struct Intake<'a> {
-    pub parsed: &'a Value,
+    pub parsed: &'a JsonBody,
     pub view: RequestView,
     pub headers: &'a HeaderMap,
 }
@@ -164,7 +164,7 @@ pub struct Prepared<T> {
 
 /// A decided request the router is to forward.
 pub struct ToForward<T> {
-    pub parsed: Value,
+    pub parsed: JsonBody,
     pub view: RequestView,
     pub previous: Option<Continuation>,
     pub turn: T,
@@ -173,6 +173,10 @@ pub struct ToForward<T> {
 }
 
 /// Where [`decide`] left a request.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once a request and taken apart at once: boxing it would add an allocation to every forwarded request"
+)]
 pub enum Settled<T> {
     /// The router answered it itself; `turn` when the door had prepared it.
     Answer(Answered, Option<T>),

@@ -98,6 +98,7 @@ async fn prepare(
         view,
         headers,
     } = request;
+    let parsed = parsed.tree();
     let policy = snapshot.policy();
     let stores = parsed.get("store").and_then(Value::as_bool) != Some(false);
     // A keyless client under `anonymous = isolate` neither keeps nor continues stored responses:

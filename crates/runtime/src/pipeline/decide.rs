@@ -93,7 +93,7 @@ pub struct Facts {
 #[derive(Clone, Copy)]
 pub struct Asked<'a> {
     pub api: Api,
-    pub parsed: &'a Value,
+    pub parsed: &'a crate::pipeline::intake::JsonBody,
     pub view: &'a RequestView,
     /// The request's trace, which the deciding phases' spans join.
     pub trace: &'a RequestTrace,
@@ -320,7 +320,7 @@ async fn drive(
             Next::Cache(proposal) => {
                 let query = CacheQuery {
                     api: asked.api,
-                    parsed: asked.parsed,
+                    parsed: asked.parsed.tree(),
                     view: asked.view,
                     route: proposal.route,
                     block: proposal.block,
@@ -523,9 +523,10 @@ failure { backend = open }
             budgets: &crate::budget::BudgetLayer::default(),
         };
         let trace = RequestTrace::untraced(None);
+        let parsed = crate::pipeline::intake::JsonBody::from_value(body.clone());
         let asked = Asked {
             api,
-            parsed: body,
+            parsed: &parsed,
             view: &view,
             trace: &trace,
         };

@@ -1,6 +1,12 @@
 //! The first step of a proxied request: its body, read within a limit, and the facts a policy
 //! reads from it (the compiler's [`RequestView`]), or the client error that says why not.
+//!
+//! A chat body is read into the compiler's borrowed tree ([`Borrowed`]: its strings point into
+//! the body) rather than a `serde_json::Value`, which allocates every key and string; the
+//! [`JsonBody`] builds the `Value` only when a step reads one (a route's plugins, the cache,
+//! `--record`), which a plain routed request never does.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -8,7 +14,7 @@ use http_body_util::BodyExt;
 use hyper::body::Body;
 use hyper::header::{HeaderMap, CONTENT_LENGTH};
 use serde_json::Value;
-use src_compiler::request::{RequestError, RequestView};
+use src_compiler::request::{Borrowed, RequestError, RequestView};
 
 use crate::cache::Directive;
 use crate::headers;
@@ -123,14 +129,61 @@ where
     }
 }
 
+/// A request body known to be JSON: its bytes, and its `Value` tree, parsed on the first
+/// [`JsonBody::tree`] (once, whichever step asks first).
+#[derive(Debug)]
+pub struct JsonBody {
+    bytes: Bytes,
+    tree: OnceLock<Value>,
+}
+
+impl JsonBody {
+    /// A body the intake has read as JSON already.
+    fn read(bytes: &Bytes, tree: Option<Value>) -> JsonBody {
+        JsonBody {
+            bytes: bytes.clone(),
+            tree: tree.map_or_else(OnceLock::new, OnceLock::from),
+        }
+    }
+
+    /// A body the router serialised itself.
+    pub fn written(bytes: Vec<u8>) -> JsonBody {
+        JsonBody {
+            bytes: Bytes::from(bytes),
+            tree: OnceLock::new(),
+        }
+    }
+
+    /// A body made of `value` (tests, bodies the router writes itself).
+    pub fn from_value(value: Value) -> JsonBody {
+        let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        JsonBody {
+            bytes,
+            tree: OnceLock::from(value),
+        }
+    }
+
+    /// The body as a `serde_json::Value`.
+    pub fn tree(&self) -> &Value {
+        // The bytes were read as JSON before this body was made, so they parse again.
+        self.tree
+            .get_or_init(|| serde_json::from_slice(&self.bytes).unwrap_or_default())
+    }
+
+    /// The body as the client sent it.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+}
+
 /// The body parsed as JSON and the request's facts as `api` defines them, in the trace's parse
 /// phase.
 pub fn parse(
     api: Api,
-    bytes: &[u8],
+    bytes: &Bytes,
     headers: &HeaderMap,
     trace: &RequestTrace,
-) -> Result<(Value, RequestView), ApiError> {
+) -> Result<(JsonBody, RequestView), ApiError> {
     let mut phase = trace.phase(name::PARSE);
     let parsed = parse_view(api, bytes, headers);
     if let Err(error) = &parsed {
@@ -142,21 +195,41 @@ pub fn parse(
 
 fn parse_view(
     api: Api,
-    bytes: &[u8],
+    bytes: &Bytes,
     headers: &HeaderMap,
-) -> Result<(Value, RequestView), ApiError> {
-    let parsed: Value = serde_json::from_slice(bytes).map_err(ApiError::invalid_json)?;
+) -> Result<(JsonBody, RequestView), ApiError> {
+    // A chat body the borrowed tree cannot read is read into a `Value`, whose refusal is the
+    // one the client gets (the borrowed tree refuses exactly what it refuses).
+    let borrowed = match api {
+        Api::Chat => Borrowed::parse(bytes).map(Read::Borrowed),
+        Api::Responses | Api::Messages => None,
+    };
+    let read = match borrowed {
+        Some(read) => read,
+        None => Read::Tree(serde_json::from_slice(bytes).map_err(ApiError::invalid_json)?),
+    };
     let header_pairs = header_pairs(headers);
     // Refused whether or not the policy caches: a typo must not pass unnoticed until it does.
     Directive::read(header_pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())))
         .map_err(|e| ApiError::bad_request(e.to_string()).with_param(headers::SR_CACHE))?;
-    let view = match api {
-        Api::Chat => RequestView::from_chat(&parsed, header_pairs),
-        Api::Responses => RequestView::from_responses(&parsed, header_pairs),
-        Api::Messages => RequestView::from_messages(&parsed, header_pairs),
+    let view = match (&read, api) {
+        (Read::Borrowed(body), _) => RequestView::from_chat(body, header_pairs),
+        (Read::Tree(tree), Api::Chat) => RequestView::from_chat(tree, header_pairs),
+        (Read::Tree(tree), Api::Responses) => RequestView::from_responses(tree, header_pairs),
+        (Read::Tree(tree), Api::Messages) => RequestView::from_messages(tree, header_pairs),
     };
     let view = view.map_err(|err| request_error(&err))?;
-    Ok((parsed, view))
+    let tree = match read {
+        Read::Borrowed(_) => None,
+        Read::Tree(tree) => Some(tree),
+    };
+    Ok((JsonBody::read(bytes, tree), view))
+}
+
+/// A body as the intake read it.
+enum Read<'a> {
+    Borrowed(Borrowed<'a>),
+    Tree(Value),
 }
 
 /// Header names and values as the compiler's request facts read them (values lossily decoded).
@@ -274,7 +347,7 @@ mod tests {
     fn a_body_that_is_not_json_is_a_400() {
         let error = parse(
             Api::Chat,
-            b"{nope",
+            &Bytes::from_static(b"{nope"),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
         )
@@ -287,19 +360,19 @@ mod tests {
         let chat = json!({"model": "auto", "messages": [{"role": "user", "content": "hi"}]});
         let parsed = parse(
             Api::Chat,
-            chat.to_string().as_bytes(),
+            &Bytes::from(chat.to_string()),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
         );
         let (value, view) = parsed.expect("a chat request parses");
-        assert_eq!(value, chat);
+        assert_eq!(value.tree(), &chat);
         assert_eq!(view.model.as_deref(), Some("auto"));
         assert_eq!(view.prompt, "hi");
 
         let responses = json!({"model": "auto", "input": "hello"});
         let parsed = parse(
             Api::Responses,
-            responses.to_string().as_bytes(),
+            &Bytes::from(responses.to_string()),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
         );
@@ -312,7 +385,7 @@ mod tests {
         let body = json!({"model": "auto", "messages": "not a list"});
         let error = parse(
             Api::Chat,
-            body.to_string().as_bytes(),
+            &Bytes::from(body.to_string()),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
         )

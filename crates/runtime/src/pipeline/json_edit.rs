@@ -25,8 +25,13 @@ pub struct JsonEdit<'a> {
     members: Vec<Member<'a>>,
     /// Offset just after the opening `{`.
     open_end: usize,
-    edits: Vec<(String, Option<Vec<u8>>)>,
+    /// Keys and values borrowed from the caller: a forwarded body's edits are made for each
+    /// candidate, and copying them each time would cost more than splicing them.
+    edits: Vec<Edit<'a>>,
 }
+
+/// A field to set to JSON (`Some`) or to remove (`None`).
+type Edit<'a> = (&'a str, Option<Cow<'a, [u8]>>);
 
 /// The body is not a JSON object (callers parse it with serde first, so this means a bug or a
 /// body serde accepted that this scanner does not, such as a top-level scalar).
@@ -86,22 +91,22 @@ impl<'a> JsonEdit<'a> {
     }
 
     /// Sets a top-level field to already-serialised JSON (replacing it, or appending it).
-    pub fn set(&mut self, key: &str, json: Vec<u8>) {
-        self.edits.retain(|(k, _)| k != key);
-        self.edits.push((key.to_owned(), Some(json)));
+    pub fn set(&mut self, key: &'a str, json: impl Into<Cow<'a, [u8]>>) {
+        self.edits.retain(|(k, _)| *k != key);
+        self.edits.push((key, Some(json.into())));
     }
 
     /// Sets a top-level field to a serialisable value.
-    pub fn set_value(&mut self, key: &str, value: &serde_json::Value) {
+    pub fn set_value(&mut self, key: &'a str, value: &serde_json::Value) {
         // Serialising a `Value` cannot fail (its map keys are strings).
         let json = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
         self.set(key, json);
     }
 
     /// Removes a top-level field (every occurrence, if the client sent it twice).
-    pub fn remove(&mut self, key: &str) {
-        self.edits.retain(|(k, _)| k != key);
-        self.edits.push((key.to_owned(), None));
+    pub fn remove(&mut self, key: &'a str) {
+        self.edits.retain(|(k, _)| *k != key);
+        self.edits.push((key, None));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -115,21 +120,21 @@ impl<'a> JsonEdit<'a> {
         let extra: usize = self
             .edits
             .iter()
-            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 8)
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, |json| json.len()) + 8)
             .sum();
         let mut out = Vec::with_capacity(self.bytes.len() + extra);
         out.extend_from_slice(&self.bytes[..self.open_end]);
-        let mut pending: Vec<&(String, Option<Vec<u8>>)> = self.edits.iter().collect();
+        let mut pending: Vec<&Edit<'a>> = self.edits.iter().collect();
         let mut kept_any = false;
         let mut prev_end = self.open_end;
         for (i, member) in self.members.iter().enumerate() {
             let gap = &self.bytes[prev_end..member.whole.start];
             prev_end = member.whole.end;
-            let is_last_of_key = !self.members[i + 1..].iter().any(|m| m.key == member.key);
-            let edit = pending.iter().position(|(k, _)| *k == member.key);
+            let edit = pending.iter().position(|(k, _)| *k == member.key.as_ref());
             let replacement = match edit {
                 None => None,
                 Some(at) => {
+                    let is_last_of_key = !self.members[i + 1..].iter().any(|m| m.key == member.key);
                     if !is_last_of_key {
                         continue;
                     }

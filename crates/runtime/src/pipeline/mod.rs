@@ -103,7 +103,7 @@ pub enum Decided {
 #[derive(Clone, Copy)]
 pub struct Parsed<'a> {
     pub api: Api,
-    pub parsed: &'a Value,
+    pub parsed: &'a intake::JsonBody,
     pub view: &'a RequestView,
     /// The client's request headers (what `--record` keeps of them).
     pub headers: &'a HeaderMap,
@@ -282,7 +282,7 @@ fn record_line(
     };
     // A redacting decision's values are not kept: the body and the model inputs are recorded
     // as the backend was sent them, with placeholders.
-    let mut body = parsed.clone();
+    let mut body = parsed.tree().clone();
     if let Ok(Decision::Forward(plan)) = decision {
         if let Some(redact) = &plan.redact {
             let mut vault = src_compiler::pii::Vault::new();

@@ -44,11 +44,11 @@ pub fn build_body(
     let mut edit = JsonEdit::new(original)?;
     for (key, value) in edits {
         match value {
-            Some(json) => edit.set(key, json.clone()),
+            Some(json) => edit.set(key, json.as_slice()),
             None => edit.remove(key),
         }
     }
-    edit.set("model", served_json.to_vec());
+    edit.set("model", served_json);
     Ok(edit.finish())
 }
 

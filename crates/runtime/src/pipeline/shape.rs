@@ -15,6 +15,7 @@ use crate::backends::Endpoint;
 use crate::headers::{self, APPLICATION_JSON};
 use crate::openai::Api;
 use crate::otel::{Phase, RequestTrace};
+use crate::pipeline::intake::JsonBody;
 use crate::pipeline::json_edit::NotAnObject;
 use crate::pipeline::rewrite::{self, Edit};
 use crate::policy_store::ModelWire;
@@ -32,7 +33,7 @@ pub struct ShapeInput<'a> {
     pub api: Api,
     /// The client's body as sent, and parsed.
     pub original: &'a [u8],
-    pub parsed: &'a Value,
+    pub parsed: &'a JsonBody,
     /// The request's trace, continued in the `traceparent` sent upstream.
     pub trace: &'a RequestTrace,
     pub request_id: &'a str,
@@ -47,11 +48,14 @@ pub struct ShapeInput<'a> {
 impl<'a> Shaping<'a> {
     pub fn new(input: ShapeInput<'a>) -> Shaping<'a> {
         let mut edits = match (input.api, input.route) {
-            (Api::Chat, Some(route)) => rewrite::chat_plugin_edits(input.parsed, route),
+            // Without plugins there is nothing to edit, and the body's tree is not built.
+            (Api::Chat, Some(route)) if rewrite::has_plugins(route) => {
+                rewrite::chat_plugin_edits(input.parsed.tree(), route)
+            }
             _ => Vec::new(),
         };
         if input.ask_usage && input.api == Api::Chat {
-            if let Some(options) = usage_asked(input.parsed) {
+            if let Some(options) = usage_asked(input.parsed.tree()) {
                 edits.push(("stream_options", Some(options)));
             }
         }

@@ -15,7 +15,9 @@ use crate::headers::{self, path, NONE_VALUE};
 use crate::log::{RequestLog, RequestRecord};
 use crate::openai::Usage;
 use crate::otel::{key, text, Phase, RequestTrace};
-use crate::telemetry::{DurationLabels, RequestLabels, Telemetry, TokenLabels, UpstreamLabels};
+use crate::telemetry::{
+    DurationLabels, RequestLabels, Telemetry, TokenLabels, UpstreamHandles, UpstreamTime,
+};
 
 /// A request on its way to being reported.
 pub struct Completion {
@@ -34,6 +36,8 @@ pub struct Completion {
     abandoned: (u16, &'static str),
     /// What the answer charges to the request's token and cost budgets when it ends.
     pub charge: Option<crate::budget::Charge>,
+    /// The answering model's upstream-time metrics, once [`Completion::answered_by`] names it.
+    upstream_times: Option<Arc<UpstreamHandles>>,
 }
 
 /// Status recorded for a client that closed its connection before the answer started.
@@ -97,6 +101,7 @@ impl Completion {
             door: crate::metrics::door::NONE,
             abandoned: (CLIENT_CLOSED, CLIENT_LEFT),
             charge: None,
+            upstream_times: None,
         }
     }
 
@@ -119,22 +124,28 @@ impl Completion {
         self.through(crate::metrics::door::EXTPROC)
     }
 
-    /// The labels of the upstream times, once the model is known.
-    fn upstream_labels(&self) -> Option<UpstreamLabels> {
-        self.record.model.as_ref().map(|model| UpstreamLabels {
-            model: model.clone(),
-            door: self.door,
-        })
+    /// The model in the record answers: its upstream times go to `handles` (the model's own,
+    /// kept by the policy's snapshot) rather than being looked up in their families again.
+    pub fn answered_by(&mut self, handles: &Arc<UpstreamHandles>) {
+        self.upstream_times = Some(Arc::clone(handles));
+    }
+
+    /// Observes `seconds` in the upstream `time` of the model in the record, once it is known.
+    fn observe_upstream(&self, time: UpstreamTime, seconds: f64) {
+        let Some(model) = self.record.model.as_deref() else {
+            return;
+        };
+        match &self.upstream_times {
+            Some(handles) => handles.observe(&self.telemetry, (model, self.door), time, seconds),
+            None => self
+                .telemetry
+                .observe_upstream((model, self.door), time, seconds),
+        }
     }
 
     /// The upstream answer's head arrived `elapsed` after the request was sent.
     pub fn answer_head(&self, elapsed: Duration) {
-        if let Some(labels) = self.upstream_labels() {
-            self.telemetry
-                .upstream_headers
-                .get_or_create(&labels)
-                .observe(elapsed.as_secs_f64());
-        }
+        self.observe_upstream(UpstreamTime::Headers, elapsed.as_secs_f64());
     }
 
     /// An upstream answer whose head is all this door sees (the external processor): its
@@ -166,18 +177,10 @@ impl Completion {
         usage: Option<Usage>,
         error: Option<String>,
     ) {
-        if let Some(labels) = self.upstream_labels() {
-            if let Some(ttft) = ttft {
-                self.telemetry
-                    .upstream_ttft
-                    .get_or_create(&labels)
-                    .observe(ttft.as_secs_f64());
-            }
-            self.telemetry
-                .upstream
-                .get_or_create(&labels)
-                .observe(upstream_elapsed.as_secs_f64());
+        if let Some(ttft) = ttft {
+            self.observe_upstream(UpstreamTime::Ttft, ttft.as_secs_f64());
         }
+        self.observe_upstream(UpstreamTime::Total, upstream_elapsed.as_secs_f64());
         self.record.ttft_ms = ttft.map(millis);
         if let Some(mut span) = self.upstream.take() {
             if let Some(ttft) = ttft {

@@ -29,18 +29,33 @@ pub fn check_intake(bytes: &[u8]) -> Result<(), String> {
             Api::Messages => RequestView::from_messages(v, &[]),
         });
         let trace = src_runtime::otel::RequestTrace::untraced(None);
-        match (intake::parse(api, bytes, &headers, &trace), direct) {
+        let body = bytes::Bytes::copy_from_slice(bytes);
+        match (intake::parse(api, &body, &headers, &trace), direct) {
             (Ok((parsed, view)), Some(Ok(direct))) => {
-                if Some(&parsed) != value.as_ref() || view != direct {
+                if Some(parsed.tree()) != value.as_ref() || view != direct {
                     return Err(format!("{api:?}: the server reads another request"));
                 }
             }
-            (Err(e), None | Some(Err(_))) => {
+            (Err(e), direct @ (None | Some(Err(_)))) => {
                 if !e.status.is_client_error() {
                     return Err(format!("{api:?}: refused with {}", e.status));
                 }
-                if e.body.error.message.is_empty() {
-                    return Err(format!("{api:?}: refused without a message"));
+                // The refusal is the `Value` reader's, whichever tree the intake read.
+                let expected = match (direct, serde_json::from_slice::<serde_json::Value>(bytes)) {
+                    (Some(Err(err)), _) => err.to_string(),
+                    (_, Err(err)) => {
+                        src_runtime::openai::ApiError::invalid_json(err)
+                            .body
+                            .error
+                            .message
+                    }
+                    (_, Ok(_)) => String::new(),
+                };
+                if e.body.error.message != expected {
+                    return Err(format!(
+                        "{api:?}: refused with {:?}, the compiler with {expected:?}",
+                        e.body.error.message
+                    ));
                 }
             }
             (parsed, direct) => {

@@ -10,7 +10,6 @@ use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
 use opentelemetry::trace::SpanKind;
-use serde_json::Value;
 use src_compiler::failover::{Attempts, End, Health, Judged, Next, Unanswered, Why};
 use src_compiler::hir::{ModelDef, ModelId};
 use src_compiler::pii::Vault;
@@ -25,6 +24,7 @@ use crate::otel::{key, name, text, Phase, RequestTrace};
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::hygiene::client_headers;
 use crate::pipeline::forward::{Outgoing, Transport};
+use crate::pipeline::intake::JsonBody;
 use crate::pipeline::redact::{redact_body, summary};
 use crate::pipeline::rewrite;
 use crate::pipeline::shape::{set_model_headers, ShapeInput, Shaping};
@@ -119,17 +119,15 @@ pub(super) async fn try_candidates<'p, T: Transport>(
     // the form's bytes with its served id.
     let edited_form = match (&chat_form, route) {
         (Some(Ok(form)), Some(route)) if rewrite::has_plugins(route) => {
-            let original = form.with_model(request.parsed);
-            let parsed: Value = serde_json::from_slice(&original).unwrap_or_default();
-            Some((original, parsed))
+            Some(JsonBody::written(form.with_model(request.parsed.tree())))
         }
         _ => None,
     };
-    let chat_shaping = edited_form.as_ref().map(|(original, parsed)| {
+    let chat_shaping = edited_form.as_ref().map(|form| {
         Shaping::new(ShapeInput {
             api: Api::Chat,
-            original,
-            parsed,
+            original: form.bytes(),
+            parsed: form,
             trace,
             request_id: &record.request_id,
             route,
@@ -193,8 +191,15 @@ pub(super) async fn try_candidates<'p, T: Transport>(
             }
             None => (body, None),
         };
-        let url = endpoint.url(dialect::suffix(dialect, request.api));
-        let mut upstream = match Request::post(url).body(Full::new(Bytes::from(body))) {
+        let built = endpoint
+            .uri(dialect::suffix(dialect, request.api))
+            .map_err(|err| err.to_string())
+            .and_then(|uri| {
+                Request::post(uri)
+                    .body(Full::new(Bytes::from(body)))
+                    .map_err(|err| err.to_string())
+            });
+        let mut upstream = match built {
             Ok(r) => r,
             Err(err) => {
                 let why = Why::Body(format!("cannot build the upstream request: {err}"));
@@ -287,5 +292,5 @@ fn chat_form(
     if !translated {
         return None;
     }
-    Some(ChatForm::new(request.parsed))
+    Some(ChatForm::new(request.parsed.tree()))
 }

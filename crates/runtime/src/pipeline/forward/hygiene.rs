@@ -61,14 +61,16 @@ fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
 /// own are added over them.
 pub(super) fn client_headers(client: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len() + 6);
+    // Most requests have no `connection` header: then no name needs looking up in it.
+    let has_connection = client.contains_key(hyper::header::CONNECTION);
     for (name, value) in client {
         let lower = name.as_str();
-        if !NOT_FORWARDED.contains(&lower)
-            && !lower.starts_with("proxy-")
-            && lower != "cookie"
-            && !headers::router_owned(lower)
-            && !named_by_connection(client, name)
-        {
+        let dropped = NOT_FORWARDED.contains(&lower)
+            || lower.starts_with("proxy-")
+            || lower == "cookie"
+            || headers::router_owned(lower)
+            || (has_connection && named_by_connection(client, name));
+        if !dropped {
             out.append(name.clone(), value.clone());
         }
     }

@@ -26,7 +26,6 @@ use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
-use serde_json::Value;
 use src_compiler::failover::{Attempts, End};
 use src_compiler::hir::{CheckedPolicy, ModelId};
 use src_compiler::request::RequestView;
@@ -61,7 +60,7 @@ pub struct Outgoing<'a> {
     pub api: Api,
     pub parts: &'a Parts,
     pub body: &'a Bytes,
-    pub parsed: &'a Value,
+    pub parsed: &'a crate::pipeline::intake::JsonBody,
     pub view: &'a RequestView,
     /// A `/v1/responses` turn continuing a response the router stored: how it is sent to
     /// that response's owner and to any other candidate.
@@ -180,6 +179,9 @@ pub async fn forward(
         } => {
             span.set(key::STATUS, || i64::from(response.status().as_u16()).into());
             done.upstream = Some(span);
+            if let Some(wire) = snapshot.wire.get(model_id.index()) {
+                done.answered_by(&wire.upstream_times);
+            }
             if let Some(charge) = &mut done.charge {
                 charge.answered_by(policy, model_id);
             }
@@ -225,7 +227,7 @@ pub async fn forward(
             let strip = plan.ask_usage
                 && request.api == Api::Chat
                 && !translated
-                && crate::pipeline::shape::usage_asked(request.parsed).is_some();
+                && crate::pipeline::shape::usage_asked(request.parsed.tree()).is_some();
             let response = relay(response, answer, done);
             // The values go back first, so a translation reads the answer the client is owed.
             let response = match vault {

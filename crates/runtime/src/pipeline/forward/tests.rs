@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use http_body_util::BodyExt;
+use serde_json::Value;
 use src_compiler::hir::RouteId;
 
 use super::*;
@@ -151,11 +152,12 @@ async fn attempt_under(
         .body(())
         .unwrap()
         .into_parts();
+    let parsed = crate::pipeline::intake::JsonBody::from_value(body);
     let request = Outgoing {
         api: Api::Chat,
         parts: &parts,
         body: &bytes,
-        parsed: &body,
+        parsed: &parsed,
         view: &view,
         previous: None,
     };

@@ -1,0 +1,338 @@
+//! The borrowed chat reader against the `Value` one (the property is `check_borrowed` in
+//! `fuzz_support/request.rs`), on chat bodies written every way JSON allows one to be written:
+//! keys repeated (the last one counts), keys and strings with `\u` escapes, whitespace between
+//! every token, numbers in every notation and out of range, and bodies cut or spoiled so that
+//! both readers must refuse them.
+//!
+//! `PROPTEST_CASES` raises the case count for a long search.
+
+mod fuzz_support;
+
+use fuzz_support::corpus;
+use fuzz_support::request::{check_borrowed, headers};
+use proptest::prelude::*;
+use src_compiler::request::{Borrowed, RequestView};
+
+/// Whitespace JSON allows between tokens.
+fn ws() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec!["", "", "", " ", "\n", "\t ", "\r\n  "])
+}
+
+/// `text` as a JSON string: plain (serde_json's own escapes), or every character escaped.
+fn string(text: &str, escaped: bool) -> String {
+    if !escaped {
+        return serde_json::to_string(text).unwrap_or_default();
+    }
+    let mut out = String::from("\"");
+    for unit in text.encode_utf16() {
+        out.push_str(&format!("\\u{unit:04x}"));
+    }
+    out.push('"');
+    out
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "user",
+            "system",
+            "developer",
+            "assistant",
+            "tool",
+            "function",
+            "ipython",
+            "text",
+            "input_text",
+            "image_url",
+            "audio",
+            "call_1",
+            "auto",
+            "my service panics with this stack trace",
+            "  ",
+            "",
+            "中文 🦀",
+            "a\"quote\\ and\nnewline",
+        ])
+        .prop_map(str::to_owned),
+        ".{0,10}",
+    ]
+}
+
+/// A JSON string, plainly written or escaped.
+fn json_string() -> impl Strategy<Value = String> {
+    (text(), prop::bool::weighted(0.2)).prop_map(|(t, e)| string(&t, e))
+}
+
+fn scalar() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("null".to_owned()),
+        Just("true".to_owned()),
+        Just("false".to_owned()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_map(|n| serde_json::Value::from(n).to_string()),
+        prop::sample::select(vec![
+            "-0", "1.5e3", "1E-2", "0.10", "1e999", "-1e400", "2.0"
+        ])
+        .prop_map(str::to_owned),
+        json_string(),
+    ]
+}
+
+/// An object of `members`, each written `key: value`; keys may repeat.
+fn object(members: Vec<(String, bool, String)>, spaces: Vec<&'static str>) -> String {
+    let mut out = String::from("{");
+    for (i, (key, escaped, value)) in members.iter().enumerate() {
+        let space = spaces.get(i % spaces.len().max(1)).copied().unwrap_or("");
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(space);
+        out.push_str(&string(key, *escaped));
+        out.push_str(space);
+        out.push(':');
+        out.push_str(value);
+        out.push_str(space);
+    }
+    out.push('}');
+    out
+}
+
+fn array(items: Vec<String>, space: &str) -> String {
+    format!("[{space}{}{space}]", items.join(&format!(",{space}")))
+}
+
+/// Any JSON value, keys from the chat API's own names so that members repeat.
+fn json() -> impl Strategy<Value = String> {
+    scalar().prop_recursive(4, 48, 5, |inner| {
+        prop_oneof![
+            (prop::collection::vec(inner.clone(), 0..5), ws()).prop_map(|(v, s)| array(v, s)),
+            (
+                prop::collection::vec((key(), any::<bool>(), inner), 0..5),
+                prop::collection::vec(ws(), 1..3),
+            )
+                .prop_map(|(m, s)| object(m, s)),
+        ]
+    })
+}
+
+fn key() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "role",
+        "content",
+        "type",
+        "text",
+        "name",
+        "tool_calls",
+        "tool_call_id",
+        "function_call",
+        "id",
+        "reasoning",
+        "refusal",
+        "user_id",
+    ])
+    .prop_map(str::to_owned)
+}
+
+/// A content part: mostly text parts, sometimes media or an unknown type.
+fn part() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec![
+            "text",
+            "text",
+            "input_text",
+            "image_url",
+            "image_url",
+            "mystery",
+        ]),
+        json_string(),
+        prop::option::weighted(0.2, json()),
+        prop::collection::vec(ws(), 1..2),
+    )
+        .prop_map(|(kind, text, extra, spaces)| {
+            let mut members = vec![
+                ("type".to_owned(), false, string(kind, false)),
+                ("text".to_owned(), false, text),
+            ];
+            if let Some(extra) = extra {
+                members.push(("text".to_owned(), true, extra));
+            }
+            object(members, spaces)
+        })
+}
+
+fn content() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => json_string(),
+        3 => (prop::collection::vec(part(), 0..3), ws()).prop_map(|(p, s)| array(p, s)),
+        1 => json(),
+    ]
+}
+
+/// A chat message: a role, content, sometimes tool calls, a result's id, reasoning, and any
+/// other member, in any order and sometimes twice.
+fn message() -> impl Strategy<Value = String> {
+    let role = prop_oneof![
+        12 => prop::sample::select(vec!["user", "user", "system", "assistant", "tool", "developer", "function", "ipython"])
+            .prop_map(|r| string(r, false)),
+        1 => json(),
+    ];
+    let calls = prop::collection::vec(
+        (json_string(), ws()).prop_map(|(id, s)| object(vec![("id".into(), false, id)], vec![s])),
+        0..3,
+    )
+    .prop_map(|calls| array(calls, ""));
+    (
+        role,
+        prop::option::weighted(0.9, content()),
+        prop::option::of(calls),
+        prop::option::weighted(0.7, json_string()),
+        prop::option::weighted(0.15, (key(), json())),
+        prop::option::weighted(0.3, role_again()),
+        any::<u64>(),
+        prop::collection::vec(ws(), 1..3),
+    )
+        .prop_map(
+            |(role, content, calls, answers, extra, again, order, spaces)| {
+                let mut members = vec![("role".to_owned(), order % 5 == 0, role)];
+                if let Some(content) = content {
+                    members.push(("content".into(), false, content));
+                }
+                if let Some(calls) = calls {
+                    members.push(("tool_calls".into(), false, calls));
+                }
+                if let Some(id) = answers {
+                    members.push(("tool_call_id".into(), false, id));
+                }
+                if let Some((key, value)) = extra {
+                    members.push((key, false, value));
+                }
+                if let Some(role) = again {
+                    members.push(("role".into(), false, role));
+                }
+                let len = members.len();
+                members.rotate_left(usize::try_from(order).unwrap_or(0) % len);
+                object(members, spaces)
+            },
+        )
+}
+
+fn role_again() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["user", "assistant", "tool"]).prop_map(|r| string(r, false))
+}
+
+/// A chat body: `model`, `messages`, the optional top-level fields, any others (nested objects
+/// for `body(..)`), sometimes repeated, in any order.
+fn body() -> impl Strategy<Value = String> {
+    let top = prop_oneof![
+        3 => (Just("model"), json_string()),
+        1 => (Just("model"), scalar()),
+        2 => (Just("stream"), prop::sample::select(vec!["true", "false", "null", "1"]).prop_map(str::to_owned)),
+        2 => (Just("tools"), (prop::collection::vec(json(), 0..3), ws()).prop_map(|(t, s)| array(t, s))),
+        1 => (Just("tools"), json()),
+        1 => (Just("functions"), json()),
+        3 => (Just("temperature"), scalar()),
+        3 => (Just("metadata"), json()),
+        3 => (Just("user"), json_string()),
+    ];
+    (
+        prop::collection::vec(message(), 1..5),
+        prop::collection::vec((top, any::<bool>()), 0..5),
+        any::<bool>(),
+        prop::collection::vec(ws(), 1..3),
+        any::<usize>(),
+    )
+        .prop_map(|(messages, others, messages_last, spaces, at)| {
+            let mut members: Vec<(String, bool, String)> = others
+                .into_iter()
+                .map(|((k, v), escaped)| (k.to_owned(), escaped, v))
+                .collect();
+            let messages = ("messages".to_owned(), false, array(messages, ""));
+            if messages_last {
+                members.push(messages);
+            } else {
+                members.insert(at % (members.len() + 1), messages);
+            }
+            object(members, spaces)
+        })
+}
+
+/// A body spoiled: cut short, a byte changed, or something appended.
+fn spoiled() -> impl Strategy<Value = Vec<u8>> {
+    (body(), any::<usize>(), any::<u8>(), 0..3u8).prop_map(|(body, at, byte, how)| {
+        let mut bytes = body.into_bytes();
+        let at = at % (bytes.len() + 1);
+        match how {
+            0 => bytes.truncate(at),
+            1 => {
+                if let Some(b) = bytes.get_mut(at) {
+                    *b = byte;
+                }
+            }
+            _ => bytes.extend_from_slice(b",}"),
+        }
+        bytes
+    })
+}
+
+fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+    check_borrowed(bytes).map_err(|e| {
+        TestCaseError::fail(format!("{e}\n--- in\n{}", String::from_utf8_lossy(bytes)))
+    })
+}
+
+#[test]
+fn generated_bodies_are_often_read() {
+    // Most written bodies must be read as chat requests, or the property would compare only
+    // two refusals.
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = body();
+    let mut read = 0;
+    for _ in 0..400 {
+        let Ok(tree) = strategy.new_tree(&mut runner) else {
+            continue;
+        };
+        let text = tree.current();
+        let Some(body) = Borrowed::parse(text.as_bytes()) else {
+            continue;
+        };
+        read += usize::from(RequestView::from_chat(&body, headers()).is_ok());
+    }
+    assert!(read >= 80, "only {read} of 400 generated bodies were read");
+}
+
+#[test]
+fn a_repeated_key_counts_its_last_value() {
+    let body =
+        br#"{"messages":[{"role":"assistant","content":"a","role":"user"}],"model":1,"model":"m"}"#;
+    let borrowed = Borrowed::parse(body).expect("JSON");
+    let view = RequestView::from_chat(&borrowed, headers()).expect("a chat body");
+    assert_eq!((view.prompt.as_str(), view.turns), ("a", 1));
+    assert_eq!(view.model.as_deref(), Some("m"));
+    assert!(check_borrowed(body).is_ok());
+}
+
+#[test]
+fn every_kept_fuzz_input_reads_alike() {
+    let inputs = corpus::of_target("request");
+    assert!(!inputs.is_empty(), "fuzz/corpus/request is empty");
+    for (path, bytes) in inputs {
+        check_borrowed(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(corpus::cases(1000)))]
+
+    #[test]
+    fn written_bodies_read_alike(body in body()) {
+        check(body.as_bytes())?;
+    }
+
+    #[test]
+    fn spoiled_bodies_read_alike(bytes in spoiled()) {
+        check(&bytes)?;
+    }
+}
