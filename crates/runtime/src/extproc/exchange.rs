@@ -402,7 +402,7 @@ impl Exchange {
         let strip = plan.ask_usage
             && self.sees_answers
             && api == Api::Chat
-            && crate::pipeline::shape::usage_asked(&parsed).is_some();
+            && crate::pipeline::shape::usage_asked(parsed.tree()).is_some();
         let policy = snapshot.policy();
         let (Some(model), Some(wire_model)) = (
             policy.models.get(model_id.index()),
