@@ -289,27 +289,11 @@ async fn open(target: MilvusTarget, dimension: Option<usize>) -> Result<Ready, S
         )
         .await
         .map_err(translate)?;
-    let described = client
-        .describe_collection(
-            DescribeCollectionRequest::builder()
-                .collection_name(name)
-                .build()
-                .map_err(rejected)?,
-        )
-        .await
-        .map_err(translate)?;
-    let dimension = described
-        .description()
-        .get_schema()
-        .get_fields()
-        .iter()
-        .find(|f| f.get_name() == VECTOR)
-        .map(|f| f.get_dimension() as usize)
-        .ok_or_else(|| {
-            StoreError::Config(format!(
-                "collection `{name}` has no `{VECTOR}` field: it was not made by this router"
-            ))
-        })?;
+    let dimension = vector_dimension(&client, name).await?.ok_or_else(|| {
+        StoreError::Config(format!(
+            "collection `{name}` has no `{VECTOR}` field: it was not made by this router"
+        ))
+    })?;
     Ok(Ready { client, dimension })
 }
 
@@ -360,28 +344,12 @@ pub async fn survey(
             }
         };
         if has(name.to_owned()).await? {
-            let described = client
-                .describe_collection(
-                    DescribeCollectionRequest::builder()
-                        .collection_name(name)
-                        .build()
-                        .map_err(rejected)?,
-                )
-                .await
-                .map_err(translate)?;
-            let found = described
-                .description()
-                .get_schema()
-                .get_fields()
-                .iter()
-                .find(|f| f.get_name() == VECTOR)
-                .map(|f| f.get_dimension() as usize)
-                .ok_or_else(|| {
-                    StoreError::Config(format!(
-                        "collection `{name}` has no `{VECTOR}` field: it was not made by this \
+            let found = vector_dimension(&client, name).await?.ok_or_else(|| {
+                StoreError::Config(format!(
+                    "collection `{name}` has no `{VECTOR}` field: it was not made by this \
                          router; name another collection"
-                    ))
-                })?;
+                ))
+            })?;
             return Ok(Survey {
                 dimension: Some(found),
             });
@@ -409,6 +377,27 @@ pub async fn survey(
             op: "survey",
             after: timeout,
         }))
+}
+
+/// The length of the vectors collection `name` holds; `None` when it has no vector field of
+/// ours (a collection this router did not make).
+async fn vector_dimension(client: &ClientV2, name: &str) -> Result<Option<usize>, StoreError> {
+    let described = client
+        .describe_collection(
+            DescribeCollectionRequest::builder()
+                .collection_name(name)
+                .build()
+                .map_err(rejected)?,
+        )
+        .await
+        .map_err(translate)?;
+    Ok(described
+        .description()
+        .get_schema()
+        .get_fields()
+        .iter()
+        .find(|f| f.get_name() == VECTOR)
+        .map(|f| f.get_dimension() as usize))
 }
 
 fn create_request(name: &str, dimension: usize) -> Result<CreateCollectionRequest, StoreError> {
