@@ -196,7 +196,10 @@ impl RedisCluster {
                 let info = command_on(p, "CLUSTER INFO");
                 info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
             });
-            all_ok && self.masters().len() == 3
+            let masters = self.masters();
+            all_ok
+                && masters.len() == 3
+                && masters.iter().all(|(p, _)| self.replica_seen(*p).is_some())
         });
     }
 
@@ -274,6 +277,13 @@ impl RedisCluster {
 
     /// The port of the replica of the master on `port`.
     pub fn replica_of(&self, port: u16) -> u16 {
+        self.replica_seen(port)
+            .unwrap_or_else(|| panic!("the master on {port} has no replica"))
+    }
+
+    /// The port of the replica of the master on `port`, as the first live node sees the cluster
+    /// now (a new replica reaches every node's view by gossip, a moment after it reaches one).
+    fn replica_seen(&self, port: u16) -> Option<u16> {
         let Some(&seen_from) = self.live_ports().first() else {
             panic!("no live node");
         };
@@ -300,7 +310,6 @@ impl RedisCluster {
             .iter()
             .find(|f| f[2].contains("slave") && f[3] == id)
             .and_then(|f| port_of(f[1]))
-            .unwrap_or_else(|| panic!("the master on {port} has no replica"))
     }
 
     /// The port of the master serving `key` now.
