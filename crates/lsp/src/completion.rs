@@ -9,9 +9,9 @@
 //! which labels or fields fit from the checker's names.
 
 use crate::lexical::{context_at, CursorContext, TokKind};
-use crate::symbols::SymKind;
 use crate::workspace::Analysis;
 use lsp_types::{CompletionItem, CompletionItemKind, InsertTextFormat};
+use src_compiler::check::DeclKind;
 use src_compiler::hir::{ClassSet, Type};
 use src_compiler::vocabulary::{self, Receiver, Value};
 use src_dsl::keywords;
@@ -36,22 +36,22 @@ pub fn complete(text: &str, offset: usize, analyses: &[&Analysis]) -> Vec<Comple
             let back = cx.before.len() - at;
             out.labels(&names, label_owner(&cx, back, &names));
         }
-        Some("to") | Some("else") => out.names(&names, SymKind::Model, CompletionItemKind::CLASS),
+        Some("to") | Some("else") => out.names(&names, DeclKind::Model, CompletionItemKind::CLASS),
         Some("expect") => {
-            out.names(&names, SymKind::Route, CompletionItemKind::METHOD);
+            out.names(&names, DeclKind::Route, CompletionItemKind::METHOD);
             out.keyword("blocked");
             out.keyword("rejected");
         }
-        Some("blocked") => out.names(&names, SymKind::Block, CompletionItemKind::EVENT),
+        Some("blocked") => out.names(&names, DeclKind::Block, CompletionItemKind::EVENT),
         Some("rejected") if decl == "test" => {
-            out.names(&names, SymKind::Budget, CompletionItemKind::VALUE)
+            out.names(&names, DeclKind::Budget, CompletionItemKind::VALUE)
         }
         Some("model") if decl == "test" => {
-            out.names(&names, SymKind::Model, CompletionItemKind::CLASS)
+            out.names(&names, DeclKind::Model, CompletionItemKind::CLASS)
         }
-        Some("given") => out.names(&names, SymKind::Signal, CompletionItemKind::VARIABLE),
+        Some("given") => out.names(&names, DeclKind::Signal, CompletionItemKind::VARIABLE),
         Some(",") if decl == "test" => {
-            out.names(&names, SymKind::Signal, CompletionItemKind::VARIABLE)
+            out.names(&names, DeclKind::Signal, CompletionItemKind::VARIABLE)
         }
         Some("=") => after_assign(&cx, &decl, &names, &mut out),
         Some(".") => {
@@ -105,7 +105,7 @@ struct Names<'a> {
 }
 
 impl Names<'_> {
-    fn of(&self, kind: SymKind) -> Vec<String> {
+    fn of(&self, kind: DeclKind) -> Vec<String> {
         let mut seen = Vec::new();
         for analysis in self.analyses {
             for d in analysis.symbols.decls_of(kind) {
@@ -147,7 +147,7 @@ impl Names<'_> {
         })
     }
 
-    fn value_kind(&self, name: &str) -> Option<SymKind> {
+    fn value_kind(&self, name: &str) -> Option<DeclKind> {
         self.analyses
             .iter()
             .find_map(|a| a.symbols.value_kind(name))
@@ -183,7 +183,7 @@ fn label_owner(cx: &CursorContext, back: usize, names: &Names<'_>) -> Option<Own
     if let Some(callee) = callee_before(cx, back) {
         return match callee {
             "language" => Some(Owner::Language),
-            c if names.value_kind(c) == Some(SymKind::Classifier) => {
+            c if names.value_kind(c) == Some(DeclKind::Classifier) => {
                 Some(Owner::Classifier(c.to_string()))
             }
             _ => None,
@@ -204,7 +204,7 @@ fn receiver(cx: &CursorContext, names: &Names<'_>) -> Option<Receiver> {
             Some(vocabulary::Function::Outcomes) => Some(Receiver::Outcomes),
             Some(vocabulary::Function::Budget) => Some(Receiver::Budget),
             Some(vocabulary::Function::Language) => Some(Receiver::Class),
-            _ if names.value_kind(callee) == Some(SymKind::Classifier) => Some(Receiver::Class),
+            _ if names.value_kind(callee) == Some(DeclKind::Classifier) => Some(Receiver::Class),
             _ => None,
         };
     }
@@ -254,8 +254,8 @@ fn after_assign(cx: &CursorContext, decl: &str, names: &Names<'_>, out: &mut Com
         return;
     }
     match (decl, field) {
-        ("model", "backend") => out.names(names, SymKind::Backend, CompletionItemKind::MODULE),
-        ("cache", "encoder") => out.names(names, SymKind::Encoder, CompletionItemKind::FUNCTION),
+        ("model", "backend") => out.names(names, DeclKind::Backend, CompletionItemKind::MODULE),
+        ("cache", "encoder") => out.names(names, DeclKind::Encoder, CompletionItemKind::FUNCTION),
         _ if keywords::takes_expression(decl, field) => out.expression(names, decl),
         _ => {
             for v in keywords::choices(decl, field) {
@@ -334,12 +334,12 @@ impl Completions {
         }
     }
 
-    fn names(&mut self, names: &Names<'_>, kind: SymKind, item_kind: CompletionItemKind) {
+    fn names(&mut self, names: &Names<'_>, kind: DeclKind, item_kind: CompletionItemKind) {
         for n in names.of(kind) {
             self.push(CompletionItem {
                 label: n,
                 kind: Some(item_kind),
-                detail: Some(kind.word().to_string()),
+                detail: Some(kind.noun().to_string()),
                 ..Default::default()
             });
         }
@@ -365,12 +365,12 @@ impl Completions {
     }
 
     fn expression(&mut self, names: &Names<'_>, decl: &str) {
-        self.names(names, SymKind::Signal, CompletionItemKind::VARIABLE);
-        for c in names.of(SymKind::Classifier) {
+        self.names(names, DeclKind::Signal, CompletionItemKind::VARIABLE);
+        for c in names.of(DeclKind::Classifier) {
             let body = format!("{c}(${{1:prompt}})");
             self.snippet(&c, CompletionItemKind::FUNCTION, &body, "classifier");
         }
-        for g in names.of(SymKind::Guard) {
+        for g in names.of(DeclKind::Guard) {
             let body = format!("{g}(${{1:prompt}})");
             self.snippet(&g, CompletionItemKind::FUNCTION, &body, "guard");
         }
@@ -387,7 +387,7 @@ impl Completions {
             });
         }
         if decl == "protect" {
-            self.names(names, SymKind::Model, CompletionItemKind::CLASS);
+            self.names(names, DeclKind::Model, CompletionItemKind::CLASS);
         }
         for kw in ["not", "true", "false"] {
             self.keyword(kw);

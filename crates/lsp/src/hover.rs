@@ -8,6 +8,7 @@
 use crate::lexical::word_at;
 use crate::symbols::{Decl, SymKind, SymbolKey};
 use crate::workspace::Analysis;
+use src_compiler::check::DeclKind;
 use src_compiler::hir::{ClassSet, Type};
 use src_compiler::vocabulary::{self, Receiver};
 use src_dsl::ast::{self, BlockAction, ItemKind};
@@ -118,7 +119,7 @@ fn model_summary(analysis: &Analysis, m: &ast::Model) -> String {
     if let Some(b) = &m.backend {
         out.push_str(&format!("\n\n- backend: `{}`", b.name));
         let key = SymbolKey {
-            kind: SymKind::Backend,
+            kind: DeclKind::Backend.into(),
             name: b.name.clone(),
             owner: None,
         };

@@ -8,6 +8,7 @@
 use crate::symbols::{SymKind, SymbolKey};
 use crate::workspace::Analysis;
 use lsp_types::{DocumentSymbol, Location, SymbolKind, TextEdit, Uri};
+use src_compiler::check::DeclKind;
 use src_dsl::ast::ItemKind;
 use src_dsl::{FileId, Span};
 use std::collections::HashMap;
@@ -103,16 +104,19 @@ pub fn rename(
 }
 
 fn lsp_kind(kind: SymKind) -> SymbolKind {
+    let SymKind::Decl(kind) = kind else {
+        return SymbolKind::ENUM_MEMBER;
+    };
+    // Exhaustive: a declaration kind the compiler gains must be given an editor symbol kind.
     match kind {
-        SymKind::Backend => SymbolKind::MODULE,
-        SymKind::Model => SymbolKind::CLASS,
-        SymKind::Classifier | SymKind::Guard | SymKind::Encoder => SymbolKind::FUNCTION,
-        SymKind::Signal => SymbolKind::VARIABLE,
-        SymKind::Block => SymbolKind::EVENT,
-        SymKind::Route => SymbolKind::METHOD,
-        SymKind::Test => SymbolKind::CONSTANT,
-        SymKind::Budget => SymbolKind::OBJECT,
-        SymKind::Label => SymbolKind::ENUM_MEMBER,
+        DeclKind::Backend => SymbolKind::MODULE,
+        DeclKind::Model => SymbolKind::CLASS,
+        DeclKind::Classifier | DeclKind::Guard | DeclKind::Encoder => SymbolKind::FUNCTION,
+        DeclKind::Signal => SymbolKind::VARIABLE,
+        DeclKind::Block => SymbolKind::EVENT,
+        DeclKind::Route => SymbolKind::METHOD,
+        DeclKind::Test => SymbolKind::CONSTANT,
+        DeclKind::Budget => SymbolKind::OBJECT,
     }
 }
 

@@ -7,24 +7,17 @@
 //! to the classifier whose value it is tested against, which takes types to find: those come
 //! from the checker's [`NameTable`], which resolves labels even in a policy with errors.
 
+use src_compiler::check::DeclKind;
 use src_compiler::NameTable;
 use src_dsl::ast::{self, BlockAction, Expectation, ExprKind, ItemKind};
 use src_dsl::{FileId, Span};
 use std::collections::HashMap;
 
-/// What kind of thing a name stands for.
+/// What kind of thing a name stands for: one of the compiler's declaration kinds, or a label
+/// (which the compiler resolves without a declaration kind of its own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SymKind {
-    Backend,
-    Model,
-    Classifier,
-    Guard,
-    Encoder,
-    Signal,
-    Block,
-    Route,
-    Test,
-    Budget,
+    Decl(DeclKind),
     /// A label of a classifier (`owner` names it; `None` for the `language` labels).
     Label,
 }
@@ -32,46 +25,15 @@ pub enum SymKind {
 impl SymKind {
     pub fn word(self) -> &'static str {
         match self {
-            SymKind::Backend => "backend",
-            SymKind::Model => "model",
-            SymKind::Classifier => "classifier",
-            SymKind::Guard => "guard",
-            SymKind::Encoder => "encoder",
-            SymKind::Signal => "signal",
-            SymKind::Block => "block",
-            SymKind::Route => "route",
-            SymKind::Test => "test",
-            SymKind::Budget => "budget",
+            SymKind::Decl(kind) => kind.noun(),
             SymKind::Label => "label",
         }
     }
+}
 
-    fn of(item: &ItemKind) -> Option<SymKind> {
-        Some(match item {
-            ItemKind::Backend(_) => SymKind::Backend,
-            ItemKind::Model(_) => SymKind::Model,
-            ItemKind::Classifier(_) => SymKind::Classifier,
-            ItemKind::Guard(_) => SymKind::Guard,
-            ItemKind::Encoder(_) => SymKind::Encoder,
-            ItemKind::Signal(_) => SymKind::Signal,
-            ItemKind::Block(_) => SymKind::Block,
-            ItemKind::Route(_) => SymKind::Route,
-            ItemKind::Test(_) => SymKind::Test,
-            ItemKind::Budget(_) => SymKind::Budget,
-            _ => return None,
-        })
-    }
-
-    /// Whether the kind lives in the value namespace (usable in expressions).
-    pub fn is_value(self) -> bool {
-        matches!(
-            self,
-            SymKind::Model
-                | SymKind::Classifier
-                | SymKind::Guard
-                | SymKind::Encoder
-                | SymKind::Signal
-        )
+impl From<DeclKind> for SymKind {
+    fn from(kind: DeclKind) -> SymKind {
+        SymKind::Decl(kind)
     }
 }
 
@@ -108,7 +70,7 @@ pub struct SymbolIndex {
     pub occurrences: Vec<Occurrence>,
     /// Classifier name → its labels.
     pub classifier_labels: HashMap<String, Vec<String>>,
-    values: HashMap<String, SymKind>,
+    values: HashMap<String, DeclKind>,
 }
 
 impl SymbolIndex {
@@ -150,16 +112,16 @@ impl SymbolIndex {
     }
 
     fn declare(&mut self, item: &ast::Item) {
-        let (Some(kind), Some(name)) = (SymKind::of(&item.kind), item.kind.name()) else {
+        let (Some(kind), Some(name)) = (DeclKind::of_item(&item.kind), item.kind.name()) else {
             return;
         };
         let key = SymbolKey {
-            kind,
+            kind: kind.into(),
             name: name.name.clone(),
             owner: None,
         };
         self.push_decl(key, name.span, item.span);
-        if kind.is_value() {
+        if kind.in_value_namespace() {
             self.values.entry(name.name.clone()).or_insert(kind);
         }
         if let ItemKind::Classifier(c) = &item.kind {
@@ -192,7 +154,7 @@ impl SymbolIndex {
     }
 
     /// The value-namespace kind of a name, when declared.
-    pub fn value_kind(&self, name: &str) -> Option<SymKind> {
+    pub fn value_kind(&self, name: &str) -> Option<DeclKind> {
         self.values.get(name).copied()
     }
 
@@ -202,8 +164,10 @@ impl SymbolIndex {
     }
 
     /// Declarations of one kind, in declaration order.
-    pub fn decls_of(&self, kind: SymKind) -> impl Iterator<Item = &Decl> {
-        self.decls.iter().filter(move |d| d.key.kind == kind)
+    pub fn decls_of(&self, kind: DeclKind) -> impl Iterator<Item = &Decl> {
+        self.decls
+            .iter()
+            .filter(move |d| d.key.kind == SymKind::Decl(kind))
     }
 
     /// The occurrence under a byte offset of a file (a name touching the offset on either side).
@@ -230,10 +194,10 @@ impl SymbolIndex {
         self.occurrences.iter().filter(move |o| &o.key == key)
     }
 
-    fn reference(&mut self, kind: SymKind, ident: &ast::Ident) {
+    fn reference(&mut self, kind: DeclKind, ident: &ast::Ident) {
         self.occurrences.push(Occurrence {
             key: SymbolKey {
-                kind,
+                kind: kind.into(),
                 name: ident.name.clone(),
                 owner: None,
             },
@@ -246,7 +210,7 @@ impl SymbolIndex {
         match &item.kind {
             ItemKind::Model(m) => {
                 if let Some(b) = &m.backend {
-                    self.reference(SymKind::Backend, b);
+                    self.reference(DeclKind::Backend, b);
                 }
             }
             ItemKind::Signal(s) => self.expr(&s.expr),
@@ -255,7 +219,7 @@ impl SymbolIndex {
                     self.expr(w);
                 }
                 if let BlockAction::Redirect { model } = &b.action {
-                    self.reference(SymKind::Model, model);
+                    self.reference(DeclKind::Model, model);
                 }
             }
             ItemKind::Route(r) => {
@@ -263,12 +227,12 @@ impl SymbolIndex {
                     self.expr(w);
                 }
                 for m in r.to.iter().chain(&r.fallbacks) {
-                    self.reference(SymKind::Model, m);
+                    self.reference(DeclKind::Model, m);
                 }
             }
             ItemKind::Cache(c) => {
                 if let Some(e) = &c.encoder {
-                    self.reference(SymKind::Encoder, e);
+                    self.reference(DeclKind::Encoder, e);
                 }
                 if let Some(w) = &c.skip_when {
                     self.expr(w);
@@ -290,7 +254,7 @@ impl SymbolIndex {
                     self.expr(e);
                 }
                 if let Some(ast::Exceeded::To(model)) = b.exceeded.as_ref().map(|e| &e.value) {
-                    self.reference(SymKind::Model, model);
+                    self.reference(DeclKind::Model, model);
                 }
             }
             ItemKind::Backend(_)
@@ -307,12 +271,12 @@ impl SymbolIndex {
             // `given NAME = SHARE` stubs a budget when NAME is one and no signal is.
             let budget = self.value_kind(&g.signal.name).is_none()
                 && self
-                    .decls_of(SymKind::Budget)
+                    .decls_of(DeclKind::Budget)
                     .any(|d| d.key.name == g.signal.name);
             let kind = if budget {
-                SymKind::Budget
+                DeclKind::Budget
             } else {
-                SymKind::Signal
+                DeclKind::Signal
             };
             self.reference(kind, &g.signal);
             // A bare name given to a signal is a label (resolved by the checker), not a use.
@@ -323,18 +287,18 @@ impl SymbolIndex {
         if let Some(expect) = &t.expect {
             match &expect.value {
                 Expectation::Route { route, model } => {
-                    self.reference(SymKind::Route, route);
+                    self.reference(DeclKind::Route, route);
                     if let Some(m) = model {
-                        self.reference(SymKind::Model, m);
+                        self.reference(DeclKind::Model, m);
                     }
                 }
                 Expectation::Blocked { block, model } => {
-                    self.reference(SymKind::Block, block);
+                    self.reference(DeclKind::Block, block);
                     if let Some(m) = model {
-                        self.reference(SymKind::Model, m);
+                        self.reference(DeclKind::Model, m);
                     }
                 }
-                Expectation::Rejected { budget } => self.reference(SymKind::Budget, budget),
+                Expectation::Rejected { budget } => self.reference(DeclKind::Budget, budget),
             }
         }
     }
@@ -354,10 +318,10 @@ impl SymbolIndex {
                 for (i, a) in args.iter().enumerate() {
                     match (&a.kind, f.name.as_str(), i) {
                         (ExprKind::Name(enc), "similarity", 0) => {
-                            self.reference(SymKind::Encoder, enc);
+                            self.reference(DeclKind::Encoder, enc);
                         }
                         (ExprKind::Name(budget), "budget", 0) => {
-                            self.reference(SymKind::Budget, budget);
+                            self.reference(DeclKind::Budget, budget);
                         }
                         _ => self.expr(a),
                     }

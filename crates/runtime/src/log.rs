@@ -420,6 +420,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use src_testkit::log_lines::Written;
     use std::time::Duration;
 
     #[test]
@@ -458,26 +459,8 @@ mod tests {
         }
     }
 
-    /// A writer whose bytes the test can read back.
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn written_lines(out: &Shared) -> Vec<Value> {
-        let bytes = out.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        String::from_utf8(bytes)
+    fn written_lines(out: &Written) -> Vec<Value> {
+        String::from_utf8(out.bytes())
             .expect("utf-8")
             .lines()
             .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
@@ -486,7 +469,7 @@ mod tests {
 
     #[test]
     fn flush_writes_every_line_pushed_before_it() {
-        let out = Shared::default();
+        let out = Written::default();
         let sink = out.clone();
         let log = RequestLog::writer(move || Box::new(sink));
         for i in 0..500 {
@@ -509,7 +492,7 @@ mod tests {
 
     #[test]
     fn lines_reach_the_writer_without_a_flush() {
-        let out = Shared::default();
+        let out = Written::default();
         let sink = out.clone();
         let log = RequestLog::writer(move || Box::new(sink));
         log.write(&RequestRecord::default());

@@ -10,11 +10,11 @@
 //! counters. The first test prints one client's median latency while Redis is up and while it
 //! is down, measured in the same run (the figure in docs/benchmarks.md).
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use src_runtime::log::RequestLog;
+use src_testkit::log_lines::Written;
 use src_testkit::redis::RedisServer;
 use src_testkit::sessions::{pinned_policy, tool_loop};
 use src_testkit::{user, Router, TestResult, PATIENCE};
@@ -29,11 +29,11 @@ fn policy(url: &str, failure: &str) -> String {
 
 /// Every log line the process writes at `info` or above, as JSON, shared by the tests of this
 /// binary (a tracing subscriber is process-wide); each test reads the lines naming its Redis.
-fn captured() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LINES: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+fn captured() -> &'static Written {
+    static LINES: OnceLock<Written> = OnceLock::new();
     LINES.get_or_init(|| {
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Capture(Arc::clone(&lines));
+        let lines = Written::default();
+        let sink = lines.clone();
         let _ = tracing_subscriber::fmt()
             .json()
             .with_max_level(tracing::Level::INFO)
@@ -43,29 +43,10 @@ fn captured() -> &'static Arc<Mutex<Vec<u8>>> {
     })
 }
 
-#[derive(Clone)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The captured lines at `level` whose text contains every one of `words`.
 fn lines(level: &str, words: &[&str]) -> Vec<serde_json::Value> {
-    let bytes = captured()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    String::from_utf8_lossy(&bytes)
+    captured()
+        .text()
         .lines()
         .filter(|l| words.iter().all(|w| l.contains(w)))
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -5,8 +5,8 @@
 //! upstreams that record what the router sent and answer as scripted
 //! ([`upstream`]) or fail on purpose at the TCP level ([`fault`]), an Envoy `ext_proc` client
 //! ([`extproc`]), every front door driven alike ([`doors`]), the built-in simulator's client
-//! ([`sim`]), the model and cache harnesses ([`models`], [`cache`]), the session fixture ([`sessions`]) and the check every log
-//! line must pass ([`log_lines`]).
+//! ([`sim`]), the model and cache harnesses ([`models`], [`cache`]), the session fixture ([`sessions`]), and the check every log
+//! line must pass with a writer to read a log back ([`log_lines`]).
 //!
 //! It links `src-runtime`, so it is only ever a dev-dependency: the runtime's own unit tests keep
 //! their fakes in the runtime crate (a second copy of its types would not be theirs).

@@ -1,9 +1,12 @@
 //! What every line `src serve` writes to its log must be: one JSON object whose objects never
 //! repeat a key. A JSON reader keeps one of two equal keys and drops the other without a word
 //! (serde_json keeps the last), so a repeated key is information lost in every log pipeline.
+//! [`Written`] is a log's writer whose lines a test reads back.
 
 use std::collections::HashSet;
 use std::fmt;
+use std::io::Write;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -18,6 +21,39 @@ pub fn check(line: &str) -> Result<(), String> {
         .deserialize(&mut reader)
         .and_then(|()| reader.end())
         .map_err(|e| format!("{e}: {line}"))
+}
+
+/// A writer whose bytes a test reads back: every clone writes to one buffer, so a log (a
+/// tracing subscriber, a request log) takes a clone and the test keeps one.
+#[derive(Clone, Default)]
+pub struct Written(Arc<Mutex<Vec<u8>>>);
+
+impl Written {
+    /// Everything written so far.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.lock().clone()
+    }
+
+    /// Everything written so far as text (bytes that are not UTF-8 read as U+FFFD).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.lock()).into_owned()
+    }
+
+    // A test that panicked while writing left whole lines behind; the rest still reads them.
+    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Write for Written {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Reads any JSON value, failing on an object that repeats a key.
@@ -76,7 +112,18 @@ impl<'de> Visitor<'de> for Unique {
 
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::{check, Written};
+    use std::io::Write;
+
+    #[test]
+    fn every_clone_writes_to_the_one_buffer() {
+        let written = Written::default();
+        let mut sink = written.clone();
+        sink.write_all(b"{\"a\":1}\n").unwrap();
+        written.clone().write_all(b"\xff\n").unwrap();
+        assert_eq!(written.bytes(), b"{\"a\":1}\n\xff\n");
+        assert_eq!(written.text(), "{\"a\":1}\n\u{fffd}\n");
+    }
 
     #[test]
     fn a_repeated_key_at_any_depth_is_refused() {

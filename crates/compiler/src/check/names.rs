@@ -41,6 +41,28 @@ impl Kind {
         Kind::Budget,
     ];
 
+    /// The kind an item declares; `None` for a section (`cache`, `session`, ...), which
+    /// declares no name.
+    pub fn of_item(item: &ItemKind) -> Option<Kind> {
+        Some(match item {
+            ItemKind::Backend(_) => Kind::Backend,
+            ItemKind::Model(_) => Kind::Model,
+            ItemKind::Classifier(_) => Kind::Classifier,
+            ItemKind::Guard(_) => Kind::Guard,
+            ItemKind::Encoder(_) => Kind::Encoder,
+            ItemKind::Signal(_) => Kind::Signal,
+            ItemKind::Block(_) => Kind::Block,
+            ItemKind::Route(_) => Kind::Route,
+            ItemKind::Test(_) => Kind::Test,
+            ItemKind::Budget(_) => Kind::Budget,
+            ItemKind::Cache(_)
+            | ItemKind::Session(_)
+            | ItemKind::Protect(_)
+            | ItemKind::Failure(_)
+            | ItemKind::Router(_) => return None,
+        })
+    }
+
     /// The kind's keyword: `model`, `signal`.
     pub fn noun(self) -> &'static str {
         match self {
@@ -146,22 +168,16 @@ impl<'a> Decls<'a> {
     }
 
     fn add(&mut self, item: &'a ast::Item, diags: &mut Vec<Diagnostic>) {
-        let kind = match &item.kind {
-            ItemKind::Cache(c) => return section(&mut self.cache, c, item, diags),
-            ItemKind::Session(s) => return section(&mut self.session, s, item, diags),
-            ItemKind::Protect(p) => return section(&mut self.protect, p, item, diags),
-            ItemKind::Failure(f) => return section(&mut self.failure, f, item, diags),
-            ItemKind::Router(r) => return section(&mut self.router, r, item, diags),
-            ItemKind::Backend(_) => Kind::Backend,
-            ItemKind::Model(_) => Kind::Model,
-            ItemKind::Classifier(_) => Kind::Classifier,
-            ItemKind::Guard(_) => Kind::Guard,
-            ItemKind::Encoder(_) => Kind::Encoder,
-            ItemKind::Signal(_) => Kind::Signal,
-            ItemKind::Block(_) => Kind::Block,
-            ItemKind::Route(_) => Kind::Route,
-            ItemKind::Test(_) => Kind::Test,
-            ItemKind::Budget(_) => Kind::Budget,
+        let Some(kind) = Kind::of_item(&item.kind) else {
+            match &item.kind {
+                ItemKind::Cache(c) => section(&mut self.cache, c, item, diags),
+                ItemKind::Session(s) => section(&mut self.session, s, item, diags),
+                ItemKind::Protect(p) => section(&mut self.protect, p, item, diags),
+                ItemKind::Failure(f) => section(&mut self.failure, f, item, diags),
+                ItemKind::Router(r) => section(&mut self.router, r, item, diags),
+                _ => {}
+            }
+            return;
         };
         let Some(name) = item.kind.name() else {
             return;

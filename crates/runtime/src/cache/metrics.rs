@@ -3,7 +3,6 @@
 
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -11,15 +10,8 @@ use prometheus_client::registry::Registry;
 
 use crate::cache::store::CacheStore;
 use crate::metrics as names;
+use crate::store::StoreErrorLabels;
 use crate::telemetry::ResultLabels;
-
-/// A store failure: which store, what it was asked, and how it failed.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StoreErrorLabels {
-    pub store: &'static str,
-    pub op: &'static str,
-    pub kind: &'static str,
-}
 
 /// Every cache metric; cheap to clone (the families are shared).
 #[derive(Clone, Default)]

@@ -9,10 +9,8 @@
 
 mod api;
 mod error;
-mod tap;
 mod usage;
 
 pub use api::Api;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
-pub use tap::{UsageProbe, UsageTap};
 pub use usage::{Usage, UsageScanner};

@@ -1,17 +1,19 @@
-//! One shape for every body that rewrites a relayed answer on its way to the client: the
-//! usage chunk taken out of a stream, a backend's echoed key taken out of its error, a chat
-//! stream translated into Messages, redacted values put back into an answer.
+//! One shape for every body that rewrites or reads a relayed answer on its way to the client:
+//! the usage chunk taken out of a stream, a backend's echoed key taken out of its error, a chat
+//! stream translated into Messages, redacted values put back into an answer, a `/v1/responses`
+//! answer kept once it has ended.
 //!
-//! A [`Rewriter`] says only what it makes of each piece of the answer ([`Rewriter::feed`]) and
-//! what it still held when the answer ended ([`Rewriter::finish`]); [`Rewritten`] owns the
-//! polling: empty output is not sent as a frame, what is held goes out before trailers, and an
-//! error ends the body. [`Events`] cuts a byte stream into whole server-sent events for the
-//! rewriters that read events rather than bytes.
+//! A [`Rewriter`] says only what it makes of each piece of the answer ([`Rewriter::feed`]), what
+//! it still held when the answer ended ([`Rewriter::finish`]), and what work the client waits on
+//! before a piece goes ([`Rewriter::wait`]: a kept answer's store write holds its last piece);
+//! [`Rewritten`] owns the polling: empty output is not sent as a frame, what is held goes out
+//! before trailers, and an error ends the body. [`Events`] cuts a byte stream into whole
+//! server-sent events for the rewriters that read events rather than bytes.
 //!
-//! Two bodies that read an answer are not rewriters: the relay itself, whose whole-answer
-//! [`Rewrite`](crate::relay::body::Rewrite) reads a translated JSON answer once for both its
-//! usage and its new form, and the kept `/v1/responses` answer's `Capture`, which passes every
-//! piece untouched and holds the last one only while a store write completes.
+//! The relay's whole-answer [`Rewrite`](crate::relay::body::Rewrite) is no rewriter: it runs
+//! inside the relay on the answer the relay keeps for its usage, so the usage and counts it reads
+//! are in the request's log line, and the Messages door can still answer with another status
+//! when the answer is no chat completion.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -19,6 +21,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, SizeHint};
 
+use crate::hooks::BoxFuture;
 use crate::relay::body::{BoxError, ProxyBody};
 
 /// What a rewriting body does to the answer it relays.
@@ -28,6 +31,25 @@ pub trait Rewriter: Send + Unpin + 'static {
 
     /// What it still holds once the answer has ended (or its trailers arrived).
     fn finish(&mut self) -> Bytes;
+
+    /// Work to be done before the client gets what the last piece became; asked after each
+    /// piece and once the answer has ended (`ended`: nothing more will come). A body whose last
+    /// piece went out may be dropped without another poll, so work the client must not outrun
+    /// holds that piece.
+    fn wait(&mut self, _ended: bool) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+
+    /// Whether every piece goes out as it came: the answer keeps its length.
+    fn passes_through(&self) -> bool {
+        false
+    }
+
+    /// Whether it may still give output or work once the inner answer has ended: until it says
+    /// not, the body reports its end only once polled to it.
+    fn holds(&self) -> bool {
+        true
+    }
 }
 
 /// A relayed body rewritten by `R`.
@@ -36,6 +58,8 @@ pub struct Rewritten<R> {
     rewriter: R,
     /// Trailers that arrive after data still held: they go once it has.
     trailers: Option<Frame<Bytes>>,
+    /// The rewriter's work in flight, and the frame that waits on it.
+    waiting: Option<(BoxFuture<'static, ()>, Option<Frame<Bytes>>)>,
     /// `finish` has run: nothing more is read from `inner`.
     finished: bool,
     done: bool,
@@ -47,6 +71,7 @@ impl<R: Rewriter> Rewritten<R> {
             inner,
             rewriter,
             trailers: None,
+            waiting: None,
             finished: false,
             done: false,
         }
@@ -68,6 +93,17 @@ impl<R: Rewriter> Rewritten<R> {
         let tail = self.rewriter.finish();
         (!tail.is_empty()).then(|| Frame::data(tail))
     }
+
+    /// `out` if it may go now; else it waits on the rewriter's work.
+    fn settle(&mut self, ended: bool, out: Option<Frame<Bytes>>) -> Option<Frame<Bytes>> {
+        match self.rewriter.wait(ended) {
+            Some(work) => {
+                self.waiting = Some((work, out));
+                None
+            }
+            None => out,
+        }
+    }
 }
 
 impl<R: Rewriter> Body for Rewritten<R> {
@@ -81,6 +117,16 @@ impl<R: Rewriter> Body for Rewritten<R> {
         // Every field is `Unpin`: the body is moved freely.
         let this = self.get_mut();
         loop {
+            if let Some((work, held)) = &mut this.waiting {
+                if work.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let held = held.take();
+                this.waiting = None;
+                if let Some(frame) = held {
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+            }
             if this.done {
                 return Poll::Ready(None);
             }
@@ -91,21 +137,25 @@ impl<R: Rewriter> Body for Rewritten<R> {
             match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
-                    if let Some(tail) = this.finish() {
+                    let tail = this.finish();
+                    if let Some(tail) = this.settle(true, tail) {
                         return Poll::Ready(Some(Ok(tail)));
                     }
                 }
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => {
                         let out = this.rewriter.feed(&data);
-                        if !out.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(out))));
+                        let out = (!out.is_empty()).then(|| Frame::data(out));
+                        let ended = this.inner.is_end_stream();
+                        if let Some(out) = this.settle(ended, out) {
+                            return Poll::Ready(Some(Ok(out)));
                         }
                     }
                     Err(trailers) => {
                         // The data held goes first; the trailers wait their turn.
                         this.trailers = Some(trailers);
-                        if let Some(tail) = this.finish() {
+                        let tail = this.finish();
+                        if let Some(tail) = this.settle(true, tail) {
                             return Poll::Ready(Some(Ok(tail)));
                         }
                     }
@@ -120,11 +170,19 @@ impl<R: Rewriter> Body for Rewritten<R> {
 
     fn is_end_stream(&self) -> bool {
         self.done
+            || (self.waiting.is_none()
+                && self.trailers.is_none()
+                && !self.rewriter.holds()
+                && self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        // A rewrite changes the length.
-        SizeHint::default()
+        if self.rewriter.passes_through() {
+            self.inner.size_hint()
+        } else {
+            // A rewrite changes the length.
+            SizeHint::default()
+        }
     }
 }
 
@@ -198,6 +256,48 @@ mod tests {
         let out = Rewritten::new(inner, Shout(Vec::new())).collect().await?;
         assert_eq!(out.trailers(), Some(&trailers));
         assert_eq!(out.to_bytes(), Bytes::from_static(b"ABC"));
+        Ok(())
+    }
+
+    /// Passes the answer through; its last piece waits on `work`.
+    struct Keeps {
+        work: Option<tokio::sync::oneshot::Receiver<()>>,
+    }
+
+    impl Rewriter for Keeps {
+        fn feed(&mut self, data: &Bytes) -> Bytes {
+            data.clone()
+        }
+        fn finish(&mut self) -> Bytes {
+            Bytes::new()
+        }
+        fn wait(&mut self, ended: bool) -> Option<BoxFuture<'static, ()>> {
+            let work = self.work.take().filter(|_| ended)?;
+            Some(Box::pin(async move {
+                let _ = work.await;
+            }))
+        }
+        fn passes_through(&self) -> bool {
+            true
+        }
+        fn holds(&self) -> bool {
+            self.work.is_some()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_last_piece_waits_on_the_rewriter_s_work() -> Result<(), BoxError> {
+        use futures_util::FutureExt;
+        let (done, work) = tokio::sync::oneshot::channel();
+        let inner = ProxyBody::from(Bytes::from_static(b"whole"));
+        let mut body = Rewritten::new(inner, Keeps { work: Some(work) });
+        assert_eq!(body.size_hint().exact(), Some(5));
+        assert!(body.frame().now_or_never().is_none());
+        assert!(!body.is_end_stream());
+        let _ = done.send(());
+        let frame = body.frame().await.ok_or("no frame")??;
+        assert_eq!(frame.into_data().ok(), Some(Bytes::from_static(b"whole")));
+        assert!(body.is_end_stream());
         Ok(())
     }
 

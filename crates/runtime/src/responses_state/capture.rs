@@ -1,23 +1,21 @@
 //! A relayed `/v1/responses` answer kept once it has ended whole.
 //!
-//! [`Capture`] wraps the relayed body: every frame goes to the client untouched and as it
-//! arrives, and a copy is kept (up to a bound). When the answer has ended whole, the copy is
+//! [`Capture`] reads the relayed body (a [`Rewriter`] that passes every frame to the client
+//! untouched and as it arrives), and keeps a copy (up to a bound). When the answer has ended whole, the copy is
 //! read off the request path — a JSON answer is the response itself, an event stream carries it
 //! in its `response.completed` (or `response.incomplete`) event — and stored with the
 //! conversation's input and its producer. An answer cut off, abandoned by the client, over the
 //! bound, or that is no response is not stored.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use hyper::body::{Body, Frame, SizeHint};
 use serde_json::Value;
 
 use crate::cache::fill::MAX_STREAM_BYTES;
 use crate::hooks::BoxFuture;
-use crate::relay::body::{BoxError, ProxyBody};
+use crate::relay::body::ProxyBody;
+use crate::relay::rewriting::{Rewriter, Rewritten};
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::Scope;
 use crate::store::clock::Clock;
@@ -46,24 +44,21 @@ pub struct Keep {
     pub clock: Arc<dyn Clock>,
 }
 
-/// A relayed body whose whole answer is stored once it has ended.
+/// Stores a relayed body's whole answer once it has ended.
 ///
 /// The answer's last frame (a JSON answer's last bytes, an event stream's final event) is held
 /// back until the write is done, so a client that continues the conversation the moment it has
 /// the answer finds the response stored, on this replica or another. The write is bounded by
 /// the store's own timeout.
 pub struct Capture {
-    inner: ProxyBody,
     sse: bool,
     parts: Vec<Bytes>,
     len: usize,
     keep: Option<Keep>,
-    /// The write in flight, and the frame held back until it is done.
-    writing: Option<(BoxFuture<'static, ()>, Option<Frame<Bytes>>)>,
-    /// The inner body has ended.
-    ended: bool,
     /// Where the event stream stands with its final event.
     last_event: FinalEvent,
+    /// The last frame ended the stream's final event.
+    final_event_ended: bool,
 }
 
 /// Whether an event stream's final event (`response.completed` or `response.incomplete`) has
@@ -90,17 +85,17 @@ impl FinalEvent {
 }
 
 impl Capture {
-    pub fn new(inner: ProxyBody, sse: bool, keep: Keep) -> Capture {
-        Capture {
-            inner,
+    /// `inner` relayed as it comes, its whole answer stored as `keep` says.
+    pub fn new(inner: ProxyBody, sse: bool, keep: Keep) -> Rewritten<Capture> {
+        let capture = Capture {
             sse,
             parts: Vec::new(),
             len: 0,
             keep: Some(keep),
-            writing: None,
-            ended: false,
             last_event: FinalEvent::default(),
-        }
+            final_event_ended: false,
+        };
+        Rewritten::new(inner, capture)
     }
 
     fn limit(&self) -> usize {
@@ -123,13 +118,6 @@ impl Capture {
             return;
         }
         self.parts.push(data.clone());
-    }
-
-    /// Whether `data` ends the answer: the inner body says so, or it ends an event stream's
-    /// final event.
-    fn ends_answer(&mut self, data: &[u8]) -> bool {
-        let ended = self.inner.is_end_stream();
-        ended || (self.sse && self.last_event.ends(data))
     }
 
     /// The write of the kept answer, once.
@@ -239,67 +227,34 @@ pub fn final_response(stream: &[u8]) -> Option<Value> {
     found
 }
 
-impl Body for Capture {
-    type Data = Bytes;
-    type Error = BoxError;
+impl Rewriter for Capture {
+    /// The frame as it came; a copy is kept.
+    fn feed(&mut self, data: &Bytes) -> Bytes {
+        self.observe(data);
+        self.final_event_ended = self.sse && self.last_event.ends(data);
+        data.clone()
+    }
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        loop {
-            if let Some((write, held)) = &mut this.writing {
-                if write.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                let held = held.take();
-                this.writing = None;
-                match held {
-                    Some(frame) => return Poll::Ready(Some(Ok(frame))),
-                    None => continue,
-                }
-            }
-            if this.ended {
-                return Poll::Ready(None);
-            }
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => {
-                    this.ended = true;
-                    if let Some(write) = this.write() {
-                        this.writing = Some((write, None));
-                    }
-                }
-                Poll::Ready(Some(Ok(frame))) => {
-                    let last = match frame.data_ref() {
-                        Some(data) => {
-                            this.observe(data);
-                            this.ends_answer(data)
-                        }
-                        None => this.inner.is_end_stream(),
-                    };
-                    if let Some(write) = last.then(|| this.write()).flatten() {
-                        this.writing = Some((write, Some(frame)));
-                        continue;
-                    }
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-                Poll::Ready(Some(Err(err))) => {
-                    this.keep = None;
-                    return Poll::Ready(Some(Err(err)));
-                }
-            }
+    fn finish(&mut self) -> Bytes {
+        Bytes::new()
+    }
+
+    /// The write, once the answer has ended: the inner body says so, or the last frame ended an
+    /// event stream's final event.
+    fn wait(&mut self, ended: bool) -> Option<BoxFuture<'static, ()>> {
+        if ended || self.final_event_ended {
+            self.write()
+        } else {
+            None
         }
     }
 
-    fn is_end_stream(&self) -> bool {
-        // While an answer is still to be kept, the end is this body's to report.
-        self.writing.is_none() && self.keep.is_none() && (self.ended || self.inner.is_end_stream())
+    fn passes_through(&self) -> bool {
+        true
     }
 
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+    fn holds(&self) -> bool {
+        self.keep.is_some()
     }
 }
 

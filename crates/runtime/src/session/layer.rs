@@ -30,8 +30,8 @@ use crate::hooks::{ModelSignals, PinAhead};
 use crate::session::identity::{id_headers, identify, IdSource, Identity};
 use crate::session::local::{LocalPins, LOCAL_PINS};
 use crate::session::metrics::{
-    OutcomeLabels, OwnerLostLabels, RuleLabels, SessionMetrics, StateLabels, StoreErrorLabels,
-    StoreLabels, SwitchLabels,
+    OutcomeLabels, OwnerLostLabels, RuleLabels, SessionMetrics, StateLabels, StoreLabels,
+    SwitchLabels,
 };
 use crate::session::pin::Pin;
 use crate::session::protect::{reads_outcomes, HoldQuery, HoldVerdict, Holds};
@@ -40,7 +40,7 @@ use crate::session::store::{
     SessionStore, StoreError, Verdict,
 };
 use crate::store::failure::{self, Failed, Site};
-use crate::store::{kind_of, Clock, Links, StoreSet, SystemClock, Timeouts};
+use crate::store::{kind_of, Clock, Links, StoreErrorLabels, StoreSet, SystemClock, Timeouts};
 use src_compiler::continuity::{self, Switch};
 
 /// Rounds of the protocol before a pin that keeps changing under concurrent writers is given

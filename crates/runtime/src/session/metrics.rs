@@ -7,6 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use crate::metrics as names;
+use crate::store::StoreErrorLabels;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
@@ -35,13 +36,6 @@ pub struct OwnerLostLabels {
     pub model: String,
     /// `fail`, `fallback`, `move` or `observed`.
     pub action: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StoreErrorLabels {
-    pub store: &'static str,
-    pub op: &'static str,
-    pub kind: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

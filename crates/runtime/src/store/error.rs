@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
+
 /// What a store failure was.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -24,6 +26,15 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the store is misconfigured: {0}")]
     Config(String),
+}
+
+/// A store failure as a metric counts it: which store, what it was asked, and how it failed
+/// ([`StoreError::kind`]). Every store's `*_store_errors_total` counter has these labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreErrorLabels {
+    pub store: &'static str,
+    pub op: &'static str,
+    pub kind: &'static str,
 }
 
 impl StoreError {

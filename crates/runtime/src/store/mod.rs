@@ -36,7 +36,7 @@ pub mod survey;
 pub mod topology;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::StoreError;
+pub use error::{StoreError, StoreErrorLabels};
 pub use health::LinkMetrics;
 pub use keyspace::KeySpace;
 pub use link::Redis;
