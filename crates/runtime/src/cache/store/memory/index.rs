@@ -102,6 +102,13 @@ fn fail(err: impl std::fmt::Display) -> IndexError {
     IndexError(err.to_string())
 }
 
+/// The library takes file names as UTF-8 text.
+fn utf8(path: &std::path::Path) -> Result<String, IndexError> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| IndexError(format!("{} is not a UTF-8 file name", path.display())))
+}
+
 /// An HNSW graph of unit vectors of one length, keyed by entry id, ranked by inner product.
 pub struct Graph {
     index: Index,
@@ -260,6 +267,31 @@ impl Graph {
             self.ef = ef;
             self.index.change_expansion_search(ef);
         }
+    }
+
+    /// Writes the graph (vectors, links, ids) to `path`, to be read back by [`Graph::load`]: a
+    /// graph of a million entries takes most of an hour to build on a loaded machine and
+    /// seconds to read, so the index benchmark builds it once and times its lookups later.
+    pub fn save(&self, path: &std::path::Path) -> Result<(), IndexError> {
+        self.index.save(&utf8(path)?).map_err(fail)
+    }
+
+    /// A graph of `shape` read from a file [`Graph::save`] wrote, its breadth following its
+    /// size as a built one's does.
+    pub fn load(path: &std::path::Path, dims: usize, shape: Shape) -> Result<Graph, IndexError> {
+        let mut graph = Graph::shaped(dims, shape)?;
+        graph.index.load(&utf8(path)?).map_err(fail)?;
+        if graph.index.dimensions() != dims {
+            return Err(IndexError(format!(
+                "{} holds vectors of {} dimensions, not {dims}",
+                path.display(),
+                graph.index.dimensions()
+            )));
+        }
+        // The file holds the graph, not the search setting: set the breadth afresh.
+        graph.ef = breadth_at(graph.index.size(), graph.per_candidate);
+        graph.index.change_expansion_search(graph.ef);
+        Ok(graph)
     }
 
     /// Up to `count` ids near `vector`, nearest first (approximately: an HNSW search).
@@ -451,6 +483,37 @@ mod tests {
             graph.nearest(&[1.0, 0.0, 0.0, 0.0], 4).expect("search"),
             vec![1]
         );
+    }
+
+    /// A saved graph read back holds the same entries and proposes the same ids for every
+    /// query, searches at its size's breadth, and a graph of another length is refused.
+    #[test]
+    fn a_saved_graph_reads_back_with_the_same_answers() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("graph.usearch");
+        let points = sphere(3, 2_000, 32);
+        let queries = sphere(4, 50, 32);
+        let shape = Shape {
+            precision: Precision::I8,
+            ..Shape::default()
+        };
+        let mut graph = Graph::shaped(32, shape).expect("graph");
+        let flat: Vec<f32> = points.iter().flatten().copied().collect();
+        graph.extend(0, &flat, 2).expect("build");
+        graph.remove(7).expect("remove");
+        graph.save(&path).expect("save");
+        let read = Graph::load(&path, 32, shape).expect("load");
+        assert_eq!(read.len(), graph.len());
+        assert_eq!(read.breadth(), breadth(graph.len()));
+        for q in &queries {
+            assert_eq!(
+                read.nearest(q, 16).expect("search"),
+                graph.nearest(q, 16).expect("search")
+            );
+        }
+        assert!(!read.nearest(&points[7], 16).expect("search").contains(&7));
+        assert!(Graph::load(&path, 16, shape).is_err());
+        assert!(Graph::load(&dir.path().join("absent"), 32, shape).is_err());
     }
 
     #[test]
