@@ -118,6 +118,20 @@ pub struct Graph {
     fixed: bool,
     /// [`ENTRIES_PER_CANDIDATE`], or fewer in tests so a small graph is past the first step.
     per_candidate: usize,
+    /// The library's account of its memory ([`Graph::memory`]) when last asked, and the size and
+    /// capacity it was asked at: [`Graph::reserved`] asks again only when they moved enough.
+    measured: Measured,
+    /// What one more entry adds to a graph whose capacity holds it: its copy of the vector,
+    /// its bottom-layer links (twice the connectivity, four bytes each, and their count) and
+    /// its key and level. The upper layers hold one node in `connectivity`, left out.
+    node_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Measured {
+    bytes: usize,
+    size: usize,
+    capacity: usize,
 }
 
 impl Graph {
@@ -150,6 +164,8 @@ impl Graph {
             ef: EXPANSION_SEARCH,
             fixed: false,
             per_candidate: ENTRIES_PER_CANDIDATE,
+            measured: Measured::default(),
+            node_bytes: dims * shape.precision.bytes() + 2 * shape.connectivity * 4 + 4 + 10,
         })
     }
 
@@ -170,6 +186,28 @@ impl Graph {
     /// Bytes the library holds for the graph (vectors, links, slack of the reserved capacity).
     pub fn memory(&self) -> usize {
         self.index.memory_usage()
+    }
+
+    /// The bytes the graph holds, as the store counts them against `max_bytes`: the library's
+    /// own account ([`Graph::memory`]: vectors, links, and the slack of a capacity doubled
+    /// ahead of need, up to half the slots), taken again whenever the capacity changed or the
+    /// size moved by an eighth (at least 64 entries) since it was last taken, and in between
+    /// that account plus one node's bytes for each entry added (the capacity, and so its
+    /// slack, is unchanged until the next account). The account walks every node, so taking it
+    /// on every insert would cost a large scope a walk per insert; this way it costs about
+    /// eight node visits per insert.
+    pub fn reserved(&mut self) -> usize {
+        let (size, capacity) = (self.index.size(), self.index.capacity());
+        let last = self.measured;
+        if capacity != last.capacity || size.abs_diff(last.size) >= (last.size / 8).max(64) {
+            self.measured = Measured {
+                bytes: self.memory(),
+                size,
+                capacity,
+            };
+            return self.measured.bytes;
+        }
+        last.bytes + size.saturating_sub(last.size) * self.node_bytes
     }
 
     /// Adds `vector` under `id` (an id held already is replaced).
@@ -470,21 +508,6 @@ mod tests {
         assert_eq!(graph.breadth(), breadth_at(1_000, 64));
     }
 
-    #[test]
-    fn a_vector_of_another_length_is_refused_and_finds_nothing() {
-        let mut graph = Graph::new(4, Precision::F32).expect("graph");
-        assert!(graph.add(1, &[1.0, 0.0]).is_err());
-        graph.add(1, &[1.0, 0.0, 0.0, 0.0]).expect("add");
-        assert_eq!(
-            graph.nearest(&[1.0, 0.0], 4).expect("search"),
-            Vec::<u64>::new()
-        );
-        assert_eq!(
-            graph.nearest(&[1.0, 0.0, 0.0, 0.0], 4).expect("search"),
-            vec![1]
-        );
-    }
-
     /// A saved graph read back holds the same entries and proposes the same ids for every
     /// query, searches at its size's breadth, and a graph of another length is refused.
     #[test]
@@ -514,6 +537,21 @@ mod tests {
         assert!(!read.nearest(&points[7], 16).expect("search").contains(&7));
         assert!(Graph::load(&path, 16, shape).is_err());
         assert!(Graph::load(&dir.path().join("absent"), 32, shape).is_err());
+    }
+
+    #[test]
+    fn a_vector_of_another_length_is_refused_and_finds_nothing() {
+        let mut graph = Graph::new(4, Precision::F32).expect("graph");
+        assert!(graph.add(1, &[1.0, 0.0]).is_err());
+        graph.add(1, &[1.0, 0.0, 0.0, 0.0]).expect("add");
+        assert_eq!(
+            graph.nearest(&[1.0, 0.0], 4).expect("search"),
+            Vec::<u64>::new()
+        );
+        assert_eq!(
+            graph.nearest(&[1.0, 0.0, 0.0, 0.0], 4).expect("search"),
+            vec![1]
+        );
     }
 
     #[test]
