@@ -42,7 +42,7 @@ use src_compiler::hir::MilvusTarget;
 
 use crate::cache::scope::Scope;
 use crate::cache::store::{
-    candidates, Accept, CacheStore, Inserted, Nearest, StoreError, CANDIDATES,
+    candidates, CacheStore, Inserted, Lookup, Nearest, StoreError, CANDIDATES,
 };
 use crate::hooks::BoxFuture;
 
@@ -468,15 +468,15 @@ impl CacheStore for MilvusCache {
         "milvus"
     }
 
-    fn nearest<'a>(
-        &'a self,
-        scope: &'a Scope,
-        vector: &'a [f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &'a Accept<'a>,
-    ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+    fn nearest<'a>(&'a self, lookup: Lookup<'a>) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+        let Lookup {
+            scope,
+            vector,
+            threshold,
+            now_ms,
+            ttl_ms,
+            accept,
+        } = lookup;
         Box::pin(async move {
             let ready = self.fitting(vector).await?;
             // Live at `now_ms`: `now < created + ttl`, i.e. `created > now - ttl`.

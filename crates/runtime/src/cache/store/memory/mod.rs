@@ -28,7 +28,7 @@ use bytes::Bytes;
 use self::index::{Graph, Precision};
 use crate::cache::scope::Scope;
 use crate::cache::store::{
-    candidates, live, similarity, Accept, Bounds, CacheStore, Inserted, Nearest, StoreError,
+    candidates, live, similarity, Bounds, CacheStore, Inserted, Lookup, Nearest, StoreError,
     CANDIDATES,
 };
 use crate::hooks::BoxFuture;
@@ -355,15 +355,15 @@ impl MemoryCache {
         ask(&graph, vector)?.ok()
     }
 
-    fn find(
-        &self,
-        scope: &Scope,
-        vector: &[f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &Accept<'_>,
-    ) -> Nearest {
+    fn find(&self, lookup: Lookup<'_>) -> Nearest {
+        let Lookup {
+            scope,
+            vector,
+            threshold,
+            now_ms,
+            ttl_ms,
+            accept,
+        } = lookup;
         let asked = self.asked(scope, vector);
         let mut inner = self.lock();
         let scored = inner.near(scope, vector, now_ms, ttl_ms, asked);
@@ -485,18 +485,8 @@ impl CacheStore for MemoryCache {
         "memory"
     }
 
-    fn nearest<'a>(
-        &'a self,
-        scope: &'a Scope,
-        vector: &'a [f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &'a Accept<'a>,
-    ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
-        ready(Ok(
-            self.find(scope, vector, threshold, now_ms, ttl_ms, accept)
-        ))
+    fn nearest<'a>(&'a self, lookup: Lookup<'a>) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+        ready(Ok(self.find(lookup)))
     }
 
     fn insert<'a>(

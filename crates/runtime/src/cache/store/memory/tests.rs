@@ -1,8 +1,8 @@
 //! The memory store's unit tests: bounds, expiry, scopes, the graph's bookkeeping and locking.
 
 use super::*;
-use crate::cache::store::accept_all;
 use crate::cache::store::Bounds;
+use crate::cache::store::{accept_all, Lookup};
 use crate::session::{Clock, ManualClock};
 
 const HOUR: u64 = 3_600_000;
@@ -36,15 +36,37 @@ fn the_nearest_entry_answers_when_it_reaches_the_threshold() {
         s.put(&scope(1), &at(1.0), "q", body("one"), 0, HOUR),
         Inserted::Stored
     );
-    let near = s.find(&scope(1), &at(0.9), 0.95, 10, HOUR, &accept_all);
+    let near = s.find(Lookup {
+        scope: &scope(1),
+        vector: &at(0.9),
+        threshold: 0.95,
+        now_ms: 10,
+        ttl_ms: HOUR,
+        accept: &accept_all,
+    });
     assert_eq!(near.body, Some(body("one")));
     assert!((near.score.unwrap_or(0.0) - 0.1f32.cos()).abs() < 1e-5);
     // cos(0.4) ≈ 0.92 < 0.95: the nearest is reported, but it is no hit.
-    let far = s.find(&scope(1), &at(0.5), 0.95, 10, HOUR, &accept_all);
+    let far = s.find(Lookup {
+        scope: &scope(1),
+        vector: &at(0.5),
+        threshold: 0.95,
+        now_ms: 10,
+        ttl_ms: HOUR,
+        accept: &accept_all,
+    });
     assert_eq!(far.body, None);
     assert!((far.score.unwrap_or(0.0) - 0.5f32.cos()).abs() < 1e-5);
     assert_eq!(
-        s.find(&scope(1), &at(0.5), 0.8, 10, HOUR, &accept_all).body,
+        s.find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.5),
+            threshold: 0.8,
+            now_ms: 10,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
+        .body,
         Some(body("zero"))
     );
 }
@@ -54,11 +76,26 @@ fn scopes_never_see_each_others_entries() {
     let s = store();
     s.put(&scope(1), &at(0.0), "q", body("tenant a"), 0, HOUR);
     assert_eq!(
-        s.find(&scope(2), &at(0.0), 0.5, 1, HOUR, &accept_all),
+        s.find(Lookup {
+            scope: &scope(2),
+            vector: &at(0.0),
+            threshold: 0.5,
+            now_ms: 1,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        }),
         Nearest::default()
     );
     assert_eq!(
-        s.find(&scope(1), &at(0.0), 0.5, 1, HOUR, &accept_all).body,
+        s.find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.0),
+            threshold: 0.5,
+            now_ms: 1,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
+        .body,
         Some(body("tenant a"))
     );
 }
@@ -70,12 +107,26 @@ fn entries_expire_after_the_ttl_by_the_injected_clock() {
     s.put(&scope(1), &at(0.0), "q", body("a"), clock.now_ms(), HOUR);
     clock.advance(HOUR - 1);
     assert!(s
-        .find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR, &accept_all)
+        .find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: clock.now_ms(),
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
         .body
         .is_some());
     clock.advance(1);
     assert_eq!(
-        s.find(&scope(1), &at(0.0), 0.9, clock.now_ms(), HOUR, &accept_all),
+        s.find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: clock.now_ms(),
+            ttl_ms: HOUR,
+            accept: &accept_all
+        }),
         Nearest::default()
     );
     // The expired entry was dropped when its scope was looked at.
@@ -84,14 +135,14 @@ fn entries_expire_after_the_ttl_by_the_injected_clock() {
     s.put(&scope(1), &at(0.0), "q", body("b"), clock.now_ms(), HOUR);
     clock.advance(60_000);
     assert!(s
-        .find(
-            &scope(1),
-            &at(0.0),
-            0.9,
-            clock.now_ms(),
-            30_000,
-            &accept_all
-        )
+        .find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: clock.now_ms(),
+            ttl_ms: 30_000,
+            accept: &accept_all
+        })
         .body
         .is_none());
 }
@@ -104,20 +155,41 @@ fn the_least_recently_used_entry_makes_room() {
     }
     // Using `a` makes `b` the least recently used.
     assert!(s
-        .find(&scope(0), &at(0.0), 0.9, 1, HOUR, &accept_all)
+        .find(Lookup {
+            scope: &scope(0),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: 1,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
         .body
         .is_some());
     s.put(&scope(3), &at(0.0), "q", body("d"), 2, HOUR);
     assert_eq!(s.len(), 3);
     assert!(s
-        .find(&scope(1), &at(0.0), 0.9, 3, HOUR, &accept_all)
+        .find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: 3,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
         .body
         .is_none());
     for kept in [0u8, 2, 3] {
         assert!(
-            s.find(&scope(kept), &at(0.0), 0.9, 3, HOUR, &accept_all)
-                .body
-                .is_some(),
+            s.find(Lookup {
+                scope: &scope(kept),
+                vector: &at(0.0),
+                threshold: 0.9,
+                now_ms: 3,
+                ttl_ms: HOUR,
+                accept: &accept_all
+            })
+            .body
+            .is_some(),
             "{kept}"
         );
     }
@@ -169,7 +241,14 @@ fn the_byte_bound_evicts_and_oversized_answers_are_refused() {
     assert_eq!(s.len(), 2);
     assert!(s.bytes() <= entry(100) * 2);
     assert!(s
-        .find(&scope(1), &at(0.0), 0.9, 1, HOUR, &accept_all)
+        .find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: 1,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
         .body
         .is_none());
 }
@@ -178,101 +257,6 @@ fn the_byte_bound_evicts_and_oversized_answers_are_refused() {
 /// apart than a replacement (cosine 0.9999) and than a 0.99999 threshold.
 fn spread(i: usize, n: usize) -> Vec<f32> {
     at(i as f32 * std::f32::consts::TAU / n as f32)
-}
-
-#[test]
-fn a_scope_keeps_every_entry_scanned_or_indexed() {
-    for index_from in [usize::MAX, 8] {
-        let s = store().index_from(index_from);
-        let n = 300;
-        for i in 0..n {
-            s.put(
-                &scope(1),
-                &spread(i, n),
-                "q",
-                body(&i.to_string()),
-                i as u64,
-                HOUR,
-            );
-        }
-        assert_eq!(s.len(), n, "no entry of the scope made room for another");
-        for i in [0, 1, 150, n - 1] {
-            assert_eq!(
-                s.find(&scope(1), &spread(i, n), 0.99999, 1_000, HOUR, &accept_all)
-                    .body,
-                Some(body(&i.to_string())),
-                "entry {i}, graph from {index_from}"
-            );
-        }
-    }
-}
-
-#[test]
-fn evicted_and_expired_entries_leave_the_graph() {
-    let n = 100;
-    let s = MemoryCache::new(n, 1 << 30, 1 << 20).index_from(8);
-    for i in 0..n {
-        s.put(
-            &scope(1),
-            &spread(i, 2 * n),
-            "q",
-            body(&i.to_string()),
-            0,
-            HOUR,
-        );
-    }
-    // The count bound: each of the next 50 pushes out the least recently used (the oldest).
-    for i in n..n + 50 {
-        s.put(
-            &scope(1),
-            &spread(i, 2 * n),
-            "q",
-            body(&i.to_string()),
-            1,
-            HOUR,
-        );
-    }
-    assert_eq!(s.len(), n);
-    for i in 0..50 {
-        let near = s.find(&scope(1), &spread(i, 2 * n), 0.99999, 2, HOUR, &accept_all);
-        assert_eq!(near.body, None, "evicted entry {i} answered");
-        // Its nearest live neighbour is another entry, never the evicted one.
-        assert!(near.score.is_some_and(|score| score < 0.99999));
-    }
-    assert_eq!(
-        s.find(&scope(1), &spread(50, 2 * n), 0.99999, 2, HOUR, &accept_all)
-            .body,
-        Some(body("50"))
-    );
-    {
-        let inner = s.lock();
-        let graph = inner.scopes[&scope(1)].graph.as_ref().expect("indexed");
-        assert_eq!(
-            locked(graph).len(),
-            n,
-            "the graph holds exactly the live entries"
-        );
-    }
-    // The ttl: the entries stored at 0 expire at HOUR, those stored at 1 a millisecond later.
-    let near = s.find(&scope(1), &spread(60, 2 * n), 0.2, HOUR, HOUR, &accept_all);
-    assert_eq!(
-        near.body.map(|b| b.len()),
-        Some(3),
-        "only the entries stored at 1 answer"
-    );
-    assert_eq!(
-        s.len(),
-        50,
-        "every expired entry the graph proposed was dropped"
-    );
-    let inner = s.lock();
-    assert_eq!(
-        inner.scopes[&scope(1)]
-            .graph
-            .as_ref()
-            .map(|g| locked(g).len()),
-        Some(50)
-    );
 }
 
 /// `n` seeded unit vectors of `dims` dimensions (uniform directions: normal draws by Box–Muller
@@ -354,6 +338,129 @@ fn the_byte_count_holds_what_a_graph_really_reserves() {
 }
 
 #[test]
+fn a_scope_keeps_every_entry_scanned_or_indexed() {
+    for index_from in [usize::MAX, 8] {
+        let s = store().index_from(index_from);
+        let n = 300;
+        for i in 0..n {
+            s.put(
+                &scope(1),
+                &spread(i, n),
+                "q",
+                body(&i.to_string()),
+                i as u64,
+                HOUR,
+            );
+        }
+        assert_eq!(s.len(), n, "no entry of the scope made room for another");
+        for i in [0, 1, 150, n - 1] {
+            assert_eq!(
+                s.find(Lookup {
+                    scope: &scope(1),
+                    vector: &spread(i, n),
+                    threshold: 0.99999,
+                    now_ms: 1_000,
+                    ttl_ms: HOUR,
+                    accept: &accept_all
+                })
+                .body,
+                Some(body(&i.to_string())),
+                "entry {i}, graph from {index_from}"
+            );
+        }
+    }
+}
+
+#[test]
+fn evicted_and_expired_entries_leave_the_graph() {
+    let n = 100;
+    let s = MemoryCache::new(n, 1 << 30, 1 << 20).index_from(8);
+    for i in 0..n {
+        s.put(
+            &scope(1),
+            &spread(i, 2 * n),
+            "q",
+            body(&i.to_string()),
+            0,
+            HOUR,
+        );
+    }
+    // The count bound: each of the next 50 pushes out the least recently used (the oldest).
+    for i in n..n + 50 {
+        s.put(
+            &scope(1),
+            &spread(i, 2 * n),
+            "q",
+            body(&i.to_string()),
+            1,
+            HOUR,
+        );
+    }
+    assert_eq!(s.len(), n);
+    for i in 0..50 {
+        let near = s.find(Lookup {
+            scope: &scope(1),
+            vector: &spread(i, 2 * n),
+            threshold: 0.99999,
+            now_ms: 2,
+            ttl_ms: HOUR,
+            accept: &accept_all,
+        });
+        assert_eq!(near.body, None, "evicted entry {i} answered");
+        // Its nearest live neighbour is another entry, never the evicted one.
+        assert!(near.score.is_some_and(|score| score < 0.99999));
+    }
+    assert_eq!(
+        s.find(Lookup {
+            scope: &scope(1),
+            vector: &spread(50, 2 * n),
+            threshold: 0.99999,
+            now_ms: 2,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
+        .body,
+        Some(body("50"))
+    );
+    {
+        let inner = s.lock();
+        let graph = inner.scopes[&scope(1)].graph.as_ref().expect("indexed");
+        assert_eq!(
+            locked(graph).len(),
+            n,
+            "the graph holds exactly the live entries"
+        );
+    }
+    // The ttl: the entries stored at 0 expire at HOUR, those stored at 1 a millisecond later.
+    let near = s.find(Lookup {
+        scope: &scope(1),
+        vector: &spread(60, 2 * n),
+        threshold: 0.2,
+        now_ms: HOUR,
+        ttl_ms: HOUR,
+        accept: &accept_all,
+    });
+    assert_eq!(
+        near.body.map(|b| b.len()),
+        Some(3),
+        "only the entries stored at 1 answer"
+    );
+    assert_eq!(
+        s.len(),
+        50,
+        "every expired entry the graph proposed was dropped"
+    );
+    let inner = s.lock();
+    assert_eq!(
+        inner.scopes[&scope(1)]
+            .graph
+            .as_ref()
+            .map(|g| locked(g).len()),
+        Some(50)
+    );
+}
+
+#[test]
 fn policy_bounds_apply_at_once() {
     let s = store();
     for i in 0..10u8 {
@@ -370,11 +477,25 @@ fn policy_bounds_apply_at_once() {
     });
     assert_eq!(s.len(), 2);
     assert!(s
-        .find(&scope(9), &at(0.0), 0.9, 1, HOUR, &accept_all)
+        .find(Lookup {
+            scope: &scope(9),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: 1,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
         .body
         .is_some());
     assert!(s
-        .find(&scope(7), &at(0.0), 0.9, 1, HOUR, &accept_all)
+        .find(Lookup {
+            scope: &scope(7),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: 1,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
         .body
         .is_none());
 }
@@ -400,24 +521,24 @@ fn a_look_alike_with_the_same_vector_is_kept_beside_it() {
     );
     assert_eq!(s.len(), 2);
     let only = |q: &'static str| move |stored: &str| stored == q;
-    let near = s.find(
-        &scope(1),
-        &at(0.0),
-        0.9,
-        2,
-        HOUR,
-        &only("convert 5 km to miles"),
-    );
+    let near = s.find(Lookup {
+        scope: &scope(1),
+        vector: &at(0.0),
+        threshold: 0.9,
+        now_ms: 2,
+        ttl_ms: HOUR,
+        accept: &only("convert 5 km to miles"),
+    });
     assert_eq!((near.body, near.rejected), (Some(body("km")), 0));
     // Equal scores are offered oldest first: the other question is refused on the way.
-    let near = s.find(
-        &scope(1),
-        &at(0.0),
-        0.9,
-        2,
-        HOUR,
-        &only("convert 5 miles to km"),
-    );
+    let near = s.find(Lookup {
+        scope: &scope(1),
+        vector: &at(0.0),
+        threshold: 0.9,
+        now_ms: 2,
+        ttl_ms: HOUR,
+        accept: &only("convert 5 miles to km"),
+    });
     assert_eq!((near.body, near.rejected), (Some(body("mi")), 1));
 }
 
@@ -428,7 +549,15 @@ fn the_same_request_stored_twice_keeps_one_entry() {
     s.put(&scope(1), &at(0.0), "q", body("second"), 1, HOUR);
     assert_eq!(s.len(), 1);
     assert_eq!(
-        s.find(&scope(1), &at(0.0), 0.9, 2, HOUR, &accept_all).body,
+        s.find(Lookup {
+            scope: &scope(1),
+            vector: &at(0.0),
+            threshold: 0.9,
+            now_ms: 2,
+            ttl_ms: HOUR,
+            accept: &accept_all
+        })
+        .body,
         Some(body("second"))
     );
 }
@@ -464,7 +593,14 @@ fn a_search_in_one_scope_holds_up_no_other_scope() {
     let waiting = {
         let (s, tx) = (s.clone(), tx.clone());
         std::thread::spawn(move || {
-            let near = s.find(&scope(1), &spread(3, 40), 0.99999, 1, HOUR, &accept_all);
+            let near = s.find(Lookup {
+                scope: &scope(1),
+                vector: &spread(3, 40),
+                threshold: 0.99999,
+                now_ms: 1,
+                ttl_ms: HOUR,
+                accept: &accept_all,
+            });
             let _ = tx.send((1, near.body));
         })
     };
@@ -480,7 +616,14 @@ fn a_search_in_one_scope_holds_up_no_other_scope() {
     let other = {
         let s = s.clone();
         std::thread::spawn(move || {
-            let near = s.find(&scope(2), &spread(5, 40), 0.99999, 1, HOUR, &accept_all);
+            let near = s.find(Lookup {
+                scope: &scope(2),
+                vector: &spread(5, 40),
+                threshold: 0.99999,
+                now_ms: 1,
+                ttl_ms: HOUR,
+                accept: &accept_all,
+            });
             let _ = tx.send((2, near.body));
         })
     };
