@@ -304,6 +304,19 @@ fn lookup(graph: &Graph, points: &[f32], q: &[f32], proposed: usize) -> Option<u
     })
 }
 
+/// CPU seconds this process has spent, all threads together (Linux's `/proc/self/stat`, in
+/// clock ticks of 1/100 s); `None` elsewhere. Inserts per CPU second compare builds made under
+/// different loads, where inserts per second of the wall clock do not.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    // utime and stime: the 14th and 15th fields of the whole line.
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
@@ -516,17 +529,22 @@ fn bench(c: &mut Criterion) {
             let points = draw(set, 1, n);
             let queries = draw(set, 2, queries_n);
             let mut graph = Graph::shaped(DIMS, shape).expect("graph");
-            let started = Instant::now();
+            let (started, cpu) = (Instant::now(), cpu_seconds());
             graph.extend(0, &points, threads).expect("build");
             let build = started.elapsed().as_secs_f64();
+            let cpu = cpu.zip(cpu_seconds()).map(|(a, b)| b - a);
             let started = Instant::now();
             let truth = truth(&points, &queries, threads);
             let scan_all = started.elapsed().as_secs_f64();
             let copies = near(&points, 3, queries_n);
             let copies_truth = self::truth(&points, &copies, threads);
             println!(
-                "{set:?} n={n}: build {build:.1} s ({:.0} inserts/s on {threads} thread(s)); graph {} bytes per entry; exact answers in {scan_all:.1} s",
+                "{set:?} n={n}: build {build:.1} s ({:.0} inserts/s on {threads} thread(s); {}); graph {} bytes per entry; exact answers in {scan_all:.1} s",
                 n as f64 / build,
+                cpu.map_or("CPU time unknown".into(), |c| format!(
+                    "{c:.1} CPU s, {:.0} inserts per CPU second",
+                    n as f64 / c.max(0.01)
+                )),
                 graph.memory() / n,
             );
             if let Some(path) = &save {
