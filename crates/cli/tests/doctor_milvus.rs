@@ -1,8 +1,9 @@
 //! `src doctor`'s store phase on a Milvus cache store, against a real milvus-lite started here
 //! and the repository's MiniLM (384 dimensions): a collection not made yet is reported creatable
 //! and is still absent afterwards (the doctor changes nothing); one made by the store for this
-//! encoder passes; one holding vectors of another length fails with the fix; a Milvus that
-//! does not answer fails within the doctor's timeout.
+//! encoder passes; one holding vectors of another length fails with the fix; one Milvus refuses
+//! to create fails with its reason; a Milvus that does not answer fails within the doctor's
+//! timeout.
 
 #![allow(
     clippy::expect_used,
@@ -117,6 +118,42 @@ fn an_absent_collection_is_creatable_and_left_absent() {
             "{check}"
         );
     }
+}
+
+/// The longest name Milvus takes is creatable too: the doctor's scratch collection beside it
+/// must not take a name Milvus refuses.
+#[test]
+fn the_longest_collection_name_is_creatable() {
+    let milvus = MilvusServer::start();
+    let longest = "a".repeat(255);
+    let (code, check) = doctor(&milvus.url(), &longest);
+    assert_eq!(code, Some(0), "{check}");
+    assert_eq!(check["status"], "ok", "{check}");
+    assert!(detail(&check).contains("absent; creatable"), "{check}");
+}
+
+/// A Milvus that will not create the collection (here milvus-lite whose storage cannot be
+/// written: it has no access control) fails the check with the reason Milvus gave, where the
+/// store would fail on first use; a collection made before still passes.
+#[test]
+fn a_collection_milvus_will_not_create_is_a_violation() {
+    let mut milvus = MilvusServer::start();
+    fill(&milvus.url(), "made_before", 384);
+    milvus.forbid_new_collections();
+    let (code, check) = doctor(&milvus.url(), "answers");
+    assert_eq!(code, Some(1), "{check}");
+    assert_eq!(check["status"], "fail", "{check}");
+    assert_eq!(check["topology"]["exists"], false, "{check}");
+    assert!(
+        detail(&check).contains("collection `answers` absent and not creatable: Milvus refused"),
+        "{check}"
+    );
+    let (code, check) = doctor(&milvus.url(), "made_before");
+    assert_eq!(code, Some(0), "{check}");
+    assert!(
+        detail(&check).contains("present, 384 dimensions as the encoder's"),
+        "{check}"
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use src_compiler::lookalike;
 use src_dsl::ast::Device;
-use src_runtime::cache::store::accept_all;
+use src_runtime::cache::store::{accept_all, Lookup};
 use src_runtime::cache::{CacheStore, MemoryCache, Scope};
 use src_runtime::models::{Model, Role};
 
@@ -87,9 +87,23 @@ fn main() {
     let lookup = |model: &mut Model, with_check: bool| {
         let vector = model.infer(&[request]).unwrap_or_default().remove(0);
         let found = if with_check {
-            runtime.block_on(store.nearest(&scope, &vector, 0.86, 1, u64::MAX, &check))
+            runtime.block_on(store.nearest(Lookup {
+                scope: &scope,
+                vector: &vector,
+                threshold: 0.86,
+                now_ms: 1,
+                ttl_ms: u64::MAX,
+                accept: &check,
+            }))
         } else {
-            runtime.block_on(store.nearest(&scope, &vector, 0.86, 1, u64::MAX, &accept_all))
+            runtime.block_on(store.nearest(Lookup {
+                scope: &scope,
+                vector: &vector,
+                threshold: 0.86,
+                now_ms: 1,
+                ttl_ms: u64::MAX,
+                accept: &accept_all,
+            }))
         };
         assert!(found.is_ok_and(|n| n.body.is_some()), "a hit");
     };

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use src_compiler::hir::MilvusTarget;
-use src_runtime::cache::store::accept_all;
+use src_runtime::cache::store::{accept_all, Lookup};
 use src_runtime::cache::{CacheStore, MilvusCache, Scope};
 use src_testkit::cache::{serve, Answer, Served, PARAPHRASE, PASSWORD, PROVIDERS, UNRELATED};
 use src_testkit::milvus::MilvusServer;
@@ -74,7 +74,14 @@ async fn an_answer_stored_through_one_replica_answers_on_another() -> TestResult
     let target = MilvusTarget::parse(&milvus.url(), Some("shared"))?;
     let other = MilvusCache::new(target, Duration::from_secs(5), 1 << 16);
     let refused = other
-        .nearest(&Scope([1; 32]), &[1.0, 0.0], 0.5, 0, 1, &accept_all)
+        .nearest(Lookup {
+            scope: &Scope([1; 32]),
+            vector: &[1.0, 0.0],
+            threshold: 0.5,
+            now_ms: 0,
+            ttl_ms: 1,
+            accept: &accept_all,
+        })
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("384-dimension"), "{refused}");
@@ -96,7 +103,16 @@ async fn expired_rows_are_deleted() -> TestResult {
             .await?;
     }
     // Read past every ttl the lookup could apply: only rows still in the collection answer.
-    let ever = || store.nearest(&scope, &vector, 0.9, 5_000, u64::MAX / 2, &accept_all);
+    let ever = || {
+        store.nearest(Lookup {
+            scope: &scope,
+            vector: &vector,
+            threshold: 0.9,
+            now_ms: 5_000,
+            ttl_ms: u64::MAX / 2,
+            accept: &accept_all,
+        })
+    };
     assert!(ever().await?.body.is_some());
     assert_eq!(store.sweep(5_000).await?, 2);
     assert_eq!(
@@ -246,7 +262,14 @@ async fn a_milvus_that_never_answers_times_out_and_nothing_hangs() -> TestResult
     let target = MilvusTarget::parse(&url, None)?;
     let store = MilvusCache::new(target, Duration::from_millis(200), 1 << 16);
     for _ in 0..2 {
-        let lookup = store.nearest(&Scope([3; 32]), &[1.0, 0.0], 0.5, 0, 1, &accept_all);
+        let lookup = store.nearest(Lookup {
+            scope: &Scope([3; 32]),
+            vector: &[1.0, 0.0],
+            threshold: 0.5,
+            now_ms: 0,
+            ttl_ms: 1,
+            accept: &accept_all,
+        });
         let failed = tokio::time::timeout(PATIENCE, lookup)
             .await
             .map_err(|_| "a lookup hung")?

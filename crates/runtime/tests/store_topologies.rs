@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use src_compiler::hir::RedisTarget;
-use src_runtime::cache::store::accept_all;
+use src_runtime::cache::store::{accept_all, Lookup};
 use src_runtime::cache::{CacheStore, Inserted, RedisCache, Scope};
 use src_runtime::cooldown::Cooldowns;
 use src_runtime::responses_state::{RedisResponses, ResponseStore};
@@ -227,8 +227,17 @@ async fn read_after(redis: Redis, written: &Written) {
     for scope in &written.answers {
         let n = scope.0[0];
         let near_to = embedding(n);
-        let near =
-            until_answered(|| cache.nearest(scope, &near_to, 0.99, now(), TTL, &accept_all)).await;
+        let near = until_answered(|| {
+            cache.nearest(Lookup {
+                scope,
+                vector: &near_to,
+                threshold: 0.99,
+                now_ms: now(),
+                ttl_ms: TTL,
+                accept: &accept_all,
+            })
+        })
+        .await;
         assert_eq!(near.body.as_deref(), Some(&[n; 3][..]), "answer {n} lost");
     }
 }

@@ -3,6 +3,8 @@
 //! on a free loopback port with its own temporary data directory, ready once the port accepts
 //! connections (the gRPC server binds only after its start-up), killed when dropped. `kill` and
 //! `restart` (same port, same data directory) take it away under load and bring it back.
+//! `forbid_new_collections` makes the server refuse to create a collection, as one whose
+//! storage cannot be written would (milvus-lite has no access control to refuse otherwise).
 
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -16,6 +18,9 @@ pub struct MilvusServer {
     child: Option<Child>,
     pub port: u16,
     data: tempfile::TempDir,
+    /// The collections directory was made immutable (`chattr +i`), to be undone before the
+    /// temporary directory is removed.
+    immutable: Option<PathBuf>,
 }
 
 /// The venv's Python, with a clear message when scripts/setup.sh has not run.
@@ -37,6 +42,7 @@ impl MilvusServer {
             child: None,
             port: 0,
             data,
+            immutable: None,
         };
         for _ in 0..5 {
             server.port = crate::free_port();
@@ -64,6 +70,28 @@ impl MilvusServer {
         crate::process::until(&what, READY_WITHIN, Duration::from_millis(100), || {
             self.spawn()
         });
+    }
+
+    /// From now on the server cannot create a collection: its collections directory (one
+    /// directory per collection) is made read-only, and where permissions do not bind (a test
+    /// run as root) immutable with `chattr +i`. Collections made before stay readable. Panics
+    /// (failing the test) when neither takes hold here.
+    pub fn forbid_new_collections(&mut self) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = self.data.path().join("collections");
+        std::fs::create_dir_all(&dir).expect("the collections directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555))
+            .expect("a read-only collections directory");
+        if writable(&dir) {
+            let done = Command::new("chattr").arg("+i").arg(&dir).status();
+            assert!(
+                matches!(done, Ok(s) if s.success()),
+                "{} stays writable (run as root) and `chattr +i` failed: {done:?}",
+                dir.display()
+            );
+            self.immutable = Some(dir.clone());
+        }
+        assert!(!writable(&dir), "{} is still writable", dir.display());
     }
 
     fn spawn(&mut self) -> bool {
@@ -94,8 +122,25 @@ impl MilvusServer {
     }
 }
 
+/// Whether a file can be created in `dir`.
+fn writable(dir: &std::path::Path) -> bool {
+    let probe = dir.join(".probe");
+    let made = std::fs::File::create(&probe).is_ok();
+    let _ = std::fs::remove_file(&probe);
+    made
+}
+
 impl Drop for MilvusServer {
     fn drop(&mut self) {
         self.kill();
+        // The temporary directory can be removed only once it may be written again.
+        if let Some(dir) = self.immutable.take() {
+            let _ = Command::new("chattr").arg("-i").arg(&dir).status();
+        }
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(
+            self.data.path().join("collections"),
+            std::fs::Permissions::from_mode(0o755),
+        );
     }
 }

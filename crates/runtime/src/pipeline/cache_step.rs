@@ -30,7 +30,7 @@ use crate::cache::fill::Fill;
 use crate::cache::layer::{CacheLayer, DEFAULT_TTL_MS};
 use crate::cache::replay;
 use crate::cache::scope::{self, ScopeParts};
-use crate::cache::store::Nearest;
+use crate::cache::store::{Lookup, Nearest};
 use crate::headers::cache as word;
 use crate::openai::{Api, ApiError};
 use crate::policy_store::Snapshot;
@@ -184,7 +184,14 @@ pub async fn lookup(
     } else {
         let lookup = site(store.kind(), "lookup");
         let found = store
-            .nearest(&scope, &vector, def.threshold, now, ttl_ms, &accept)
+            .nearest(Lookup {
+                scope: &scope,
+                vector: &vector,
+                threshold: def.threshold,
+                now_ms: now,
+                ttl_ms,
+                accept: &accept,
+            })
             .await;
         match failure::guard(mode, lookup, found) {
             Ok(nearest) => nearest,

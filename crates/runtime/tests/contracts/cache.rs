@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use src_runtime::cache::store::accept_all;
+use src_runtime::cache::store::{accept_all, Lookup};
 use src_runtime::cache::{CacheStore, Inserted, Nearest, Scope, PER_SCOPE};
 
 const TTL: u64 = 60_000;
@@ -35,7 +35,14 @@ fn unit(x: f32, y: f32) -> Vec<f32> {
 
 async fn an_empty_scope_has_no_nearest_entry(store: &dyn CacheStore) {
     let near = store
-        .nearest(&scope(1), &unit(1.0, 0.0), 0.5, t0(), TTL, &accept_all)
+        .nearest(Lookup {
+            scope: &scope(1),
+            vector: &unit(1.0, 0.0),
+            threshold: 0.5,
+            now_ms: t0(),
+            ttl_ms: TTL,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(near, Nearest::default());
@@ -68,14 +75,28 @@ async fn the_nearest_entry_answers_at_the_threshold(store: &dyn CacheStore) {
         .await
         .unwrap();
     let near = store
-        .nearest(&s, &unit(1.0, 0.1), 0.9, now, TTL, &accept_all)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.1),
+            threshold: 0.9,
+            now_ms: now,
+            ttl_ms: TTL,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(near.body.as_deref(), Some(&b"east"[..]));
     assert!(near.score.is_some_and(|s| s > 0.99), "{near:?}");
     // Nearest, but below the threshold: the score and no body.
     let far = store
-        .nearest(&s, &unit(1.0, 1.0), 0.99, now, TTL, &accept_all)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 1.0),
+            threshold: 0.99,
+            now_ms: now,
+            ttl_ms: TTL,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(far.body, None);
@@ -96,7 +117,14 @@ async fn scopes_are_isolated(store: &dyn CacheStore) {
         .await
         .unwrap();
     let other = store
-        .nearest(&scope(4), &unit(1.0, 0.0), 0.0, now, TTL, &accept_all)
+        .nearest(Lookup {
+            scope: &scope(4),
+            vector: &unit(1.0, 0.0),
+            threshold: 0.0,
+            now_ms: now,
+            ttl_ms: TTL,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(other, Nearest::default());
@@ -118,14 +146,28 @@ async fn entries_end_at_their_ttl(store: &dyn CacheStore) {
         .await
         .unwrap();
     let live = store
-        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 1, ttl, &accept_all)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.0),
+            threshold: 0.9,
+            now_ms: now + 1,
+            ttl_ms: ttl,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(live.body.as_deref(), Some(&b"brief"[..]));
     tokio::time::sleep(std::time::Duration::from_millis(ttl + 100)).await;
     let later = t0();
     let gone = store
-        .nearest(&s, &unit(1.0, 0.0), 0.9, later, ttl, &accept_all)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.0),
+            threshold: 0.9,
+            now_ms: later,
+            ttl_ms: ttl,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(gone.body, None, "an entry outlived its ttl");
@@ -148,7 +190,14 @@ async fn a_scope_keeps_at_least_its_newest_entries(store: &dyn CacheStore) {
     }
     for i in 0..PER_SCOPE {
         let near = store
-            .nearest(&s, &at(i), 0.9999, now + 1, TTL, &accept_all)
+            .nearest(Lookup {
+                scope: &s,
+                vector: &at(i),
+                threshold: 0.9999,
+                now_ms: now + 1,
+                ttl_ms: TTL,
+                accept: &accept_all,
+            })
             .await
             .unwrap();
         assert_eq!(
@@ -192,7 +241,14 @@ pub async fn keeps_only_the_newest(store: &dyn CacheStore) {
             .unwrap();
     }
     let near = store
-        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 2, TTL, &accept_all)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.0),
+            threshold: 0.9,
+            now_ms: now + 2,
+            ttl_ms: TTL,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(near.body, None, "the oldest entry was kept beyond the cap");
@@ -208,7 +264,14 @@ async fn bodies_over_the_limit_are_not_stored(store: &dyn CacheStore) {
         .unwrap();
     assert_eq!(answer, Inserted::TooLarge);
     let near = store
-        .nearest(&s, &unit(1.0, 0.0), 0.0, now, TTL, &accept_all)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.0),
+            threshold: 0.0,
+            now_ms: now,
+            ttl_ms: TTL,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(near, Nearest::default());
@@ -236,14 +299,28 @@ async fn refused_questions_are_counted_and_passed_over(store: &dyn CacheStore) {
     }
     let accept = |q: &str| q == "convert 5 km to miles";
     let near = store
-        .nearest(&s, &unit(1.0, 0.05), 0.9, now, TTL, &accept)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.05),
+            threshold: 0.9,
+            now_ms: now,
+            ttl_ms: TTL,
+            accept: &accept,
+        })
         .await
         .unwrap();
     assert_eq!(near.body.as_deref(), Some(&b"paraphrase"[..]));
     assert_eq!(near.rejected, 1, "{near:?}");
     let refuse = |_: &str| false;
     let none = store
-        .nearest(&s, &unit(1.0, 0.05), 0.9, now, TTL, &refuse)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.05),
+            threshold: 0.9,
+            now_ms: now,
+            ttl_ms: TTL,
+            accept: &refuse,
+        })
         .await
         .unwrap();
     assert_eq!((none.body.clone(), none.rejected), (None, 2));
@@ -281,7 +358,14 @@ async fn a_scope_keeps_every_live_entry(store: &dyn CacheStore) {
             .unwrap();
     }
     let near = store
-        .nearest(&s, &unit(1.0, 0.0), 0.9, now + 2, TTL, &accept_all)
+        .nearest(Lookup {
+            scope: &s,
+            vector: &unit(1.0, 0.0),
+            threshold: 0.9,
+            now_ms: now + 2,
+            ttl_ms: TTL,
+            accept: &accept_all,
+        })
         .await
         .unwrap();
     assert_eq!(near.body.as_deref(), Some(&b"oldest"[..]));

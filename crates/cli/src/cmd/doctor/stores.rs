@@ -111,7 +111,8 @@ fn encoder_dimension(checked: &CheckedPolicy) -> Result<usize, String> {
 }
 
 /// The cache's Milvus store: reachable within `timeout`, its collection's vectors as long as
-/// the encoder's, or the collection absent but creatable (the store creates it on first use).
+/// the encoder's, or the collection absent but creatable (the store creates it on first use;
+/// one Milvus refuses to create fails).
 fn survey_milvus(
     checked: &CheckedPolicy,
     target: &MilvusTarget,
@@ -129,6 +130,7 @@ fn survey_milvus(
             "kind": "milvus",
             "collection": target.collection,
             "exists": survey.map(|s| s.dimension.is_some()),
+            "refused": survey.and_then(|s| s.refused.as_deref()),
             "dimension": survey.and_then(|s| s.dimension),
             "encoder_dimension": encoder.as_ref().ok(),
         })
@@ -154,6 +156,12 @@ fn survey_milvus(
         (Some(held), Err(why)) => row.ok(format!(
             "collection `{collection}` present, {held} dimensions (the encoder's not checked: \
              {why})"
+        )),
+        (None, _) if survey.refused.is_some() => row.fail(format!(
+            "collection `{collection}` absent and not creatable: Milvus refused to create one \
+             ({}); the store creates it on first use, so the router's Milvus user must be \
+             allowed to create collections and the server able to write its storage",
+            survey.refused.as_deref().unwrap_or_default()
         )),
         (None, Ok(made)) => row.ok(format!(
             "collection `{collection}` absent; creatable, made on first use with {made} \

@@ -42,7 +42,7 @@ use src_compiler::hir::MilvusTarget;
 
 use crate::cache::scope::Scope;
 use crate::cache::store::{
-    candidates, Accept, CacheStore, Inserted, Nearest, StoreError, CANDIDATES,
+    candidates, CacheStore, Inserted, Lookup, Nearest, StoreError, CANDIDATES,
 };
 use crate::hooks::BoxFuture;
 
@@ -304,6 +304,25 @@ pub struct Survey {
     /// collection of the encoder's dimension was created and dropped beside it (so the store
     /// can create its own on first use).
     pub dimension: Option<usize>,
+    /// Why Milvus refused to create the scratch collection, when the collection does not exist
+    /// and this client may not create one (no right to, or a server that cannot write): the
+    /// store would fail on first use.
+    pub refused: Option<String>,
+}
+
+/// The longest collection name Milvus takes.
+const MAX_NAME: usize = 255;
+
+/// A scratch collection's name beside `name`, `{name}_survey_{id}` with `name` cut short so
+/// that the whole stays within [`MAX_NAME`]: the longest name the store may use must not make
+/// the survey's own name one Milvus refuses.
+fn scratch_name(name: &str, id: &str) -> String {
+    let suffix = format!("_survey_{id}");
+    let mut keep = MAX_NAME.saturating_sub(suffix.len()).min(name.len());
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}{suffix}", &name[..keep])
 }
 
 /// Connects to `target` and looks at its collection without changing what the server holds:
@@ -352,14 +371,26 @@ pub async fn survey(
             })?;
             return Ok(Survey {
                 dimension: Some(found),
+                refused: None,
             });
         }
         let id: [u8; 4] = rand::random();
-        let scratch = format!("{name}_survey_{}", crate::hex::lower(&id));
-        client
+        let scratch = scratch_name(name, &crate::hex::lower(&id));
+        let created = client
             .create_collection(create_request(&scratch, dimension)?)
             .await
-            .map_err(translate)?;
+            .map_err(translate);
+        match created {
+            Ok(_) => {}
+            // Milvus answered and said no: the survey's finding, not its failure.
+            Err(StoreError::Rejected(why)) => {
+                return Ok(Survey {
+                    dimension: None,
+                    refused: Some(why),
+                })
+            }
+            Err(other) => return Err(other),
+        }
         client
             .drop_collection(
                 DropCollectionRequest::builder()
@@ -369,7 +400,10 @@ pub async fn survey(
             )
             .await
             .map_err(translate)?;
-        Ok(Survey { dimension: None })
+        Ok(Survey {
+            dimension: None,
+            refused: None,
+        })
     };
     tokio::time::timeout(timeout, asked)
         .await
@@ -468,15 +502,15 @@ impl CacheStore for MilvusCache {
         "milvus"
     }
 
-    fn nearest<'a>(
-        &'a self,
-        scope: &'a Scope,
-        vector: &'a [f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &'a Accept<'a>,
-    ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+    fn nearest<'a>(&'a self, lookup: Lookup<'a>) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+        let Lookup {
+            scope,
+            vector,
+            threshold,
+            now_ms,
+            ttl_ms,
+            accept,
+        } = lookup;
         Box::pin(async move {
             let ready = self.fitting(vector).await?;
             // Live at `now_ms`: `now < created + ttl`, i.e. `created > now - ttl`.
@@ -585,5 +619,23 @@ impl CacheStore for MilvusCache {
             self.maybe_sweep(now_ms).await;
             Ok(Inserted::Stored)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scratch_name_stays_within_milvuss_limit() {
+        assert_eq!(
+            scratch_name("answers", "0a1b2c3d"),
+            "answers_survey_0a1b2c3d"
+        );
+        let longest = "a".repeat(MAX_NAME);
+        let scratch = scratch_name(&longest, "0a1b2c3d");
+        assert_eq!(scratch.len(), MAX_NAME);
+        assert!(scratch.ends_with("_survey_0a1b2c3d"));
+        assert!(scratch_name(&"é".repeat(200), "00").len() <= MAX_NAME);
     }
 }

@@ -38,6 +38,23 @@ pub fn accept_all(_: &str) -> bool {
     true
 }
 
+/// What [`CacheStore::nearest`] looks for.
+#[derive(Clone, Copy)]
+pub struct Lookup<'a> {
+    /// The partition searched; no other scope's entry ever answers.
+    pub scope: &'a Scope,
+    /// The request's embedding, a unit vector.
+    pub vector: &'a [f32],
+    /// The least similarity of a hit.
+    pub threshold: f64,
+    /// The caller's clock, the time the ttl is measured to.
+    pub now_ms: u64,
+    /// Entries created this long before `now_ms` or earlier are expired.
+    pub ttl_ms: u64,
+    /// The look-alike check on a candidate's stored question.
+    pub accept: &'a Accept<'a>,
+}
+
 /// The answer of [`CacheStore::nearest`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Nearest {
@@ -69,20 +86,12 @@ pub trait CacheStore: Send + Sync {
     /// `memory`, `redis` or `milvus`, for logs.
     fn kind(&self) -> &'static str;
 
-    /// The nearest entry of `scope` to `vector` among those younger than `ttl_ms`, with its body
-    /// when its similarity is at least `threshold` and `accept` takes its question; the entries
-    /// at the threshold are offered to `accept` best first, at most [`CANDIDATES`] of them, and
-    /// the first taken answers (its score is then the one reported). Using an entry counts as a
-    /// use (LRU).
-    fn nearest<'a>(
-        &'a self,
-        scope: &'a Scope,
-        vector: &'a [f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &'a Accept<'a>,
-    ) -> BoxFuture<'a, Result<Nearest, StoreError>>;
+    /// The nearest entry of the lookup's scope to its vector among those younger than its ttl,
+    /// with its body when its similarity is at least the threshold and `accept` takes its
+    /// question; the entries at the threshold are offered to `accept` best first, at most
+    /// [`CANDIDATES`] of them, and the first taken answers (its score is then the one reported).
+    /// Using an entry counts as a use (LRU).
+    fn nearest<'a>(&'a self, lookup: Lookup<'a>) -> BoxFuture<'a, Result<Nearest, StoreError>>;
 
     /// Stores an answer to `question` (whose embedding is `vector`) under `scope`, kept for at
     /// most `ttl_ms`.

@@ -24,7 +24,7 @@ use redis::RedisError;
 
 use crate::cache::scope::Scope;
 use crate::cache::store::{
-    candidates, live, similarity, Accept, CacheStore, Inserted, Nearest, StoreError, PER_SCOPE,
+    candidates, live, similarity, CacheStore, Inserted, Lookup, Nearest, StoreError, PER_SCOPE,
 };
 use crate::hooks::BoxFuture;
 use crate::store::{KeySpace, Redis};
@@ -143,15 +143,15 @@ impl CacheStore for RedisCache {
         "redis"
     }
 
-    fn nearest<'a>(
-        &'a self,
-        scope: &'a Scope,
-        vector: &'a [f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &'a Accept<'a>,
-    ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+    fn nearest<'a>(&'a self, lookup: Lookup<'a>) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+        let Lookup {
+            scope,
+            vector,
+            threshold,
+            now_ms,
+            ttl_ms,
+            accept,
+        } = lookup;
         Box::pin(async move {
             let mut conn = self.conn.connection();
             let elements: Vec<Vec<u8>> = self

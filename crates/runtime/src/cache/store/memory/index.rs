@@ -102,6 +102,13 @@ fn fail(err: impl std::fmt::Display) -> IndexError {
     IndexError(err.to_string())
 }
 
+/// The library takes file names as UTF-8 text.
+fn utf8(path: &std::path::Path) -> Result<String, IndexError> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| IndexError(format!("{} is not a UTF-8 file name", path.display())))
+}
+
 /// An HNSW graph of unit vectors of one length, keyed by entry id, ranked by inner product.
 pub struct Graph {
     index: Index,
@@ -111,6 +118,20 @@ pub struct Graph {
     fixed: bool,
     /// [`ENTRIES_PER_CANDIDATE`], or fewer in tests so a small graph is past the first step.
     per_candidate: usize,
+    /// The library's account of its memory ([`Graph::memory`]) when last asked, and the size and
+    /// capacity it was asked at: [`Graph::reserved`] asks again only when they moved enough.
+    measured: Measured,
+    /// What one more entry adds to a graph whose capacity holds it: its copy of the vector,
+    /// its bottom-layer links (twice the connectivity, four bytes each, and their count) and
+    /// its key and level. The upper layers hold one node in `connectivity`, left out.
+    node_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Measured {
+    bytes: usize,
+    size: usize,
+    capacity: usize,
 }
 
 impl Graph {
@@ -143,6 +164,8 @@ impl Graph {
             ef: EXPANSION_SEARCH,
             fixed: false,
             per_candidate: ENTRIES_PER_CANDIDATE,
+            measured: Measured::default(),
+            node_bytes: dims * shape.precision.bytes() + 2 * shape.connectivity * 4 + 4 + 10,
         })
     }
 
@@ -163,6 +186,28 @@ impl Graph {
     /// Bytes the library holds for the graph (vectors, links, slack of the reserved capacity).
     pub fn memory(&self) -> usize {
         self.index.memory_usage()
+    }
+
+    /// The bytes the graph holds, as the store counts them against `max_bytes`: the library's
+    /// own account ([`Graph::memory`]: vectors, links, and the slack of a capacity doubled
+    /// ahead of need, up to half the slots), taken again whenever the capacity changed or the
+    /// size moved by an eighth (at least 64 entries) since it was last taken, and in between
+    /// that account plus one node's bytes for each entry added (the capacity, and so its
+    /// slack, is unchanged until the next account). The account walks every node, so taking it
+    /// on every insert would cost a large scope a walk per insert; this way it costs about
+    /// eight node visits per insert.
+    pub fn reserved(&mut self) -> usize {
+        let (size, capacity) = (self.index.size(), self.index.capacity());
+        let last = self.measured;
+        if capacity != last.capacity || size.abs_diff(last.size) >= (last.size / 8).max(64) {
+            self.measured = Measured {
+                bytes: self.memory(),
+                size,
+                capacity,
+            };
+            return self.measured.bytes;
+        }
+        last.bytes + size.saturating_sub(last.size) * self.node_bytes
     }
 
     /// Adds `vector` under `id` (an id held already is replaced).
@@ -260,6 +305,31 @@ impl Graph {
             self.ef = ef;
             self.index.change_expansion_search(ef);
         }
+    }
+
+    /// Writes the graph (vectors, links, ids) to `path`, to be read back by [`Graph::load`]: a
+    /// graph of a million entries takes most of an hour to build on a loaded machine and
+    /// seconds to read, so the index benchmark builds it once and times its lookups later.
+    pub fn save(&self, path: &std::path::Path) -> Result<(), IndexError> {
+        self.index.save(&utf8(path)?).map_err(fail)
+    }
+
+    /// A graph of `shape` read from a file [`Graph::save`] wrote, its breadth following its
+    /// size as a built one's does.
+    pub fn load(path: &std::path::Path, dims: usize, shape: Shape) -> Result<Graph, IndexError> {
+        let mut graph = Graph::shaped(dims, shape)?;
+        graph.index.load(&utf8(path)?).map_err(fail)?;
+        if graph.index.dimensions() != dims {
+            return Err(IndexError(format!(
+                "{} holds vectors of {} dimensions, not {dims}",
+                path.display(),
+                graph.index.dimensions()
+            )));
+        }
+        // The file holds the graph, not the search setting: set the breadth afresh.
+        graph.ef = breadth_at(graph.index.size(), graph.per_candidate);
+        graph.index.change_expansion_search(graph.ef);
+        Ok(graph)
     }
 
     /// Up to `count` ids near `vector`, nearest first (approximately: an HNSW search).
@@ -436,6 +506,37 @@ mod tests {
         graph.fixed = false;
         graph.follow_size();
         assert_eq!(graph.breadth(), breadth_at(1_000, 64));
+    }
+
+    /// A saved graph read back holds the same entries and proposes the same ids for every
+    /// query, searches at its size's breadth, and a graph of another length is refused.
+    #[test]
+    fn a_saved_graph_reads_back_with_the_same_answers() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("graph.usearch");
+        let points = sphere(3, 2_000, 32);
+        let queries = sphere(4, 50, 32);
+        let shape = Shape {
+            precision: Precision::I8,
+            ..Shape::default()
+        };
+        let mut graph = Graph::shaped(32, shape).expect("graph");
+        let flat: Vec<f32> = points.iter().flatten().copied().collect();
+        graph.extend(0, &flat, 2).expect("build");
+        graph.remove(7).expect("remove");
+        graph.save(&path).expect("save");
+        let read = Graph::load(&path, 32, shape).expect("load");
+        assert_eq!(read.len(), graph.len());
+        assert_eq!(read.breadth(), breadth(graph.len()));
+        for q in &queries {
+            assert_eq!(
+                read.nearest(q, 16).expect("search"),
+                graph.nearest(q, 16).expect("search")
+            );
+        }
+        assert!(!read.nearest(&points[7], 16).expect("search").contains(&7));
+        assert!(Graph::load(&path, 16, shape).is_err());
+        assert!(Graph::load(&dir.path().join("absent"), 32, shape).is_err());
     }
 
     #[test]

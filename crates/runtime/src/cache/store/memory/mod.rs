@@ -28,17 +28,17 @@ use bytes::Bytes;
 use self::index::{Graph, Precision};
 use crate::cache::scope::Scope;
 use crate::cache::store::{
-    candidates, live, similarity, Accept, Bounds, CacheStore, Inserted, Nearest, StoreError,
+    candidates, live, similarity, Bounds, CacheStore, Inserted, Lookup, Nearest, StoreError,
     CANDIDATES,
 };
 use crate::hooks::BoxFuture;
 
-/// Bytes counted per entry besides its body, question and vectors: the graph's links (about
-/// 410 bytes at 16 neighbours in a graph of a million, with the slack of its doubled capacity
-/// up to 1,300 in one of 10,000), the maps, the LRU order and the ids (about 250). Counted for
-/// every entry, indexed or not, so a store of mid-sized scopes may hold up to about 500 bytes
-/// per entry more than it counts. Measured: docs/operations.md, "Sizing the memory cache".
-pub const OVERHEAD: usize = 1024;
+/// Bytes counted per entry besides its body, question and exact vector: the maps, the LRU order
+/// and the ids (about 250). A scope's graph (its copy of each vector, its links and the slack
+/// of its doubled capacity) is counted apart, as the graph reports it ([`Graph::reserved`]):
+/// per entry that is 796 bytes in a graph of a million and up to 1,700 in one of 10,000, so no
+/// per-entry figure fits both. Measured: docs/operations.md, "Sizing the memory cache".
+pub const OVERHEAD: usize = 256;
 
 /// Entries at the cold end of the LRU order checked for expiry on each insert.
 const SWEEP: usize = 16;
@@ -88,6 +88,16 @@ struct Partition {
     ids: BTreeSet<u64>,
     /// From [`INDEX_FROM`] entries on; dropped (the scope is scanned) should the library fail.
     graph: Option<Shared>,
+    /// The graph's bytes as last counted in the store's total ([`recount`]).
+    graph_bytes: usize,
+}
+
+/// Brings the store's byte count `bytes` up to date with `part`'s graph (grown, shrunk, built
+/// or dropped) after any change to it.
+fn recount(bytes: &mut usize, part: &mut Partition) {
+    let now = part.graph.as_ref().map_or(0, |g| locked(g).reserved());
+    *bytes = bytes.saturating_sub(part.graph_bytes) + now;
+    part.graph_bytes = now;
 }
 
 impl Partition {
@@ -137,9 +147,13 @@ impl Inner {
         if let Some(part) = self.scopes.get_mut(&entry.scope) {
             part.ids.remove(&id);
             if part.ids.is_empty() {
+                self.bytes = self.bytes.saturating_sub(part.graph_bytes);
                 self.scopes.remove(&entry.scope);
-            } else if let Some(Err(err)) = part.graph.as_ref().map(|g| locked(g).remove(id)) {
-                part.unindex(err);
+            } else {
+                if let Some(Err(err)) = part.graph.as_ref().map(|g| locked(g).remove(id)) {
+                    part.unindex(err);
+                }
+                recount(&mut self.bytes, part);
             }
         }
     }
@@ -182,6 +196,7 @@ impl Inner {
                 Some(Ok(ids)) => (ids, true),
                 Some(Err(err)) => {
                     part.unindex(err);
+                    recount(&mut self.bytes, part);
                     (part.ids.iter().copied().collect(), false)
                 }
                 None => (part.ids.iter().copied().collect(), false),
@@ -320,9 +335,10 @@ impl MemoryCache {
         self.lock().bounds
     }
 
-    /// Bytes an entry counts towards `max_bytes`.
+    /// Bytes an entry counts towards `max_bytes` besides its share of a graph, which counts
+    /// apart ([`OVERHEAD`]).
     pub fn entry_size(body: usize, question: usize, dims: usize) -> usize {
-        body + question + dims * (std::mem::size_of::<f32>() + PRECISION.bytes()) + OVERHEAD
+        body + question + dims * std::mem::size_of::<f32>() + OVERHEAD
     }
 
     /// A poisoned lock only means another request panicked mid-update of plain data; carry on.
@@ -339,15 +355,15 @@ impl MemoryCache {
         ask(&graph, vector)?.ok()
     }
 
-    fn find(
-        &self,
-        scope: &Scope,
-        vector: &[f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &Accept<'_>,
-    ) -> Nearest {
+    fn find(&self, lookup: Lookup<'_>) -> Nearest {
+        let Lookup {
+            scope,
+            vector,
+            threshold,
+            now_ms,
+            ttl_ms,
+            accept,
+        } = lookup;
         let asked = self.asked(scope, vector);
         let mut inner = self.lock();
         let scored = inner.near(scope, vector, now_ms, ttl_ms, asked);
@@ -421,7 +437,10 @@ impl MemoryCache {
         inner.lru.insert(tick, id);
         inner.bytes += size;
         let Inner {
-            scopes, entries, ..
+            scopes,
+            entries,
+            bytes,
+            ..
         } = &mut *inner;
         let part = scopes.entry(*scope).or_default();
         part.ids.insert(id);
@@ -438,6 +457,7 @@ impl MemoryCache {
             }
             None => part.index(entries, vector.len(), self.index_from),
         }
+        recount(bytes, part);
         inner.evict(now_ms, ttl_ms);
         Inserted::Stored
     }
@@ -465,18 +485,8 @@ impl CacheStore for MemoryCache {
         "memory"
     }
 
-    fn nearest<'a>(
-        &'a self,
-        scope: &'a Scope,
-        vector: &'a [f32],
-        threshold: f64,
-        now_ms: u64,
-        ttl_ms: u64,
-        accept: &'a Accept<'a>,
-    ) -> BoxFuture<'a, Result<Nearest, StoreError>> {
-        ready(Ok(
-            self.find(scope, vector, threshold, now_ms, ttl_ms, accept)
-        ))
+    fn nearest<'a>(&'a self, lookup: Lookup<'a>) -> BoxFuture<'a, Result<Nearest, StoreError>> {
+        ready(Ok(self.find(lookup)))
     }
 
     fn insert<'a>(
