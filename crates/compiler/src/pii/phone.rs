@@ -4,10 +4,17 @@
 //! American and the United Kingdom plans do, whose fixed lengths keep order numbers and dates
 //! out. Between digits a candidate may hold one space, dash or dot, or a parenthesised area
 //! code.
+//!
+//! Validating a number costs libphonenumber's parse and its number plan's patterns (about
+//! 180,000 instructions for a British number), and a conversation's history comes back whole
+//! with every turn, so the verdicts on written numbers are kept in a bounded memo: a number
+//! seen again costs a lookup.
 
 use super::{bounded_num, is_hidden, Family};
 use phonenumber::country::Id;
+use quick_cache::sync::Cache;
 use std::ops::Range;
+use std::sync::LazyLock;
 
 pub(super) const FAMILY: Family = Family {
     pattern: concat!(
@@ -37,8 +44,42 @@ fn accept(text: &str, span: Range<usize>, out: &mut Vec<Range<usize>>) {
     }
 }
 
+/// How many written numbers the memo holds verdicts on (a few hundred kilobytes at most).
+pub(super) const MEMO_CAPACITY: usize = 4096;
+
+/// Verdicts on written numbers that reached libphonenumber, whichever policy asked: a verdict
+/// depends on the written number alone (the number plans are compiled into the crate), so one
+/// memo serves every recognizer in the process, across policy reloads.
+static VERDICTS: LazyLock<Cache<Box<str>, bool>> = LazyLock::new(|| Cache::new(MEMO_CAPACITY));
+
 /// Whether a written number (no hidden characters) is a valid phone number.
 pub(super) fn is_phone(written: &str) -> bool {
+    is_phone_with(written, &|written, parse| {
+        if let Some(verdict) = VERDICTS.get(written) {
+            return verdict;
+        }
+        let verdict = parse();
+        VERDICTS.insert(written.into(), verdict);
+        verdict
+    })
+}
+
+/// How many verdicts the memo holds.
+#[cfg(test)]
+pub(super) fn memo_len() -> usize {
+    VERDICTS.len()
+}
+
+/// [`is_phone`] without the memo: every number that passes the length gates is parsed.
+#[cfg(test)]
+pub(super) fn is_phone_unmemoised(written: &str) -> bool {
+    is_phone_with(written, &|_, parse| parse())
+}
+
+/// The verdict on `written`, where `memo(written, parse)` gives libphonenumber's (`parse()`)
+/// for the numbers the cheap gates let through; the memo keys on the written number itself,
+/// which decides the verdict (its digits, `+` or `00`, and its separators).
+fn is_phone_with(written: &str, memo: &dyn Fn(&str, &dyn Fn() -> bool) -> bool) -> bool {
     let valid = |country: Option<Id>, s: &str| {
         phonenumber::parse(country, s).is_ok_and(|n| phonenumber::is_valid(&n))
     };
@@ -49,18 +90,20 @@ pub(super) fn is_phone(written: &str) -> bool {
     let digits = super::digits(written);
     let national_length = matches!((digits.len(), digits.first()), (10, _) | (11, Some(1 | 0)));
     if written.starts_with('+') {
-        (8..=15).contains(&digits.len()) && valid(None, written)
+        (8..=15).contains(&digits.len()) && memo(written, &|| valid(None, written))
     } else if let Some(rest) = written.strip_prefix("00") {
-        (10..=17).contains(&digits.len()) && valid(None, &format!("+{rest}"))
+        (10..=17).contains(&digits.len()) && memo(written, &|| valid(None, &format!("+{rest}")))
     } else if dotted_quad(written) {
         false
     } else {
         // A British number written nationally starts with its trunk 0; libphonenumber also
         // accepts it without, which would take order and part numbers for phones.
         national_length
-            && NATIONAL
-                .into_iter()
-                .any(|c| (c != Id::GB || digits.first() == Some(&0)) && valid(Some(c), written))
+            && memo(written, &|| {
+                NATIONAL
+                    .into_iter()
+                    .any(|c| (c != Id::GB || digits.first() == Some(&0)) && valid(Some(c), written))
+            })
     }
 }
 

@@ -512,3 +512,67 @@ fn a_hyphenated_phrase_after_sk_is_not_a_key_even_with_a_digit() {
         ["sk-proj-Ab3dEf6hIj9k-Lm2nOp5qRs8tUv1wXy4zAb7cDe"]
     );
 }
+
+/// Written numbers of every shape the phone recognizer validates: valid and invalid, each
+/// way of writing them (`+`, `00`, nationally), so the memo holds verdicts of both kinds.
+const WRITTEN_NUMBERS: [&str; 12] = [
+    "+44 20 7946 0958",
+    "+44 20 7946 095",
+    "0044 20 7946 0958",
+    "0044 10 7946 0958",
+    "020 7946 0958",
+    "20 7946 0958",
+    "(212) 555-0100",
+    "(012) 555-0100",
+    "+1 212-555-0100",
+    "+1 000-000-0000",
+    "+49 30 901820",
+    "212.555.0100",
+];
+
+#[test]
+fn a_remembered_verdict_is_the_verdict_libphonenumber_gives() {
+    for _round in 0..3 {
+        for written in WRITTEN_NUMBERS {
+            assert_eq!(
+                super::phone::is_phone(written),
+                super::phone::is_phone_unmemoised(written),
+                "{written}"
+            );
+        }
+    }
+    let valid: Vec<&str> = WRITTEN_NUMBERS
+        .into_iter()
+        .filter(|w| super::phone::is_phone(w))
+        .collect();
+    assert_eq!(
+        valid,
+        [
+            "+44 20 7946 0958",
+            "0044 20 7946 0958",
+            "020 7946 0958",
+            // Without the trunk 0 it is no British number but a North American one (Maine).
+            "20 7946 0958",
+            "(212) 555-0100",
+            "+1 212-555-0100",
+            "+49 30 901820",
+            "212.555.0100"
+        ]
+    );
+}
+
+#[test]
+fn the_memo_of_verdicts_stays_bounded() {
+    // More distinct valid London numbers than the memo holds: it keeps at most its capacity,
+    // and the numbers it dropped are validated again with the same verdict.
+    let numbers: Vec<String> = (0..super::phone::MEMO_CAPACITY + 256)
+        .map(|i| format!("+44 20 7946 {i:04}"))
+        .collect();
+    for n in &numbers {
+        assert!(super::phone::is_phone(n), "{n}");
+    }
+    assert!(super::phone::memo_len() <= super::phone::MEMO_CAPACITY);
+    for n in numbers.iter().take(16) {
+        assert!(super::phone::is_phone(n), "{n}");
+    }
+}

@@ -47,18 +47,34 @@ impl std::fmt::Debug for Redact {
 }
 
 /// The values one request's texts carried and the placeholders that stand for them.
+///
+/// A request carries a handful of values, and a vault is made for every redacted request: up to
+/// [`SCANNED`] values are found by reading the list, which costs less than hashing them; past
+/// that, indexes by value and by placeholder are built and kept.
 #[derive(Debug, Clone, Default)]
 pub struct Vault {
-    /// Placeholder → value.
-    values: HashMap<String, String>,
-    /// (type, value) → placeholder.
-    placeholders: HashMap<(EntityType, String), String>,
+    /// Each value replaced, in the order first seen.
+    entries: Vec<Entry>,
+    /// Per type, value → index into `entries`; empty until there are more than [`SCANNED`].
+    by_value: Vec<(EntityType, HashMap<Box<str>, usize>)>,
+    /// Placeholder → index into `entries`; empty until there are more than [`SCANNED`].
+    by_placeholder: HashMap<Box<str>, usize>,
     /// How many distinct values of each type were replaced.
     counts: Vec<(EntityType, usize)>,
     /// How many spans were replaced in all (a value seen twice counts twice).
     replaced: usize,
     /// The longest placeholder, in bytes: the most a stream ever holds back.
     longest: usize,
+}
+
+/// How many values a vault finds by reading its list rather than an index.
+const SCANNED: usize = 16;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    kind: EntityType,
+    value: Box<str>,
+    placeholder: Box<str>,
 }
 
 impl Vault {
@@ -81,8 +97,8 @@ impl Vault {
                 continue;
             }
             out.push_str(&text[at..entity.span.start]);
-            let placeholder = self.placeholder(entity.kind, &text[entity.span.clone()]);
-            out.push_str(&placeholder);
+            let i = self.placeholder(entity.kind, &text[entity.span.clone()]);
+            out.push_str(&self.entries[i].placeholder);
             at = entity.span.end;
             self.replaced += 1;
         }
@@ -90,11 +106,10 @@ impl Vault {
         Some(out)
     }
 
-    /// The placeholder of `value`, made on its first sight.
-    fn placeholder(&mut self, kind: EntityType, value: &str) -> String {
-        let key = (kind, value.to_owned());
-        if let Some(p) = self.placeholders.get(&key) {
-            return p.clone();
+    /// The entry of `value`, made on its first sight.
+    fn placeholder(&mut self, kind: EntityType, value: &str) -> usize {
+        if let Some(i) = self.entry_of_value(kind, value) {
+            return i;
         }
         let n = match self.counts.iter_mut().find(|(t, _)| *t == kind) {
             Some((_, n)) => {
@@ -106,16 +121,65 @@ impl Vault {
                 1
             }
         };
-        let placeholder = format!("<{}_{n}>", kind.name().to_ascii_uppercase());
+        let placeholder = placeholder(kind, n);
         self.longest = self.longest.max(placeholder.len());
-        self.values.insert(placeholder.clone(), value.to_owned());
-        self.placeholders.insert(key, placeholder.clone());
-        placeholder
+        let i = self.entries.len();
+        self.entries.push(Entry {
+            kind,
+            value: value.into(),
+            placeholder: placeholder.into(),
+        });
+        if self.entries.len() == SCANNED + 1 {
+            for j in 0..self.entries.len() {
+                self.index(j);
+            }
+        } else if self.entries.len() > SCANNED + 1 {
+            self.index(i);
+        }
+        i
+    }
+
+    /// Puts entry `i` in the indexes.
+    fn index(&mut self, i: usize) {
+        let entry = &self.entries[i];
+        let by_kind = match self.by_value.iter().position(|(t, _)| *t == entry.kind) {
+            Some(k) => &mut self.by_value[k].1,
+            None => {
+                self.by_value.push((entry.kind, HashMap::new()));
+                let last = self.by_value.len() - 1;
+                &mut self.by_value[last].1
+            }
+        };
+        by_kind.insert(entry.value.clone(), i);
+        self.by_placeholder.insert(entry.placeholder.clone(), i);
+    }
+
+    fn entry_of_value(&self, kind: EntityType, value: &str) -> Option<usize> {
+        if self.entries.len() <= SCANNED {
+            return self
+                .entries
+                .iter()
+                .position(|e| e.kind == kind && &*e.value == value);
+        }
+        let (_, by_kind) = self.by_value.iter().find(|(t, _)| *t == kind)?;
+        by_kind.get(value).copied()
+    }
+
+    /// The value `placeholder` stands for, if it is one of this vault's.
+    fn value_of(&self, placeholder: &str) -> Option<&str> {
+        let i = if self.entries.len() <= SCANNED {
+            self.entries
+                .iter()
+                .position(|e| &*e.placeholder == placeholder)?
+        } else {
+            *self.by_placeholder.get(placeholder)?
+        };
+        Some(&self.entries[i].value)
     }
 
     /// Whether nothing was replaced.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.entries.is_empty()
     }
 
     /// The types replaced with how many distinct values of each, in the documented order.
@@ -134,7 +198,7 @@ impl Vault {
     /// value as it goes inside a JSON string (for text that is itself JSON, such as a tool
     /// call's arguments). `None` when there was nothing to restore.
     pub fn restore(&self, text: &str, escape: bool) -> Option<String> {
-        if self.values.is_empty() || !text.contains('<') {
+        if self.entries.is_empty() || !text.contains('<') {
             return None;
         }
         let mut out = String::with_capacity(text.len());
@@ -146,7 +210,7 @@ impl Vault {
             let value = tail
                 .find('>')
                 .filter(|&close| close < self.longest)
-                .and_then(|close| Some((close, self.values.get(&tail[..=close])?)));
+                .and_then(|close| Some((close, self.value_of(&tail[..=close])?)));
             match value {
                 Some((close, value)) => {
                     push_value(&mut out, value, escape);
@@ -165,8 +229,32 @@ impl Vault {
 
     /// Whether `tail` (which starts with `<`) can still grow into one of the placeholders.
     fn may_grow(&self, tail: &str) -> bool {
-        tail.len() < self.longest && self.values.keys().any(|p| p.starts_with(tail))
+        tail.len() < self.longest && self.entries.iter().any(|e| e.placeholder.starts_with(tail))
     }
+}
+
+/// `<TYPE_N>`: the type's name in capitals and the value's number among that type's.
+fn placeholder(kind: EntityType, n: usize) -> String {
+    let name = kind.name();
+    let mut out = String::with_capacity(name.len() + 8);
+    out.push('<');
+    out.extend(name.chars().map(|c| c.to_ascii_uppercase()));
+    out.push('_');
+    // The digits of `n`, most significant first.
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    let mut rest = n;
+    loop {
+        digits[len] = b'0' + (rest % 10) as u8;
+        len += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
+    out.push('>');
+    out
 }
 
 fn push_value(out: &mut String, value: &str, escape: bool) {
@@ -254,6 +342,40 @@ mod tests {
             Some("to bob@example.org and ann@example.com, <EMAIL_9> <b>".to_owned())
         );
         assert_eq!(vault.restore("no placeholder <here>", false), None);
+    }
+
+    #[test]
+    fn a_vault_past_its_scanned_list_finds_values_and_placeholders_by_index() {
+        let r = redact(&[EntityType::Email, EntityType::IpAddress]);
+        let mut vault = Vault::new();
+        let values: Vec<String> = (0..3 * SCANNED)
+            .map(|i| format!("u{i}@example.com"))
+            .collect();
+        // Each text brings a new value and one already seen, and an address of another type.
+        for (i, value) in values.iter().enumerate() {
+            let text = format!("{value} and {} from 10.0.0.{}", values[i / 2], i % 3);
+            let redacted = vault.redact(&r, &text).unwrap_or_default();
+            let expected = format!(
+                "<EMAIL_{}> and <EMAIL_{}> from <IP_ADDRESS_{}>",
+                i + 1,
+                i / 2 + 1,
+                (i % 3) + 1
+            );
+            assert_eq!(redacted, expected);
+            assert_eq!(vault.restore(&redacted, false), Some(text));
+        }
+        assert_eq!(
+            vault.counts(),
+            vec![(EntityType::Email, 3 * SCANNED), (EntityType::IpAddress, 3)]
+        );
+        assert_eq!(vault.replaced(), 3 * 3 * SCANNED);
+        assert_eq!(
+            vault.restore("<EMAIL_49> <EMAIL_0> <EMAIL_10>", false),
+            Some("<EMAIL_49> <EMAIL_0> u9@example.com".to_owned())
+        );
+        let mut stream = Restoring::new(false);
+        assert_eq!(stream.push(&vault, "to <EMAIL_4"), "to ");
+        assert_eq!(stream.push(&vault, "8>."), "u47@example.com.");
     }
 
     #[test]

@@ -198,17 +198,29 @@ fn decode_key(raw: &[u8]) -> Option<Cow<'_, str>> {
     }
 }
 
-struct Scanner<'a> {
+/// A reader of JSON's tokens over a body's bytes (also what redaction finds a body's strings
+/// with, [`super::redact`]).
+pub(crate) struct Scanner<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
-impl Scanner<'_> {
-    fn peek(&self) -> Option<u8> {
+impl<'a> Scanner<'a> {
+    /// A reader of `bytes` from byte `pos`.
+    pub(crate) fn at(bytes: &'a [u8], pos: usize) -> Scanner<'a> {
+        Scanner { bytes, pos }
+    }
+
+    /// Where the reader is.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
 
-    fn eat(&mut self, b: u8) -> bool {
+    pub(crate) fn eat(&mut self, b: u8) -> bool {
         if self.peek() == Some(b) {
             self.pos += 1;
             true
@@ -217,14 +229,14 @@ impl Scanner<'_> {
         }
     }
 
-    fn skip_ws(&mut self) {
+    pub(crate) fn skip_ws(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.pos += 1;
         }
     }
 
     /// A string with its quotes; returns its byte range.
-    fn string(&mut self) -> Option<Range<usize>> {
+    pub(crate) fn string(&mut self) -> Option<Range<usize>> {
         let start = self.pos;
         if !self.eat(b'"') {
             return None;
@@ -244,7 +256,7 @@ impl Scanner<'_> {
 
     /// Skips any value. Nesting is tracked with a counter, not recursion, so a deeply nested
     /// body cannot overflow the stack.
-    fn value(&mut self) -> Option<()> {
+    pub(crate) fn value(&mut self) -> Option<()> {
         let mut depth = 0usize;
         loop {
             self.skip_ws();

@@ -8,6 +8,12 @@
 //! `type`, ids, tool names, media and URLs) are left alone, so an image's base64 or a call id
 //! is never mistaken for a number. The [`Vault`] remembers each value for the answer's way back
 //! ([`crate::relay::restore`]).
+//!
+//! The body is redacted in place ([`splice`]): only the strings that held an entity are written
+//! again. Parsing the body into a tree and serialising it again ([`redact_reparsed`]) is the
+//! reference that path is held to, and what a body it does not read falls back to.
+
+mod splice;
 
 use serde_json::Value;
 use src_compiler::pii::{Redact, Vault};
@@ -37,8 +43,16 @@ const NOT_TEXT: [&str; 17] = [
 ];
 
 /// `body` with the entities of `redact` replaced, noting each in `vault`; `None` when the body
-/// holds none (it is sent as it is) or is not a JSON object.
+/// holds none (it is sent as it is) or is not a JSON object. Everything but the redacted
+/// strings keeps the bytes it was sent with.
 pub fn redact_body(body: &[u8], redact: &Redact, vault: &mut Vault) -> Option<Vec<u8>> {
+    splice::redact(body, redact, vault)
+        .unwrap_or_else(|splice::Unread| redact_reparsed(body, redact, vault))
+}
+
+/// What [`redact_body`] sends, made by parsing `body` into a tree, redacting its texts and
+/// serialising it again (its keys then come sorted and its numbers rewritten).
+pub fn redact_reparsed(body: &[u8], redact: &Redact, vault: &mut Vault) -> Option<Vec<u8>> {
     let mut parsed: Value = serde_json::from_slice(body).ok()?;
     let object = parsed.as_object_mut()?;
     let mut changed = false;
