@@ -14,6 +14,7 @@
 
 mod agree_support;
 mod envoy_support;
+mod support;
 
 use agree_support::{corpus_suites, explain, generated_suites, Case, Outcome, Suite};
 use envoy_support::{backends_at, generated, send, Envoy, Recorder, Src};

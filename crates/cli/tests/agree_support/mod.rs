@@ -10,12 +10,11 @@
     reason = "each comparison uses the part of the support it needs; a failed step fails the test"
 )]
 
-use assert_cmd::cargo::CommandCargoExt;
+use crate::support::{repo, src};
 use serde_json::{json, Value};
 use src_compiler::hir::TestInputDef;
 use src_compiler::{check, load, CheckOptions};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// One request to explain and serve.
 pub struct Case {
@@ -43,10 +42,6 @@ pub struct Outcome {
     pub error: Option<u16>,
 }
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The policy text with every backend simulated (the corpus points its backends nowhere).
 fn simulated(text: &str) -> String {
     text.lines()
@@ -62,7 +57,7 @@ fn simulated(text: &str) -> String {
 }
 
 pub fn corpus_suites() -> Vec<Suite> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("tests/corpus/decide"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo("tests/corpus/decide"))
         .expect("the decision corpus exists")
         .map(|e| e.expect("a directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "sr"))
@@ -120,7 +115,7 @@ pub fn corpus_suites() -> Vec<Suite> {
         let dir = tempfile::tempdir().expect("a temp dir");
         std::fs::write(dir.path().join("policy.sr"), simulated(&text)).expect("writes");
         // Fixture files that cases read live beside the corpus.
-        let fixtures = repo().join("tests/corpus/decide/fixtures");
+        let fixtures = repo("tests/corpus/decide/fixtures");
         let copied = dir.path().join("fixtures");
         std::fs::create_dir_all(&copied).expect("mkdir");
         for entry in std::fs::read_dir(fixtures).expect("fixtures") {
@@ -199,7 +194,7 @@ pub fn generated_suites() -> Vec<Suite> {
 pub fn explain(policy: &Path, case: &Case) -> Outcome {
     let request = tempfile::NamedTempFile::new().expect("a temp file");
     std::fs::write(request.path(), case.body.to_string()).expect("writes");
-    let mut command = Command::cargo_bin("src").expect("the src binary is built");
+    let mut command = src();
     command
         .arg("explain")
         .arg(policy)
