@@ -11,7 +11,7 @@ mod support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use support::{manifest_text, policy_dir, repo, src, write};
+use support::{copy_files, manifest_text, policy_dir, repo, src, write};
 
 fn shipped(name: &str) -> PathBuf {
     repo("deploy/envoy").join(name)
@@ -28,15 +28,11 @@ model strong { backend = gpu  serves = "Qwen/Qwen3-8B" }
 /// classifier `domain`).
 fn policy(text: &str) -> tempfile::TempDir {
     let dir = policy_dir(&format!("{MODELS}{text}"));
-    let models = dir.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
     for name in ["shield", "domain"] {
-        let from = repo("tests/corpus/check/fixtures/models").join(name);
-        std::fs::create_dir_all(models.join(name)).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let path = entry.unwrap().path();
-            std::fs::copy(&path, models.join(name).join(path.file_name().unwrap())).unwrap();
-        }
+        copy_files(
+            &repo("tests/corpus/check/fixtures/models").join(name),
+            &dir.path().join("models").join(name),
+        );
     }
     dir
 }

@@ -618,7 +618,7 @@ fn names_given_on_the_command_line_get_a_did_you_mean() {
 fn close_after_a_byte(args: &[&std::ffi::OsStr], stderr: bool) -> (u8, std::process::Output) {
     use std::io::Read;
     use std::process::Stdio;
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("src"))
+    let mut child = src()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

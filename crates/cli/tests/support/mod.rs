@@ -247,6 +247,16 @@ pub fn policy_dir(text: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Copies the files directly in `from` into `to`, made with its parents if missing.
+pub fn copy_files(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("makes the directory");
+    for entry in std::fs::read_dir(from).expect("reads the directory") {
+        let path = entry.expect("an entry").path();
+        let name = path.file_name().expect("a file name");
+        std::fs::copy(&path, to.join(name)).expect("copies");
+    }
+}
+
 /// The built-in simulator serving `ids` without delays, on a runtime kept alive with it.
 pub fn simulator(ids: &[&str]) -> (tokio::runtime::Runtime, SimHandle) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
