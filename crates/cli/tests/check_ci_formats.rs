@@ -7,15 +7,11 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-use assert_cmd::Command;
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+mod support;
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
-}
+use serde_json::Value;
+use std::path::PathBuf;
+use support::{repo, src};
 
 /// A policy with two errors (an unknown model, a `fuzzy` threshold out of range after a multi-byte
 /// character on its line) and a warning (an unused signal).
@@ -35,8 +31,7 @@ fn check(format: &str) -> (tempfile::TempDir, PathBuf, String) {
     std::fs::create_dir(&sub).expect("subdirectory");
     let file = sub.join("policy.sr");
     std::fs::write(&file, POLICY).expect("write policy");
-    let out = Command::cargo_bin("src")
-        .expect("the src binary is built")
+    let out = src()
         .args(["check", "--color", "never", "--format", format])
         .arg(&file)
         .output()
@@ -185,8 +180,7 @@ fn the_schema_check_can_fail() {
 
 #[test]
 fn clean_policies_give_empty_reports() {
-    let out = Command::cargo_bin("src")
-        .expect("the src binary is built")
+    let out = src()
         .args(["check", "--format", "sarif"])
         .arg(repo("examples/quickstart"))
         .output()
@@ -194,8 +188,7 @@ fn clean_policies_give_empty_reports() {
     assert!(out.status.success());
     let log: Value = serde_json::from_slice(&out.stdout).expect("json output");
     assert_eq!(log["runs"][0]["results"], Value::Array(Vec::new()));
-    let out = Command::cargo_bin("src")
-        .expect("the src binary is built")
+    let out = src()
         .args(["check", "--format", "github"])
         .arg(repo("examples/quickstart"))
         .output()
@@ -219,8 +212,7 @@ fn readme_ci_step() -> Vec<String> {
 fn the_readme_ci_step_checks_the_repository_policies() {
     let args = readme_ci_step();
     assert!(args.contains(&"--deny-warnings".to_string()), "{args:?}");
-    let out = Command::cargo_bin("src")
-        .expect("the src binary is built")
+    let out = src()
         .arg("check")
         .args(&args)
         .current_dir(repo(""))
@@ -261,8 +253,7 @@ fn every_problem_below_a_directory_is_an_annotation() {
         std::fs::create_dir_all(root.join(sub)).expect("subdirectory");
         std::fs::write(root.join(sub).join("main.sr"), text).expect("write policy");
     }
-    let out = Command::cargo_bin("src")
-        .expect("the src binary is built")
+    let out = src()
         .args(["check", "--format", "github"])
         .arg(root)
         .arg(root.join("missing"))

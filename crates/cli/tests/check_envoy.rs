@@ -7,16 +7,14 @@
     reason = "a failed step fails the test with its message"
 )]
 
-use assert_cmd::Command;
+mod support;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use support::{copy_files, manifest_text, policy_dir, repo, src, write};
 
 fn shipped(name: &str) -> PathBuf {
-    repo().join("deploy/envoy").join(name)
+    repo("deploy/envoy").join(name)
 }
 
 /// The quickstart's models, which the shipped configs route.
@@ -29,33 +27,28 @@ model strong { backend = gpu  serves = "Qwen/Qwen3-8B" }
 /// A policy in a directory holding the checker's fixture models (a guard `shield`, a
 /// classifier `domain`).
 fn policy(text: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("policy.sr"), format!("{MODELS}{text}")).unwrap();
-    let models = dir.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
+    let dir = policy_dir(&format!("{MODELS}{text}"));
     for name in ["shield", "domain"] {
-        let from = repo().join("tests/corpus/check/fixtures/models").join(name);
-        std::fs::create_dir_all(models.join(name)).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let path = entry.unwrap().path();
-            std::fs::copy(&path, models.join(name).join(path.file_name().unwrap())).unwrap();
-        }
+        copy_files(
+            &repo("tests/corpus/check/fixtures/models").join(name),
+            &dir.path().join("models").join(name),
+        );
     }
     dir
 }
 
 /// `src check --format json`: the exit code and the codes of the diagnostics, in order.
 fn check(dir: &Path, envoy: &Path, env: &[(&str, &str)], extra: &[&str]) -> (i32, Vec<Value>) {
-    let mut command = Command::cargo_bin("src").unwrap();
-    command
+    let output = src()
         .env_remove("SRC_MODEL_TIMEOUT_MS")
         .envs(env.iter().copied())
         .args(["check", "--format", "json"])
         .arg(dir)
         .arg("--envoy")
         .arg(envoy)
-        .args(extra);
-    let output = command.output().unwrap();
+        .args(extra)
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
     let diagnostics = doc["diagnostics"]
         .as_array()
@@ -164,8 +157,7 @@ route default { to small }
             "message_timeout: { seconds: 3 }",
         );
     assert!(config.contains("{ seconds: 3 }"));
-    let file = dir.path().join("envoy.yaml");
-    std::fs::write(&file, config).unwrap();
+    let file = write(dir.path(), "envoy.yaml", &config);
     let (_, found) = check(dir.path(), &file, &[], &[]);
     assert_eq!(codes(&found), Vec::<&str>::new());
 }
@@ -173,10 +165,12 @@ route default { to small }
 #[test]
 fn a_config_without_ext_proc_is_unusable_input() {
     let dir = policy("route default { to small }\n");
-    let file = dir.path().join("plain.yaml");
-    std::fs::write(&file, "static_resources: { listeners: [] }\n").unwrap();
-    let output = Command::cargo_bin("src")
-        .unwrap()
+    let file = write(
+        dir.path(),
+        "plain.yaml",
+        "static_resources: { listeners: [] }\n",
+    );
+    let output = src()
         .arg("check")
         .arg(dir.path())
         .arg("--envoy")
@@ -222,27 +216,12 @@ route default { to small }
 
 /// What `src manifest --format envoy` writes for the policy in `dir`, at `dir/NAME`, edited.
 fn manifest(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
-    let out = Command::cargo_bin("src")
-        .unwrap()
-        .env_remove("SRC_MODEL_TIMEOUT_MS")
-        .args(["manifest", "--color", "never", "--format", "envoy"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let file = dir.join(name);
-    std::fs::write(&file, edit(String::from_utf8(out.stdout).unwrap())).unwrap();
-    file
+    write(dir, name, &edit(manifest_text(dir, "envoy", &[])))
 }
 
 #[test]
 fn a_route_to_another_backend_or_to_none_is_warned_about() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("policy.sr"), TWO_BACKENDS).unwrap();
+    let dir = policy_dir(TWO_BACKENDS);
     let generated = manifest(dir.path(), "generated.yaml", |t| t);
     let (code, found) = check(dir.path(), &generated, &[], &[]);
     assert_eq!((code, codes(&found)), (0, vec![]), "{found:?}");

@@ -5,28 +5,14 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-use assert_cmd::Command;
+use assert_cmd::assert::OutputAssertExt;
 use predicates::str::contains;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 mod support;
 
-fn src() -> Command {
-    Command::cargo_bin("src").expect("the src binary is built")
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write fixture");
-    path
-}
+use support::{repo, src, write, Started};
 
 fn error_with_code<'a>(doc: &'a Value, code: &str) -> &'a Value {
     doc["diagnostics"]
@@ -632,7 +618,7 @@ fn names_given_on_the_command_line_get_a_did_you_mean() {
 fn close_after_a_byte(args: &[&std::ffi::OsStr], stderr: bool) -> (u8, std::process::Output) {
     use std::io::Read;
     use std::process::Stdio;
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("src"))
+    let mut child = src()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -719,20 +705,11 @@ fn a_closed_pipe_ends_the_command_quietly() {
 /// Starts `src ARGS` and reads its standard error until a line holds `needle`; returns that line
 /// (`None` when the command ended first) and the still running child, for the caller to stop.
 fn start_until(args: &[&str], needle: &str) -> (Option<String>, std::process::Child) {
-    use std::io::BufRead;
-    use std::process::Stdio;
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("src"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("src starts");
-    let stderr = child.stderr.take().expect("piped standard error");
-    let line = std::io::BufReader::new(stderr)
-        .lines()
-        .map_while(Result::ok)
-        .find(|l| l.contains(needle));
-    (line, child)
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    let Started { child, found, .. } = support::start_until(&args, |line| {
+        line.contains(needle).then(|| line.to_string())
+    });
+    (found, child)
 }
 
 #[test]

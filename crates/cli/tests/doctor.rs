@@ -8,31 +8,21 @@
     reason = "a failed step fails the test with its message"
 )]
 
-use assert_cmd::Command;
+mod support;
+
+use assert_cmd::assert::OutputAssertExt;
 use serde_json::Value;
-use src_runtime::sim::{SimConfig, SimHandle};
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::{repo, simulator, src, write};
 
 const KEY: &str = "sk-doctor-test-0123456789";
 
-/// A simulator serving `ids`, on a runtime kept alive with it.
-fn simulator(ids: &[&str]) -> (tokio::runtime::Runtime, SimHandle) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut cfg = SimConfig::serving(ids.iter().map(|s| s.to_string()));
-    cfg.time_scale = 0.0;
-    let sim = runtime.block_on(SimHandle::spawn(cfg)).unwrap();
-    (runtime, sim)
-}
-
 fn policy(dir: &Path, url: &str, strong_serves: &str) -> PathBuf {
-    let path = dir.join("policy.sr");
-    std::fs::write(
-        &path,
-        format!(
+    write(
+        dir,
+        "policy.sr",
+        &format!(
             r#"backend fleet {{ url = "{url}/v1"  api_key = env("SRC_DOCTOR_TEST_KEY") }}
 model small  {{ backend = fleet  serves = "tiny-a"  aliases = ["fast"] }}
 model strong {{ backend = fleet  serves = "{strong_serves}" }}
@@ -50,12 +40,10 @@ test plain_goes_small {{
 "#
         ),
     )
-    .unwrap();
-    path
 }
 
 fn doctor(policy: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("src").unwrap();
+    let mut cmd = src();
     cmd.env("SRC_DOCTOR_TEST_KEY", KEY)
         .args(["doctor", "--color", "never", "--timeout", "10s"])
         .arg(policy);
@@ -161,15 +149,17 @@ fn a_backend_that_is_down_fails_with_a_clear_line() {
 #[test]
 fn unusable_input_exits_2() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.sr");
-    std::fs::write(&bad, "model m { backend = nowhere  serves = \"x\" }\n").unwrap();
+    let bad = write(
+        dir.path(),
+        "bad.sr",
+        "model m { backend = nowhere  serves = \"x\" }\n",
+    );
     let out = doctor(&bad).assert().code(2);
     assert!(text(&out.get_output().stderr).contains("does not check"));
     doctor(&dir.path().join("missing.sr")).assert().code(2);
     let (_rt, sim) = simulator(&["tiny-a"]);
     let file = policy(dir.path(), &sim.base_url(), "tiny-a");
-    Command::cargo_bin("src")
-        .unwrap()
+    src()
         .args(["doctor", "--timeout", "10"])
         .arg(&file)
         .assert()
@@ -279,8 +269,7 @@ fn https_backends_are_trusted_with_backend_ca() {
     let out = doctor(&file).assert().code(1);
     let stdout = text(&out.get_output().stdout);
     assert!(stdout.contains("invalid peer certificate"), "{stdout}");
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, ca).unwrap();
+    let ca_file = write(dir.path(), "ca.pem", &ca);
     let out = doctor(&file)
         .arg("--backend-ca")
         .arg(&ca_file)
@@ -362,8 +351,7 @@ fn an_answer_from_another_model_fails_the_routed_check() {
 
 #[test]
 fn simulated_backends_are_skipped_not_failed() {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = doctor(&repo.join("examples/quickstart")).assert().code(0);
+    let out = doctor(&repo("examples/quickstart")).assert().code(0);
     let stdout = text(&out.get_output().stdout);
     assert!(
         stdout.contains("simulated: served by the built-in simulator"),

@@ -11,25 +11,26 @@
     reason = "a failed step fails the test with its message"
 )]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use assert_cmd::Command;
 use bytes::Bytes;
 use serde_json::Value;
 use src_compiler::hir::MilvusTarget;
 use src_runtime::cache::{CacheStore, MilvusCache, Scope};
 use src_testkit::milvus::MilvusServer;
+use support::{doctor_report, repo, store_check, write};
 
 fn policy(dir: &Path, url: &str, collection: &str) -> PathBuf {
-    let minilm = src_testkit::models::repo()
-        .join("models/minilm")
+    let minilm = repo("models/minilm")
         .canonicalize()
         .expect("the repository's models/minilm: run scripts/models.sh");
-    let path = dir.join("policy.sr");
-    std::fs::write(
-        &path,
-        format!(
+    write(
+        dir,
+        "policy.sr",
+        &format!(
             r#"backend sim {{ url = "http://127.0.0.1:9/v1"  simulated = true }}
 model small {{ backend = sim  serves = "tiny-a" }}
 encoder minilm {{ path = "{}" }}
@@ -39,41 +40,14 @@ cache {{ encoder = minilm  threshold = 0.9  store = milvus("{url}", collection =
             minilm.display()
         ),
     )
-    .unwrap();
-    path
 }
 
 /// The doctor's exit code and its check of the cache store.
 fn doctor(url: &str, collection: &str) -> (Option<i32>, Value) {
     let dir = tempfile::tempdir().unwrap();
     let file = policy(dir.path(), url, collection);
-    let out = Command::cargo_bin("src")
-        .unwrap()
-        .args([
-            "doctor",
-            "--color",
-            "never",
-            "--timeout",
-            "10s",
-            "--format",
-            "json",
-        ])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let check = report["checks"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["phase"] == "store"))
-        .unwrap_or_else(|| panic!("no store check: {report}"))
-        .clone();
-    (out.status.code(), check)
+    let (code, report) = doctor_report(&file, "10s");
+    (code, store_check(&report).clone())
 }
 
 /// Stores one answer through the runtime's Milvus store, which makes `collection` with the

@@ -9,16 +9,18 @@
     reason = "a failed step fails the test with its message"
 )]
 
-use assert_cmd::Command;
+mod support;
+
 use serde_json::Value;
 use src_testkit::redis_topology::{RedisCluster, RedisSentinels};
 use std::path::{Path, PathBuf};
+use support::{doctor_report, store_check, write};
 
 fn policy(dir: &Path, store: &str) -> PathBuf {
-    let path = dir.join("policy.sr");
-    std::fs::write(
-        &path,
-        format!(
+    write(
+        dir,
+        "policy.sr",
+        &format!(
             r#"backend sim {{ url = "http://127.0.0.1:9/v1"  simulated = true }}
 model small {{ backend = sim  serves = "tiny-a" }}
 route default {{ to small }}
@@ -26,38 +28,13 @@ session {{ store = {store} }}
 "#
         ),
     )
-    .unwrap();
-    path
 }
 
 /// The doctor's JSON report for a policy whose session store is `store`, and its exit code.
 fn doctor(store: &str) -> (Option<i32>, Value) {
     let dir = tempfile::tempdir().unwrap();
     let file = policy(dir.path(), store);
-    let out = Command::cargo_bin("src")
-        .unwrap()
-        .args([
-            "doctor",
-            "--color",
-            "never",
-            "--timeout",
-            "2s",
-            "--format",
-            "json",
-        ])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code(), report)
-}
-
-fn store_check(report: &Value) -> &Value {
-    report["checks"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["phase"] == "store"))
-        .unwrap_or_else(|| panic!("no store check: {report}"))
+    doctor_report(&file, "2s")
 }
 
 #[test]

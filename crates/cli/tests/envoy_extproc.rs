@@ -9,15 +9,17 @@
 )]
 
 mod envoy_support;
+mod support;
 
 use envoy_support::{
-    chat, dripped, envoy_binary, envoy_duration, generated, get, repo, send, send_in_pieces, Envoy,
+    chat, dripped, envoy_binary, envoy_duration, generated, get, send, send_in_pieces, Envoy,
     Recorder, Src, DRIP, STREAM,
 };
 use serde_json::json;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{policy_dir, repo};
 
 /// A policy that enforces (a block): fail-closed only. `UPSTREAM` is the recorder's address.
 const POLICY: &str = r#"
@@ -54,9 +56,7 @@ fn policy(text: &str, addresses: &[(&str, SocketAddr)]) -> tempfile::TempDir {
     for (name, addr) in addresses {
         text = text.replace(name, &addr.to_string());
     }
-    let dir = tempfile::tempdir().expect("a temp dir");
-    std::fs::write(dir.path().join("policy.sr"), text).expect("writes");
-    dir
+    policy_dir(&text)
 }
 
 fn user(model: &str, text: &str) -> serde_json::Value {
@@ -85,7 +85,7 @@ fn the_shipped_configs_validate() {
     for file in ["fail-closed.yaml", "fail-open.yaml"] {
         let output = Command::new(envoy_binary())
             .args(["--mode", "validate", "-c"])
-            .arg(repo().join("deploy/envoy").join(file))
+            .arg(repo("deploy/envoy").join(file))
             .output()
             .expect("envoy runs");
         assert!(

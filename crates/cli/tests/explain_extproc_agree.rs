@@ -14,8 +14,9 @@
 
 mod agree_support;
 mod envoy_support;
+mod support;
 
-use agree_support::{corpus_suites, explain, generated_suites, Case, Outcome, Suite};
+use agree_support::{all_suites, explain, Case, Outcome, Tally};
 use envoy_support::{backends_at, generated, send, Envoy, Recorder, Src};
 
 fn through_envoy(envoy: &Envoy, case: &Case) -> Outcome {
@@ -63,15 +64,9 @@ fn through_envoy(envoy: &Envoy, case: &Case) -> Outcome {
 
 #[test]
 fn explain_and_the_envoy_front_door_decide_every_request_alike() {
-    let suites: Vec<Suite> = corpus_suites()
-        .into_iter()
-        .chain(generated_suites())
-        .collect();
-    assert!(suites.len() >= 6, "the corpus lost its served policies");
     let upstream = Recorder::start();
-    let mut compared = 0;
-    let mut disagreements = Vec::new();
-    for suite in &suites {
+    let mut tally = Tally::new("extproc");
+    for suite in &all_suites() {
         let src = Src::start(suite.dir.path(), &["--no-watch"]);
         let config = generated(suite.dir.path(), &src, false);
         let envoy = Envoy::start(&backends_at(&config, upstream.addr));
@@ -79,22 +74,10 @@ fn explain_and_the_envoy_front_door_decide_every_request_alike() {
             let mut explained = explain(suite.dir.path(), case);
             explained.tried.truncate(1);
             let served = through_envoy(&envoy, case);
-            if explained != served {
-                disagreements.push(format!(
-                    "{}::{}\n  explain: {explained:?}\n  extproc: {served:?}",
-                    suite.name, case.name
-                ));
-            }
-            compared += 1;
+            tally.compare(suite, case, &explained, &served);
         }
     }
-    assert!(
-        disagreements.is_empty(),
-        "{} of {compared} requests decided differently:\n{}",
-        disagreements.len(),
-        disagreements.join("\n")
-    );
-    assert!(compared >= 60, "only {compared} requests compared");
+    tally.assert_agreed();
     assert!(
         !upstream.received().is_empty(),
         "no request reached the upstream"

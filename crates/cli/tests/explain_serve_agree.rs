@@ -21,7 +21,7 @@
 mod agree_support;
 mod support;
 
-use agree_support::{corpus_suites, explain, generated_suites, Case, Outcome, Suite};
+use agree_support::{all_suites, explain, Case, Outcome, Tally};
 use src_testkit::doors::Door;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -156,16 +156,10 @@ impl Asks for Server {
 
 /// Explains and serves every request through `door`; fails on any disagreement.
 fn agree_through(door: Door, client_headers: &[(&str, &str)]) {
-    let suites: Vec<Suite> = corpus_suites()
-        .into_iter()
-        .chain(generated_suites())
-        .collect();
-    assert!(suites.len() >= 6, "the corpus lost its served policies");
-    let mut compared = 0;
+    let mut tally = Tally::new("serve");
     let mut decided = 0;
-    let mut disagreements = Vec::new();
     let mut fallbacks_seen = 0;
-    for suite in &suites {
+    for suite in &all_suites() {
         let server = Server::start(suite.dir.path());
         for case in &suite.cases {
             let case = through(case, door, client_headers);
@@ -177,22 +171,10 @@ fn agree_through(door: Door, client_headers: &[(&str, &str)]) {
             if explained.error.is_none() {
                 decided += 1;
             }
-            if explained != served {
-                disagreements.push(format!(
-                    "{}::{}\n  explain: {explained:?}\n  serve:   {served:?}",
-                    suite.name, case.name
-                ));
-            }
-            compared += 1;
+            tally.compare(suite, &case, &explained, &served);
         }
     }
-    assert!(
-        disagreements.is_empty(),
-        "{} of {compared} requests decided differently:\n{}",
-        disagreements.len(),
-        disagreements.join("\n")
-    );
-    assert!(compared >= 60, "only {compared} requests compared");
+    tally.assert_agreed();
     assert!(decided >= 40, "only {decided} requests decided");
     assert!(fallbacks_seen > 0, "no request had models to fall back on");
 }

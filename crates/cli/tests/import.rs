@@ -8,13 +8,12 @@
     reason = "helpers outside `#[test]` functions fail the test on an unexpected error"
 )]
 
-use assert_cmd::Command;
+mod support;
+
+use assert_cmd::assert::OutputAssertExt;
 use predicates::str::contains;
 use std::path::{Path, PathBuf};
-
-fn src() -> Command {
-    Command::cargo_bin("src").expect("the src binary is built")
-}
+use support::src;
 
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -7,50 +7,28 @@
     reason = "a failed step fails the test with its message"
 )]
 
-use assert_cmd::Command;
-use serde::Deserialize;
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+mod envoy_support;
+mod support;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use assert_cmd::assert::OutputAssertExt;
+use envoy_support::{chat, envoy_binary, Envoy};
+use serde_json::Value;
+use src_testkit::free_port;
+use std::path::{Path, PathBuf};
+use support::{documents, manifest_text, repo, simulator, src, write};
 
 fn manifest(policy: &Path, format: &str, extra: &[&str]) -> Vec<Value> {
-    let out = Command::cargo_bin("src")
-        .unwrap()
-        .current_dir(repo())
-        .env_remove("SRC_MODEL_TIMEOUT_MS")
-        .args(["manifest", "--color", "never", "--format", format])
-        .args(extra)
-        .arg(policy)
-        .assert()
-        .code(0);
-    documents(&String::from_utf8_lossy(&out.get_output().stdout))
-}
-
-fn documents(yaml: &str) -> Vec<Value> {
-    serde_norway::Deserializer::from_str(yaml)
-        .map(|doc| Value::deserialize(doc).unwrap())
-        .collect()
-}
-
-/// The Envoy binary scripts/setup.sh installs.
-fn envoy() -> PathBuf {
-    let path = repo().join(".cache/venv-envoy/bin/envoy");
-    assert!(
-        path.is_file(),
-        "Envoy is missing at `{}`: run scripts/setup.sh",
-        path.display()
-    );
-    path
+    documents(&manifest_text(policy, format, extra))
 }
 
 fn validate(config: &Value) {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("envoy.yaml");
-    std::fs::write(&file, serde_norway::to_string(config).unwrap()).unwrap();
-    let out = std::process::Command::new(envoy())
+    let file = write(
+        dir.path(),
+        "envoy.yaml",
+        &serde_norway::to_string(config).unwrap(),
+    );
+    let out = std::process::Command::new(envoy_binary())
         .args(["--mode", "validate", "--log-level", "error", "-c"])
         .arg(&file)
         .output()
@@ -64,9 +42,7 @@ fn validate(config: &Value) {
 }
 
 fn write_policy(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("policy.sr");
-    std::fs::write(&path, text).unwrap();
-    path
+    write(dir, "policy.sr", text)
 }
 
 fn ext_proc(config: &Value) -> &Value {
@@ -128,7 +104,7 @@ fn envoy_configs_of_the_shipped_policies_validate() {
     // Every shipped policy and example, found rather than listed, so a new one is covered: a
     // policy is a directory holding `.sr` files, at any depth (eval arms nest).
     let mut policies = Vec::new();
-    let mut dirs: Vec<PathBuf> = vec![repo().join("policies"), repo().join("examples")];
+    let mut dirs: Vec<PathBuf> = vec![repo("policies"), repo("examples")];
     while let Some(dir) = dirs.pop() {
         let entries: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap()
@@ -199,9 +175,8 @@ fn the_shipped_envoy_configs_are_the_generators_for_the_quickstart() {
     ] {
         let mut args = vec!["--extproc-address", "127.0.0.1:8803"];
         args.extend(extra);
-        let out = Command::cargo_bin("src")
-            .unwrap()
-            .current_dir(repo())
+        let out = src()
+            .current_dir(repo("."))
             .env_remove("SRC_MODEL_TIMEOUT_MS")
             .args(["manifest", "--color", "never", "--format", "envoy"])
             .args(&args)
@@ -209,7 +184,7 @@ fn the_shipped_envoy_configs_are_the_generators_for_the_quickstart() {
             .assert()
             .code(0);
         let generated = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
-        let shipped = std::fs::read_to_string(repo().join("deploy/envoy").join(file)).unwrap();
+        let shipped = std::fs::read_to_string(repo("deploy/envoy").join(file)).unwrap();
         let body: String = shipped
             .lines()
             .skip_while(|l| l.starts_with('#'))
@@ -325,9 +300,8 @@ fn fail_open_is_refused_for_policies_with_blocks_and_kept_otherwise() {
     // With the ExtProc down, requests go to the default route's backend as written.
     assert_eq!(route_for(config, &[])["route"]["cluster"], "backend_west");
 
-    let out = Command::cargo_bin("src")
-        .unwrap()
-        .current_dir(repo())
+    let out = src()
+        .current_dir(repo("."))
         .args([
             "manifest",
             "policies/production",
@@ -444,7 +418,7 @@ fn k8s_deploys_src_serve_with_the_policy_in_a_config_map() {
     }
     let config_map = kind(&docs, "ConfigMap", "src-production-policy").expect("a ConfigMap");
     let data = config_map["data"].as_object().unwrap();
-    let dir = repo().join("policies/production");
+    let dir = repo("policies/production");
     let mut expected: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -594,11 +568,10 @@ fn k8s_deploys_src_serve_with_the_policy_in_a_config_map() {
 /// was given, with where they land in the pod: never a path of the machine it ran on.
 #[test]
 fn the_model_file_warning_speaks_of_the_policy_and_the_pod() {
-    let absolute = repo().join("examples/guarded").canonicalize().unwrap();
+    let absolute = repo("examples/guarded").canonicalize().unwrap();
     for policy in [Path::new("examples/guarded"), absolute.as_path()] {
-        let out = Command::cargo_bin("src")
-            .unwrap()
-            .current_dir(repo())
+        let out = src()
+            .current_dir(repo("."))
             .args(["manifest", "--color", "never", "--format", "k8s"])
             .arg(policy)
             .assert()
@@ -627,8 +600,7 @@ session { store = redis("redis://127.0.0.1:6379") }
 "#,
     );
     let out = dir.path().join("out");
-    Command::cargo_bin("src")
-        .unwrap()
+    src()
         .args(["manifest", "--format", "k8s", "--out"])
         .arg(&out)
         .arg(&policy)
@@ -645,84 +617,10 @@ session { store = redis("redis://127.0.0.1:6379") }
     assert!(kind(&docs, "Service", &redis).is_some());
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A POST over a fresh connection; the status and the body.
-fn post(port: u16, headers: &[(&str, &str)], body: &str) -> std::io::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    let mut head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    stream.write_all(format!("{head}\r\n{body}").as_bytes())?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    let status = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
-}
-
-/// Envoy running `config` until dropped (with the directory holding its configuration).
-struct Envoy {
-    child: std::process::Child,
-    _config: tempfile::TempDir,
-}
-
-impl Envoy {
-    fn start(mut config: Value, listen: u16) -> Envoy {
-        config["admin"]["address"]["socket_address"]["port_value"] = 0.into();
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("envoy.yaml");
-        std::fs::write(&file, serde_norway::to_string(&config).unwrap()).unwrap();
-        let child = std::process::Command::new(envoy())
-            .args([
-                "--concurrency",
-                "1",
-                "--disable-hot-restart",
-                "--log-level",
-                "error",
-                "-c",
-            ])
-            .arg(&file)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let envoy = Envoy {
-            child,
-            _config: dir,
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "Envoy did not listen");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        envoy
-    }
-}
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Envoy running `config`, its admin interface on a free port.
+fn envoy(mut config: Value) -> Envoy {
+    config["admin"]["address"]["socket_address"]["port_value"] = 0.into();
+    Envoy::start(&serde_norway::to_string(&config).unwrap())
 }
 
 /// The generated configuration runs in the real Envoy: with the external processor down, the
@@ -731,19 +629,7 @@ impl Drop for Envoy {
 /// fail-closed one lets nothing through.
 #[test]
 fn the_envoy_config_routes_requests_in_a_real_envoy() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let sim = |id: &str| {
-        let mut cfg = src_runtime::sim::SimConfig::serving([id.to_string()]);
-        cfg.time_scale = 0.0;
-        runtime
-            .block_on(src_runtime::sim::SimHandle::spawn(cfg))
-            .unwrap()
-    };
-    let (a, b) = (sim("tiny-a"), sim("tiny-b"));
+    let ((_a_runtime, a), (_b_runtime, b)) = (simulator(&["tiny-a"]), simulator(&["tiny-b"]));
     let dir = tempfile::tempdir().unwrap();
     let policy = write_policy(
         dir.path(),
@@ -759,14 +645,10 @@ route default {{ to small }}
             b.base_url()
         ),
     );
-    let listen = free_port();
+    // Nothing listens there: the external processor is down.
     let extproc = format!("127.0.0.1:{}", free_port());
-    let listen_flag = format!("127.0.0.1:{listen}");
-    let body = |model: &str| {
-        format!(
-            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":1}}"#
-        )
-    };
+    let body = |model: &str| serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1});
+    let steer = [("x-selected-model", "tiny-b")];
 
     let open = manifest(
         &policy,
@@ -776,37 +658,33 @@ route default {{ to small }}
             "--extproc-address",
             &extproc,
             "--listen",
-            &listen_flag,
+            "127.0.0.1:0",
         ],
     )
     .remove(0);
     {
-        let _envoy = Envoy::start(open, listen);
-        let (status, answer) =
-            post(listen, &[("x-selected-model", "tiny-b")], &body("tiny-b")).unwrap();
-        assert_eq!(status, 200, "{answer}");
+        let gateway = envoy(open);
+        let answer = chat(gateway.addr, &body("tiny-b"), &steer);
+        assert_eq!(answer.status, 200, "{}", answer.body_text());
         assert_eq!(b.received().len(), 1);
         assert_eq!(b.received()[0].path, "/v1/chat/completions");
         assert!(a.received().is_empty());
-        let (status, answer) =
-            post(listen, &[("x-selected-model", "tiny-b")], &body("auto")).unwrap();
-        assert_eq!(status, 200, "{answer}");
+        let answer = chat(gateway.addr, &body("auto"), &steer);
+        assert_eq!(answer.status, 200, "{}", answer.body_text());
         assert_eq!(a.received().len(), 1);
         assert_eq!(b.received().len(), 1);
         let sent: Value = serde_json::from_slice(&a.received()[0].body).unwrap();
         assert_eq!(sent["model"], "tiny-a");
     }
 
-    let listen = free_port();
-    let listen_flag = format!("127.0.0.1:{listen}");
     let closed = manifest(
         &policy,
         "envoy",
-        &["--extproc-address", &extproc, "--listen", &listen_flag],
+        &["--extproc-address", &extproc, "--listen", "127.0.0.1:0"],
     )
     .remove(0);
-    let _envoy = Envoy::start(closed, listen);
-    let (status, _) = post(listen, &[("x-selected-model", "tiny-b")], &body("tiny-b")).unwrap();
+    let gateway = envoy(closed);
+    let status = chat(gateway.addr, &body("tiny-b"), &steer).status;
     assert!(status >= 500, "fail-closed let a request through: {status}");
     assert_eq!(b.received().len(), 1, "fail-closed reached the backend");
 }

@@ -10,20 +10,18 @@
     reason = "a failed step fails the test with its message"
 )]
 
-use assert_cmd::cargo::CommandCargoExt;
-use serde::Deserialize;
+mod support;
+
 use serde_json::Value;
+use src_testkit::free_port;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use support::{documents, manifest_text, repo, src, write};
 
 fn venv_bin(name: &str) -> PathBuf {
-    let path = repo().join(".cache/venv-k8s/bin").join(name);
+    let path = repo(".cache/venv-k8s/bin").join(name);
     assert!(
         path.is_file(),
         "{} is missing: run scripts/setup.sh",
@@ -34,25 +32,7 @@ fn venv_bin(name: &str) -> PathBuf {
 
 /// The manifest's YAML for `policy`.
 fn manifest_yaml(policy: &Path) -> String {
-    let out = Command::cargo_bin("src")
-        .unwrap()
-        .current_dir(repo())
-        .args(["manifest", "--color", "never", "--format", "k8s"])
-        .arg(policy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn documents(yaml: &str) -> Vec<Value> {
-    serde_norway::Deserializer::from_str(yaml)
-        .map(|doc| Value::deserialize(doc).unwrap())
-        .collect()
+    manifest_text(policy, "k8s", &[])
 }
 
 const REDIS_POLICY: &str = r#"backend b { url = "http://127.0.0.1:1/v1" }
@@ -66,7 +46,7 @@ session { store = redis("redis://127.0.0.1:6379") }
 fn manifests(dir: &Path) -> Vec<(String, String)> {
     let redis = dir.join("redis");
     std::fs::create_dir_all(&redis).unwrap();
-    std::fs::write(redis.join("main.sr"), REDIS_POLICY).unwrap();
+    write(&redis, "main.sr", REDIS_POLICY);
     vec![
         (
             "production".to_string(),
@@ -80,8 +60,7 @@ fn manifests(dir: &Path) -> Vec<(String, String)> {
 fn k8s_objects_pass_the_strict_kubernetes_schemas() {
     let dir = tempfile::tempdir().unwrap();
     for (name, yaml) in manifests(dir.path()) {
-        let path = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&path, &yaml).unwrap();
+        let path = write(dir.path(), &format!("{name}.yaml"), &yaml);
         let out = Command::new(venv_bin("kubernetes-validate"))
             .args(["--strict", "--no-warn"])
             .arg(&path)
@@ -106,8 +85,7 @@ fn a_yaml_1_1_reader_reads_back_what_was_written() {
 print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))
 ";
     for (name, yaml) in manifests(dir.path()) {
-        let path = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&path, &yaml).unwrap();
+        let path = write(dir.path(), &format!("{name}.yaml"), &yaml);
         let out = Command::new(venv_bin("python"))
             .arg("-c")
             .arg(script)
@@ -136,14 +114,6 @@ print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))
             }
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The status of `GET path`, or `None` while nothing answers.
@@ -218,12 +188,12 @@ fn the_deployment_command_line_starts_src_serve_and_it_drains_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy");
     std::fs::create_dir_all(&policy).unwrap();
-    std::fs::write(
-        policy.join("main.sr"),
+    write(
+        &policy,
+        "main.sr",
         "backend b { url = \"http://127.0.0.1:1/v1\"  api_key = env(\"B_KEY\") }\n\
          model m { backend = b  serves = \"x\" }\nroute default { to m }\n",
-    )
-    .unwrap();
+    );
     let docs = documents(&manifest_yaml(&policy));
     let c = container(&docs, &policy);
     assert!(c.args.iter().any(|a| a == "--extproc"), "{:?}", c.args);
@@ -238,8 +208,7 @@ fn the_deployment_command_line_starts_src_serve_and_it_drains_on_sigterm() {
     assert!(c.grace > drain, "grace {} within drain {drain}", c.grace);
 
     // Without the Secret's token the same command line is refused: the env is what makes it run.
-    let refused = Command::cargo_bin("src")
-        .unwrap()
+    let refused = src()
         .args(&c.args)
         .env_remove("SRC_ADMIN_TOKEN")
         .env("B_KEY", "k")
@@ -249,7 +218,7 @@ fn the_deployment_command_line_starts_src_serve_and_it_drains_on_sigterm() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
 
-    let mut cmd = Command::cargo_bin("src").unwrap();
+    let mut cmd = src();
     cmd.args(&c.args)
         .stdout(Stdio::null())
         .stderr(Stdio::null());

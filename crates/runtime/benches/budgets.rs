@@ -12,71 +12,33 @@
 //!
 //! Needs `redis-server` on the PATH for the Redis case (it is started on a free port).
 
+mod support;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use src_compiler::procedure::budget::{BudgetAsk, BudgetUse};
-
-/// A request's budget asks with their counters.
-type Keyed = [(BudgetAsk, Counter)];
 use src_compiler::procedure::SessionAnswer;
 use src_compiler::request::RequestView;
-use src_compiler::{CheckOptions, CompiledPolicy, EngineKind, Next, Procedure};
+use src_compiler::{CompiledPolicy, Next, Procedure};
 use src_runtime::budget::{BudgetLayer, BudgetStore, Counter, MemoryBudgets, RedisBudgets};
 use src_runtime::hooks::Sessions;
 use src_runtime::pipeline::budget_step;
 use src_runtime::session::{Continuity, ContinuityInput, PolicyHolds, SessionLayer};
 use src_runtime::store::{Links, Redis, Timeouts};
-use tokio::runtime::Runtime;
+use support::{
+    coding_request, compile, mean, middle, ping, pinger, runtime, CODING_POLICY as BASE,
+};
 
-const BASE: &str = r#"
-backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
-model small  { backend = sim  serves = "small"  cost = 0.1 }
-model strong { backend = sim  serves = "strong" cost = 1.0 }
-route coding priority 10 { when contains(prompt, ["stack trace", "segfault", "compile error"])  to strong }
-route default { to small }
-"#;
+/// A request's budget asks with their counters.
+type Keyed = [(BudgetAsk, Counter)];
 
 /// Limits no measured run reaches, so every call takes the admitting path.
 const BUDGETS: &str = r#"
 budget per_key { per = tenant  window = 1h  requests = 1000000000000 }
 budget strong_tokens { per = tenant  window = 1h  tokens = 1000000000000  exceeded = to small }
 "#;
-
-fn compile(text: &str) -> CompiledPolicy {
-    let checked = src_compiler::check(
-        src_compiler::load::load_str("bench.sr", text),
-        &CheckOptions::default(),
-    )
-    .policy
-    .unwrap_or_else(|| panic!("the bench policy does not check"));
-    match src_compiler::compile(checked, EngineKind::Jit) {
-        Ok(c) => c,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-fn request() -> RequestView {
-    request_with(&[])
-}
-
-fn request_with(extra: &[(&str, &str)]) -> RequestView {
-    let body = serde_json::json!({
-        "model": "auto",
-        "messages": [
-            {"role": "system", "content": "You are a careful coding assistant."},
-            {"role": "user", "content": "my program segfaults after the compile error is fixed"}
-        ]
-    });
-    let mut headers = vec![("authorization".to_owned(), "Bearer sk-bench".to_owned())];
-    headers.extend(
-        extra
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
-    RequestView::from_chat(&body, &headers).unwrap_or_default()
-}
 
 /// Drives the procedure to its decision, answering budgets with `reserve`.
 fn decide(
@@ -111,35 +73,18 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn mean(iters: u32, mut f: impl FnMut()) -> Duration {
-    let start = Instant::now();
-    for _ in 0..iters {
-        f();
-    }
-    start.elapsed() / iters
-}
-
 fn bench(c: &mut Criterion) {
     let plain = compile(BASE);
     let budgeted = compile(&format!("{BASE}{BUDGETS}"));
-    let view = request();
+    let view = coding_request(&[]);
     let memory = MemoryBudgets::default();
-    let rt: Runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("{e}"),
-    };
+    let rt = runtime();
     let server = src_testkit::redis::RedisServer::start();
     let redis = rt
         .block_on(async { Redis::connect(&server.url(), Duration::from_secs(1)) })
         .map(|conn| Arc::new(RedisBudgets::on(conn)))
         .unwrap_or_else(|e| panic!("{e}"));
-    let client = redis::Client::open(server.url()).unwrap_or_else(|e| panic!("{e}"));
-    let mut pinger = rt
-        .block_on(client.get_multiplexed_async_connection())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut connection = pinger(&rt, &server.url());
 
     let mut none = |_: &Keyed| Vec::new();
     let mut in_memory = |keyed: &Keyed| memory.reserve_now(keyed, now_ms());
@@ -172,10 +117,7 @@ fn bench(c: &mut Criterion) {
         black_box(decide(&budgeted, &view, &mut in_redis));
     });
     let ping = mean(n / 10, || {
-        let pong: String = rt
-            .block_on(redis::cmd("PING").query_async(&mut pinger))
-            .unwrap_or_else(|e| panic!("{e}"));
-        black_box(pong);
+        black_box(ping(&rt, &mut connection));
     });
     let ratio = |d: Duration| d.as_secs_f64() / base.as_secs_f64().max(1e-12);
     println!(
@@ -203,7 +145,7 @@ fn with_session(url: &str, budgets: bool) -> CompiledPolicy {
 }
 
 fn session_request() -> RequestView {
-    request_with(&[("x-session-id", "bench-session")])
+    coding_request(&[("x-session-id", "bench-session")])
 }
 
 /// Drives the procedure as the pipeline does: the budget step through `budget_step::reserve`
@@ -258,19 +200,8 @@ async fn decide_in_session(
     }
 }
 
-fn median(mut rounds: Vec<Duration>) -> Duration {
-    rounds.sort();
-    rounds[rounds.len() / 2]
-}
-
 fn bench_shared_trip(c: &mut Criterion) {
-    let rt: Runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("{e}"),
-    };
+    let rt = runtime();
     let server = src_testkit::redis::RedisServer::start();
     let plain = with_session(&server.url(), false);
     let budgeted = with_session(&server.url(), true);
@@ -316,6 +247,7 @@ fn bench_shared_trip(c: &mut Criterion) {
             black_box(case(&budgeted, true));
         }));
     }
+    let median = |rounds| middle(rounds).unwrap_or_default();
     let (alone, two, one) = (median(alone), median(two), median(one));
     let added_two = two.saturating_sub(alone);
     let added_one = one.saturating_sub(alone);

@@ -7,56 +7,24 @@
 //!
 //! `cargo bench -p src-runtime --bench cache [-- --quick]`; needs `scripts/models.sh`.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+mod support;
 
 use bytes::Bytes;
 use src_compiler::lookalike;
-use src_dsl::ast::Device;
 use src_runtime::cache::store::{accept_all, Lookup};
 use src_runtime::cache::{CacheStore, MemoryCache, Scope};
 use src_runtime::models::{Model, Role};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
+use support::{load_model, load_onnx_runtime, median, median_secs, repo};
 
 /// Median microseconds of `reps` calls of `f`, after one untimed call.
-fn micros(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    median(
-        (0..reps)
-            .map(|_| {
-                let start = Instant::now();
-                f();
-                start.elapsed().as_secs_f64() * 1e6
-            })
-            .collect(),
-    )
+fn micros(reps: usize, f: impl FnMut()) -> f64 {
+    median_secs(reps, f) * 1e6
 }
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let lib = std::env::var_os("ORT_DYLIB_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".cache/ort/lib/libonnxruntime.so.1.31.1"));
-    if let Err(e) = src_runtime::models::load_from(&lib) {
-        eprintln!("{e}: run scripts/models.sh first");
-        std::process::exit(2);
-    }
-    let mut model = match Model::load(&repo().join("models/minilm"), Role::Encoder, Device::Cpu, 1)
-    {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("{e}: run scripts/models.sh first");
-            std::process::exit(2);
-        }
-    };
+    load_onnx_runtime();
+    let mut model = load_model(&repo().join("models/minilm"), Role::Encoder, 1);
     let pairs =
         std::fs::read_to_string(repo().join("examples/cache/pairs.jsonl")).unwrap_or_default();
     let questions: Vec<String> = pairs

@@ -10,7 +10,9 @@
 //!
 //! `cargo bench -p src-runtime --bench memo [-- --quick]`; needs `scripts/models.sh`.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,14 +27,11 @@ use src_runtime::hooks::NoSessions;
 use src_runtime::log::RequestLog;
 use src_runtime::models::{MemoOptions, ModelOptions, OnnxModels};
 use src_runtime::{Components, ServeConfig, ServerHandle};
+use support::repo;
 
 const TURNS: usize = 10;
 
 type Error = Box<dyn std::error::Error>;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn policy(models: &Path) -> String {
     let models = models.display();

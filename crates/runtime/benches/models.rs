@@ -10,13 +10,16 @@
 //! `cargo bench -p src-runtime --bench models [-- --quick]`; needs `scripts/models.sh`. Prints
 //! medians of wall time; compare figures from one run only (the machine may be shared).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use src_dsl::ast::Device;
 use src_runtime::models::{softmax, BatchOptions, Batcher, Model, ModelMetrics, Reading, Role};
+use support::{load_onnx_runtime, median, median_secs, model_or_exit, repo};
 
 const SHORT: &str = "Please summarise the main points of this article about solar power.";
 const PARAGRAPH: &str =
@@ -24,21 +27,9 @@ const PARAGRAPH: &str =
 affected deliveries in the northern region, and asked the operations team to prepare a \
 detailed plan for the next meeting, including staffing, budget and risk estimates. ";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64() * 1000.0
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+/// Median milliseconds of `reps` calls of `f`, after one untimed call.
+fn median_ms(reps: usize, f: impl FnMut()) -> f64 {
+    median_secs(reps, f) * 1000.0
 }
 
 fn texts(base: &str, n: usize) -> Vec<String> {
@@ -145,32 +136,12 @@ fn python_round(dir: &Path, quick: bool) -> Option<[Figures; 2]> {
     Some([figures("short")?, figures("long")?])
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let dir = repo().join("models/prompt_guard");
-    let lib = std::env::var_os("ORT_DYLIB_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".cache/ort/lib/libonnxruntime.so.1.31.1"));
-    if let Err(e) = src_runtime::models::load_from(&lib) {
-        eprintln!("{e}: run scripts/models.sh first");
-        std::process::exit(2);
-    }
+    load_onnx_runtime();
     let load = |threads| Model::load(&dir, Role::Guard, Device::Cpu, threads);
-    let mut model = match load(1) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("{e}: run scripts/models.sh first");
-            std::process::exit(2);
-        }
-    };
+    let mut model = model_or_exit(load(1));
     let scale = if quick { 0.2 } else { 1.0 };
     let reps = |n: f64| ((n * scale) as usize).max(3);
     let rounds = if quick { 1 } else { 3 };

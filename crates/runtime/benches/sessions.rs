@@ -6,58 +6,28 @@
 //!
 //! Needs `redis-server` on the PATH for the Redis case (it is started on a free port).
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use src_compiler::eval::Step;
 use src_compiler::hir::{ModelId, StoreDef};
 use src_compiler::request::RequestView;
-use src_compiler::{CheckOptions, CompiledPolicy, EngineKind};
+use src_compiler::CompiledPolicy;
 use src_runtime::session::{
     Continuity, ContinuityInput, MemoryStore, PolicyHolds, RedisStore, SessionLayer,
 };
-use tokio::runtime::Runtime;
+use support::{coding_request, compile, mean, ping, pinger, runtime, CODING_POLICY};
 
-const POLICY: &str = r#"
-backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
-model small  { backend = sim  serves = "small"  cost = 0.1 }
-model strong { backend = sim  serves = "strong" cost = 1.0 }
-route coding priority 10 { when contains(prompt, ["stack trace", "segfault", "compile error"])  to strong }
-route default { to small }
+/// The coding policy with a session that holds its pin through a tool loop.
+const SESSION: &str = r#"
 session { id = header("x-session-id")  ttl = 10m }
 protect { hold "tool call in flight" when request.tool_loop }
 "#;
-
-fn compile() -> CompiledPolicy {
-    let checked = src_compiler::check(
-        src_compiler::load::load_str("bench.sr", POLICY),
-        &CheckOptions::default(),
-    )
-    .policy
-    .unwrap_or_else(|| panic!("the bench policy does not check"));
-    match src_compiler::compile(checked, EngineKind::Jit) {
-        Ok(c) => c,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-fn request() -> RequestView {
-    let body = serde_json::json!({
-        "model": "auto",
-        "messages": [
-            {"role": "system", "content": "You are a careful coding assistant."},
-            {"role": "user", "content": "my program segfaults after the compile error is fixed"}
-        ]
-    });
-    let headers = vec![
-        ("x-session-id".to_owned(), "bench-session".to_owned()),
-        ("authorization".to_owned(), "Bearer sk-bench".to_owned()),
-    ];
-    RequestView::from_chat(&body, &headers).unwrap_or_default()
-}
 
 fn route(compiled: &CompiledPolicy, view: &RequestView) -> ModelId {
     let mut evaluation = compiled.evaluate(view);
@@ -96,24 +66,10 @@ async fn route_and_pin(
     }
 }
 
-fn mean(rt: &Runtime, iters: u32, mut f: impl FnMut(&Runtime)) -> Duration {
-    let start = Instant::now();
-    for _ in 0..iters {
-        f(rt);
-    }
-    start.elapsed() / iters
-}
-
 fn bench(c: &mut Criterion) {
-    let compiled = compile();
-    let view = request();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("{e}"),
-    };
+    let compiled = compile(&format!("{CODING_POLICY}{SESSION}"));
+    let view = coding_request(&[("x-session-id", "bench-session")]);
+    let rt = runtime();
     let memory =
         SessionLayer::default().with_store(StoreDef::Memory, Arc::new(MemoryStore::default()));
     let server = src_testkit::redis::RedisServer::start();
@@ -126,14 +82,7 @@ fn bench(c: &mut Criterion) {
     rt.block_on(route_and_pin(&memory, &compiled, &view));
     rt.block_on(route_and_pin(&redis, &compiled, &view));
 
-    let client = redis::Client::open(server.url()).unwrap_or_else(|e| panic!("{e}"));
-    let mut pinger = rt
-        .block_on(client.get_multiplexed_async_connection())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut ping = move |rt: &Runtime| -> String {
-        rt.block_on(redis::cmd("PING").query_async(&mut pinger))
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
+    let mut connection = pinger(&rt, &server.url());
     let mut socket =
         TcpStream::connect(("127.0.0.1", server.port)).unwrap_or_else(|e| panic!("{e}"));
     socket.set_nodelay(true).unwrap_or_else(|e| panic!("{e}"));
@@ -158,25 +107,27 @@ fn bench(c: &mut Criterion) {
     group.bench_function("route_and_pin_redis", |b| {
         b.iter(|| black_box(rt.block_on(route_and_pin(&redis, &compiled, &view))))
     });
-    group.bench_function("redis_ping", |b| b.iter(|| black_box(ping(&rt))));
+    group.bench_function("redis_ping", |b| {
+        b.iter(|| black_box(ping(&rt, &mut connection)))
+    });
     group.bench_function("socket_ping", |b| b.iter(&mut socket_ping));
     group.finish();
 
     // A plain summary with the ratios the docs quote (criterion reports each case alone).
     let n = 20_000;
-    let base = mean(&rt, n, |_| {
+    let base = mean(n, || {
         black_box(route(&compiled, &view));
     });
-    let mem = mean(&rt, n, |rt| {
+    let mem = mean(n, || {
         black_box(rt.block_on(route_and_pin(&memory, &compiled, &view)));
     });
-    let red = mean(&rt, n / 10, |rt| {
+    let red = mean(n / 10, || {
         black_box(rt.block_on(route_and_pin(&redis, &compiled, &view)));
     });
-    let client_ping = mean(&rt, n / 10, |rt| {
-        black_box(ping(rt));
+    let client_ping = mean(n / 10, || {
+        black_box(ping(&rt, &mut connection));
     });
-    let wire_ping = mean(&rt, n / 10, |_| socket_ping());
+    let wire_ping = mean(n / 10, &mut socket_ping);
     let ratio = |d: Duration| d.as_secs_f64() / base.as_secs_f64().max(1e-12);
     println!(
         "session overhead: route only {base:?}; + memory pin {mem:?} ({:.1}x); + redis pin {red:?} ({:.1}x)",

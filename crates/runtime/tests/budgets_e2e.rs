@@ -38,13 +38,7 @@ async fn messages(router: &Router, text: &str, api_key: &str) -> TestResult<Answ
     let body = json!({"model": "auto", "max_tokens": 32,
                       "messages": [{"role": "user", "content": text}]});
     router
-        .client
-        .send(
-            Method::POST,
-            &router.url("/v1/messages"),
-            body.to_string(),
-            &[("x-api-key", api_key)],
-        )
+        .post("/v1/messages", &body, &[("x-api-key", api_key)])
         .await
 }
 

@@ -3,21 +3,12 @@
 //! failed result says so, a PDF is a 400 in Anthropic's shape; and every answer has whole
 //! usage, the router's own count where the backend reported none, the same streamed or not.
 
-use hyper::Method;
 use serde_json::{json, Value};
 use src_testkit::upstream::{Reply, Seen, Upstream};
 use src_testkit::{Answer, Router, TestResult, POLICY};
 
 async fn messages(router: &Router, body: &Value, headers: &[(&str, &str)]) -> TestResult<Answer> {
-    router
-        .client
-        .send(
-            Method::POST,
-            &router.url("/v1/messages"),
-            body.to_string(),
-            headers,
-        )
-        .await
+    router.post("/v1/messages", body, headers).await
 }
 
 /// The chat body the simulator received last.

@@ -13,15 +13,7 @@ fn message(text: &str) -> Value {
 }
 
 async fn messages(router: &Router, body: &Value, headers: &[(&str, &str)]) -> TestResult<Answer> {
-    router
-        .client
-        .send(
-            Method::POST,
-            &router.url("/v1/messages"),
-            body.to_string(),
-            headers,
-        )
-        .await
+    router.post("/v1/messages", body, headers).await
 }
 
 /// The Anthropic error envelope's type and message, or a failure naming what came back.

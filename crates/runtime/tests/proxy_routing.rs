@@ -324,15 +324,7 @@ async fn responses_api_routes_on_its_input() -> TestResult {
     let router = Router::start(POLICY).await?;
     let body =
         json!({"model": "auto", "input": "why does it segfault?", "instructions": "be brief"});
-    let answer = router
-        .client
-        .send(
-            hyper::Method::POST,
-            &router.url("/v1/responses"),
-            body.to_string(),
-            &[],
-        )
-        .await?;
+    let answer = router.post("/v1/responses", &body, &[]).await?;
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(answer.header("x-sr-route"), Some("coding"));
     assert_eq!(answer.json()?["model"], "Qwen/Qwen3-8B");

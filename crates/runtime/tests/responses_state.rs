@@ -27,15 +27,7 @@ const OTHER: (&str, &str) = ("authorization", "Bearer sk-tenant-two");
 const MOVE: (&str, &str) = ("x-move", "yes");
 
 async fn respond(router: &Router, body: &Value, headers: &[(&str, &str)]) -> TestResult<Answer> {
-    router
-        .client
-        .send(
-            Method::POST,
-            &router.url("/v1/responses"),
-            body.to_string(),
-            headers,
-        )
-        .await
+    router.post("/v1/responses", body, headers).await
 }
 
 async fn call(

@@ -3,7 +3,6 @@
 //! conversations (`conversation`, or a `previous_response_id` chain the router holds) and chat
 //! clients (`user`, `prompt_cache_key`, the affinity headers) without saying how.
 
-use hyper::Method;
 use serde_json::{json, Value};
 use src_testkit::{Answer, Router, TestResult};
 
@@ -19,10 +18,7 @@ session { ttl = 10m }
 /// Posts with a key, as agents do (a keyless client's responses are not kept to chain on).
 async fn post(router: &Router, path: &str, body: &Value) -> TestResult<Answer> {
     let key = [("authorization", "Bearer agent-key")];
-    router
-        .client
-        .send(Method::POST, &router.url(path), body.to_string(), &key)
-        .await
+    router.post(path, body, &key).await
 }
 
 /// The session state and model of an answer.

@@ -86,13 +86,18 @@ impl Router {
     }
 
     pub async fn chat(&self, body: &Value, headers: &[(&str, &str)]) -> TestResult<Answer> {
+        self.post("/v1/chat/completions", body, headers).await
+    }
+
+    /// `POST path` with `body` as JSON and `headers`.
+    pub async fn post(
+        &self,
+        path: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> TestResult<Answer> {
         self.client
-            .send(
-                Method::POST,
-                &self.url("/v1/chat/completions"),
-                body.to_string(),
-                headers,
-            )
+            .send(Method::POST, &self.url(path), body.to_string(), headers)
             .await
     }
 

@@ -1,7 +1,8 @@
 //! The requests both front doors are compared on, and what `src explain` decides for each: every
 //! `test` case of the decision corpus that serve can answer (no `given`: serve computes every
 //! signal itself; no model-backed signals: serve here has no model files), and a generated set
-//! over blocks with and without `to`, named models, aliases, unknown models and fallbacks.
+//! over blocks with and without `to`, named models, aliases, unknown models and fallbacks; and
+//! the tally of the comparisons, which fails on any disagreement.
 
 #![allow(
     dead_code,
@@ -10,12 +11,11 @@
     reason = "each comparison uses the part of the support it needs; a failed step fails the test"
 )]
 
-use assert_cmd::cargo::CommandCargoExt;
+use crate::support::{copy_files, policy_dir, repo, src};
 use serde_json::{json, Value};
 use src_compiler::hir::TestInputDef;
 use src_compiler::{check, load, CheckOptions};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// One request to explain and serve.
 pub struct Case {
@@ -43,10 +43,6 @@ pub struct Outcome {
     pub error: Option<u16>,
 }
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The policy text with every backend simulated (the corpus points its backends nowhere).
 fn simulated(text: &str) -> String {
     text.lines()
@@ -62,7 +58,7 @@ fn simulated(text: &str) -> String {
 }
 
 pub fn corpus_suites() -> Vec<Suite> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("tests/corpus/decide"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo("tests/corpus/decide"))
         .expect("the decision corpus exists")
         .map(|e| e.expect("a directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "sr"))
@@ -117,16 +113,12 @@ pub fn corpus_suites() -> Vec<Suite> {
             .collect();
         let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(&file).expect("reads");
-        let dir = tempfile::tempdir().expect("a temp dir");
-        std::fs::write(dir.path().join("policy.sr"), simulated(&text)).expect("writes");
+        let dir = policy_dir(&simulated(&text));
         // Fixture files that cases read live beside the corpus.
-        let fixtures = repo().join("tests/corpus/decide/fixtures");
-        let copied = dir.path().join("fixtures");
-        std::fs::create_dir_all(&copied).expect("mkdir");
-        for entry in std::fs::read_dir(fixtures).expect("fixtures") {
-            let path = entry.expect("entry").path();
-            std::fs::copy(&path, copied.join(path.file_name().unwrap())).expect("copies");
-        }
+        copy_files(
+            &repo("tests/corpus/decide/fixtures"),
+            &dir.path().join("fixtures"),
+        );
         suites.push(Suite {
             name: stem,
             dir,
@@ -171,12 +163,7 @@ pub fn generated_suites() -> Vec<Suite> {
         ("generated_closed", ""),
         ("generated_open", "failure { backend = open }\n"),
     ] {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        std::fs::write(
-            dir.path().join("policy.sr"),
-            format!("{GENERATED}{failure}"),
-        )
-        .expect("writes");
+        let dir = policy_dir(&format!("{GENERATED}{failure}"));
         let mut cases = Vec::new();
         for prompt in prompts {
             for model in models {
@@ -199,7 +186,7 @@ pub fn generated_suites() -> Vec<Suite> {
 pub fn explain(policy: &Path, case: &Case) -> Outcome {
     let request = tempfile::NamedTempFile::new().expect("a temp file");
     std::fs::write(request.path(), case.body.to_string()).expect("writes");
-    let mut command = Command::cargo_bin("src").expect("the src binary is built");
+    let mut command = src();
     command
         .arg("explain")
         .arg(policy)
@@ -241,5 +228,57 @@ pub fn explain(policy: &Path, case: &Case) -> Outcome {
             .iter()
             .map(|m| m.as_str().expect("a model name").to_string())
             .collect(),
+    }
+}
+
+/// Every suite: the corpus's and the generated ones.
+pub fn all_suites() -> Vec<Suite> {
+    let suites: Vec<Suite> = corpus_suites()
+        .into_iter()
+        .chain(generated_suites())
+        .collect();
+    assert!(suites.len() >= 6, "the corpus lost its served policies");
+    suites
+}
+
+/// What explain and one front door decided for each request, compared.
+pub struct Tally {
+    /// The door's name in a disagreement's report.
+    door: &'static str,
+    pub compared: usize,
+    disagreements: Vec<String>,
+}
+
+impl Tally {
+    pub fn new(door: &'static str) -> Tally {
+        Tally {
+            door,
+            compared: 0,
+            disagreements: Vec::new(),
+        }
+    }
+
+    /// Counts one request of `suite`, and keeps it when the door decided otherwise.
+    pub fn compare(&mut self, suite: &Suite, case: &Case, explained: &Outcome, served: &Outcome) {
+        if explained != served {
+            let door = format!("{}:", self.door);
+            self.disagreements.push(format!(
+                "{}::{}\n  explain: {explained:?}\n  {door:<9}{served:?}",
+                suite.name, case.name
+            ));
+        }
+        self.compared += 1;
+    }
+
+    /// Fails on any disagreement, or when too few requests were compared to mean anything.
+    pub fn assert_agreed(&self) {
+        let compared = self.compared;
+        assert!(
+            self.disagreements.is_empty(),
+            "{} of {compared} requests decided differently:\n{}",
+            self.disagreements.len(),
+            self.disagreements.join("\n")
+        );
+        assert!(compared >= 60, "only {compared} requests compared");
     }
 }

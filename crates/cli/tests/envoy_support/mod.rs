@@ -1,14 +1,15 @@
 //! Real processes for the Envoy tests: `src serve --extproc`, Envoy 1.40 running the
 //! configuration `src manifest --format envoy` writes for the test's policy (its addresses
 //! pointed at the test's ports), a recording upstream, and a small HTTP/1.1 client. Every
-//! process is stopped when its handle drops.
+//! process is stopped when its handle drops. The `src` binary and its start-up are the shared
+//! `support` module's.
 
 #![allow(
     dead_code,
     reason = "each test file uses the part of the support it needs"
 )]
 
-use assert_cmd::cargo::CommandCargoExt;
+use crate::support::{manifest_text, repo, serve};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,15 +21,11 @@ use std::time::{Duration, Instant};
 /// Bounds waits for a process to come up; never a measure of speed.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The Envoy binary `scripts/setup.sh` installs (or `$ENVOY`).
 pub fn envoy_binary() -> PathBuf {
     let path = std::env::var_os("ENVOY")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".cache/venv-envoy/bin/envoy"));
+        .unwrap_or_else(|| repo(".cache/venv-envoy/bin/envoy"));
     assert!(
         path.is_file(),
         "Envoy is not installed at {}: run scripts/setup.sh (or set ENVOY)",
@@ -51,37 +48,15 @@ impl Src {
 
     /// As [`Src::start`], with the external processor on `extproc`.
     pub fn start_at(policy: &Path, extproc: &str, extra: &[&str]) -> Src {
-        let mut child = Command::cargo_bin("src")
-            .expect("the src binary is built")
-            .arg("serve")
-            .arg(policy)
-            .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-            .args(["--extproc", extproc])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("src serve starts");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let mut seen = Vec::new();
-        let (http, extproc) = loop {
-            let Some(Ok(line)) = lines.next() else {
-                let _ = child.kill();
-                panic!("src serve stopped before serving: {seen:?}");
-            };
-            let fields = serde_json::from_str::<Value>(&line)
-                .map(|v| v["fields"].clone())
-                .unwrap_or_default();
-            if let (Some(http), Some(extproc)) =
-                (fields["listen"].as_str(), fields["extproc"].as_str())
-            {
-                break (
-                    http.parse().expect("an address"),
-                    extproc.parse().expect("an address"),
-                );
-            }
-            seen.push(line);
-        };
+        let mut args = vec!["--extproc", extproc];
+        args.extend_from_slice(extra);
+        let (child, (http, extproc), _, lines) = serve(policy, &args, |fields| {
+            let (http, extproc) = (fields["listen"].as_str()?, fields["extproc"].as_str()?);
+            Some((
+                http.parse().expect("an address"),
+                extproc.parse().expect("an address"),
+            ))
+        });
         // Keep reading the request log so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Src {
@@ -129,25 +104,13 @@ impl Drop for Src {
 /// What `src manifest POLICY --format envoy` writes for this test's `src`: its external
 /// processor and HTTP listener, Envoy's own listener and admin interface on free ports.
 pub fn generated(policy: &Path, src: &Src, fail_open: bool) -> String {
-    let mut command = Command::cargo_bin("src").expect("the src binary is built");
-    command
-        .env_remove("SRC_MODEL_TIMEOUT_MS")
-        .args(["manifest", "--color", "never", "--format", "envoy"])
-        .args(["--listen", "127.0.0.1:0"])
-        .arg("--extproc-address")
-        .arg(src.extproc.to_string())
-        .arg("--router-address")
-        .arg(src.http.to_string());
+    let (extproc, router) = (src.extproc.to_string(), src.http.to_string());
+    let mut args = vec!["--listen", "127.0.0.1:0"];
+    args.extend(["--extproc-address", &extproc, "--router-address", &router]);
     if fail_open {
-        command.arg("--fail-open");
+        args.push("--fail-open");
     }
-    let output = command.arg(policy).output().expect("src manifest runs");
-    assert!(
-        output.status.success(),
-        "src manifest failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).expect("YAML is text");
+    let text = manifest_text(policy, "envoy", &args);
     assert!(text.contains("port_value: 9901"), "the admin port moved");
     text.replace("port_value: 9901", "port_value: 0")
 }
