@@ -1,11 +1,14 @@
-"""Builds the ONNX graphs: the pooled sentence encoder and the one-graph sequence classifier.
+"""Builds the ONNX graphs: the pooled sentence encoder, the one-graph sequence classifier and
+the one-graph token classifier.
 
 The classifier is the MiniLM encoder graph with two small stages appended by the `onnx` helper
 API — attention-masked mean pooling with L2 normalisation, then a linear head — so a runtime
 loads one file with the usual `input_ids`/`attention_mask`/`token_type_ids` inputs and reads
 `logits` [batch, labels], exactly like a sequence classifier exported from a training framework.
 The pooling stage is also used on its own (output `sentence_embedding`) to embed the training
-sets, so the head is trained on the very numbers the exported graph computes.
+sets, so the head is trained on the very numbers the exported graph computes. The token
+classifier puts its linear head straight on `last_hidden_state` and reads `logits`
+[batch, seq, labels], as a token-classification model exported from a training framework does.
 """
 
 from __future__ import annotations
@@ -104,6 +107,46 @@ def sequence_classifier(
     del graph.output[:]
     graph.output.append(_output(LOGITS, ["batch", len(labels)]))
     graph.name = "minilm_mean_pool_linear"
+    model.doc_string = description
+    model.producer_name = "src scripts/models"
+    del model.metadata_props[:]
+    for i, label in enumerate(labels):
+        entry = model.metadata_props.add()
+        entry.key = f"id2label.{i}"
+        entry.value = label
+    onnx.checker.check_model(model)
+    return model
+
+
+def token_classifier(
+    encoder: onnx.ModelProto,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    labels: list[str],
+    description: str,
+) -> onnx.ModelProto:
+    """Encoder + `logits = last_hidden_state @ weight + bias` per token, as one graph.
+
+    `weight` is [hidden, labels] and `bias` [labels], both float32; the output is
+    `logits` [batch, seq, labels] (raw scores: the reader applies the softmax).
+    """
+    hidden = _hidden_size(encoder)
+    if weight.shape != (hidden, len(labels)) or bias.shape != (len(labels),):
+        raise ValueError(f"head shape {weight.shape}/{bias.shape} does not fit {hidden}x{len(labels)}")
+    model = onnx.ModelProto()
+    model.CopyFrom(encoder)
+    graph = model.graph
+    w = _const(graph, "head/weight", weight.astype(np.float32))
+    b = _const(graph, "head/bias", bias.astype(np.float32))
+    graph.node.extend(
+        [
+            helper.make_node("MatMul", [HIDDEN, w], ["head/scores"], name="head/matmul"),
+            helper.make_node("Add", ["head/scores", b], [LOGITS], name="head/bias"),
+        ]
+    )
+    del graph.output[:]
+    graph.output.append(_output(LOGITS, ["batch", "sequence", len(labels)]))
+    graph.name = "minilm_token_linear"
     model.doc_string = description
     model.producer_name = "src scripts/models"
     del model.metadata_props[:]
