@@ -7,8 +7,9 @@ loads one file with the usual `input_ids`/`attention_mask`/`token_type_ids` inpu
 `logits` [batch, labels], exactly like a sequence classifier exported from a training framework.
 The pooling stage is also used on its own (output `sentence_embedding`) to embed the training
 sets, so the head is trained on the very numbers the exported graph computes. The token
-classifier puts its linear head straight on `last_hidden_state` and reads `logits`
-[batch, seq, labels], as a token-classification model exported from a training framework does.
+classifier puts a linear head on each token's hidden states (a middle layer and the last one,
+with its neighbours) and reads `logits` [batch, seq, labels], as a token-classification model
+exported from a training framework does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from onnx import TensorProto, helper, numpy_helper
 EMBEDDING = "sentence_embedding"
 LOGITS = "logits"
 HIDDEN = "last_hidden_state"
+# The output of the third of MiniLM's six layers in the int8 graph: word identity survives
+# better there than in the last layer, which is trained for whole-sentence similarity.
+MIDDLE = "layer_norm_6"
 
 
 def _const(graph: onnx.GraphProto, name: str, value: np.ndarray) -> str:
@@ -125,22 +129,33 @@ def token_classifier(
     labels: list[str],
     description: str,
 ) -> onnx.ModelProto:
-    """Encoder + `logits = last_hidden_state @ weight + bias` per token, as one graph.
+    """Encoder + a linear head per token, as one graph with output `logits` [batch, seq, labels].
 
-    `weight` is [hidden, labels] and `bias` [labels], both float32; the output is
-    `logits` [batch, seq, labels] (raw scores: the reader applies the softmax).
+    The head reads, for token t, the middle layer's vector at t (`MIDDLE`) and the last layer's
+    vectors at t-1, t and t+1: `weight` is [4 * hidden, labels], rows in that order, `bias`
+    [labels]. The last-layer part is a width-3 convolution over the sequence (zero beyond the
+    ends, which only [CLS] and [SEP] ever see). Raw scores: the reader applies the softmax.
     """
     hidden = _hidden_size(encoder)
-    if weight.shape != (hidden, len(labels)) or bias.shape != (len(labels),):
-        raise ValueError(f"head shape {weight.shape}/{bias.shape} does not fit {hidden}x{len(labels)}")
+    if weight.shape != (4 * hidden, len(labels)) or bias.shape != (len(labels),):
+        raise ValueError(f"head shape {weight.shape}/{bias.shape} does not fit {4 * hidden}x{len(labels)}")
+    if MIDDLE not in {o for node in encoder.graph.node for o in node.output}:
+        raise ValueError(f"encoder graph has no `{MIDDLE}` value")
     model = onnx.ModelProto()
     model.CopyFrom(encoder)
     graph = model.graph
-    w = _const(graph, "head/weight", weight.astype(np.float32))
+    middle = _const(graph, "head/middle_weight", weight[:hidden].astype(np.float32))
+    # Conv weight [labels, hidden, 3]: tap k reads position t + k - 1.
+    taps = weight[hidden:].reshape(3, hidden, len(labels)).transpose(2, 1, 0)
+    context = _const(graph, "head/context_weight", np.ascontiguousarray(taps, dtype=np.float32))
     b = _const(graph, "head/bias", bias.astype(np.float32))
     graph.node.extend(
         [
-            helper.make_node("MatMul", [HIDDEN, w], ["head/scores"], name="head/matmul"),
+            helper.make_node("Transpose", [HIDDEN], ["head/channels"], perm=[0, 2, 1], name="head/channels"),
+            helper.make_node("Conv", ["head/channels", context], ["head/context_t"], pads=[1, 1], name="head/conv"),
+            helper.make_node("Transpose", ["head/context_t"], ["head/context"], perm=[0, 2, 1], name="head/back"),
+            helper.make_node("MatMul", [MIDDLE, middle], ["head/middle"], name="head/matmul"),
+            helper.make_node("Add", ["head/context", "head/middle"], ["head/scores"], name="head/sum"),
             helper.make_node("Add", ["head/scores", b], [LOGITS], name="head/bias"),
         ]
     )

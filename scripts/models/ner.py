@@ -1,7 +1,8 @@
 """Builds `models/pii_ner`: a token classifier that finds names of people, places and organisations.
 
-The encoder is the frozen MiniLM graph of `models/minilm`; a softmax regression (`train.py`)
-reads each word's first-token vector of `last_hidden_state` and predicts a BIO label. The head
+The encoder is the frozen MiniLM graph of `models/minilm`; a softmax regression reads, at each
+word's first token, a middle layer's vector and the last layer's vectors of the token and its
+two neighbours (`TokenEncoder.features`), and predicts a BIO label. The head
 is appended to the encoder graph (`export.token_classifier`), so the directory is one ONNX file
 with the usual inputs and `logits` [batch, seq, labels], read into spans by
 `reference.entities` — the same rule the runtime implements.
@@ -42,12 +43,13 @@ THREADS = 2
 EMBED_BATCH = 64
 TYPES = ["PERSON", "LOCATION", "ORGANIZATION"]
 LABELS = ["O"] + [f"{tag}-{kind}" for kind in TYPES for tag in ("B", "I")]
-C_GRID = [0.001, 0.01, 0.1]
+C_GRID = [0.001, 0.003]
 ADAM_STEPS = 300
 ADAM_RATE = 0.02
 THRESHOLDS = [0.5, 0.6, 0.7, 0.8, 0.9]
 # Of the training templates, those at this position of every five choose C (see select_c).
 VALIDATION_AT = 4
+FEATURES = "middle(t), last(t-1), last(t), last(t+1)"
 SOURCES = ("ner.py", "ner_data.py", "export.py", "fetch.py", "train.py", "reference.py", "stamps.py")
 
 
@@ -76,21 +78,27 @@ def word_labels(sentence: ner_data.Sentence, words: list) -> list[int]:
 
 
 class TokenEncoder:
-    """MiniLM's `last_hidden_state`, read at the first token of every word."""
+    """MiniLM's hidden states around the first token of every word (`features`)."""
 
     def __init__(self, minilm: Path, tokenizer_path: Path) -> None:
+        graph = onnx.load(str(minilm / "model.onnx"))
+        graph.graph.output.append(onnx.helper.make_tensor_value_info(export.MIDDLE, onnx.TensorProto.FLOAT, None))
         self.session = ort.InferenceSession(
-            str(minilm / "model.onnx"), sess_options=session_options(THREADS), providers=["CPUExecutionProvider"]
+            graph.SerializeToString(), sess_options=session_options(THREADS), providers=["CPUExecutionProvider"]
         )
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = load_tokenizer(tokenizer_path, MAX_LENGTH)
-        self.key = fetch.sha256_file(minilm / "model.onnx") + fetch.sha256_file(tokenizer_path) + str(MAX_LENGTH)
+        self.key = "|".join(
+            (fetch.sha256_file(minilm / "model.onnx"), fetch.sha256_file(tokenizer_path), str(MAX_LENGTH), FEATURES)
+        )
 
     def words(self, texts: list[str]) -> list[list]:
         return [words_of(e.word_ids, e.offsets) for e in self.tokenizer.encode_batch(texts)]
 
     def features(self, texts: list[str], what: str, cache: Path) -> np.ndarray:
-        """Rows: every word of every text, in order; columns: the word's first-token vector."""
+        """Rows: every word of every text, in order; columns: for the word's first token t, the
+        middle layer at t and the last layer at t-1, t, t+1 (what export.token_classifier reads).
+        t-1 and t+1 always exist: [CLS] and [SEP] frame every word."""
         digest = hashlib.sha256(self.key.encode())
         for text in texts:
             digest.update(text.encode("utf-8") + b"\0")
@@ -98,7 +106,7 @@ class TokenEncoder:
         if cached.is_file():
             return np.load(cached)
         started = time.monotonic()
-        per_text: list[np.ndarray] = [np.empty((0, 384), dtype=np.float32)] * len(texts)
+        per_text: list[np.ndarray] = [np.empty((0, 4 * 384), dtype=np.float32)] * len(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for begin in range(0, len(order), EMBED_BATCH):
             rows = order[begin : begin + EMBED_BATCH]
@@ -108,10 +116,11 @@ class TokenEncoder:
                 attention_mask=np.array([e.attention_mask for e in encodings], dtype=np.int64),
                 token_type_ids=np.array([e.type_ids for e in encodings], dtype=np.int64),
             )
-            (hidden,) = self.session.run([export.HIDDEN], batch.feeds(self.inputs))
+            last, middle = self.session.run([export.HIDDEN, export.MIDDLE], batch.feeds(self.inputs))
             for k, (i, encoding) in enumerate(zip(rows, encodings, strict=True)):
-                firsts = [w.first for w in words_of(encoding.word_ids, encoding.offsets)]
-                per_text[i] = hidden[k, firsts].astype(np.float32)
+                t = np.array([w.first for w in words_of(encoding.word_ids, encoding.offsets)], dtype=np.int64)
+                parts = (middle[k, t], last[k, t - 1], last[k, t], last[k, t + 1])
+                per_text[i] = np.concatenate(parts, axis=1).astype(np.float32)
         out = np.concatenate(per_text, axis=0)
         cache.mkdir(parents=True, exist_ok=True)
         np.save(cached, out)
@@ -237,8 +246,9 @@ def build(minilm: Path, models: Path, cache: Path) -> Path:
     print(f"  chose C={chosen:g}", flush=True)
 
     description = (
-        "Name/place/organisation token classifier: all-MiniLM-L6-v2 (int8) last_hidden_state + "
-        "softmax regression per token over BIO labels, trained on sentences from scripts/models/ner_data.py."
+        "Name/place/organisation token classifier: all-MiniLM-L6-v2 (int8), layer 3 at each token and "
+        "layer 6 at it and its neighbours, softmax regression over BIO labels, trained on sentences "
+        "from scripts/models/ner_data.py."
     )
     model = export.token_classifier(onnx.load(str(minilm / "model.onnx")), head.weight, head.bias, LABELS, description)
     onnx.save(model, str(out / "model.onnx"))
@@ -304,7 +314,8 @@ def config(minilm: Path, c: float) -> dict:
         "encoder": base.get("source", {}),
         "training": {
             "data": f"scripts/models/ner_data.py (seed {ner_data.SEED}, faker {faker.VERSION})",
-            "head": "L2 multinomial logistic regression per word (numpy, Newton-CG) on the frozen encoder",
+            "head": "L2 multinomial logistic regression per word (numpy, full-batch Adam) on the frozen encoder",
+            "features": FEATURES,
             "C": c,
             "selection": "C by word log-loss on held-back training templates; held-out templates untouched",
         },
