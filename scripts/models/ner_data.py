@@ -176,13 +176,15 @@ class Filler:
         fake = self._fake(NAME_LOCALES)
         first, last = fake.first_name(), fake.last_name()
         form = self.rng.random()
-        if form < 0.5:
+        if form < 0.4:
             return [(f"{first} {last}", True)]
-        if form < 0.75:
+        if form < 0.6:
             return [(first, True)]
-        if form < 0.9:
+        if form < 0.75:
             return [(self.rng.choice(TITLES) + " ", False), (last, True)]
-        return [(f"{first} {fake.random_uppercase_letter()}. {last}", True)]
+        if form < 0.9:
+            return [(f"{first} {fake.random_uppercase_letter()}. {last}", True)]
+        return [(f"{first} {fake.first_name()} {last}", True)]
 
     def place(self) -> list[tuple[str, bool]]:
         form = self.rng.random()

@@ -299,10 +299,14 @@ class NerDir(unittest.TestCase):
                 ("PERSON", "Maria Schneider"),
                 ("LOCATION", "Hamburg"),
             },
-            "Yesterday John Carter flew from Chicago to Madrid.": {
-                ("PERSON", "John Carter"),
-                ("LOCATION", "Chicago"),
-                ("LOCATION", "Madrid"),
+            "Last week Tom Becker drove from Vienna to Prague.": {
+                ("PERSON", "Tom Becker"),
+                ("LOCATION", "Vienna"),
+                ("LOCATION", "Prague"),
+            },
+            "Our new colleague Priya Sharma starts next week in the Berlin office.": {
+                ("PERSON", "Priya Sharma"),
+                ("LOCATION", "Berlin"),
             },
             "Can you write a welcome note for Aiko Tanaka, who just moved to Lisbon?": {
                 ("PERSON", "Aiko Tanaka"),
