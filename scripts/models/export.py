@@ -152,8 +152,8 @@ def token_classifier(
     graph.node.extend(
         [
             helper.make_node("Transpose", [HIDDEN], ["head/channels"], perm=[0, 2, 1], name="head/channels"),
-            helper.make_node("Conv", ["head/channels", context], ["head/context_t"], pads=[1, 1], name="head/conv"),
-            helper.make_node("Transpose", ["head/context_t"], ["head/context"], perm=[0, 2, 1], name="head/back"),
+            helper.make_node("Conv", ["head/channels", context], ["head/ctx_t"], pads=[1, 1], name="head/cv"),
+            helper.make_node("Transpose", ["head/ctx_t"], ["head/context"], perm=[0, 2, 1], name="head/back"),
             helper.make_node("MatMul", [MIDDLE, middle], ["head/middle"], name="head/matmul"),
             helper.make_node("Add", ["head/context", "head/middle"], ["head/scores"], name="head/sum"),
             helper.make_node("Add", ["head/scores", b], [LOGITS], name="head/bias"),

@@ -60,7 +60,12 @@ class DataError(Exception):
 def tokenizer_json(minilm: Path) -> str:
     """The encoder's tokenizer with truncation at MAX_LENGTH (padding stays batch-longest)."""
     data = json.loads((minilm / "tokenizer.json").read_text(encoding="utf-8"))
-    data["truncation"] = {"direction": "Right", "max_length": MAX_LENGTH, "strategy": "LongestFirst", "stride": 0}
+    data["truncation"] = {
+        "direction": "Right",
+        "max_length": MAX_LENGTH,
+        "strategy": "LongestFirst",
+        "stride": 0,
+    }
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -82,14 +87,22 @@ class TokenEncoder:
 
     def __init__(self, minilm: Path, tokenizer_path: Path) -> None:
         graph = onnx.load(str(minilm / "model.onnx"))
-        graph.graph.output.append(onnx.helper.make_tensor_value_info(export.MIDDLE, onnx.TensorProto.FLOAT, None))
+        middle = onnx.helper.make_tensor_value_info(export.MIDDLE, onnx.TensorProto.FLOAT, None)
+        graph.graph.output.append(middle)
         self.session = ort.InferenceSession(
-            graph.SerializeToString(), sess_options=session_options(THREADS), providers=["CPUExecutionProvider"]
+            graph.SerializeToString(),
+            sess_options=session_options(THREADS),
+            providers=["CPUExecutionProvider"],
         )
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = load_tokenizer(tokenizer_path, MAX_LENGTH)
         self.key = "|".join(
-            (fetch.sha256_file(minilm / "model.onnx"), fetch.sha256_file(tokenizer_path), str(MAX_LENGTH), FEATURES)
+            (
+                fetch.sha256_file(minilm / "model.onnx"),
+                fetch.sha256_file(tokenizer_path),
+                str(MAX_LENGTH),
+                FEATURES,
+            )
         )
 
     def words(self, texts: list[str]) -> list[list]:
@@ -143,7 +156,9 @@ def span_scores(gold: list[set], found: list[list[dict]], threshold: float) -> d
         tp = fp = fn = 0
         for truth, spans in zip(gold, found, strict=True):
             want = {g for g in truth if g[2] == kind}
-            got = {(e["start"], e["end"], kind) for e in spans if e["entity"] == kind and e["score"] >= threshold}
+            got = {
+                (e["start"], e["end"], kind) for e in spans if e["entity"] == kind and e["score"] >= threshold
+            }
             tp += len(want & got)
             fp += len(got - want)
             fn += len(want - got)
@@ -250,7 +265,8 @@ def build(minilm: Path, models: Path, cache: Path) -> Path:
         "layer 6 at it and its neighbours, softmax regression over BIO labels, trained on sentences "
         "from scripts/models/ner_data.py."
     )
-    model = export.token_classifier(onnx.load(str(minilm / "model.onnx")), head.weight, head.bias, LABELS, description)
+    encoder_graph = onnx.load(str(minilm / "model.onnx"))
+    model = export.token_classifier(encoder_graph, head.weight, head.bias, LABELS, description)
     onnx.save(model, str(out / "model.onnx"))
     write_json(out / "config.json", config(minilm, chosen))
 
@@ -276,7 +292,10 @@ def build(minilm: Path, models: Path, cache: Path) -> Path:
     write_json(out / "metrics.json", metrics)
     write_stamp(out, print_)
     for kind, s in metrics["held_out"]["argmax"]["per_type"].items():
-        print(f"  {NAME} held-out {kind}: precision {s['precision']:.4f} recall {s['recall']:.4f} F1 {s['f1']:.4f}")
+        print(
+            f"  {NAME} held-out {kind}: precision {s['precision']:.4f} recall {s['recall']:.4f}"
+            f" F1 {s['f1']:.4f}"
+        )
     print(f"  {NAME}: built in {time.monotonic() - started:.1f}s")
     return out
 
@@ -314,7 +333,7 @@ def config(minilm: Path, c: float) -> dict:
         "encoder": base.get("source", {}),
         "training": {
             "data": f"scripts/models/ner_data.py (seed {ner_data.SEED}, faker {faker.VERSION})",
-            "head": "L2 multinomial logistic regression per word (numpy, full-batch Adam) on the frozen encoder",
+            "head": "L2 multinomial logistic regression per word (numpy, full-batch Adam), frozen encoder",
             "features": FEATURES,
             "C": c,
             "selection": "C by word log-loss on held-back training templates; held-out templates untouched",

@@ -285,7 +285,8 @@ def generate() -> dict[str, list[Sentence]]:
 if __name__ == "__main__":
     data = generate()
     for split, rows in data.items():
-        n = {k: sum(1 for s in rows for e in s.entities if e[2] == k) for k in ("PERSON", "LOCATION", "ORGANIZATION")}
+        kinds = ("PERSON", "LOCATION", "ORGANIZATION")
+        n = {k: sum(1 for s in rows for e in s.entities if e[2] == k) for k in kinds}
         print(split, len(rows), n)
     for s in data["train"][::97][:12]:
         print(s.text, [(s.text[a:b], k) for a, b, k in s.entities])

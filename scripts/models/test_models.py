@@ -360,10 +360,12 @@ class NerDir(unittest.TestCase):
     def test_one_graph_equals_encoder_and_head(self) -> None:
         # The head recomputed in numpy from the encoder's own layers and the stored weights.
         graph = onnx.load(str(MODELS / "minilm" / "model.onnx"))
-        graph.graph.output.append(onnx.helper.make_tensor_value_info("layer_norm_6", onnx.TensorProto.FLOAT, None))
+        middle = onnx.helper.make_tensor_value_info("layer_norm_6", onnx.TensorProto.FLOAT, None)
+        graph.graph.output.append(middle)
         encoder = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
         texts = ["Anna met Piotr in Gdańsk.", "nothing to see here"]
-        init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(self.path / "model.onnx")).graph.initializer}
+        stored = onnx.load(str(self.path / "model.onnx")).graph.initializer
+        init = {t.name: numpy_helper.to_array(t) for t in stored}
         batch = tokenize(self.model.tokenizer, texts)
         (logits,) = self.model.session.run(["logits"], batch.feeds(self.model.inputs))
         last, middle = encoder.run(["last_hidden_state", "layer_norm_6"], batch.feeds(self.model.inputs))
@@ -391,10 +393,17 @@ class Aggregation(unittest.TestCase):
     def test_bio_spans_scores_and_byte_offsets(self) -> None:
         # "José María Ruiz en Cádiz" — words: josé, maría, ruiz, en, cádiz; "cádiz" is two tokens.
         text = "José María Ruiz en Cádiz"
-        words = [Word(1, 1, 0, 4), Word(2, 2, 5, 10), Word(3, 3, 11, 15), Word(4, 4, 16, 18), Word(5, 6, 19, 24)]
+        words = [
+            Word(1, 1, 0, 4),
+            Word(2, 2, 5, 10),
+            Word(3, 3, 11, 15),
+            Word(4, 4, 16, 18),
+            Word(5, 6, 19, 24),
+        ]
         probs = self.probs([(0, 0.9), (1, 0.9), (2, 0.8), (2, 0.6), (0, 0.99), (3, 0.7), (1, 0.95), (0, 0.9)])
         spans = aggregate(text, words, probs, self.LABELS)
-        self.assertEqual([(s["entity"], s["text"]) for s in spans], [("PERSON", "José María Ruiz"), ("LOCATION", "Cádiz")])
+        got = [(s["entity"], s["text"]) for s in spans]
+        self.assertEqual(got, [("PERSON", "José María Ruiz"), ("LOCATION", "Cádiz")])
         # "José María Ruiz": 15 characters, 17 bytes (é, í); "Cádiz" starts at byte 21.
         self.assertEqual([(s["start"], s["end"]) for s in spans], [(0, 17), (21, 27)])
         self.assertAlmostEqual(spans[0]["score"], (0.9 + 0.8 + 0.6) / 3)
@@ -406,7 +415,8 @@ class Aggregation(unittest.TestCase):
         words = [Word(1, 1, 0, 2), Word(2, 2, 3, 7), Word(3, 3, 8, 13)]
         # O, I-LOCATION (opens), B-LOCATION (a second entity, not a continuation)
         spans = aggregate(text, words, self.probs([(0, 1.0), (0, 0.9), (4, 0.6), (3, 0.8)]), self.LABELS)
-        self.assertEqual([(s["text"], s["start"], s["end"]) for s in spans], [("Rome", 3, 7), ("Paris", 8, 13)])
+        got = [(s["text"], s["start"], s["end"]) for s in spans]
+        self.assertEqual(got, [("Rome", 3, 7), ("Paris", 8, 13)])
 
     def test_inside_of_another_type_starts_a_new_entity(self) -> None:
         text = "Ann Rome"
@@ -421,7 +431,10 @@ class Aggregation(unittest.TestCase):
 
 class NerData(unittest.TestCase):
     def test_generation_does_not_depend_on_the_hash_seed(self) -> None:
-        script = "import hashlib, ner_data; d = ner_data.generate(); print(hashlib.sha256(repr(d).encode()).hexdigest())"
+        script = (
+            "import hashlib, ner_data; d = ner_data.generate(); "
+            "print(hashlib.sha256(repr(d).encode()).hexdigest())"
+        )
         digests = {
             subprocess.run(
                 [sys.executable, "-c", script],
