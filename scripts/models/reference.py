@@ -392,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         model = ModelDir(args.model_dir, threads=args.threads)
         if args.entities and model.kind != "token-classifier":
             raise ModelDirError(f"{model.path} is not a token classifier (config.json `task`)")
+        if args.window > 0 and model.kind == "token-classifier":
+            raise ModelDirError("--window reads sentence models; a token classifier reads one call")
     except (OSError, ValueError, ModelDirError) as err:
         print(f"reference: {err}", file=sys.stderr)
         return 2

@@ -356,6 +356,13 @@ class NerDir(unittest.TestCase):
         )
         self.assertEqual(out.returncode, 2)
         self.assertIn("not a token classifier", out.stderr)
+        out = subprocess.run(
+            [sys.executable, str(HERE / "reference.py"), str(self.path), '["hi"]', "--window", "32"],
+            capture_output=True,
+            text=True,
+        )
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--window", out.stderr)
 
     def test_one_graph_equals_encoder_and_head(self) -> None:
         # The head recomputed in numpy from the encoder's own layers and the stored weights.
