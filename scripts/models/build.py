@@ -1,4 +1,5 @@
-"""Builds every model directory under models/: the encoder, the prompt guard and the domain classifier.
+"""Builds every model directory under models/: the encoder, the prompt guard, the domain classifier
+and the name/place detector (`ner.py`).
 
 One entry point so that `scripts/models.sh` stays a thin wrapper. Each directory carries a
 `build.json` stamp (a fingerprint of everything that went into it, and the sha256 of every file
@@ -24,12 +25,14 @@ from pathlib import Path
 import evaluate
 import export
 import fetch
+import ner
 import numpy as np
 import onnx
 import onnxruntime as ort
 import tokenizers
 import train
 from reference import load_tokenizer, session_options, tokenize
+from stamps import fingerprint, is_current, sha256_bytes, write_json, write_stamp
 
 ROOT = fetch.ROOT
 MODELS = ROOT / "models"
@@ -44,57 +47,11 @@ DOMAIN_LABELS = ["math", "code", "law", "other"]
 C_GRID = [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0]
 CV_FOLDS = 5
 CV_SEED = 20240611
-SOURCES = ("build.py", "export.py", "fetch.py", "train.py", "evaluate.py", "reference.py")
+SOURCES = ("build.py", "export.py", "fetch.py", "train.py", "evaluate.py", "reference.py", "stamps.py")
 
 
 class BuildError(Exception):
     """Input data is unusable."""
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def fingerprint(*parts: str | Path) -> str:
-    """Hash of the scripts, the tool versions and the given strings/files."""
-    digest = hashlib.sha256()
-    for name in SOURCES:
-        digest.update((HERE / name).read_bytes())
-    for version in (np.__version__, onnx.__version__, ort.__version__, tokenizers.__version__):
-        digest.update(version.encode())
-    for part in parts:
-        digest.update(fetch.sha256_file(part).encode() if isinstance(part, Path) else part.encode())
-    return digest.hexdigest()
-
-
-def is_current(out: Path, print_: str) -> bool:
-    stamp = out / "build.json"
-    if not stamp.is_file():
-        return False
-    try:
-        recorded = json.loads(stamp.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return False
-    if recorded.get("fingerprint") != print_:
-        return False
-    files = recorded.get("files", {})
-    return bool(files) and all(
-        (out / name).is_file() and fetch.sha256_file(out / name) == digest for name, digest in files.items()
-    )
-
-
-def write_stamp(out: Path, print_: str, extra: dict | None = None) -> None:
-    files = {
-        p.name: fetch.sha256_file(p) for p in sorted(out.iterdir()) if p.is_file() and p.name != "build.json"
-    }
-    stamp = {"fingerprint": print_, "files": files}
-    if extra:
-        stamp.update(extra)
-    (out / "build.json").write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
-
-
-def write_json(path: Path, value: dict) -> None:
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def patched_tokenizer(source: Path) -> str:
@@ -123,7 +80,7 @@ def patched_tokenizer(source: Path) -> str:
 
 def build_minilm(parts: fetch.Parts) -> Path:
     out = MODELS / "minilm"
-    print_ = fingerprint(parts.encoder_onnx, parts.tokenizer_json, parts.minilm_config)
+    print_ = fingerprint(SOURCES, parts.encoder_onnx, parts.tokenizer_json, parts.minilm_config)
     if is_current(out, print_):
         print("minilm: up to date")
         return out
@@ -239,7 +196,7 @@ def clean_guard_splits(slabs: Path) -> tuple[dict, dict]:
 def build_guard(parts: fetch.Parts, minilm: Path, encoder: Callable[[], Encoder]) -> Path:
     out = MODELS / "prompt_guard"
     slabs = [parts.slabs_dir / f"{s}.csv" for s in ("train", "validation", "test")]
-    print_ = fingerprint(minilm / "model.onnx", minilm / "tokenizer.json", *slabs)
+    print_ = fingerprint(SOURCES, minilm / "model.onnx", minilm / "tokenizer.json", *slabs)
     if is_current(out, print_):
         print("prompt_guard: up to date")
         return out
@@ -320,7 +277,7 @@ def read_domain(path: Path) -> dict[str, tuple[list[str], np.ndarray]]:
 
 def build_domain(minilm: Path, encoder: Callable[[], Encoder]) -> Path:
     out = MODELS / "domain"
-    print_ = fingerprint(minilm / "model.onnx", minilm / "tokenizer.json", DOMAIN_CSV)
+    print_ = fingerprint(SOURCES, minilm / "model.onnx", minilm / "tokenizer.json", DOMAIN_CSV)
     if is_current(out, print_):
         print("domain: up to date")
         return out
@@ -423,14 +380,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parts = fetch.fetch()
         if args.force:
-            for name in ("minilm", "prompt_guard", "domain"):
+            for name in ("minilm", "prompt_guard", "domain", ner.NAME):
                 (MODELS / name / "build.json").unlink(missing_ok=True)
         minilm = build_minilm(parts)
         # Loading the pooled encoder takes a second; a rerun with nothing to do skips it.
         encoder = functools.cache(lambda: Encoder.load(minilm))
         build_guard(parts, minilm, encoder)
         build_domain(minilm, encoder)
-    except (fetch.FetchError, BuildError, OSError) as err:
+        ner.build(minilm, MODELS, EMB_CACHE)
+    except (fetch.FetchError, BuildError, ner.DataError, OSError) as err:
         print(f"models: {err}", file=sys.stderr)
         return 1
     print(f"export ORT_DYLIB_PATH={parts.ort_lib}")

@@ -1,11 +1,15 @@
-"""Builds the ONNX graphs: the pooled sentence encoder and the one-graph sequence classifier.
+"""Builds the ONNX graphs: the pooled sentence encoder, the one-graph sequence classifier and
+the one-graph token classifier.
 
 The classifier is the MiniLM encoder graph with two small stages appended by the `onnx` helper
 API — attention-masked mean pooling with L2 normalisation, then a linear head — so a runtime
 loads one file with the usual `input_ids`/`attention_mask`/`token_type_ids` inputs and reads
 `logits` [batch, labels], exactly like a sequence classifier exported from a training framework.
 The pooling stage is also used on its own (output `sentence_embedding`) to embed the training
-sets, so the head is trained on the very numbers the exported graph computes.
+sets, so the head is trained on the very numbers the exported graph computes. The token
+classifier puts a linear head on each token's hidden states (a middle layer and the last one,
+with its neighbours) and reads `logits` [batch, seq, labels], as a token-classification model
+exported from a training framework does.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from onnx import TensorProto, helper, numpy_helper
 EMBEDDING = "sentence_embedding"
 LOGITS = "logits"
 HIDDEN = "last_hidden_state"
+# The output of the third of MiniLM's six layers in the int8 graph: word identity survives
+# better there than in the last layer, which is trained for whole-sentence similarity.
+MIDDLE = "layer_norm_6"
 
 
 def _const(graph: onnx.GraphProto, name: str, value: np.ndarray) -> str:
@@ -104,6 +111,57 @@ def sequence_classifier(
     del graph.output[:]
     graph.output.append(_output(LOGITS, ["batch", len(labels)]))
     graph.name = "minilm_mean_pool_linear"
+    model.doc_string = description
+    model.producer_name = "src scripts/models"
+    del model.metadata_props[:]
+    for i, label in enumerate(labels):
+        entry = model.metadata_props.add()
+        entry.key = f"id2label.{i}"
+        entry.value = label
+    onnx.checker.check_model(model)
+    return model
+
+
+def token_classifier(
+    encoder: onnx.ModelProto,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    labels: list[str],
+    description: str,
+) -> onnx.ModelProto:
+    """Encoder + a linear head per token, as one graph with output `logits` [batch, seq, labels].
+
+    The head reads, for token t, the middle layer's vector at t (`MIDDLE`) and the last layer's
+    vectors at t-1, t and t+1: `weight` is [4 * hidden, labels], rows in that order, `bias`
+    [labels]. The last-layer part is a width-3 convolution over the sequence (zero beyond the
+    ends, which only [CLS] and [SEP] ever see). Raw scores: the reader applies the softmax.
+    """
+    hidden = _hidden_size(encoder)
+    if weight.shape != (4 * hidden, len(labels)) or bias.shape != (len(labels),):
+        raise ValueError(f"head shape {weight.shape}/{bias.shape} does not fit {4 * hidden}x{len(labels)}")
+    if MIDDLE not in {o for node in encoder.graph.node for o in node.output}:
+        raise ValueError(f"encoder graph has no `{MIDDLE}` value")
+    model = onnx.ModelProto()
+    model.CopyFrom(encoder)
+    graph = model.graph
+    middle = _const(graph, "head/middle_weight", weight[:hidden].astype(np.float32))
+    # Conv weight [labels, hidden, 3]: tap k reads position t + k - 1.
+    taps = weight[hidden:].reshape(3, hidden, len(labels)).transpose(2, 1, 0)
+    context = _const(graph, "head/context_weight", np.ascontiguousarray(taps, dtype=np.float32))
+    b = _const(graph, "head/bias", bias.astype(np.float32))
+    graph.node.extend(
+        [
+            helper.make_node("Transpose", [HIDDEN], ["head/channels"], perm=[0, 2, 1], name="head/channels"),
+            helper.make_node("Conv", ["head/channels", context], ["head/ctx_t"], pads=[1, 1], name="head/cv"),
+            helper.make_node("Transpose", ["head/ctx_t"], ["head/context"], perm=[0, 2, 1], name="head/back"),
+            helper.make_node("MatMul", [MIDDLE, middle], ["head/middle"], name="head/matmul"),
+            helper.make_node("Add", ["head/context", "head/middle"], ["head/scores"], name="head/sum"),
+            helper.make_node("Add", ["head/scores", b], [LOGITS], name="head/bias"),
+        ]
+    )
+    del graph.output[:]
+    graph.output.append(_output(LOGITS, ["batch", "sequence", len(labels)]))
+    graph.name = "minilm_token_linear"
     model.doc_string = description
     model.producer_name = "src scripts/models"
     del model.metadata_props[:]

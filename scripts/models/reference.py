@@ -12,15 +12,20 @@ can never disagree about preprocessing. The rules it fixes:
 - A classifier's `logits` are turned into probabilities with a softmax; an encoder's
   `last_hidden_state` is mean-pooled over the attention mask and L2-normalised.
 
+- A token classifier (config.json `"task": "token-classification"`, `logits` [batch, seq,
+  labels] over BIO labels) is read into entity spans by `entities` (see `aggregate`), with
+  offsets as UTF-8 byte offsets into the original text, which is what the runtime reports.
 - With `--window N` each text is read in windows instead, as the runtime reads a long text:
   its tokens (no special tokens, no truncation) in runs of `min(N, max_length) - 2`, each run
   starting half a run after the previous one (the first at 0, the last where the text ends),
   each given `[CLS]` and `[SEP]`; every window is one row (see `windows`).
 
 Command line:
-    reference.py MODEL_DIR TEXTS [--batch N] [--threads N] [--window N]
+    reference.py MODEL_DIR TEXTS [--batch N] [--threads N] [--window N | --entities]
 TEXTS is a path to a JSON file holding a list of strings, `-` for standard input, or the JSON
-list itself. Prints one JSON object (see `describe`).
+list itself. Prints one JSON object (see `describe`; `--entities`, for a token classifier:
+`{"kind": "token-classifier", ..., "results": [{"text", "tokens", "entities": [{"entity",
+"start", "end", "score", "text"}]}]}`, every entity found, no threshold applied).
 """
 
 from __future__ import annotations
@@ -147,7 +152,11 @@ class ModelDir:
             raise ModelDirError(f"{self.path}/model.onnx: {err}") from err
         self.inputs = [i.name for i in self.session.get_inputs() if i.name in INPUT_NAMES]
         outputs = [o.name for o in self.session.get_outputs()]
-        if "logits" in outputs:
+        if "logits" in outputs and self.config.get("task") == "token-classification":
+            self.kind = "token-classifier"
+            self.output = "logits"
+            self.labels = labels_of(self.config)
+        elif "logits" in outputs:
             self.kind = "classifier"
             self.output = "logits"
             self.labels = labels_of(self.config)
@@ -193,7 +202,116 @@ def labels_of(config: dict) -> list[str]:
     return [str(id2label[str(i)]) for i in ids]
 
 
+@dataclass
+class Word:
+    """One word of an encoding: its token rows and its character span in the text."""
+
+    first: int
+    last: int
+    start: int
+    end: int
+
+
+def words_of(word_ids: list[int | None], offsets: list[tuple[int, int]]) -> list[Word]:
+    """Groups tokens into words by the tokenizer's word ids; special and padding tokens
+    (word id None) belong to no word. Offsets are character offsets into the text."""
+    words: list[Word] = []
+    current: int | None = None
+    for row, word in enumerate(word_ids):
+        if word is None:
+            current = None
+            continue
+        if word == current and words:
+            words[-1].last = row
+            words[-1].end = offsets[row][1]
+        else:
+            words.append(Word(row, row, offsets[row][0], offsets[row][1]))
+            current = word
+    return words
+
+
+def byte_offsets(text: str) -> list[int]:
+    """UTF-8 byte offset of every character index of `text` (and of its end)."""
+    table = [0]
+    for ch in text:
+        table.append(table[-1] + len(ch.encode("utf-8")))
+    return table
+
+
+def aggregate(text: str, words: list[Word], probs: np.ndarray, labels: list[str]) -> list[dict]:
+    """Entity spans from per-token probabilities [seq, labels] over BIO labels.
+
+    A word takes the argmax label and probability of its first token. An entity starts at a
+    word labelled B-X, or at I-X when the previous word is not part of an X entity, and goes on
+    over the following words labelled I-X; its score is the mean of its words' scores and its
+    span runs from its first word's start to its last word's end (byte offsets in UTF-8).
+    """
+    found: list[tuple[str, int, int, list[float]]] = []
+    open_type: str | None = None
+    for word in words:
+        best = int(np.argmax(probs[word.first]))
+        score = float(probs[word.first][best])
+        tag, _, kind = labels[best].partition("-")
+        if tag == "I" and open_type == kind:
+            _, start, _, scores = found[-1]
+            scores.append(score)
+            found[-1] = (kind, start, word.end, scores)
+        elif tag in ("B", "I") and kind:
+            found.append((kind, word.start, word.end, [score]))
+            open_type = kind
+        else:
+            open_type = None
+    table = byte_offsets(text)
+    return [
+        {
+            "entity": kind,
+            "start": table[start],
+            "end": table[end],
+            "score": float(np.mean(scores)),
+            "text": text[start:end],
+        }
+        for kind, start, end, scores in found
+    ]
+
+
+def entities(model: ModelDir, texts: list[str], batch_size: int = 0) -> list[dict]:
+    """Per text: its token count and every entity span found (no threshold applied)."""
+    if model.kind != "token-classifier":
+        raise ModelDirError(f"{model.path} is not a token classifier (config.json `task`)")
+    size = batch_size if batch_size > 0 else max(len(texts), 1)
+    results = []
+    for begin in range(0, len(texts), size):
+        chunk = texts[begin : begin + size]
+        encodings = model.tokenizer.encode_batch(chunk, add_special_tokens=True)
+        batch = Batch(
+            input_ids=np.array([e.ids for e in encodings], dtype=np.int64),
+            attention_mask=np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            token_type_ids=np.array([e.type_ids for e in encodings], dtype=np.int64),
+        )
+        (logits,) = model.session.run([model.output], batch.feeds(model.inputs))
+        probs = softmax(logits.astype(np.float64))
+        for row, (text, encoding) in enumerate(zip(chunk, encodings, strict=True)):
+            words = words_of(encoding.word_ids, encoding.offsets)
+            results.append(
+                {
+                    "text": text,
+                    "tokens": int(sum(encoding.attention_mask)),
+                    "entities": aggregate(text, words, probs[row], model.labels),
+                }
+            )
+    return results
+
+
 def describe(model: ModelDir, texts: list[str], batch_size: int) -> dict:
+    if model.kind == "token-classifier":
+        return {
+            "kind": model.kind,
+            "model": str(model.path),
+            "labels": model.labels,
+            "max_length": model.max_length,
+            "batch_size": batch_size if batch_size > 0 else len(texts),
+            "results": entities(model, texts, batch_size),
+        }
     out, lengths = model.run(texts, batch_size)
     results = []
     if model.kind == "classifier":
@@ -267,10 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=0, help="batch size (0: one batch)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads")
     parser.add_argument("--window", type=int, default=0, help="read each text in windows of N tokens")
+    parser.add_argument("--entities", action="store_true", help="entity spans of a token classifier")
     args = parser.parse_args(argv)
     try:
         texts = read_texts(args.texts)
         model = ModelDir(args.model_dir, threads=args.threads)
+        if args.entities and model.kind != "token-classifier":
+            raise ModelDirError(f"{model.path} is not a token classifier (config.json `task`)")
+        if args.window > 0 and model.kind == "token-classifier":
+            raise ModelDirError("--window reads sentence models; a token classifier reads one call")
     except (OSError, ValueError, ModelDirError) as err:
         print(f"reference: {err}", file=sys.stderr)
         return 2

@@ -10,17 +10,20 @@ re-running the same computation.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import unittest
 from pathlib import Path
 
 import evaluate
+import ner_data
 import numpy as np
 import onnx
+import onnxruntime as ort
 import train
 from onnx import numpy_helper
-from reference import ModelDir, mean_pool, softmax, tokenize
+from reference import ModelDir, Word, aggregate, entities, mean_pool, softmax, tokenize, words_of
 from tokenizers import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,3 +255,216 @@ class Scoring(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NerDir(unittest.TestCase):
+    """`models/pii_ner`: the token classifier the runtime's `detector` reads."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.path = MODELS / "pii_ner"
+        cls.model = ModelDir(cls.path)
+
+    def found(self, texts: list[str], threshold: float = 0.5) -> list[set[tuple[str, str]]]:
+        return [
+            {(e["entity"], e["text"]) for e in r["entities"] if e["score"] >= threshold}
+            for r in entities(self.model, texts)
+        ]
+
+    def test_directory_contract(self) -> None:
+        for name in ("model.onnx", "tokenizer.json", "config.json", "build.json", "metrics.json"):
+            self.assertTrue((self.path / name).is_file(), name)
+        config = self.model.config
+        self.assertEqual(config["task"], "token-classification")
+        self.assertEqual(config["max_length"], 128)
+        self.assertEqual(
+            self.model.labels,
+            ["O", "B-PERSON", "I-PERSON", "B-LOCATION", "I-LOCATION", "B-ORGANIZATION", "I-ORGANIZATION"],
+        )
+        graph = onnx.load(str(self.path / "model.onnx")).graph
+        inputs = {i.name: i.type.tensor_type for i in graph.input}
+        self.assertEqual(sorted(inputs), ["attention_mask", "input_ids", "token_type_ids"])
+        for tensor in inputs.values():
+            self.assertEqual(tensor.elem_type, onnx.TensorProto.INT64)
+            self.assertEqual(len(tensor.shape.dim), 2)
+        self.assertEqual([o.name for o in graph.output], ["logits"])
+        dims = graph.output[0].type.tensor_type.shape.dim
+        self.assertEqual((len(dims), dims[2].dim_value), (3, 7))
+        self.assertEqual(graph.output[0].type.tensor_type.elem_type, onnx.TensorProto.FLOAT)
+
+    def test_finds_the_person_and_the_place(self) -> None:
+        # Sentences written for this check, not drawn from the generator's templates.
+        cases = {
+            "Please send the signed lease to Maria Schneider in Hamburg by Friday.": {
+                ("PERSON", "Maria Schneider"),
+                ("LOCATION", "Hamburg"),
+            },
+            "Last week Tom Becker drove from Vienna to Prague.": {
+                ("PERSON", "Tom Becker"),
+                ("LOCATION", "Vienna"),
+                ("LOCATION", "Prague"),
+            },
+            "Our new colleague Priya Sharma starts next week in the Berlin office.": {
+                ("PERSON", "Priya Sharma"),
+                ("LOCATION", "Berlin"),
+            },
+            "Can you write a welcome note for Aiko Tanaka, who just moved to Lisbon?": {
+                ("PERSON", "Aiko Tanaka"),
+                ("LOCATION", "Lisbon"),
+            },
+        }
+        for (text, want), got in zip(cases.items(), self.found(list(cases)), strict=True):
+            kept = {g for g in got if g[0] != "ORGANIZATION"}
+            self.assertEqual(kept, want, text)
+
+    def test_finds_nothing_in_a_negative_sentence(self) -> None:
+        texts = ["Update the Kubernetes config on Monday and email the logs to ops@example.com."]
+        self.assertEqual(self.found(texts), [set()])
+
+    def test_held_out_f1_meets_the_floor(self) -> None:
+        # The floor sits well under the recorded figures (docs/models.md): it catches a broken
+        # build or a tokenizer/label mix-up (which drop F1 towards 0), not small changes.
+        metrics = json.loads((self.path / "metrics.json").read_text(encoding="utf-8"))
+        per_type = metrics["held_out"]["argmax"]["per_type"]
+        self.assertGreater(per_type["PERSON"]["f1"], 0.7)
+        self.assertGreater(per_type["LOCATION"]["f1"], 0.7)
+
+    def test_reference_reports_byte_offsets(self) -> None:
+        text = "Zoë Müller lives in São Paulo."
+        out = subprocess.run(
+            [sys.executable, str(HERE / "reference.py"), str(self.path), json.dumps([text]), "--entities"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        result = json.loads(out.stdout)
+        self.assertEqual(result["kind"], "token-classifier")
+        spans = result["results"][0]["entities"]
+        self.assertTrue(spans)
+        raw = text.encode("utf-8")
+        for span in spans:
+            self.assertEqual(raw[span["start"] : span["end"]].decode("utf-8"), span["text"])
+        self.assertIn(("PERSON", "Zoë Müller"), {(s["entity"], s["text"]) for s in spans})
+        # "Zoë Müller" is 10 characters but 12 bytes, so "São Paulo" starts at byte 22, not 20.
+        self.assertIn(("LOCATION", 22, 32), {(s["entity"], s["start"], s["end"]) for s in spans})
+
+    def test_entities_needs_a_token_classifier(self) -> None:
+        out = subprocess.run(
+            [sys.executable, str(HERE / "reference.py"), str(MODELS / "domain"), '["hi"]', "--entities"],
+            capture_output=True,
+            text=True,
+        )
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("not a token classifier", out.stderr)
+        out = subprocess.run(
+            [sys.executable, str(HERE / "reference.py"), str(self.path), '["hi"]', "--window", "32"],
+            capture_output=True,
+            text=True,
+        )
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--window", out.stderr)
+
+    def test_one_graph_equals_encoder_and_head(self) -> None:
+        # The head recomputed in numpy from the encoder's own layers and the stored weights.
+        graph = onnx.load(str(MODELS / "minilm" / "model.onnx"))
+        middle = onnx.helper.make_tensor_value_info("layer_norm_6", onnx.TensorProto.FLOAT, None)
+        graph.graph.output.append(middle)
+        encoder = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+        texts = ["Anna met Piotr in Gdańsk.", "nothing to see here"]
+        stored = onnx.load(str(self.path / "model.onnx")).graph.initializer
+        init = {t.name: numpy_helper.to_array(t) for t in stored}
+        batch = tokenize(self.model.tokenizer, texts)
+        (logits,) = self.model.session.run(["logits"], batch.feeds(self.model.inputs))
+        last, middle = encoder.run(["last_hidden_state", "layer_norm_6"], batch.feeds(self.model.inputs))
+        padded = np.pad(last, ((0, 0), (1, 1), (0, 0)))
+        taps = init["head/context_weight"]  # [labels, hidden, 3]: tap k reads position t + k - 1
+        expected = middle @ init["head/middle_weight"] + init["head/bias"]
+        for k in range(3):
+            expected = expected + padded[:, k : k + last.shape[1]] @ taps[:, :, k].T
+        np.testing.assert_allclose(logits, expected, atol=1e-3)
+
+
+class Aggregation(unittest.TestCase):
+    """The span rule, on hand-made probabilities (rows: tokens; columns: LABELS below)."""
+
+    LABELS = ["O", "B-PERSON", "I-PERSON", "B-LOCATION", "I-LOCATION"]
+
+    def probs(self, rows: list[tuple[int, float]]) -> np.ndarray:
+        """One row per token: the winning label and its probability, the rest spread evenly."""
+        out = np.zeros((len(rows), len(self.LABELS)))
+        for i, (label, p) in enumerate(rows):
+            out[i, :] = (1 - p) / (len(self.LABELS) - 1)
+            out[i, label] = p
+        return out
+
+    def test_bio_spans_scores_and_byte_offsets(self) -> None:
+        # "José María Ruiz en Cádiz" — words: josé, maría, ruiz, en, cádiz; "cádiz" is two tokens.
+        text = "José María Ruiz en Cádiz"
+        words = [
+            Word(1, 1, 0, 4),
+            Word(2, 2, 5, 10),
+            Word(3, 3, 11, 15),
+            Word(4, 4, 16, 18),
+            Word(5, 6, 19, 24),
+        ]
+        probs = self.probs([(0, 0.9), (1, 0.9), (2, 0.8), (2, 0.6), (0, 0.99), (3, 0.7), (1, 0.95), (0, 0.9)])
+        spans = aggregate(text, words, probs, self.LABELS)
+        got = [(s["entity"], s["text"]) for s in spans]
+        self.assertEqual(got, [("PERSON", "José María Ruiz"), ("LOCATION", "Cádiz")])
+        # "José María Ruiz": 15 characters, 17 bytes (é, í); "Cádiz" starts at byte 21.
+        self.assertEqual([(s["start"], s["end"]) for s in spans], [(0, 17), (21, 27)])
+        self.assertAlmostEqual(spans[0]["score"], (0.9 + 0.8 + 0.6) / 3)
+        # A word's label is its first token's: the second token of "cádiz" (B-PERSON) is ignored.
+        self.assertAlmostEqual(spans[1]["score"], 0.7)
+
+    def test_inside_label_without_a_beginning_starts_an_entity(self) -> None:
+        text = "to Rome Paris"
+        words = [Word(1, 1, 0, 2), Word(2, 2, 3, 7), Word(3, 3, 8, 13)]
+        # O, I-LOCATION (opens), B-LOCATION (a second entity, not a continuation)
+        spans = aggregate(text, words, self.probs([(0, 1.0), (0, 0.9), (4, 0.6), (3, 0.8)]), self.LABELS)
+        got = [(s["text"], s["start"], s["end"]) for s in spans]
+        self.assertEqual(got, [("Rome", 3, 7), ("Paris", 8, 13)])
+
+    def test_inside_of_another_type_starts_a_new_entity(self) -> None:
+        text = "Ann Rome"
+        words = [Word(1, 1, 0, 3), Word(2, 2, 4, 8)]
+        spans = aggregate(text, words, self.probs([(0, 1.0), (1, 0.9), (4, 0.7)]), self.LABELS)
+        self.assertEqual([(s["entity"], s["text"]) for s in spans], [("PERSON", "Ann"), ("LOCATION", "Rome")])
+
+    def test_words_follow_the_tokenizer_word_ids(self) -> None:
+        words = words_of([None, 0, 0, 1, None, None], [(0, 0), (0, 2), (2, 5), (6, 8), (0, 0), (0, 0)])
+        self.assertEqual(words, [Word(1, 2, 0, 5), Word(3, 3, 6, 8)])
+
+
+class NerData(unittest.TestCase):
+    def test_generation_does_not_depend_on_the_hash_seed(self) -> None:
+        script = (
+            "import hashlib, ner_data; d = ner_data.generate(); "
+            "print(hashlib.sha256(repr(d).encode()).hexdigest())"
+        )
+        digests = {
+            subprocess.run(
+                [sys.executable, "-c", script],
+                cwd=HERE,
+                env={**os.environ, "PYTHONHASHSEED": seed},
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            for seed in ("1", "2")
+        }
+        self.assertEqual(len(digests), 1)
+
+    def test_splits_share_no_template_and_no_sentence(self) -> None:
+        data = ner_data.generate()
+        train_t = {s.template for s in data["train"]}
+        held_t = {s.template for s in data["held_out"]}
+        self.assertFalse(train_t & held_t)
+        self.assertFalse({s.text for s in data["train"]} & {s.text for s in data["held_out"]})
+        self.assertTrue(any(not s.entities for s in data["held_out"]))
+
+    def test_entity_spans_cover_their_text(self) -> None:
+        for s in ner_data.generate()["train"][:200]:
+            for start, end, _ in s.entities:
+                self.assertEqual(s.text[start:end], s.text[start:end].strip())
+                self.assertTrue(s.text[start:end])
