@@ -450,3 +450,45 @@ async fn a_failed_store_follows_failure_store() -> TestResult {
     assert_eq!(read.status, 503, "{}", read.text());
     Ok(())
 }
+
+#[tokio::test]
+async fn a_redacting_route_sends_the_whole_conversation_so_one_vault_numbers_every_turn(
+) -> TestResult {
+    let policy = r#"
+backend a { url = "http://127.0.0.1:9/v1"  simulated = true }
+model first { backend = a  serves = "model-a" }
+route private { to first  redact = ["email"] }
+"#;
+    let router = Router::start(policy).await?;
+    let one = respond(
+        &router,
+        &json!({"model": "auto", "input": "write to alice@example.com"}),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    let sent = last_sent(&router, "model-a")?;
+    assert_eq!(texts(&sent["input"]), ["write to <EMAIL_1>"]);
+
+    // The owner holds the first turn with `<EMAIL_1>` for alice. Continued as written, this
+    // turn's own vault would give bob `<EMAIL_1>` too; expanded, one vault numbers both.
+    let body = json!({"model": "auto", "input": "and to bob@example.org",
+                      "previous_response_id": id(&one)?});
+    let two = respond(&router, &body, &[KEY]).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(two.header("x-sr-previous"), Some("expanded"));
+    let sent = last_sent(&router, "model-a")?;
+    assert!(sent.get("previous_response_id").is_none(), "{sent}");
+    let turns = texts(&sent["input"]);
+    assert_eq!(
+        turns.first().map(String::as_str),
+        Some("write to <EMAIL_1>")
+    );
+    assert_eq!(turns.last().map(String::as_str), Some("and to <EMAIL_2>"));
+    let raw = sent.to_string();
+    assert!(
+        !raw.contains("alice@") && !raw.contains("bob@"),
+        "a value reached the backend: {raw}"
+    );
+    Ok(())
+}

@@ -416,10 +416,10 @@ impl Exchange {
             return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
         };
         // A turn continuing a conversation the router stored goes as written to its owner and
-        // expanded to any other model, as the proxy sends it.
+        // expanded to any other model (and always when the route redacts), as the proxy sends it.
         let moved = previous
             .as_ref()
-            .filter(|p| !p.owned_by(&endpoint.name, &model.serves));
+            .filter(|p| p.expands_for(&endpoint.name, &model.serves, plan.redact.is_some()));
         if previous.is_some() {
             done.record.previous = Some(if moved.is_some() {
                 headers::previous::EXPANDED

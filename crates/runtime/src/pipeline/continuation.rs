@@ -34,6 +34,15 @@ impl Continuation {
         self.backend == backend && self.served == served
     }
 
+    /// Whether a candidate on `backend` sent as `served` is sent the expanded conversation rather
+    /// than the turn as written. A redacting route always expands: its backend's own copy of the
+    /// conversation holds earlier turns' placeholders, numbered afresh by each request's vault, so
+    /// a value of this turn could take a placeholder an earlier turn gave another value, and the
+    /// answer would be restored with the wrong one. Expanded, one vault numbers every turn.
+    pub fn expands_for(&self, backend: &str, served: &str, redacts: bool) -> bool {
+        redacts || !self.owned_by(backend, served)
+    }
+
     /// The expanded body as one candidate is sent it (its served id as `model`).
     pub fn body(&self, wire: &ModelWire) -> Result<Vec<u8>, NotAnObject> {
         rewrite::build_body(&self.expanded, &[], &wire.served_json)

@@ -162,7 +162,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
         };
         let moved = request
             .previous
-            .filter(|p| !p.owned_by(&endpoint.name, &model.serves));
+            .filter(|p| p.expands_for(&endpoint.name, &model.serves, plan.redact.is_some()));
         let shaped = match (dialect, &chat_form, &chat_shaping) {
             (Dialect::ChatForMessages, Some(Err(err)), _) => Err(err.to_string()),
             (Dialect::ChatForMessages, _, Some(chat)) => chat.body(wire).map_err(|e| e.to_string()),
