@@ -102,6 +102,7 @@ codes! {
     UNKNOWN_REDACT_TYPE = "E101": "unknown personal data type in `redact`";
     EMPTY_REDACT = "E102": "`redact` lists no type";
     REDACT_ON_REFUSAL = "E103": "`redact` on a block that refuses";
+    UNKNOWN_ENTITY_TYPE = "E104": "entity type a detector does not declare or its model does not tag";
     // Warnings.
     UNUSED_SIGNAL = "W001": "signal never used";
     UNUSED_MODEL_SOURCE = "W002": "classifier, guard or encoder never used";

@@ -106,7 +106,9 @@ fn lsp_kind(kind: SymKind) -> SymbolKind {
     match kind {
         SymKind::Backend => SymbolKind::MODULE,
         SymKind::Model => SymbolKind::CLASS,
-        SymKind::Classifier | SymKind::Guard | SymKind::Encoder => SymbolKind::FUNCTION,
+        SymKind::Classifier | SymKind::Guard | SymKind::Encoder | SymKind::Detector => {
+            SymbolKind::FUNCTION
+        }
         SymKind::Signal => SymbolKind::VARIABLE,
         SymKind::Block => SymbolKind::EVENT,
         SymKind::Route => SymbolKind::METHOD,

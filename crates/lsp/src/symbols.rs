@@ -3,7 +3,7 @@
 //! The index is built from the syntax trees alone, so it exists even when the policy does not
 //! check (a type error elsewhere must not switch off go-to-definition). Names resolve the way the
 //! checker resolves them: backends, routes, blocks and tests each have their own namespace;
-//! signals, models, classifiers, guards and encoders share the value namespace. A label belongs
+//! signals, models, classifiers, guards, encoders and detectors share the value namespace. A label belongs
 //! to the classifier whose value it is tested against, which takes types to find: those come
 //! from the checker's [`NameTable`], which resolves labels even in a policy with errors.
 
@@ -20,6 +20,7 @@ pub enum SymKind {
     Classifier,
     Guard,
     Encoder,
+    Detector,
     Signal,
     Block,
     Route,
@@ -37,6 +38,7 @@ impl SymKind {
             SymKind::Classifier => "classifier",
             SymKind::Guard => "guard",
             SymKind::Encoder => "encoder",
+            SymKind::Detector => "detector",
             SymKind::Signal => "signal",
             SymKind::Block => "block",
             SymKind::Route => "route",
@@ -53,6 +55,7 @@ impl SymKind {
             ItemKind::Classifier(_) => SymKind::Classifier,
             ItemKind::Guard(_) => SymKind::Guard,
             ItemKind::Encoder(_) => SymKind::Encoder,
+            ItemKind::Detector(_) => SymKind::Detector,
             ItemKind::Signal(_) => SymKind::Signal,
             ItemKind::Block(_) => SymKind::Block,
             ItemKind::Route(_) => SymKind::Route,
@@ -70,6 +73,7 @@ impl SymKind {
                 | SymKind::Classifier
                 | SymKind::Guard
                 | SymKind::Encoder
+                | SymKind::Detector
                 | SymKind::Signal
         )
     }
@@ -297,6 +301,7 @@ impl SymbolIndex {
             | ItemKind::Classifier(_)
             | ItemKind::Guard(_)
             | ItemKind::Encoder(_)
+            | ItemKind::Detector(_)
             | ItemKind::Failure(_)
             | ItemKind::Router(_) => {}
         }

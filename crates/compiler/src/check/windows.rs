@@ -116,6 +116,10 @@ impl Checker<'_> {
                 let d = self.parts.guards.get(g.index())?;
                 ("guard", &d.name, (d.windows, d.window), &d.path, text)
             }
+            TExprKind::Detect { detector, text, .. } => {
+                let d = self.parts.detectors.get(detector.index())?;
+                ("detector", &d.name, (d.windows, d.window), &d.path, text)
+            }
             TExprKind::Similarity { encoder, text, .. } => {
                 let d = self.parts.encoders.get(encoder.index())?;
                 ("encoder", &d.name, (d.windows, d.window), &d.path, text)

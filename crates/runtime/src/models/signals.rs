@@ -12,7 +12,8 @@
 //! A text longer than its model's window is read in windows ([`super::window`]), at most the
 //! declaration's `windows` of them. Past that bound the text was read only in part, and the
 //! call's failure mode decides what it answers: where it fails closed (`failure.classifier =
-//! closed`, or unset and a `block` uses the signal) a guard or `similarity` scores 1 — the
+//! closed`, or unset and a `block` uses the signal) a guard, a detector or `similarity` scores
+//! 1 — the
 //! block refuses — and a classifier fails (the closed failure mode answers 503); where it fails
 //! open, the first `windows` windows are the answer.
 
@@ -125,7 +126,7 @@ const RECENT_EMBEDDINGS: usize = 1024;
 /// (model fingerprint, sha256 of the tenant and the text) → unit embedding.
 type RecentEmbeddings = HashMap<(String, [u8; 32]), Arc<[f32]>>;
 
-/// Runs classifier, guard and similarity atoms on ONNX models.
+/// Runs classifier, guard, detector and similarity atoms on ONNX models.
 pub struct OnnxModels {
     options: ModelOptions,
     metrics: ModelMetrics,
@@ -540,7 +541,9 @@ impl OnnxModels {
                 // The unread rest could hold anything: a score is its worst, a label unknown.
                 return match call.model {
                     ModelKind::Classifier(_) => self.fail(&batcher.name, "too_long"),
-                    ModelKind::Guard(_) | ModelKind::Similarity(_) => ModelResult::Score(1.0),
+                    ModelKind::Guard(_) | ModelKind::Detector(_) | ModelKind::Similarity(_) => {
+                        ModelResult::Score(1.0)
+                    }
                 };
             }
         }
@@ -573,6 +576,26 @@ impl OnnxModels {
                     None => self.fail(&batcher.name, "error"),
                 }
             }
+            ModelKind::Detector(_) => {
+                let found = windows.rows().next().and_then(super::entities::unpack);
+                let types = src_compiler::bio::entity_types(&batcher.labels);
+                // The asked types, as indices in the model's entity types.
+                let asked: Vec<usize> = call
+                    .examples
+                    .iter()
+                    .filter_map(|t| types.iter().position(|x| x == t))
+                    .collect();
+                match found {
+                    Some(found) => ModelResult::Score(
+                        found
+                            .iter()
+                            .filter(|e| asked.contains(&e.kind))
+                            .map(|e| f64::from(e.score))
+                            .fold(0.0, f64::max),
+                    ),
+                    None => self.fail(&batcher.name, "error"),
+                }
+            }
             ModelKind::Similarity(_) => {
                 let mut examples = Vec::with_capacity(call.examples.len());
                 for example in call.examples.iter() {
@@ -602,6 +625,10 @@ fn reading_of(policy: &CheckedPolicy, kind: ModelKind) -> Reading {
             .get(c.index())
             .map(|d| (d.window, d.windows)),
         ModelKind::Guard(g) => policy.guards.get(g.index()).map(|d| (d.window, d.windows)),
+        ModelKind::Detector(d) => policy
+            .detectors
+            .get(d.index())
+            .map(|d| (d.window, d.windows)),
         ModelKind::Similarity(e) => policy
             .encoders
             .get(e.index())
@@ -623,6 +650,8 @@ struct Declaration {
     device: Device,
     /// The declaring classifier's labels, or the guard's unsafe label as the checker resolved it.
     labels: Option<Vec<String>>,
+    /// A detector's declared entity types.
+    entities: Option<Vec<String>>,
     unsafe_label: Option<String>,
 }
 
@@ -634,6 +663,7 @@ fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
         role: Role::Classifier,
         device: c.device,
         labels: Some(c.labels.clone()),
+        entities: None,
         unsafe_label: None,
     });
     let guards = policy.guards.iter().map(|g| Declaration {
@@ -643,6 +673,7 @@ fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
         role: Role::Guard,
         device: g.device,
         labels: None,
+        entities: None,
         unsafe_label: g.unsafe_label.clone(),
     });
     let encoders = policy.encoders.iter().map(|e| Declaration {
@@ -652,9 +683,24 @@ fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
         role: Role::Encoder,
         device: e.device,
         labels: None,
+        entities: None,
         unsafe_label: None,
     });
-    classifiers.chain(guards).chain(encoders).collect()
+    let detectors = policy.detectors.iter().map(|d| Declaration {
+        name: d.name.clone(),
+        span: d.span,
+        dir: d.path.clone(),
+        role: Role::Detector,
+        device: d.device,
+        labels: None,
+        entities: Some(d.entities.clone()),
+        unsafe_label: None,
+    });
+    classifiers
+        .chain(guards)
+        .chain(encoders)
+        .chain(detectors)
+        .collect()
 }
 
 fn declaration(policy: &CheckedPolicy, kind: ModelKind) -> Option<(&Path, Role, Device)> {
@@ -667,6 +713,10 @@ fn declaration(policy: &CheckedPolicy, kind: ModelKind) -> Option<(&Path, Role, 
             .guards
             .get(g.index())
             .map(|d| (d.path.as_path(), Role::Guard, d.device)),
+        ModelKind::Detector(d) => policy
+            .detectors
+            .get(d.index())
+            .map(|d| (d.path.as_path(), Role::Detector, d.device)),
         ModelKind::Similarity(e) => policy
             .encoders
             .get(e.index())
@@ -707,6 +757,30 @@ fn check_labels(policy: &CheckedPolicy, d: &Declaration, batcher: &Batcher) -> O
                     "write the model's labels: `labels = [{}]`",
                     model.join(", ")
                 )),
+            );
+        }
+    }
+    if let Some(declared) = &d.entities {
+        let types = src_compiler::bio::entity_types(model);
+        let missing: Vec<&String> = declared.iter().filter(|e| !types.contains(e)).collect();
+        if !missing.is_empty() {
+            return Some(
+                Diagnostic::error(
+                    codes::UNKNOWN_ENTITY_TYPE,
+                    format!(
+                        "detector `{}` declares entity types its model in `{}` does not tag: {}",
+                        d.name,
+                        d.dir.display(),
+                        missing
+                            .iter()
+                            .map(|x| format!("`{x}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    d.span,
+                )
+                .with_note(format!("the model's entity types: {}", shown(&types)))
+                .with_help("declare only types the model tags in `entities`"),
             );
         }
     }

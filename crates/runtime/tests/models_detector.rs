@@ -1,0 +1,178 @@
+//! A `detector` with the repository's token-classification model (`models/pii_ner`): the Rust
+//! runtime reads the same entities as the Python reference (`scripts/models/reference.py
+//! --entities`, onnxruntime + tokenizers) span for span, scores to 1e-4, multi-byte names
+//! included; a long text read in windows finds the entities of every window once; and through
+//! `src serve`, `block names { when people(prompt, [PERSON]) }` refuses a prompt naming a person
+//! and forwards one that names none.
+
+use src_dsl::ast::Device;
+use src_runtime::models::{Model, ModelOptions, Reading, Role};
+use src_testkit::models::{load_library, model_dir, reference_entities, serve};
+use src_testkit::TestResult;
+
+const TOLERANCE: f64 = 1e-4;
+
+fn texts() -> Vec<&'static str> {
+    vec![
+        "My name is Sarah Johnson and I live in Berlin.",
+        "Please send the invoice to Marco Rossi in Milan before Friday.",
+        "Zoë Müller flew from Zürich to São Paulo with José Álvarez.",
+        "Olga Petrova met Hiroshi Tanaka in Kyoto last spring.",
+        "The meeting with Dr. Amelia Clarke is in Toronto.",
+        "Our Q3 roadmap covers the new billing service and the API.",
+        "can you refactor this function to use iterators?",
+        "",
+    ]
+}
+
+/// (type, start, end, score) of the reference's entities of one result.
+fn expected(result: &serde_json::Value) -> TestResult<Vec<(String, usize, usize, f64)>> {
+    result["entities"]
+        .as_array()
+        .ok_or("no entities")?
+        .iter()
+        .map(|e| {
+            Ok((
+                e["entity"].as_str().ok_or("no entity")?.to_string(),
+                e["start"].as_u64().ok_or("no start")? as usize,
+                e["end"].as_u64().ok_or("no end")? as usize,
+                e["score"].as_f64().ok_or("no score")?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn detector_entities_match_the_reference() -> TestResult {
+    load_library()?;
+    let dir = model_dir("pii_ner")?;
+    let texts = texts();
+    let reference = reference_entities(&dir, &texts)?;
+    let results = reference["results"].as_array().ok_or("no results")?;
+    assert_eq!(results.len(), texts.len());
+    let mut model = Model::load(&dir, Role::Detector, Device::Cpu, 1)?;
+    let types = model.entity_types().to_vec();
+    assert!(types.iter().any(|t| t == "PERSON"), "{types:?}");
+    let mut compared = 0;
+    for (text, result) in texts.iter().zip(results) {
+        let want = expected(result)?;
+        let got = model.detect(text, Reading::FIRST)?;
+        assert_eq!(got.len(), want.len(), "`{text}`: {got:?} against {want:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(
+                (types[g.kind].as_str(), g.start, g.end),
+                (w.0.as_str(), w.1, w.2),
+                "`{text}`: span of {g:?}"
+            );
+            // Spans are byte offsets on character boundaries.
+            assert!(text.get(g.start..g.end).is_some(), "`{text}`: {g:?}");
+            let diff = (f64::from(g.score) - w.3).abs();
+            assert!(
+                diff <= TOLERANCE,
+                "`{text}`: score {} against {}",
+                g.score,
+                w.3
+            );
+            compared += 1;
+        }
+    }
+    // The set holds persons and places: a reference that finds nothing proves nothing.
+    assert!(compared >= 6, "only {compared} entities compared");
+    Ok(())
+}
+
+#[test]
+fn a_long_text_is_read_in_windows_and_finds_entities_in_every_one() -> TestResult {
+    load_library()?;
+    let dir = model_dir("pii_ner")?;
+    let mut model = Model::load(&dir, Role::Detector, Device::Cpu, 1)?;
+    let person = model
+        .entity_types()
+        .iter()
+        .position(|t| t == "PERSON")
+        .ok_or("no PERSON type")?;
+    let opening = "My name is Sarah Johnson and I live in Berlin.";
+    let closing = "Please send the invoice to Marco Rossi in Milan before Friday.";
+    let filler = "the quarterly report covers revenue, costs and the roadmap. ".repeat(40);
+    let text = format!("{opening} {filler}{closing}");
+    // One window reads only the opening's person.
+    let first = model.detect(&text, Reading::FIRST)?;
+    let names = |found: &[src_runtime::models::Entity]| -> Vec<String> {
+        found
+            .iter()
+            .filter(|e| e.kind == person)
+            .map(|e| text[e.start..e.end].to_string())
+            .collect()
+    };
+    let alone = model.detect(closing, Reading::FIRST)?;
+    let closing_names: Vec<String> = alone
+        .iter()
+        .filter(|e| e.kind == person)
+        .map(|e| closing[e.start..e.end].to_string())
+        .collect();
+    assert!(!closing_names.is_empty(), "{alone:?}");
+    assert!(
+        closing_names.iter().all(|n| !names(&first).contains(n)),
+        "{first:?}"
+    );
+    // Read whole in windows, both persons are found, each once, at their places in the text.
+    let whole = model.detect(
+        &text,
+        Reading {
+            window: None,
+            limit: 64,
+        },
+    )?;
+    let found = names(&whole);
+    for n in names(&first).iter().chain(&closing_names) {
+        assert_eq!(
+            found.iter().filter(|f| *f == n).count(),
+            1,
+            "{n} in {found:?}"
+        );
+    }
+    let tail = text.len() - closing.len();
+    assert!(
+        whole
+            .iter()
+            .any(|e| e.kind == person && e.start >= tail && e.end <= text.len()),
+        "{whole:?}"
+    );
+    Ok(())
+}
+
+const POLICY: &str = r#"
+backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
+model small { backend = sim  serves = "Qwen/Qwen3-0.6B" }
+
+detector people { path = "{models}/pii_ner"  entities = [PERSON, LOCATION]  threshold = 0.6 }
+signal names = people(prompt, [PERSON])
+
+block names { when names  status = 422  message = "names stay here" }
+route default { to small }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_on_a_detector_refuses_a_person_and_forwards_the_rest() -> TestResult {
+    let served = serve(POLICY, ModelOptions::default()).await?;
+    let (status, _, body) = served
+        .chat("My name is Sarah Johnson and I live in Berlin.")
+        .await?;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["message"], "names stay here", "{body}");
+
+    let (status, route, body) = served
+        .chat("can you refactor this function to use iterators?")
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(route.as_deref(), Some("default"));
+
+    // The same prompt again is answered from the model memo.
+    let before = served.models.remembered();
+    let (status, ..) = served
+        .chat("My name is Sarah Johnson and I live in Berlin.")
+        .await?;
+    assert_eq!(status, 422);
+    assert_eq!(served.models.remembered(), before);
+    Ok(())
+}
