@@ -173,7 +173,7 @@ pub fn read(tokens: &[Token], logits: &[f32], tags: &Tags) -> Vec<Entity> {
 /// read by two windows (same type, overlapping spans) kept at its higher score.
 pub fn merge(windows: impl IntoIterator<Item = Vec<Entity>>) -> Vec<Entity> {
     let mut all: Vec<Entity> = windows.into_iter().flatten().collect();
-    all.sort_by(|a, b| (a.start, a.end).cmp(&(b.start, b.end)));
+    all.sort_by(|a, b| (a.start, a.end, a.kind).cmp(&(b.start, b.end, b.kind)));
     let mut kept: Vec<Entity> = Vec::with_capacity(all.len());
     for e in all {
         let same = kept
@@ -185,7 +185,7 @@ pub fn merge(windows: impl IntoIterator<Item = Vec<Entity>>) -> Vec<Entity> {
             None => kept.push(e),
         }
     }
-    kept.sort_by(|a, b| (a.start, a.end).cmp(&(b.start, b.end)));
+    kept.sort_by(|a, b| (a.start, a.end, a.kind).cmp(&(b.start, b.end, b.kind)));
     kept
 }
 
@@ -401,8 +401,8 @@ mod tests {
             merged,
             vec![
                 e(0, 0, 3, 0.9),
-                e(0, 10, 20, 0.8),
                 e(1, 10, 14, 0.7),
+                e(0, 10, 20, 0.8),
                 e(0, 30, 33, 0.5)
             ]
         );
