@@ -408,6 +408,50 @@ route default { to small }
     assert_eq!(explain(&tool_loop, &[])["route"], "coding");
 }
 
+/// `src explain` runs the names example's detector (models/pii_ner, as scripts/models.sh builds
+/// it; ORT_DYLIB_PATH as scripts/test.sh sets it) and decides as `src serve` does, on both
+/// engines: a prompt naming a person stays in-house, a support ticket naming one is refused,
+/// and a prompt naming none goes out.
+#[test]
+fn explain_runs_a_detector() {
+    let explain = |engine: &str, prompt: &str, headers: &[&str]| {
+        let mut cmd = src();
+        cmd.args([
+            "explain", "--format", "json", "--engine", engine, "--prompt", prompt,
+        ]);
+        for h in headers {
+            cmd.args(["--header", h]);
+        }
+        let out = cmd
+            .arg(repo("examples/personal-data/names"))
+            .assert()
+            .success();
+        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
+    };
+    for engine in ["interp", "jit"] {
+        let named = explain(
+            engine,
+            "My name is Sarah Johnson and I live in Berlin.",
+            &[],
+        );
+        assert_eq!(named["route"], "people_and_places", "{named}");
+        assert_eq!(named["signals"]["names"], true, "{named}");
+        let ticket = explain(
+            engine,
+            "My name is Sarah Johnson and I live in Berlin.",
+            &["x-channel=support"],
+        );
+        assert_eq!(ticket["blocked"], "named_in_ticket", "{ticket}");
+        let plain = explain(
+            engine,
+            "can you refactor this function to use iterators?",
+            &[],
+        );
+        assert_eq!(plain["route"], "default", "{plain}");
+        assert_eq!(plain["signals"]["names"], false, "{plain}");
+    }
+}
+
 #[test]
 fn explain_engines_agree() {
     let run = |engine: &str| {

@@ -217,7 +217,7 @@ fn typed_value(keyword: &'static str, field: &'static str) -> BoxedStrategy<Stri
             strings().prop_map(|l| format!("only {l}")),
         ]
         .boxed(),
-        (_, "labels") => prop::collection::vec(name(), 0..4)
+        (_, "labels" | "entities") => prop::collection::vec(name(), 0..4)
             .prop_map(|v| format!("[{}]", v.join(", ")))
             .boxed(),
         (
@@ -243,6 +243,7 @@ fn required(keyword: &str) -> &'static [&'static str] {
         "backend" => &["url"],
         "model" => &["backend", "serves"],
         "classifier" => &["path", "labels"],
+        "detector" => &["path", "entities"],
         "guard" | "encoder" => &["path"],
         "block" => &["when"],
         "route" => &["to"],

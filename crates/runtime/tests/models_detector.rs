@@ -95,27 +95,11 @@ fn a_long_text_is_read_in_windows_and_finds_entities_in_every_one() -> TestResul
     let closing = "Please send the invoice to Marco Rossi in Milan before Friday.";
     let filler = "the quarterly report covers revenue, costs and the roadmap. ".repeat(40);
     let text = format!("{opening} {filler}{closing}");
-    // One window reads only the opening's person.
+    let tail = text.len() - closing.len();
+    // One window (the model's max_length) never reaches the closing sentence.
     let first = model.detect(&text, Reading::FIRST)?;
-    let names = |found: &[src_runtime::models::Entity]| -> Vec<String> {
-        found
-            .iter()
-            .filter(|e| e.kind == person)
-            .map(|e| text[e.start..e.end].to_string())
-            .collect()
-    };
-    let alone = model.detect(closing, Reading::FIRST)?;
-    let closing_names: Vec<String> = alone
-        .iter()
-        .filter(|e| e.kind == person)
-        .map(|e| closing[e.start..e.end].to_string())
-        .collect();
-    assert!(!closing_names.is_empty(), "{alone:?}");
-    assert!(
-        closing_names.iter().all(|n| !names(&first).contains(n)),
-        "{first:?}"
-    );
-    // Read whole in windows, both persons are found, each once, at their places in the text.
+    assert!(first.iter().all(|e| e.end <= tail), "{first:?}");
+    // Read in windows, the closing's person is found where it is in the text ...
     let whole = model.detect(
         &text,
         Reading {
@@ -123,21 +107,31 @@ fn a_long_text_is_read_in_windows_and_finds_entities_in_every_one() -> TestResul
             limit: 64,
         },
     )?;
-    let found = names(&whole);
-    for n in names(&first).iter().chain(&closing_names) {
-        assert_eq!(
-            found.iter().filter(|f| *f == n).count(),
-            1,
-            "{n} in {found:?}"
-        );
-    }
-    let tail = text.len() - closing.len();
+    let closing_persons: Vec<&str> = whole
+        .iter()
+        .filter(|e| e.kind == person && e.start >= tail)
+        .map(|e| &text[e.start..e.end])
+        .collect();
     assert!(
-        whole
-            .iter()
-            .any(|e| e.kind == person && e.start >= tail && e.end <= text.len()),
-        "{whole:?}"
+        closing_persons.iter().any(|n| n.contains("Rossi")),
+        "{closing_persons:?} in {whole:?}"
     );
+    // ... and what two overlapping windows both read is one entity.
+    for (i, a) in whole.iter().enumerate() {
+        for b in &whole[i + 1..] {
+            let overlap = a.start < b.end && b.start < a.end;
+            assert!(!(a.kind == b.kind && overlap), "{a:?} and {b:?} overlap");
+        }
+    }
+    // A text that fits one window reads the same however many windows it may take.
+    let bounded = model.detect(
+        opening,
+        Reading {
+            window: None,
+            limit: 64,
+        },
+    )?;
+    assert_eq!(bounded, model.detect(opening, Reading::FIRST)?);
     Ok(())
 }
 

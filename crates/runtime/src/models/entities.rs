@@ -173,7 +173,7 @@ pub fn read(tokens: &[Token], logits: &[f32], tags: &Tags) -> Vec<Entity> {
 /// read by two windows (same type, overlapping spans) kept at its higher score.
 pub fn merge(windows: impl IntoIterator<Item = Vec<Entity>>) -> Vec<Entity> {
     let mut all: Vec<Entity> = windows.into_iter().flatten().collect();
-    all.sort_by(|a, b| (a.start, a.end, a.kind).cmp(&(b.start, b.end, b.kind)));
+    all.sort_by_key(|e| (e.start, e.end, e.kind));
     let mut kept: Vec<Entity> = Vec::with_capacity(all.len());
     for e in all {
         let same = kept
@@ -185,7 +185,7 @@ pub fn merge(windows: impl IntoIterator<Item = Vec<Entity>>) -> Vec<Entity> {
             None => kept.push(e),
         }
     }
-    kept.sort_by(|a, b| (a.start, a.end, a.kind).cmp(&(b.start, b.end, b.kind)));
+    kept.sort_by_key(|e| (e.start, e.end, e.kind));
     kept
 }
 
