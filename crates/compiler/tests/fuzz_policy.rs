@@ -211,7 +211,7 @@ fn typed_value(keyword: &'static str, field: &'static str) -> BoxedStrategy<Stri
         .boxed(),
         (_, "api_key") => string().prop_map(|s| format!("env({s})")).boxed(),
         (_, "timeout" | "ttl" | "cooldown") => duration().boxed(),
-        (_, "aliases" | "names") => strings().boxed(),
+        (_, "aliases" | "names" | "redact") => strings().boxed(),
         ("route", "tools") => prop_oneof![
             prop::sample::select(vec!["keep", "none"]).prop_map(str::to_string),
             strings().prop_map(|l| format!("only {l}")),

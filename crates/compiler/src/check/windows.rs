@@ -1,9 +1,10 @@
 //! W050: a model-backed signal whose text can be longer than its model reads.
 //!
-//! A classifier, guard or encoder reads a text in windows of its model's `max_length` tokens,
-//! at most its declaration's `windows` of them ([`crate::window`]); past that the rest of the
-//! text is never read, and the signal answers as its failure mode says (closed: a guard or
-//! `similarity` scores 1 and a classifier fails; open: the first windows decide). That matters
+//! A classifier, guard, detector or encoder reads a text in windows of its model's `max_length`
+//! tokens, at most its declaration's `windows` of them ([`crate::window`]); past that the rest of
+//! the text is never read, and the signal answers as its failure mode says (closed: a guard or
+//! `similarity` scores 1, a detector finds an entity and a classifier fails; open: the first
+//! windows decide). That matters
 //! where a `block` reads the signal: closed, every long request is refused; open, an attack past
 //! the bound is never seen. Text a client writes (`prompt`, `history`, `system`, `body(..)`) has
 //! no length of its own, so a model call a block reads (directly or through signals) over such
@@ -89,7 +90,8 @@ impl Checker<'_> {
                 .with_label_message("a `block` reads this; nothing bounds its text")
                 .with_note(format!(
                     "the model reads {window} tokens at a time; past {} windows the rest is \
-                     never read, so a guard or `similarity` scores 1 and a classifier fails: the \
+                     never read, so a guard or `similarity` scores 1, a detector finds an entity \
+                     and a classifier fails: the \
                      block refuses every longer request (with `failure.classifier = open` the \
                      first windows decide and what follows is never seen)",
                     call.windows

@@ -83,8 +83,8 @@ fn model_names<'p>(policy: &'p CheckedPolicy, calls: &[ModelCall]) -> Vec<&'p st
     seen
 }
 
-/// Model-backed signal latency, by the classifier, guard or encoder that computed it (one batch
-/// serves every call of a step, so each model in it is charged the batch's time).
+/// Model-backed signal latency, by the classifier, guard, detector or encoder that computed it
+/// (one batch serves every call of a step, so each model in it is charged the batch's time).
 fn observe_signals(telemetry: &Telemetry, names: &[&str], elapsed: Duration) {
     for name in names {
         telemetry
