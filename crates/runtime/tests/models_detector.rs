@@ -3,11 +3,11 @@
 //! --entities`, onnxruntime + tokenizers) span for span, scores to 1e-4, multi-byte names
 //! included; a long text read in windows finds the entities of every window once; and through
 //! `src serve`, `block names { when people(prompt, [PERSON]) }` refuses a prompt naming a person
-//! and forwards one that names none.
+//! and forwards one that names none, with one model run per text whatever types are asked.
 
 use src_dsl::ast::Device;
 use src_runtime::models::{Model, ModelOptions, Reading, Role};
-use src_testkit::models::{load_library, model_dir, reference_entities, serve};
+use src_testkit::models::{load_library, model_dir, reference_entities, sample, serve};
 use src_testkit::TestResult;
 
 const TOLERANCE: f64 = 1e-4;
@@ -138,17 +138,21 @@ fn a_long_text_is_read_in_windows_and_finds_entities_in_every_one() -> TestResul
 const POLICY: &str = r#"
 backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
 model small { backend = sim  serves = "Qwen/Qwen3-0.6B" }
+model local { backend = sim  serves = "Qwen/Qwen3-8B" }
 
 detector people { path = "{models}/pii_ner"  entities = [PERSON, LOCATION]  threshold = 0.6 }
-signal names = people(prompt, [PERSON])
+signal names  = people(prompt, [PERSON])
+signal places = people(prompt, [LOCATION])
 
 block names { when names  status = 422  message = "names stay here" }
+route places priority 10 { when places  to local }
 route default { to small }
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_on_a_detector_refuses_a_person_and_forwards_the_rest() -> TestResult {
     let served = serve(POLICY, ModelOptions::default()).await?;
+    let calls = |metrics: &str| sample(metrics, "src_model_calls_total", "model=\"pii_ner\"");
     let (status, _, body) = served
         .chat("My name is Sarah Johnson and I live in Berlin.")
         .await?;
@@ -160,13 +164,14 @@ async fn a_block_on_a_detector_refuses_a_person_and_forwards_the_rest() -> TestR
         .await?;
     assert_eq!(status, 200, "{body}");
     assert_eq!(route.as_deref(), Some("default"));
+    // The block asked about persons and the route about places: one run of the text.
+    assert_eq!(calls(&served.metrics().await?), 2.0);
 
     // The same prompt again is answered from the model memo.
-    let before = served.models.remembered();
     let (status, ..) = served
         .chat("My name is Sarah Johnson and I live in Berlin.")
         .await?;
     assert_eq!(status, 422);
-    assert_eq!(served.models.remembered(), before);
+    assert_eq!(calls(&served.metrics().await?), 2.0);
     Ok(())
 }
