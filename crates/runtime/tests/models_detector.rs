@@ -140,7 +140,7 @@ backend sim { url = "http://127.0.0.1:9/v1"  simulated = true }
 model small { backend = sim  serves = "Qwen/Qwen3-0.6B" }
 model local { backend = sim  serves = "Qwen/Qwen3-8B" }
 
-detector people { path = "{models}/pii_ner"  entities = [PERSON, LOCATION]  threshold = 0.6 }
+detector people { path = "{models}/pii_ner"  entities = [PERSON, LOCATION]  threshold = 0.5 }
 signal names  = people(prompt, [PERSON])
 signal places = people(prompt, [LOCATION])
 
@@ -154,7 +154,7 @@ async fn a_block_on_a_detector_refuses_a_person_and_forwards_the_rest() -> TestR
     let served = serve(POLICY, ModelOptions::default()).await?;
     let calls = |metrics: &str| sample(metrics, "src_model_calls_total", "model=\"pii_ner\"");
     let (status, _, body) = served
-        .chat("My name is Sarah Johnson and I live in Berlin.")
+        .chat("Can you email David Miller about the invoice?")
         .await?;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["message"], "names stay here", "{body}");
@@ -169,7 +169,7 @@ async fn a_block_on_a_detector_refuses_a_person_and_forwards_the_rest() -> TestR
 
     // The same prompt again is answered from the model memo.
     let (status, ..) = served
-        .chat("My name is Sarah Johnson and I live in Berlin.")
+        .chat("Can you email David Miller about the invoice?")
         .await?;
     assert_eq!(status, 422);
     assert_eq!(calls(&served.metrics().await?), 2.0);
