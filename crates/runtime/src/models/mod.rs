@@ -9,6 +9,7 @@
 //! [`verify`] is the file check `src check` can run when a directory exists.
 
 mod batch;
+mod declared;
 mod entities;
 mod error;
 mod library;
