@@ -503,6 +503,48 @@ fn check_verifies_onnx_graphs_against_their_declaration() {
     src().arg("check").arg(&good).assert().success();
 }
 
+#[test]
+fn check_verifies_a_detector_graph() {
+    // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
+    // A detector directory whose config.json has BIO labels but whose graph is a classifier's
+    // (`logits` per text, not per token): only opening the graph tells.
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo("models");
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(models.join("pii_ner").join(f), broken.join(f)).unwrap();
+    }
+    std::fs::copy(models.join("domain/model.onnx"), broken.join("model.onnx")).unwrap();
+    let policy = |path: &str| {
+        format!(
+            "{GOOD}detector d {{ path = \"{path}\"  entities = [PERSON] }}\n\
+             signal names = d(prompt, [PERSON])\nblock b {{ when names }}\n"
+        )
+    };
+    let bad = write(dir.path(), "bad.sr", &policy("broken"));
+    let out = src()
+        .args(["check", "--format", "json"])
+        .arg(&bad)
+        .assert()
+        .code(1);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let d = error_with_code(&doc, "E060");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("[batch, tokens, labels]"),
+        "{d}"
+    );
+    let good = write(
+        dir.path(),
+        "good.sr",
+        &policy(&models.join("pii_ner").display().to_string()),
+    );
+    src().arg("check").arg(&good).assert().success();
+}
+
 /// A reload that fails logs one valid JSON line (no key twice) saying why, and every line the
 /// server wrote around it is valid too (checked when the server stops).
 #[test]
