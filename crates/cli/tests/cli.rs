@@ -394,6 +394,46 @@ route default { to small }
     assert_eq!(explain(&tool_loop, &[])["route"], "coding");
 }
 
+/// `src explain` runs the names example's detector (models/pii_ner, as scripts/models.sh builds
+/// it; ORT_DYLIB_PATH as scripts/test.sh sets it) and decides as `src serve` does, on both
+/// engines: a prompt naming a person stays in-house, a support ticket naming one is refused,
+/// and a prompt naming none goes out.
+#[test]
+fn explain_runs_a_detector() {
+    let explain = |engine: &str, prompt: &str, headers: &[&str]| {
+        let mut cmd = src();
+        cmd.args([
+            "explain", "--format", "json", "--engine", engine, "--prompt", prompt,
+        ]);
+        for h in headers {
+            cmd.args(["--header", h]);
+        }
+        let out = cmd
+            .arg(repo("examples/personal-data/names"))
+            .assert()
+            .success();
+        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
+    };
+    for engine in ["interp", "jit"] {
+        let named = explain(engine, "Can you email David Miller about the invoice?", &[]);
+        assert_eq!(named["route"], "people_and_places", "{named}");
+        assert_eq!(named["signals"]["names"], true, "{named}");
+        let ticket = explain(
+            engine,
+            "Can you email David Miller about the invoice?",
+            &["x-channel=support"],
+        );
+        assert_eq!(ticket["blocked"], "named_in_ticket", "{ticket}");
+        let plain = explain(
+            engine,
+            "can you refactor this function to use iterators?",
+            &[],
+        );
+        assert_eq!(plain["route"], "default", "{plain}");
+        assert_eq!(plain["signals"]["names"], false, "{plain}");
+    }
+}
+
 #[test]
 fn explain_engines_agree() {
     let run = |engine: &str| {
@@ -445,6 +485,48 @@ fn check_verifies_onnx_graphs_against_their_declaration() {
         dir.path(),
         "good.sr",
         &policy(&models.join("domain").display().to_string()),
+    );
+    src().arg("check").arg(&good).assert().success();
+}
+
+#[test]
+fn check_verifies_a_detector_graph() {
+    // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
+    // A detector directory whose config.json has BIO labels but whose graph is a classifier's
+    // (`logits` per text, not per token): only opening the graph tells.
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo("models");
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(models.join("pii_ner").join(f), broken.join(f)).unwrap();
+    }
+    std::fs::copy(models.join("domain/model.onnx"), broken.join("model.onnx")).unwrap();
+    let policy = |path: &str| {
+        format!(
+            "{GOOD}detector d {{ path = \"{path}\"  entities = [PERSON] }}\n\
+             signal names = d(prompt, [PERSON])\nblock b {{ when names }}\n"
+        )
+    };
+    let bad = write(dir.path(), "bad.sr", &policy("broken"));
+    let out = src()
+        .args(["check", "--format", "json"])
+        .arg(&bad)
+        .assert()
+        .code(1);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let d = error_with_code(&doc, "E060");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("[batch, tokens, labels]"),
+        "{d}"
+    );
+    let good = write(
+        dir.path(),
+        "good.sr",
+        &policy(&models.join("pii_ner").display().to_string()),
     );
     src().arg("check").arg(&good).assert().success();
 }

@@ -242,6 +242,9 @@ pub fn signals_calling(checked: &CheckedPolicy, model: ModelKind) -> Vec<String>
                     (TExprKind::Guard(g, _), ModelKind::Guard(m)) if *g == m
                 ) || matches!(
                     (&e.kind, model),
+                    (TExprKind::Detect { detector, .. }, ModelKind::Detector(m)) if *detector == m
+                ) || matches!(
+                    (&e.kind, model),
                     (TExprKind::Similarity { encoder, .. }, ModelKind::Similarity(m)) if *encoder == m
                 )
             })

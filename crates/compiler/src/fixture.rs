@@ -1,6 +1,6 @@
 //! Checked policies built directly, without the parser: small constructors for typed
 //! expressions and a builder with a fixed catalog (two models, one classifier `domain`, one
-//! guard, one encoder; more models on request), and one worked example, [`routing_example`].
+//! guard, one encoder, one detector `people`; more models on request), and one worked example, [`routing_example`].
 //!
 //! For tests and benchmarks only: unit tests see it as `crate::fixture`; integration tests and
 //! benches get it through the `fixtures` feature, which the crate's dev-dependency on itself
@@ -16,6 +16,7 @@ pub const STRONG: ModelId = ModelId(1);
 pub const DOMAIN: ClassifierId = ClassifierId(0);
 pub const GUARD: GuardId = GuardId(0);
 pub const ENCODER: EncoderId = EncoderId(0);
+pub const DETECTOR: DetectorId = DetectorId(0);
 pub const MATH: LabelId = LabelId(0);
 pub const CODE: LabelId = LabelId(1);
 pub const LAW: LabelId = LabelId(2);
@@ -137,6 +138,18 @@ pub fn guard(text: TExpr) -> TExpr {
     ex(TExprKind::Guard(GUARD, Box::new(text)), Type::Score)
 }
 
+/// `people(text, [entities])`: the fixture detector's call.
+pub fn detect(text: TExpr, entities: &[&str]) -> TExpr {
+    ex(
+        TExprKind::Detect {
+            detector: DETECTOR,
+            text: Box::new(text),
+            entities: entities.iter().map(|e| e.to_string()).collect(),
+        },
+        Type::Bool,
+    )
+}
+
 pub fn similarity(text: TExpr, examples: &[&str]) -> TExpr {
     ex(
         TExprKind::Similarity {
@@ -249,6 +262,16 @@ impl PolicyBuilder {
                 device: Device::Cpu,
                 windows: crate::hir::DEFAULT_WINDOWS,
                 window: Some(crate::hir::DETECTOR_WINDOW),
+            }],
+            detectors: vec![DetectorDef {
+                name: "people".into(),
+                span: Span::default(),
+                path: PathBuf::from("models/pii_ner"),
+                entities: vec!["PERSON".into(), "LOCATION".into()],
+                threshold: 0.6,
+                device: Device::Cpu,
+                windows: crate::hir::DEFAULT_WINDOWS,
+                window: None,
             }],
             signals: vec![],
             blocks: vec![],

@@ -29,6 +29,7 @@ id_type!(
     ClassifierId,
     GuardId,
     EncoderId,
+    DetectorId,
     SignalId,
     BlockId,
     RouteId,
@@ -195,6 +196,13 @@ pub enum TExprKind {
     },
     Classify(ClassifierId, Box<TExpr>),
     Guard(GuardId, Box<TExpr>),
+    /// `D(text, [TYPES])`: whether the detector finds an entity of one of `entities` (the
+    /// declaration's types, without repeats, in source order) scoring at least its threshold.
+    Detect {
+        detector: DetectorId,
+        text: Box<TExpr>,
+        entities: Vec<String>,
+    },
     Similarity {
         encoder: EncoderId,
         text: Box<TExpr>,
@@ -310,6 +318,25 @@ pub struct EncoderDef {
     /// Tokens per window (`window`, by default [`DETECTOR_WINDOW`]).
     pub window: Option<usize>,
 }
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectorDef {
+    pub name: String,
+    pub span: Span,
+    pub path: PathBuf,
+    /// The entity types calls may ask about, as declared.
+    pub entities: Vec<String>,
+    /// The least entity score that counts as found, in (0, 1] (E045), by default
+    /// [`DEFAULT_DETECTOR_THRESHOLD`].
+    pub threshold: f64,
+    pub device: Device,
+    pub windows: usize,
+    /// Tokens per window (`window`); `None`: the model's `max_length`.
+    pub window: Option<usize>,
+}
+
+/// A detector's `threshold` when none is declared.
+pub const DEFAULT_DETECTOR_THRESHOLD: f64 = 0.5;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalDef {
@@ -569,6 +596,7 @@ pub struct CheckedPolicy {
     pub classifiers: Vec<ClassifierDef>,
     pub guards: Vec<GuardDef>,
     pub encoders: Vec<EncoderDef>,
+    pub detectors: Vec<DetectorDef>,
     /// In an order where every signal comes after the signals it uses.
     pub signals: Vec<SignalDef>,
     /// In declaration order (files in lexicographic order).
@@ -636,6 +664,7 @@ impl TExpr {
             | K::Bm25 { text, .. }
             | K::Matches { text, .. }
             | K::Pii { text, .. }
+            | K::Detect { text, .. }
             | K::Similarity { text, .. } => vec![text],
             K::Words(x)
             | K::Language(x)

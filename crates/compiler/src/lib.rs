@@ -11,6 +11,7 @@
 //!    - [`text`]: the text builtins: phrase matching, `words`, `tokens`, regexes.
 //!    - [`language`]: `language(TEXT)`: its label set and detector.
 //!    - [`pii`]: `pii(TEXT, [types])`: the built-in recognizers of personal data and secrets.
+//!    - [`bio`]: a `detector` model's BIO labels and the entity types they tag.
 //!    - [`request`]: the facts of one OpenAI-style request that policies read.
 //!    - `redis_url`: the Redis store URLs the checker accepts, resolved into the HIR.
 //!    - `redis_target`: a store's Redis topology (one server, a Cluster, a Sentinel set) over
@@ -42,6 +43,7 @@
 //! 10. [`explain`]: one request decided offline with its trace, for `src explain` and the
 //!     console.
 
+pub mod bio;
 pub mod check;
 pub mod compiled;
 pub mod continuity;

@@ -226,6 +226,7 @@ fn model_label(checked: &CheckedPolicy, model: ModelKind) -> String {
     match model {
         ModelKind::Classifier(c) => format!("classifier `{}`", checked.classifiers[c.index()].name),
         ModelKind::Guard(g) => format!("guard `{}`", checked.guards[g.index()].name),
+        ModelKind::Detector(d) => format!("detector `{}`", checked.detectors[d.index()].name),
         ModelKind::Similarity(e) => format!("encoder `{}`", checked.encoders[e.index()].name),
     }
 }

@@ -329,8 +329,16 @@ impl B {
 }
 
 fn bool_atom(n: u8) -> TExpr {
-    let t = text(n / 10);
-    match n % 10 {
+    let t = text(n / 11);
+    match n % 11 {
+        10 => {
+            let entities: &[&str] = match n % 3 {
+                0 => &["PERSON"],
+                1 => &["LOCATION"],
+                _ => &["LOCATION", "PERSON"],
+            };
+            src_compiler::fixture::detect(t, entities)
+        }
         1 => request(RequestField::ToolLoop),
         2 => ex(
             TExprKind::Contains {
@@ -487,7 +495,7 @@ impl M {
 // ---------------------------------------------------------------- policies and rows
 
 /// The fixture's catalog (models `small` 0.1 and `strong` 1.0, the `domain` classifier with
-/// four labels, a guard, an encoder) plus a model whose cost is NaN.
+/// four labels, a guard, an encoder, a detector) plus a model whose cost is NaN.
 fn policy(shape: &Shape) -> CheckedPolicy {
     let mut pb = PolicyBuilder::new();
     pb.model("nan", f64::NAN);

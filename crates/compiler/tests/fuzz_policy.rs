@@ -211,13 +211,13 @@ fn typed_value(keyword: &'static str, field: &'static str) -> BoxedStrategy<Stri
         .boxed(),
         (_, "api_key") => string().prop_map(|s| format!("env({s})")).boxed(),
         (_, "timeout" | "ttl" | "cooldown") => duration().boxed(),
-        (_, "aliases" | "names") => strings().boxed(),
+        (_, "aliases" | "names" | "redact") => strings().boxed(),
         ("route", "tools") => prop_oneof![
             prop::sample::select(vec!["keep", "none"]).prop_map(str::to_string),
             strings().prop_map(|l| format!("only {l}")),
         ]
         .boxed(),
-        (_, "labels") => prop::collection::vec(name(), 0..4)
+        (_, "labels" | "entities") => prop::collection::vec(name(), 0..4)
             .prop_map(|v| format!("[{}]", v.join(", ")))
             .boxed(),
         (
@@ -243,6 +243,7 @@ fn required(keyword: &str) -> &'static [&'static str] {
         "backend" => &["url"],
         "model" => &["backend", "serves"],
         "classifier" => &["path", "labels"],
+        "detector" => &["path", "entities"],
         "guard" | "encoder" => &["path"],
         "block" => &["when"],
         "route" => &["to"],

@@ -54,6 +54,7 @@ pub enum ItemKind {
     Classifier(Classifier),
     Guard(Guard),
     Encoder(Encoder),
+    Detector(Detector),
     Signal(Signal),
     Block(Block),
     Route(Route),
@@ -75,6 +76,7 @@ impl ItemKind {
             ItemKind::Classifier(_) => "classifier",
             ItemKind::Guard(_) => "guard",
             ItemKind::Encoder(_) => "encoder",
+            ItemKind::Detector(_) => "detector",
             ItemKind::Signal(_) => "signal",
             ItemKind::Block(_) => "block",
             ItemKind::Route(_) => "route",
@@ -96,6 +98,7 @@ impl ItemKind {
             ItemKind::Classifier(d) => Some(&d.name),
             ItemKind::Guard(d) => Some(&d.name),
             ItemKind::Encoder(d) => Some(&d.name),
+            ItemKind::Detector(d) => Some(&d.name),
             ItemKind::Signal(d) => Some(&d.name),
             ItemKind::Block(d) => Some(&d.name),
             ItemKind::Route(d) => Some(&d.name),
@@ -187,6 +190,23 @@ pub struct Guard {
     pub name: Ident,
     pub path: Option<Spanned<String>>,
     pub positive: Option<Ident>,
+    pub device: Option<Spanned<Device>>,
+    pub windows: Option<Spanned<Number>>,
+    /// Tokens per window.
+    pub window: Option<Spanned<Number>>,
+}
+
+/// `detector NAME { path = ".." entities = [A, B] threshold = 0.6 device = .. window = N
+/// windows = N }`: a token-classification model whose calls ask whether an entity of some of
+/// its types occurs in a text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detector {
+    pub name: Ident,
+    pub path: Option<Spanned<String>>,
+    /// The entity types calls may ask about (the model's `B-X`/`I-X` labels, without the prefix).
+    pub entities: Option<Spanned<Vec<Ident>>>,
+    /// The least entity score that counts as found.
+    pub threshold: Option<Spanned<Number>>,
     pub device: Option<Spanned<Device>>,
     pub windows: Option<Spanned<Number>>,
     /// Tokens per window.

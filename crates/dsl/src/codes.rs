@@ -76,7 +76,7 @@ codes! {
     TEST_BAD_GIVEN = "E051": "`given` value does not fit the signal's type";
     TEST_MESSAGES_UNREADABLE = "E052": "test `messages` file missing or not a chat request";
     // Runtime (`src serve` refusing a policy it cannot run).
-    MODEL_UNAVAILABLE = "E060": "classifier, guard or encoder the server cannot run";
+    MODEL_UNAVAILABLE = "E060": "classifier, guard, encoder or detector the server cannot run";
     // Redis topologies (`redis_cluster(..)`, `redis_sentinel(..)`).
     EMPTY_STORE_NODES = "E070": "`redis_cluster` or `redis_sentinel` store listing no node";
     INVALID_STORE_NODE = "E071": "cluster or sentinel node URL the Redis client cannot use";
@@ -102,9 +102,10 @@ codes! {
     UNKNOWN_REDACT_TYPE = "E101": "unknown personal data type in `redact`";
     EMPTY_REDACT = "E102": "`redact` lists no type";
     REDACT_ON_REFUSAL = "E103": "`redact` on a block that refuses";
+    UNKNOWN_ENTITY_TYPE = "E104": "entity type a detector does not declare or its model does not tag";
     // Warnings.
     UNUSED_SIGNAL = "W001": "signal never used";
-    UNUSED_MODEL_SOURCE = "W002": "classifier, guard or encoder never used";
+    UNUSED_MODEL_SOURCE = "W002": "classifier, guard, encoder or detector never used";
     UNUSED_MODEL = "W003": "model never selected";
     SHADOWED_ROUTE = "W004": "route can never win";
     UNREACHABLE_CATALOG_MODEL = "W005": "catalog model no route can reach";

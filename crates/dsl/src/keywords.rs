@@ -39,14 +39,16 @@ pub const KEYWORDS: &[&str] = &[
     "blocked",
 ];
 
-/// Keywords that begin a top-level declaration. `budget` is one only at the start of a
-/// declaration: in an expression it is the builtin `budget(NAME)`, so it is not in [`KEYWORDS`].
+/// Keywords that begin a top-level declaration. `budget` and `detector` are ones only at the
+/// start of a declaration: in an expression `budget(NAME)` is a builtin, and `detector` stays a
+/// name policies written before it may use, so neither is in [`KEYWORDS`].
 pub const DECLARATION_KEYWORDS: &[&str] = &[
     "backend",
     "model",
     "classifier",
     "guard",
     "encoder",
+    "detector",
     "signal",
     "block",
     "route",
@@ -81,6 +83,14 @@ pub mod fields {
     pub const CLASSIFIER: &[&str] = &["path", "labels", "device", "window", "windows"];
     pub const GUARD: &[&str] = &["path", "positive", "device", "window", "windows"];
     pub const ENCODER: &[&str] = &["path", "device", "window", "windows"];
+    pub const DETECTOR: &[&str] = &[
+        "path",
+        "entities",
+        "threshold",
+        "device",
+        "window",
+        "windows",
+    ];
     pub const BLOCK: &[&str] = &["when", "status", "message", "to", "redact"];
     pub const ROUTE: &[&str] = &[
         "when",
@@ -132,6 +142,7 @@ pub const DECLARATIONS: &[Declaration] = &[
     Declaration { keyword: "classifier", fields: fields::CLASSIFIER, snippet: "classifier ${1:name} {\n  path = \"${2:models/name}\"\n  labels = [${3:label}]\n}" },
     Declaration { keyword: "guard", fields: fields::GUARD, snippet: "guard ${1:name} {\n  path = \"${2:models/name}\"\n}" },
     Declaration { keyword: "encoder", fields: fields::ENCODER, snippet: "encoder ${1:name} {\n  path = \"${2:models/name}\"\n}" },
+    Declaration { keyword: "detector", fields: fields::DETECTOR, snippet: "detector ${1:name} {\n  path = \"${2:models/name}\"\n  entities = [${3:PERSON}]\n  threshold = ${4:0.6}\n}" },
     Declaration { keyword: "signal", fields: &[], snippet: "signal ${1:name} = ${2:expr}" },
     Declaration { keyword: "block", fields: fields::BLOCK, snippet: "block ${1:name} {\n  when ${2:expr}\n  message = \"${3:blocked}\"\n}" },
     Declaration { keyword: "route", fields: fields::ROUTE, snippet: "route ${1:name} priority ${2:10} {\n  when ${3:expr}\n  to ${4:target}\n}" },
@@ -157,7 +168,7 @@ pub fn fields_of(keyword: &str) -> &'static [&'static str] {
 /// The fixed choices for a field's value, when it has them (as they are written).
 pub fn choices(keyword: &str, field: &str) -> &'static [&'static str] {
     match (keyword, field) {
-        ("classifier" | "guard" | "encoder", "device") => &["auto", "cpu", "cuda"],
+        ("classifier" | "guard" | "encoder" | "detector", "device") => &["auto", "cpu", "cuda"],
         ("route", "reasoning") => &["off", "low", "medium", "high"],
         ("route", "tools") => &["keep", "none", "only [\"tool\"]"],
         ("route", "cache") => &["on", "off"],

@@ -346,6 +346,30 @@ fn guard() -> impl Strategy<Value = ItemKind> {
         })
 }
 
+fn detector() -> impl Strategy<Value = ItemKind> {
+    (
+        ident(),
+        text(),
+        prop::collection::vec(ident(), 0..4),
+        prop::option::of(number().prop_map(sp)),
+        device(),
+        windows(),
+    )
+        .prop_map(
+            |(name, path, entities, threshold, device, (window, windows))| {
+                ItemKind::Detector(Detector {
+                    name,
+                    path: Some(sp(path)),
+                    entities: Some(sp(entities)),
+                    threshold,
+                    device,
+                    windows,
+                    window,
+                })
+            },
+        )
+}
+
 fn encoder() -> impl Strategy<Value = ItemKind> {
     (ident(), text(), device(), windows()).prop_map(|(name, path, device, (window, windows))| {
         ItemKind::Encoder(Encoder {
@@ -610,6 +634,7 @@ fn item() -> impl Strategy<Value = Item> {
         1 => classifier(),
         1 => guard(),
         1 => encoder(),
+        1 => detector(),
         3 => signal(),
         1 => block(),
         2 => route(),

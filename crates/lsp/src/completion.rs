@@ -66,7 +66,8 @@ pub fn complete(text: &str, offset: usize, analyses: &[&Analysis]) -> Vec<Comple
         }
         Some("{") if cx.back(1) == Some("headers") => {}
         Some("priority") | Some("hold") | Some("header") | Some("route") | Some("backend")
-        | Some("classifier") | Some("guard") | Some("encoder") | Some("block") | Some("test")
+        | Some("classifier") | Some("guard") | Some("encoder") | Some("detector")
+        | Some("block") | Some("test")
             if cx.before.len() <= 2 => {}
         _ if cx.depth == 0 => {
             // After a complete `signal x = ...`: a new declaration or more expression.
@@ -373,6 +374,10 @@ impl Completions {
         for g in names.of(DeclKind::Guard) {
             let body = format!("{g}(${{1:prompt}})");
             self.snippet(&g, CompletionItemKind::FUNCTION, &body, "guard");
+        }
+        for d in names.of(SymKind::Detector) {
+            let body = format!("{d}(${{1:prompt}}, [${{2:TYPE}}])");
+            self.snippet(&d, CompletionItemKind::FUNCTION, &body, "detector");
         }
         let in_scope = |b: &&vocabulary::Builtin| !b.protect_only || decl == "protect";
         for b in vocabulary::functions().filter(in_scope) {

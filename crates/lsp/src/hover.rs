@@ -94,6 +94,19 @@ pub fn describe(analysis: &Analysis, key: &SymbolKey) -> Option<String> {
         ItemKind::Guard(g) => {
             out = format!("guard `{}` → `score`\n\n{out}", g.name.name);
         }
+        ItemKind::Detector(d) => {
+            let entities: Vec<String> = d
+                .entities
+                .iter()
+                .flat_map(|l| l.value.iter().map(|e| e.name.clone()))
+                .collect();
+            out = format!(
+                "detector `{}` → `{}(text, [TYPE, ...])`: `bool`\n\nentities: {}\n\n{out}",
+                d.name.name,
+                d.name.name,
+                list(&entities)
+            );
+        }
         ItemKind::Model(m) => out = format!("{}\n\n{out}", model_summary(analysis, m)),
         ItemKind::Route(r) => out = format!("{}\n\n{out}", route_summary(r)),
         ItemKind::Block(b) => {

@@ -3,7 +3,7 @@
 //! The index is built from the syntax trees alone, so it exists even when the policy does not
 //! check (a type error elsewhere must not switch off go-to-definition). Names resolve the way the
 //! checker resolves them: backends, routes, blocks and tests each have their own namespace;
-//! signals, models, classifiers, guards and encoders share the value namespace. A label belongs
+//! signals, models, classifiers, guards, encoders and detectors share the value namespace. A label belongs
 //! to the classifier whose value it is tested against, which takes types to find: those come
 //! from the checker's [`NameTable`], which resolves labels even in a policy with errors.
 
@@ -17,7 +17,21 @@ use std::collections::HashMap;
 /// (which the compiler resolves without a declaration kind of its own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SymKind {
+<<<<<<< HEAD
     Decl(DeclKind),
+=======
+    Backend,
+    Model,
+    Classifier,
+    Guard,
+    Encoder,
+    Detector,
+    Signal,
+    Block,
+    Route,
+    Test,
+    Budget,
+>>>>>>> h/detector
     /// A label of a classifier (`owner` names it; `None` for the `language` labels).
     Label,
 }
@@ -25,15 +39,60 @@ pub enum SymKind {
 impl SymKind {
     pub fn word(self) -> &'static str {
         match self {
+<<<<<<< HEAD
             SymKind::Decl(kind) => kind.noun(),
+=======
+            SymKind::Backend => "backend",
+            SymKind::Model => "model",
+            SymKind::Classifier => "classifier",
+            SymKind::Guard => "guard",
+            SymKind::Encoder => "encoder",
+            SymKind::Detector => "detector",
+            SymKind::Signal => "signal",
+            SymKind::Block => "block",
+            SymKind::Route => "route",
+            SymKind::Test => "test",
+            SymKind::Budget => "budget",
+>>>>>>> h/detector
             SymKind::Label => "label",
         }
     }
 }
 
+<<<<<<< HEAD
 impl From<DeclKind> for SymKind {
     fn from(kind: DeclKind) -> SymKind {
         SymKind::Decl(kind)
+=======
+    fn of(item: &ItemKind) -> Option<SymKind> {
+        Some(match item {
+            ItemKind::Backend(_) => SymKind::Backend,
+            ItemKind::Model(_) => SymKind::Model,
+            ItemKind::Classifier(_) => SymKind::Classifier,
+            ItemKind::Guard(_) => SymKind::Guard,
+            ItemKind::Encoder(_) => SymKind::Encoder,
+            ItemKind::Detector(_) => SymKind::Detector,
+            ItemKind::Signal(_) => SymKind::Signal,
+            ItemKind::Block(_) => SymKind::Block,
+            ItemKind::Route(_) => SymKind::Route,
+            ItemKind::Test(_) => SymKind::Test,
+            ItemKind::Budget(_) => SymKind::Budget,
+            _ => return None,
+        })
+    }
+
+    /// Whether the kind lives in the value namespace (usable in expressions).
+    pub fn is_value(self) -> bool {
+        matches!(
+            self,
+            SymKind::Model
+                | SymKind::Classifier
+                | SymKind::Guard
+                | SymKind::Encoder
+                | SymKind::Detector
+                | SymKind::Signal
+        )
+>>>>>>> h/detector
     }
 }
 
@@ -261,6 +320,7 @@ impl SymbolIndex {
             | ItemKind::Classifier(_)
             | ItemKind::Guard(_)
             | ItemKind::Encoder(_)
+            | ItemKind::Detector(_)
             | ItemKind::Failure(_)
             | ItemKind::Router(_) => {}
         }

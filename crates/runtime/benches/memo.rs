@@ -33,6 +33,9 @@ const TURNS: usize = 10;
 
 type Error = Box<dyn std::error::Error>;
 
+/// The guard reads each prompt whole (`window = 256`), as when the memo's figures were first
+/// taken: in 32-token windows one window of the benign task text scores 0.51 and the block
+/// would refuse every loop.
 fn policy(models: &Path) -> String {
     let models = models.display();
     format!(
@@ -40,7 +43,7 @@ fn policy(models: &Path) -> String {
 backend sim {{ url = "http://127.0.0.1:9/v1"  simulated = true }}
 model small  {{ backend = sim  serves = "Qwen/Qwen3-0.6B" }}
 model strong {{ backend = sim  serves = "Qwen/Qwen3-8B" }}
-guard prompt_guard {{ path = "{models}/prompt_guard" }}
+guard prompt_guard {{ path = "{models}/prompt_guard"  window = 256 }}
 classifier domain  {{ path = "{models}/domain"  labels = [math, code, law, other] }}
 signal attack = prompt_guard(prompt)
 signal topic  = domain(prompt)

@@ -101,7 +101,13 @@ impl ModelSignals for NoModelSignals {
             .iter()
             .map(|c| ("classifier", &c.name, c.span))
             .chain(policy.guards.iter().map(|g| ("guard", &g.name, g.span)))
-            .chain(policy.encoders.iter().map(|e| ("encoder", &e.name, e.span)));
+            .chain(policy.encoders.iter().map(|e| ("encoder", &e.name, e.span)))
+            .chain(
+                policy
+                    .detectors
+                    .iter()
+                    .map(|d| ("detector", &d.name, d.span)),
+            );
         declared
             .map(|(kind, name, span)| {
                 Diagnostic::error(

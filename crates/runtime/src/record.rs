@@ -154,6 +154,10 @@ pub fn model_name(policy: &CheckedPolicy, kind: ModelKind) -> Option<(&'static s
             .guards
             .get(id.index())
             .map(|g| ("guard", g.name.clone())),
+        ModelKind::Detector(id) => policy
+            .detectors
+            .get(id.index())
+            .map(|d| ("detector", d.name.clone())),
         ModelKind::Similarity(id) => policy
             .encoders
             .get(id.index())
@@ -162,7 +166,8 @@ pub fn model_name(policy: &CheckedPolicy, kind: ModelKind) -> Option<(&'static s
 }
 
 /// One model-backed call and its result: the key a what-if run finds it by (kind, model, text
-/// and, for a similarity, the examples), then the answer.
+/// and, for a similarity or a detector, the examples or the entity types asked), then the
+/// answer.
 pub fn model_call(policy: &CheckedPolicy, call: &ModelCall, result: &ModelResult) -> Value {
     let (kind, name) = model_name(policy, call.model).unwrap_or(("unknown", String::new()));
     let result = match result {

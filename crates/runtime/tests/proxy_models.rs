@@ -55,6 +55,10 @@ impl ModelSignals for Scripted {
                         confidence: 0.9,
                     }
                 }
+                ModelKind::Detector(d) => {
+                    asked.push(policy.detectors[d.index()].name.clone());
+                    ModelResult::Score(0.0)
+                }
                 ModelKind::Similarity(e) => {
                     asked.push(policy.encoders[e.index()].name.clone());
                     ModelResult::Score(0.0)

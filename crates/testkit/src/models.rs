@@ -47,6 +47,16 @@ pub fn load_library() -> TestResult {
 
 /// Runs `scripts/models/reference.py` on `texts`, one batch.
 pub fn reference(model: &Path, texts: &[&str]) -> TestResult<Value> {
+    reference_with(model, texts, &[])
+}
+
+/// Runs `scripts/models/reference.py --entities` on `texts`: a token classifier's entity spans
+/// (UTF-8 byte offsets, no threshold applied), one batch.
+pub fn reference_entities(model: &Path, texts: &[&str]) -> TestResult<Value> {
+    reference_with(model, texts, &["--entities"])
+}
+
+fn reference_with(model: &Path, texts: &[&str], flags: &[&str]) -> TestResult<Value> {
     let python = repo().join(".cache/venv-models/bin/python");
     if !python.is_file() {
         return Err("the models venv is missing: run `scripts/models.sh` first".into());
@@ -55,6 +65,7 @@ pub fn reference(model: &Path, texts: &[&str]) -> TestResult<Value> {
         .arg(repo().join("scripts/models/reference.py"))
         .arg(model)
         .arg(serde_json::to_string(texts)?)
+        .args(flags)
         .output()?;
     if !out.status.success() {
         return Err(format!(

@@ -330,6 +330,12 @@ fn verify_models(policy: &CheckedPolicy) -> Vec<Diagnostic> {
                 .encoders
                 .iter()
                 .map(|e| (&e.path, Role::Encoder, &e.name, e.span)),
+        )
+        .chain(
+            policy
+                .detectors
+                .iter()
+                .map(|d| (&d.path, Role::Detector, &d.name, d.span)),
         );
     let present: Vec<_> = declared
         .map(|(path, role, name, span)| (policy.root.join(path), role, name, span))

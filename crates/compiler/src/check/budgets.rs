@@ -141,6 +141,7 @@ impl Checker<'_> {
                 x.kind,
                 TExprKind::Classify(..)
                     | TExprKind::Guard(..)
+                    | TExprKind::Detect { .. }
                     | TExprKind::Similarity { .. }
                     | TExprKind::BudgetUsed(_)
                     | TExprKind::BudgetRemaining(_)

@@ -1,5 +1,5 @@
 //! Calls: the builtin functions of docs/language.md, "Expressions and types" and calls of
-//! classifiers and guards.
+//! classifiers and guards (a detector's call is typed in [`super::detectors`]).
 //!
 //! A name is a builtin function when [`crate::vocabulary`] has a row for it; the typing below
 //! matches on that row's [`Function`], so a function can exist here only with its row.
@@ -47,6 +47,10 @@ impl Checker<'_> {
                     span,
                 ))
             }
+            Some(Sym {
+                kind: Kind::Detector,
+                index,
+            }) => self.detector_call(f, index, args, span),
             found => {
                 self.type_args_quietly(args);
                 let found = found.or_else(|| self.decls.lookup_any(&f.name));
@@ -59,7 +63,8 @@ impl Checker<'_> {
                                 f.name
                             ),
                             Kind::Signal => format!("a signal is a value: write `{}`", f.name),
-                            _ => "only builtins, classifiers and guards can be called".to_string(),
+                            _ => "only builtins, classifiers, guards and detectors can be called"
+                                .to_string(),
                         };
                         let d = Diagnostic::error(
                             codes::UNKNOWN_FUNCTION,
@@ -87,6 +92,7 @@ impl Checker<'_> {
                             vocabulary::functions().map(|b| b.name).collect();
                         callable.extend(self.decls.names_of(Kind::Classifier));
                         callable.extend(self.decls.names_of(Kind::Guard));
+                        callable.extend(self.decls.names_of(Kind::Detector));
                         self.unknown(f, "function", &callable);
                     }
                 }

@@ -434,12 +434,13 @@ impl Checker<'_> {
                 }
                 return;
             }
-            TExprKind::Classify(..) | TExprKind::Guard(..) | TExprKind::Similarity { .. } => {
-                match inside {
-                    Some(s) => Need::Signal(s.0),
-                    None => Need::Call(e.span.file.0, e.span.start, e.span.end),
-                }
-            }
+            TExprKind::Classify(..)
+            | TExprKind::Guard(..)
+            | TExprKind::Detect { .. }
+            | TExprKind::Similarity { .. } => match inside {
+                Some(s) => Need::Signal(s.0),
+                None => Need::Call(e.span.file.0, e.span.start, e.span.end),
+            },
             _ => {
                 for child in e.children() {
                     self.leaf_needs(child, inside, given, out, depth);

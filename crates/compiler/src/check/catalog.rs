@@ -168,6 +168,7 @@ impl Checker<'_> {
                 self.model_dir("encoder", &e.name, p);
             }
         }
+        self.check_detector_dirs();
     }
 
     /// The label of `labels` (the guard model's) whose probability is the guard's score: E042
@@ -257,7 +258,7 @@ impl Checker<'_> {
 
     /// The labels of a model directory's `config.json` in id order; `None` when the directory
     /// is missing (W006) or the config cannot be read (E043).
-    fn model_labels(
+    pub(super) fn model_labels(
         &mut self,
         what: &str,
         name: &Ident,
@@ -279,14 +280,14 @@ impl Checker<'_> {
                         path.span,
                     )
                     .with_label_message("model directory")
-                    .with_help("a classifier or guard directory holds a Hugging Face `config.json` with an `id2label` map"),
+                    .with_help("a classifier, guard or detector directory holds a Hugging Face `config.json` with an `id2label` map"),
                 );
                 None
             }
         }
     }
 
-    fn config_shown(&self, path: &Option<Spanned<String>>) -> String {
+    pub(super) fn config_shown(&self, path: &Option<Spanned<String>>) -> String {
         path.as_ref()
             .map(|p| {
                 Path::new(&p.value)

@@ -1,4 +1,5 @@
-//! Deployment declarations: `backend`, `model`, `classifier`, `guard`, `encoder`.
+//! Deployment declarations: `backend`, `model`, `classifier`, `guard`, `encoder` (and the
+//! value ranges `detector` shares with them; its own checks are in [`super::detectors`]).
 //!
 //! These carry data rather than logic: the checks are references (a model's backend), value
 //! ranges (costs, contexts, timeouts) and uniqueness of the names a client may send in `model`
@@ -323,7 +324,7 @@ impl Checker<'_> {
 
     /// A declaration's `window`: a whole number of tokens from MIN_WINDOW (E045); a window
     /// longer than the model's `max_length` is cut to it when the model loads.
-    fn window(&mut self, name: &Ident, w: &Option<Spanned<Number>>) -> Option<usize> {
+    pub(super) fn window(&mut self, name: &Ident, w: &Option<Spanned<Number>>) -> Option<usize> {
         let w = w.as_ref()?;
         match w.value.as_int() {
             Some(n) if n >= MIN_WINDOW as i64 => Some(n as usize),
@@ -342,7 +343,7 @@ impl Checker<'_> {
     }
 
     /// A declaration's `windows`: a whole number in 1..=MAX_WINDOWS (E045), else the default.
-    fn windows(&mut self, name: &Ident, w: &Option<Spanned<Number>>) -> usize {
+    pub(super) fn windows(&mut self, name: &Ident, w: &Option<Spanned<Number>>) -> usize {
         let Some(w) = w else {
             return DEFAULT_WINDOWS;
         };
@@ -362,14 +363,14 @@ impl Checker<'_> {
         }
     }
 
-    fn model_path(&self, path: &Option<Spanned<String>>) -> std::path::PathBuf {
+    pub(super) fn model_path(&self, path: &Option<Spanned<String>>) -> std::path::PathBuf {
         path.as_ref()
             .map(|p| self.resolve_path(&p.value))
             .unwrap_or_else(|| self.root.to_path_buf())
     }
 }
 
-fn device(d: &Option<Spanned<Device>>) -> Device {
+pub(super) fn device(d: &Option<Spanned<Device>>) -> Device {
     d.as_ref().map_or(Device::Auto, |d| d.value)
 }
 

@@ -26,6 +26,7 @@ mod cases;
 mod catalog;
 mod credentials;
 mod decls;
+mod detectors;
 mod implication;
 mod labels;
 mod milvus;
@@ -42,9 +43,9 @@ mod windows;
 mod wire;
 
 use crate::hir::{
-    BackendDef, BlockDef, BudgetDef, CacheDef, CheckedPolicy, ClassifierDef, EncoderDef,
-    FailureDef, GuardDef, ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef, SignalDef, TExpr,
-    TestDef,
+    BackendDef, BlockDef, BudgetDef, CacheDef, CheckedPolicy, ClassifierDef, DetectorDef,
+    EncoderDef, FailureDef, GuardDef, ModelDef, ProtectDef, RouteDef, RouterDef, SessionDef,
+    SignalDef, TExpr, TestDef,
 };
 use crate::load::PolicySource;
 pub use catalog::parse_catalog;
@@ -139,6 +140,7 @@ struct Parts {
     classifiers: Vec<ClassifierDef>,
     guards: Vec<GuardDef>,
     encoders: Vec<EncoderDef>,
+    detectors: Vec<DetectorDef>,
     /// By `SignalId` (dependency order).
     signals: Vec<Option<SignalDef>>,
     blocks: Vec<Option<BlockDef>>,
@@ -163,6 +165,7 @@ impl Parts {
             classifiers: self.classifiers,
             guards: self.guards,
             encoders: self.encoders,
+            detectors: self.detectors,
             signals: self.signals.into_iter().collect::<Option<_>>()?,
             blocks: self.blocks.into_iter().collect::<Option<_>>()?,
             routes: self.routes.into_iter().collect::<Option<_>>()?,
@@ -192,6 +195,7 @@ struct Uses {
     classifiers: Vec<bool>,
     guards: Vec<bool>,
     encoders: Vec<bool>,
+    detectors: Vec<bool>,
     /// Selected by a route, a fallback, a block redirect or a test's `model`.
     models: Vec<bool>,
 }
@@ -236,6 +240,7 @@ impl<'a> Checker<'a> {
             classifiers: vec![false; decls.classifiers.len()],
             guards: vec![false; decls.guards.len()],
             encoders: vec![false; decls.encoders.len()],
+            detectors: vec![false; decls.detectors.len()],
             models: vec![false; decls.models.len()],
         };
         Checker {
@@ -269,6 +274,7 @@ impl<'a> Checker<'a> {
         self.check_backends();
         self.check_models();
         self.check_model_sources();
+        self.check_detectors();
         self.check_signals();
         self.check_budgets();
         self.check_blocks();

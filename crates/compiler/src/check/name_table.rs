@@ -114,6 +114,7 @@ impl Checker<'_> {
                         crate::hir::ClassifierId(index as u32),
                     ))),
                     Kind::Guard => Some(Type::Score),
+                    Kind::Detector => Some(Type::Bool),
                     _ => None,
                 };
                 let span = decls.name_of(super::names::Sym { kind, index }).span;

@@ -1,6 +1,6 @@
 //! Declaration tables and name lookup: what each name denotes, and the errors of naming.
 //!
-//! Signals, models, classifiers, guards and encoders share one namespace because any of them can
+//! Signals, models, classifiers, guards, encoders and detectors share one namespace because any of them can
 //! appear in an expression (`topic`, `strong.cost`, `domain(prompt)`); backends, blocks, routes
 //! and tests each have their own, as they are only named where that kind is expected. A name may
 //! not be a builtin (`prompt`, `contains`, ...), so an expression never has to guess which one is
@@ -20,6 +20,7 @@ pub enum Kind {
     Classifier,
     Guard,
     Encoder,
+    Detector,
     Signal,
     Block,
     Route,
@@ -28,12 +29,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Backend,
         Kind::Model,
         Kind::Classifier,
         Kind::Guard,
         Kind::Encoder,
+        Kind::Detector,
         Kind::Signal,
         Kind::Block,
         Kind::Route,
@@ -71,6 +73,7 @@ impl Kind {
             Kind::Classifier => "classifier",
             Kind::Guard => "guard",
             Kind::Encoder => "encoder",
+            Kind::Detector => "detector",
             Kind::Signal => "signal",
             Kind::Block => "block",
             Kind::Route => "route",
@@ -87,6 +90,7 @@ impl Kind {
             Kind::Model => "a model",
             Kind::Classifier => "a classifier",
             Kind::Guard => "a guard",
+            Kind::Detector => "a detector",
             Kind::Signal => "a signal",
             Kind::Block => "a block",
             Kind::Route => "a route",
@@ -99,7 +103,12 @@ impl Kind {
     pub fn in_value_namespace(self) -> bool {
         matches!(
             self,
-            Kind::Model | Kind::Classifier | Kind::Guard | Kind::Encoder | Kind::Signal
+            Kind::Model
+                | Kind::Classifier
+                | Kind::Guard
+                | Kind::Encoder
+                | Kind::Detector
+                | Kind::Signal
         )
     }
 }
@@ -125,6 +134,7 @@ pub(super) struct Decls<'a> {
     pub classifiers: Vec<&'a ast::Classifier>,
     pub guards: Vec<&'a ast::Guard>,
     pub encoders: Vec<&'a ast::Encoder>,
+    pub detectors: Vec<&'a ast::Detector>,
     pub signals: Vec<&'a ast::Signal>,
     pub blocks: Vec<&'a ast::Block>,
     pub routes: Vec<&'a ast::Route>,
@@ -136,7 +146,7 @@ pub(super) struct Decls<'a> {
     pub protect: Option<(&'a ast::Protect, Span)>,
     pub failure: Option<(&'a ast::Failure, Span)>,
     pub router: Option<(&'a ast::Router, Span)>,
-    /// Signals, models, classifiers, guards, encoders.
+    /// Signals, models, classifiers, guards, encoders, detectors.
     values: HashMap<&'a str, Sym>,
     backend_names: HashMap<&'a str, usize>,
     block_names: HashMap<&'a str, usize>,
@@ -168,6 +178,7 @@ impl<'a> Decls<'a> {
     }
 
     fn add(&mut self, item: &'a ast::Item, diags: &mut Vec<Diagnostic>) {
+<<<<<<< HEAD
         let Some(kind) = Kind::of_item(&item.kind) else {
             match &item.kind {
                 ItemKind::Cache(c) => section(&mut self.cache, c, item, diags),
@@ -178,6 +189,25 @@ impl<'a> Decls<'a> {
                 _ => {}
             }
             return;
+=======
+        let kind = match &item.kind {
+            ItemKind::Cache(c) => return section(&mut self.cache, c, item, diags),
+            ItemKind::Session(s) => return section(&mut self.session, s, item, diags),
+            ItemKind::Protect(p) => return section(&mut self.protect, p, item, diags),
+            ItemKind::Failure(f) => return section(&mut self.failure, f, item, diags),
+            ItemKind::Router(r) => return section(&mut self.router, r, item, diags),
+            ItemKind::Backend(_) => Kind::Backend,
+            ItemKind::Model(_) => Kind::Model,
+            ItemKind::Classifier(_) => Kind::Classifier,
+            ItemKind::Guard(_) => Kind::Guard,
+            ItemKind::Encoder(_) => Kind::Encoder,
+            ItemKind::Detector(_) => Kind::Detector,
+            ItemKind::Signal(_) => Kind::Signal,
+            ItemKind::Block(_) => Kind::Block,
+            ItemKind::Route(_) => Kind::Route,
+            ItemKind::Test(_) => Kind::Test,
+            ItemKind::Budget(_) => Kind::Budget,
+>>>>>>> h/detector
         };
         let Some(name) = item.kind.name() else {
             return;
@@ -222,6 +252,7 @@ impl<'a> Decls<'a> {
             ItemKind::Classifier(x) => push(&mut self.classifiers, x),
             ItemKind::Guard(x) => push(&mut self.guards, x),
             ItemKind::Encoder(x) => push(&mut self.encoders, x),
+            ItemKind::Detector(x) => push(&mut self.detectors, x),
             ItemKind::Signal(x) => push(&mut self.signals, x),
             ItemKind::Block(x) => push(&mut self.blocks, x),
             ItemKind::Route(x) => push(&mut self.routes, x),
@@ -267,6 +298,7 @@ impl<'a> Decls<'a> {
             Kind::Classifier => &self.classifiers[sym.index].name,
             Kind::Guard => &self.guards[sym.index].name,
             Kind::Encoder => &self.encoders[sym.index].name,
+            Kind::Detector => &self.detectors[sym.index].name,
             Kind::Signal => &self.signals[sym.index].name,
             Kind::Block => &self.blocks[sym.index].name,
             Kind::Route => &self.routes[sym.index].name,
@@ -329,6 +361,7 @@ impl<'a> Decls<'a> {
             Kind::Classifier => names(&self.classifiers, |x| &x.name),
             Kind::Guard => names(&self.guards, |x| &x.name),
             Kind::Encoder => names(&self.encoders, |x| &x.name),
+            Kind::Detector => names(&self.detectors, |x| &x.name),
             Kind::Signal => names(&self.signals, |x| &x.name),
             Kind::Block => names(&self.blocks, |x| &x.name),
             Kind::Route => names(&self.routes, |x| &x.name),

@@ -32,6 +32,7 @@ impl Checker<'_> {
             (Kind::Classifier, self.uses.classifiers.clone()),
             (Kind::Guard, self.uses.guards.clone()),
             (Kind::Encoder, self.uses.encoders.clone()),
+            (Kind::Detector, self.uses.detectors.clone()),
         ];
         for (kind, used) in sources {
             let names = self.decls.names_of(kind);

@@ -1,9 +1,10 @@
 //! W050: a model-backed signal whose text can be longer than its model reads.
 //!
-//! A classifier, guard or encoder reads a text in windows of its model's `max_length` tokens,
-//! at most its declaration's `windows` of them ([`crate::window`]); past that the rest of the
-//! text is never read, and the signal answers as its failure mode says (closed: a guard or
-//! `similarity` scores 1 and a classifier fails; open: the first windows decide). That matters
+//! A classifier, guard, detector or encoder reads a text in windows of its model's `max_length`
+//! tokens, at most its declaration's `windows` of them ([`crate::window`]); past that the rest of
+//! the text is never read, and the signal answers as its failure mode says (closed: a guard or
+//! `similarity` scores 1, a detector finds an entity and a classifier fails; open: the first
+//! windows decide). That matters
 //! where a `block` reads the signal: closed, every long request is refused; open, an attack past
 //! the bound is never seen. Text a client writes (`prompt`, `history`, `system`, `body(..)`) has
 //! no length of its own, so a model call a block reads (directly or through signals) over such
@@ -89,7 +90,8 @@ impl Checker<'_> {
                 .with_label_message("a `block` reads this; nothing bounds its text")
                 .with_note(format!(
                     "the model reads {window} tokens at a time; past {} windows the rest is \
-                     never read, so a guard or `similarity` scores 1 and a classifier fails: the \
+                     never read, so a guard or `similarity` scores 1, a detector finds an entity \
+                     and a classifier fails: the \
                      block refuses every longer request (with `failure.classifier = open` the \
                      first windows decide and what follows is never seen)",
                     call.windows
@@ -115,6 +117,10 @@ impl Checker<'_> {
             TExprKind::Guard(g, text) => {
                 let d = self.parts.guards.get(g.index())?;
                 ("guard", &d.name, (d.windows, d.window), &d.path, text)
+            }
+            TExprKind::Detect { detector, text, .. } => {
+                let d = self.parts.detectors.get(detector.index())?;
+                ("detector", &d.name, (d.windows, d.window), &d.path, text)
             }
             TExprKind::Similarity { encoder, text, .. } => {
                 let d = self.parts.encoders.get(encoder.index())?;

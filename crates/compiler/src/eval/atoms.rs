@@ -104,6 +104,7 @@ impl<'a> Evaluation<'a> {
             }
             Atom::Classify(..)
             | Atom::Guard(..)
+            | Atom::Detect(..)
             | Atom::Similarity(..)
             | Atom::Pinned
             | Atom::Proposed

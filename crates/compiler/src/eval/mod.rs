@@ -19,7 +19,8 @@ mod atoms;
 
 use crate::compiled::CompiledPolicy;
 use crate::hir::{
-    BudgetId, ClassSet, ClassifierId, EncoderId, GuardId, LabelId, ModelId, SignalId, Value,
+    BudgetId, ClassSet, ClassifierId, DetectorId, EncoderId, GuardId, LabelId, ModelId, SignalId,
+    Value,
 };
 use crate::interp::{self, Trace};
 use crate::ir::{
@@ -36,6 +37,8 @@ use std::sync::Arc;
 pub enum ModelKind {
     Classifier(ClassifierId),
     Guard(GuardId),
+    /// A detector's entities of the types in [`ModelCall::examples`].
+    Detector(DetectorId),
     /// Similarity under this encoder to the atom's examples ([`ModelCall::examples`]).
     Similarity(EncoderId),
 }
@@ -46,12 +49,13 @@ pub struct ModelCall {
     pub atom: AtomId,
     pub model: ModelKind,
     pub text: String,
-    /// The examples of a similarity atom (empty for classifiers and guards), so a model runtime
-    /// that sees only the checked policy can answer the call.
+    /// The examples of a similarity atom, or the entity types a detector call asks about (empty
+    /// for classifiers and guards), so a model runtime that sees only the checked policy can
+    /// answer the call.
     pub examples: Arc<[String]>,
     /// Whether the atom fails closed (`failure.classifier = closed`, or unset and a `block`
     /// uses it): a model runtime that could read only part of the text answers as a failure
-    /// would, a guard or `similarity` at its worst (score 1).
+    /// would, a guard, detector or `similarity` at its worst (score 1).
     pub closed: bool,
 }
 
@@ -70,7 +74,9 @@ impl ModelCall {
 pub enum ModelResult {
     /// A classifier's top label and its confidence.
     Class { label: LabelId, confidence: f64 },
-    /// A guard's unsafe probability or a similarity.
+    /// A guard's unsafe probability, a similarity, or a detector's best score for an entity of
+    /// the asked types (0 when it found none); the detector's threshold turns that into found
+    /// or not.
     Score(f64),
     /// The call failed or timed out.
     Failed,
@@ -291,6 +297,16 @@ impl<'a> Evaluation<'a> {
             }
             (Atom::Guard(..) | Atom::Similarity(..), ModelResult::Score(score)) => {
                 self.row.set_float(def.slot, score);
+            }
+            (Atom::Detect(d, ..), ModelResult::Score(score)) => {
+                let threshold = self
+                    .policy
+                    .checked
+                    .detectors
+                    .get(d.index())
+                    .ok_or_else(mismatch)?
+                    .threshold;
+                self.row.set_bool(def.slot, score >= threshold);
             }
             _ => return Err(mismatch()),
         }
@@ -639,6 +655,7 @@ impl<'a> Evaluation<'a> {
         let (model, text, examples) = match &def.atom {
             Atom::Classify(c, t) => (ModelKind::Classifier(*c), t, Arc::from([])),
             Atom::Guard(g, t) => (ModelKind::Guard(*g), t, Arc::from([])),
+            Atom::Detect(d, t, entities) => (ModelKind::Detector(*d), t, Arc::clone(entities)),
             Atom::Similarity(e, t, examples) => {
                 (ModelKind::Similarity(*e), t, Arc::clone(examples))
             }

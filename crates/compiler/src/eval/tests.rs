@@ -357,3 +357,42 @@ fn exact_phrases_are_scanned_before_fuzzy_ones() {
         assert!(fuzzy_atom(&p, &ev), "{engine}");
     }
 }
+
+#[test]
+fn a_detector_call_asks_for_its_types_and_holds_from_the_threshold_on() {
+    // `people` (threshold 0.6) asked about persons, twice with the same set in another order:
+    // one atom, one model call.
+    let mut pb = PolicyBuilder::new();
+    let names = pb.signal(
+        "names",
+        and(
+            detect(prompt(), &["PERSON", "LOCATION"]),
+            detect(prompt(), &["LOCATION", "PERSON", "PERSON"]),
+        ),
+    );
+    pb.block("names", sig(names, Type::Bool))
+        .route("default", None, SMALL);
+    let policy = pb.build();
+    for engine in ENGINES {
+        let p = compiled(policy.clone(), engine);
+        for (score, blocked) in [(0.6, true), (0.93, true), (0.59, false), (0.0, false)] {
+            let req = RequestView::from_prompt("Ada Lovelace wrote to Bob", None, &[]);
+            let mut ev = p.evaluate(&req);
+            let Step::NeedModels(calls) = ev.step() else {
+                panic!("the detector is needed ({engine})");
+            };
+            assert_eq!(calls.len(), 1, "{calls:?}");
+            assert_eq!(calls[0].model, ModelKind::Detector(DETECTOR));
+            assert_eq!(calls[0].text, "Ada Lovelace wrote to Bob");
+            assert_eq!(&calls[0].examples[..], &["LOCATION", "PERSON"]);
+            assert!(calls[0].closed, "a block reads it");
+            ev.supply(&calls[0], ModelResult::Score(score)).unwrap();
+            let want = if blocked {
+                Step::Decided(Verdict::Blocked(crate::hir::BlockId(0)))
+            } else {
+                route(0)
+            };
+            assert_eq!(ev.step(), want, "score {score} ({engine})");
+        }
+    }
+}

@@ -181,6 +181,12 @@ impl Program {
                 )
             }
             Atom::Guard(g, x) => format!("{}({})", self.name(&self.names.guards, g.index()), t(x)),
+            Atom::Detect(d, x, l) => format!(
+                "{}({}, [{}])",
+                self.name(&self.names.detectors, d.index()),
+                t(x),
+                l.join(", ")
+            ),
             Atom::Similarity(e, x, l) => format!(
                 "similarity({}, {}, {})",
                 self.name(&self.names.encoders, e.index()),

@@ -360,6 +360,17 @@ impl<'p> Lowerer<'p> {
                 let t = self.text(t)?;
                 self.atom(Atom::Guard(*g, t))
             }
+            K::Detect {
+                detector,
+                text,
+                entities,
+            } => {
+                let t = self.text(text)?;
+                let mut entities = entities.clone();
+                entities.sort();
+                entities.dedup();
+                self.atom(Atom::Detect(*detector, t, entities.into()))
+            }
             K::Similarity {
                 encoder,
                 text,
@@ -572,6 +583,7 @@ impl<'p> Lowerer<'p> {
             classifiers: policy.classifiers.iter().map(|c| c.name.clone()).collect(),
             guards: policy.guards.iter().map(|g| g.name.clone()).collect(),
             encoders: policy.encoders.iter().map(|e| e.name.clone()).collect(),
+            detectors: policy.detectors.iter().map(|d| d.name.clone()).collect(),
             classifier_labels: policy
                 .classifiers
                 .iter()

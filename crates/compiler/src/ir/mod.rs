@@ -26,8 +26,8 @@ pub use lower::{lower, LowerError};
 pub use row::{Row, Slot};
 
 use crate::hir::{
-    ArithOp, BlockId, BudgetId, ClassSet, ClassifierId, CmpOp, EncoderId, GuardId, LabelId,
-    RequestField, RouteId, SignalId,
+    ArithOp, BlockId, BudgetId, ClassSet, ClassifierId, CmpOp, DetectorId, EncoderId, GuardId,
+    LabelId, RequestField, RouteId, SignalId,
 };
 use crate::pii::EntityType;
 use src_dsl::Span;
@@ -80,7 +80,7 @@ pub enum CostClass {
     Approximate = 2,
     /// `tokens` and `language`.
     Analyze = 3,
-    /// Classifier, guard and similarity: a model runs.
+    /// Classifier, guard, detector and similarity: a model runs.
     Model = 4,
 }
 
@@ -140,6 +140,9 @@ pub enum Atom {
     /// Two slots: the top label and its confidence.
     Classify(ClassifierId, TextExpr),
     Guard(GuardId, TextExpr),
+    /// A detector call: the entity types asked about, sorted and without repeats (one atom per
+    /// set), shared with every model call made for the atom.
+    Detect(DetectorId, TextExpr, std::sync::Arc<[String]>),
     /// The examples are shared with every model call made for the atom, not copied.
     Similarity(EncoderId, TextExpr, std::sync::Arc<[String]>),
     Pinned,
@@ -173,7 +176,9 @@ impl Atom {
             | Atom::Words(_) => CostClass::Scan,
             Atom::Fuzzy(..) | Atom::FuzzyHits(..) | Atom::Bm25(..) => CostClass::Approximate,
             Atom::Tokens(_) | Atom::Language(_) => CostClass::Analyze,
-            Atom::Classify(..) | Atom::Guard(..) | Atom::Similarity(..) => CostClass::Model,
+            Atom::Classify(..) | Atom::Guard(..) | Atom::Detect(..) | Atom::Similarity(..) => {
+                CostClass::Model
+            }
         }
     }
 
@@ -188,7 +193,8 @@ impl Atom {
             | Atom::Sequence(..)
             | Atom::Fuzzy(..)
             | Atom::Matches(..)
-            | Atom::Pii(..) => (SlotKind::Bool, None),
+            | Atom::Pii(..)
+            | Atom::Detect(..) => (SlotKind::Bool, None),
             Atom::Request(_)
             | Atom::Hits(..)
             | Atom::FuzzyHits(..)
@@ -230,6 +236,7 @@ impl Atom {
             | Atom::Language(t)
             | Atom::Classify(_, t)
             | Atom::Guard(_, t)
+            | Atom::Detect(_, t, _)
             | Atom::Similarity(_, t, _) => Some(t),
             _ => None,
         }
@@ -436,6 +443,7 @@ pub struct Names {
     pub classifiers: Vec<String>,
     pub guards: Vec<String>,
     pub encoders: Vec<String>,
+    pub detectors: Vec<String>,
     /// Label names per classifier.
     pub classifier_labels: Vec<Vec<String>>,
     pub budgets: Vec<String>,

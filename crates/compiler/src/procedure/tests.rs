@@ -107,6 +107,10 @@ fn drive(
                                 confidence: 0.9,
                             }
                         }
+                        ModelKind::Detector(_) => {
+                            asked.push("detector");
+                            ModelResult::Score(0.0)
+                        }
                         ModelKind::Similarity(_) => {
                             asked.push("similarity");
                             ModelResult::Score(0.0)

@@ -111,6 +111,7 @@ by_fields! {
     Classifier { name, path, labels, device, window, windows }
     Guard { name, path, positive, device, window, windows }
     Encoder { name, path, device, window, windows }
+    Detector { name, path, entities, threshold, device, window, windows }
     Signal { name, expr }
     Block { name, when, action, redact }
     SystemPrompt { text, replace; skip span }
@@ -151,6 +152,7 @@ impl EqShape for ItemKind {
             ItemKind::Classifier(a) => matches!(other, ItemKind::Classifier(b) if a.eq_shape(b)),
             ItemKind::Guard(a) => matches!(other, ItemKind::Guard(b) if a.eq_shape(b)),
             ItemKind::Encoder(a) => matches!(other, ItemKind::Encoder(b) if a.eq_shape(b)),
+            ItemKind::Detector(a) => matches!(other, ItemKind::Detector(b) if a.eq_shape(b)),
             ItemKind::Signal(a) => matches!(other, ItemKind::Signal(b) if a.eq_shape(b)),
             ItemKind::Block(a) => matches!(other, ItemKind::Block(b) if a.eq_shape(b)),
             ItemKind::Route(a) => matches!(other, ItemKind::Route(b) if a.eq_shape(b)),

@@ -135,6 +135,9 @@ macro_rules! visitor {
             fn visit_encoder(&mut self, decl: &$($m)? Encoder) {
                 walk_encoder(self, decl)
             }
+            fn visit_detector(&mut self, decl: &$($m)? Detector) {
+                walk_detector(self, decl)
+            }
             fn visit_signal(&mut self, decl: &$($m)? Signal) {
                 walk_signal(self, decl)
             }
@@ -248,6 +251,7 @@ macro_rules! visitor {
                 ItemKind::Classifier(d) => v.visit_classifier(d),
                 ItemKind::Guard(d) => v.visit_guard(d),
                 ItemKind::Encoder(d) => v.visit_encoder(d),
+                ItemKind::Detector(d) => v.visit_detector(d),
                 ItemKind::Signal(d) => v.visit_signal(d),
                 ItemKind::Block(d) => v.visit_block(d),
                 ItemKind::Route(d) => v.visit_route(d),
@@ -302,6 +306,18 @@ macro_rules! visitor {
             $crate::ast::visit::optional_fields!(v, d.$as {
                 path: Str,
                 positive: Name,
+                device: Device,
+                window: Number,
+                windows: Number,
+            });
+        }
+
+        pub fn walk_detector<V: $Visitor + ?Sized>(v: &mut V, d: &$($m)? Detector) {
+            v.visit_ident(&$($m)? d.name);
+            $crate::ast::visit::optional_fields!(v, d.$as {
+                path: Str,
+                entities: Labels,
+                threshold: Number,
                 device: Device,
                 window: Number,
                 windows: Number,

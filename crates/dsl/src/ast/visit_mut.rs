@@ -39,6 +39,7 @@ mod tests {
         classifier c { path = \"p\" labels = [x, y] device = cpu }\n\
         guard g { path = \"p\" positive = x device = auto }\n\
         encoder e { path = \"p\" device = cuda }\n\
+        detector d { path = \"p\" entities = [X, Y] threshold = 0.5 device = cpu window = 64 windows = 4 }\n\
         signal s = not (c(prompt) in [x, y]) or -a.b * 2 > 1 and f(\"q\", [1, true], 2s) ?? c(prompt) is x\n\
         block k { when s status = 403 message = \"no\" }\n\
         block j { when s to m }\n\

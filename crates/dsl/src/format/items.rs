@@ -85,6 +85,27 @@ pub(super) fn item_lines(item: &Item, extent: Range<usize>, src: &str) -> Vec<Li
             b.field_number("windows", &d.windows);
             b.close(0, end);
         }
+        ItemKind::Detector(d) => {
+            b.open(
+                0,
+                format!("detector {}", d.name.name),
+                start,
+                d.name.span.end,
+            );
+            b.field_str("path", &d.path);
+            if let Some(l) = &d.entities {
+                b.stmt(
+                    INDENT,
+                    format!("entities = {}", ident_list(&l.value)),
+                    cover(&[l.span]),
+                );
+            }
+            b.field_number("threshold", &d.threshold);
+            b.device(&d.device);
+            b.field_number("window", &d.window);
+            b.field_number("windows", &d.windows);
+            b.close(0, end);
+        }
         ItemKind::Block(d) => {
             b.open(0, format!("block {}", d.name.name), start, d.name.span.end);
             block(&mut b, d);

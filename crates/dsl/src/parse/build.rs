@@ -178,6 +178,7 @@ fn declaration(cx: &mut Ctx<'_>, pair: Pair<'_, Rule>) -> Option<ItemKind> {
         ("classifier", Some(name)) => ItemKind::Classifier(classifier(cx, &mut d, name, entries)),
         ("guard", Some(name)) => ItemKind::Guard(guard(cx, &mut d, name, entries)),
         ("encoder", Some(name)) => ItemKind::Encoder(encoder(cx, &mut d, name, entries)),
+        ("detector", Some(name)) => ItemKind::Detector(detector(cx, &mut d, name, entries)),
         ("block", Some(name)) => ItemKind::Block(rules::block(cx, &mut d, name, entries)),
         ("route", Some(name)) => ItemKind::Route(rules::route(cx, &mut d, name, priority, entries)),
         ("test", Some(name)) => ItemKind::Test(rules::test(cx, &mut d, name, entries)),
@@ -329,6 +330,32 @@ fn guard(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Gu
             "expected a label such as `injection`",
             f::as_name,
         ),
+        device: fields.choice(cx, "device", DEVICES),
+        windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
+        window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),
+    }
+}
+
+fn detector(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<Entry>) -> Detector {
+    const SHAPE: Shape = Shape {
+        keyword: "detector",
+        keys: crate::keywords::fields::DETECTOR,
+        repeatable: &[],
+    };
+    let mut fields = Fields::check(cx, &SHAPE, entries);
+    d.require(
+        cx,
+        &fields,
+        &[
+            ("path", "path = \"models/NAME\""),
+            ("entities", "entities = [PERSON, LOCATION]"),
+        ],
+    );
+    Detector {
+        name,
+        path: fields.read(cx, "path", f::EXPECT_STRING, f::as_string),
+        entities: fields.read(cx, "entities", f::EXPECT_LABELS, f::as_labels),
+        threshold: fields.read(cx, "threshold", f::EXPECT_NUMBER, f::as_number),
         device: fields.choice(cx, "device", DEVICES),
         windows: fields.read(cx, "windows", f::EXPECT_NUMBER, f::as_number),
         window: fields.read(cx, "window", f::EXPECT_NUMBER, f::as_number),

@@ -163,8 +163,8 @@ fn collect(policy: &CheckedPolicy, expr: &TExpr, found: &mut BTreeSet<usize>) {
     }
 }
 
-/// `model-backed` when computing the expression runs a classifier, guard or encoder (through
-/// any signal it reads), `cheap` otherwise.
+/// `model-backed` when computing the expression runs a classifier, guard, detector or encoder
+/// (through any signal it reads), `cheap` otherwise.
 fn cost(policy: &CheckedPolicy, expr: &TExpr) -> &'static str {
     let mut found = BTreeSet::new();
     collect(policy, expr, &mut found);
@@ -172,7 +172,10 @@ fn cost(policy: &CheckedPolicy, expr: &TExpr) -> &'static str {
         e.any(&|x| {
             matches!(
                 x.kind,
-                TExprKind::Classify(..) | TExprKind::Guard(..) | TExprKind::Similarity { .. }
+                TExprKind::Classify(..)
+                    | TExprKind::Guard(..)
+                    | TExprKind::Detect { .. }
+                    | TExprKind::Similarity { .. }
             )
         })
     };

@@ -16,7 +16,8 @@
 //!
 //! A text longer than the model's window is cut into windows ([`super::window`]); its windows
 //! travel together — one text, one batch, even past the bounds — and its answer is their rows,
-//! packed with the number of windows the whole text has.
+//! packed with the number of windows the whole text has (a detector's windows answer one row:
+//! the text's entities, merged across windows).
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 use tokenizers::Encoding;
 use tokio::sync::oneshot;
 
+use super::entities;
 use super::error::ModelError;
 use super::metrics::{ModelLabel, ModelMetrics};
 use super::model::{Model, Role};
@@ -306,7 +308,17 @@ fn work(
                 let mut rows = rows.into_iter();
                 for (job, ran, total) in jobs {
                     let mine: Vec<Vec<f32>> = rows.by_ref().take(ran).collect();
-                    let _ = job.reply.send(Ok(window::pack(total, &mine)));
+                    let answer = if model.role == Role::Detector {
+                        // A detector's windows answer one list of the text's entities.
+                        entities::merge_rows(&mine)
+                            .map(|merged| window::pack(total, &[merged]))
+                            .ok_or_else(|| {
+                                ModelError::Inference("a detector answered no entities".into())
+                            })
+                    } else {
+                        Ok(window::pack(total, &mine))
+                    };
+                    let _ = job.reply.send(answer);
                 }
             }
             Ok(rows) => {

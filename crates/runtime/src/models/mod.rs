@@ -1,5 +1,5 @@
-//! Model-backed signals run for real: ONNX classifiers, guards and sentence encoders through
-//! ONNX Runtime (`ort`, loaded from `ORT_DYLIB_PATH`) and Hugging Face `tokenizers`.
+//! Model-backed signals run for real: ONNX classifiers, guards, detectors and sentence encoders
+//! through ONNX Runtime (`ort`, loaded from `ORT_DYLIB_PATH`) and Hugging Face `tokenizers`.
 //!
 //! [`OnnxModels`] is the server's [`crate::hooks::ModelSignals`]: `prepare` loads every model
 //! directory a policy declares (one session per directory, shared by every declaration and
@@ -9,6 +9,8 @@
 //! [`verify`] is the file check `src check` can run when a directory exists.
 
 mod batch;
+mod declared;
+mod entities;
 mod error;
 mod library;
 mod memo;
@@ -20,6 +22,7 @@ mod signals;
 mod window;
 
 pub use batch::{BatchOptions, Batcher};
+pub use entities::{Entity, Tags};
 pub use error::ModelError;
 pub use library::{ensure_library, load_from, LIBRARY_HELP, ORT_DYLIB_PATH};
 pub use memo::{MemoOptions, DEFAULT_MEMO_BYTES, DEFAULT_SHARED_TTL};

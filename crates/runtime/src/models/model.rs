@@ -4,7 +4,8 @@
 //! were trained and evaluated with: windows of `config.json` `max_length` tokens (then
 //! `max_position_embeddings`, then 512; the first window is the reference's truncation, the
 //! others its overflowing windows, see [`super::window`]), padding with `[PAD]` to the batch's
-//! longest, int64 inputs matched by name. A classifier answers its `logits`; an encoder answers one
+//! longest, int64 inputs matched by name. A classifier answers its `logits`; a detector the
+//! entities its per-token `logits` tag ([`super::entities`]); an encoder answers one
 //! L2-normalised embedding per text (mean-pooled `last_hidden_state`, or a pooled
 //! `sentence_embedding` output when the graph has one).
 
@@ -18,6 +19,7 @@ use tokenizers::{
     Encoding, PaddingParams, PaddingStrategy, PostProcessor, Tokenizer, TruncationParams,
 };
 
+use super::entities::{self, Entity, Tags};
 use super::error::ModelError;
 use super::library;
 use super::window::{self, Cut, Reading};
@@ -38,6 +40,8 @@ pub enum Role {
     Guard,
     /// `encoder`: `last_hidden_state` or `sentence_embedding`.
     Encoder,
+    /// `detector`: per-token `logits` `[batch, seq, labels]` and BIO `id2label`.
+    Detector,
 }
 
 impl Role {
@@ -46,6 +50,7 @@ impl Role {
             Role::Classifier => "classifier",
             Role::Guard => "guard",
             Role::Encoder => "encoder",
+            Role::Detector => "detector",
         }
     }
 }
@@ -54,6 +59,8 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Output {
     Logits,
+    /// `[batch, seq, labels]`: one row of logits per token, read into entities.
+    TokenLogits(Tags),
     /// `[batch, seq, dim]`, mean-pooled over the mask.
     Hidden,
     /// `[batch, dim]`, already pooled.
@@ -117,7 +124,7 @@ impl Model {
         let max_length = max_length_of(&config);
         let labels = match role {
             Role::Encoder => Vec::new(),
-            Role::Classifier | Role::Guard => labels_of(dir, &config)?,
+            Role::Classifier | Role::Guard | Role::Detector => labels_of(dir, &config)?,
         };
         let (tokenizer, pad_id) = load_tokenizer(dir, max_length)?;
         let mut plain = tokenizer.clone();
@@ -128,7 +135,7 @@ impl Model {
         let content = max_length.saturating_sub(special).max(1);
         let (session, device_used) = open_session(dir, device, threads)?;
         let inputs = match_inputs(dir, &session)?;
-        let output = match_output(dir, &session, role, labels.len())?;
+        let output = match_output(dir, &session, role, &labels)?;
         if role == Role::Guard && labels.len() != 2 {
             return Err(ModelError::Shape {
                 dir: dir.to_path_buf(),
@@ -160,6 +167,25 @@ impl Model {
             .map(|t| self.encode(t))
             .collect::<Result<Vec<_>, _>>()?;
         self.infer_encoded(&encodings)
+    }
+
+    /// A detector's entities in `text`, read in windows as `reading` says: what the batcher
+    /// answers for one text.
+    pub fn detect(&mut self, text: &str, reading: Reading) -> Result<Vec<Entity>, ModelError> {
+        let cut = self.windows(text, reading)?;
+        let rows = self.infer_encoded(&cut.encodings)?;
+        entities::merge_rows(&rows)
+            .as_deref()
+            .and_then(entities::unpack)
+            .ok_or_else(|| ModelError::Inference("a detector answered no entities".into()))
+    }
+
+    /// A detector's entity types, in the order its answers number them (empty for other roles).
+    pub fn entity_types(&self) -> &[String] {
+        match &self.output {
+            Output::TokenLogits(tags) => &tags.types,
+            _ => &[],
+        }
     }
 
     /// Tokenizes one text as [`Model::infer`] would (truncated, not padded).
@@ -208,7 +234,7 @@ impl Model {
         }
         let outputs = self.session.run(feeds).map_err(infer_err)?;
         let name = match &self.output {
-            Output::Logits => "logits",
+            Output::Logits | Output::TokenLogits(_) => "logits",
             Output::Hidden => "last_hidden_state",
             Output::Pooled(name) => name.as_str(),
         };
@@ -217,7 +243,28 @@ impl Model {
             .ok_or_else(|| ModelError::Inference(format!("the graph answered no `{name}`")))?;
         let (dims, data) = value.try_extract_tensor::<f32>().map_err(infer_err)?;
         let dims: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
-        match self.output {
+        match &self.output {
+            Output::TokenLogits(tags) => {
+                let [rows, seq, width] = dims[..] else {
+                    return Err(bad_rank(name, &dims));
+                };
+                check_rows(rows, batch.rows, data.len(), rows * seq * width)?;
+                if seq != batch.cols || width != tags.width() {
+                    return Err(ModelError::Inference(format!(
+                        "`{name}` has the shape {dims:?} for {} tokens of {} labels",
+                        batch.cols,
+                        tags.width()
+                    )));
+                }
+                Ok(encodings
+                    .iter()
+                    .enumerate()
+                    .map(|(r, e)| {
+                        let logits = &data[r * seq * width..(r + 1) * seq * width];
+                        entities::pack(&entities::read(&entities::tokens(e), logits, tags))
+                    })
+                    .collect())
+            }
             Output::Logits | Output::Pooled(_) => {
                 let [rows, width] = dims[..] else {
                     return Err(bad_rank(name, &dims));
@@ -225,7 +272,7 @@ impl Model {
                 check_rows(rows, batch.rows, data.len(), rows * width)?;
                 let mut out: Vec<Vec<f32>> =
                     data.chunks(width.max(1)).map(<[f32]>::to_vec).collect();
-                if matches!(self.output, Output::Pooled(_)) {
+                if matches!(&self.output, Output::Pooled(_)) {
                     out.iter_mut().for_each(|v| normalize(v));
                 }
                 Ok(out)
@@ -539,7 +586,7 @@ fn match_output(
     dir: &Path,
     session: &Session,
     role: Role,
-    labels: usize,
+    labels: &[String],
 ) -> Result<Output, ModelError> {
     let shape_of = |name: &str| {
         session
@@ -566,12 +613,40 @@ fn match_output(
                 )));
             };
             match shape[..] {
-                [_, width] if width < 0 || width as usize == labels => Ok(Output::Logits),
+                [_, width] if width < 0 || width as usize == labels.len() => Ok(Output::Logits),
                 [_, width] => Err(bad(format!(
-                    "`logits` has {width} columns but `config.json` `id2label` has {labels} labels"
+                    "`logits` has {width} columns but `config.json` `id2label` has {} labels",
+                    labels.len()
                 ))),
                 _ => Err(bad(format!(
                     "`logits` has the shape {shape:?}; a classifier answers [batch, labels]"
+                ))),
+            }
+        }
+        Role::Detector => {
+            let Some(shape) = shape_of("logits") else {
+                return Err(bad(format!(
+                    "`model.onnx` of a detector has no `logits` output (it has {})",
+                    names(&outputs)
+                )));
+            };
+            let tags = Tags::new(labels);
+            if tags.types.is_empty() {
+                return Err(bad(format!(
+                    "`config.json` `id2label` ({}) has no BIO label (`B-TYPE`, `I-TYPE`)",
+                    labels.join(", ")
+                )));
+            }
+            match shape[..] {
+                [_, _, width] if width < 0 || width as usize == labels.len() => {
+                    Ok(Output::TokenLogits(tags))
+                }
+                [_, _, width] => Err(bad(format!(
+                    "`logits` has {width} labels per token but `config.json` `id2label` has {}",
+                    labels.len()
+                ))),
+                _ => Err(bad(format!(
+                    "`logits` has the shape {shape:?}; a detector answers [batch, tokens, labels]"
                 ))),
             }
         }

@@ -12,7 +12,8 @@
 //! A text longer than its model's window is read in windows ([`super::window`]), at most the
 //! declaration's `windows` of them. Past that bound the text was read only in part, and the
 //! call's failure mode decides what it answers: where it fails closed (`failure.classifier =
-//! closed`, or unset and a `block` uses the signal) a guard or `similarity` scores 1 — the
+//! closed`, or unset and a `block` uses the signal) a guard, a detector or `similarity` scores
+//! 1 — the
 //! block refuses — and a classifier fails (the closed failure mode answers 503); where it fails
 //! open, the first `windows` windows are the answer.
 
@@ -23,11 +24,15 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
-use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId, TExpr, TExprKind};
+use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId};
 use src_dsl::ast::Device;
-use src_dsl::{codes, Diagnostic, Span};
+use src_dsl::{codes, Diagnostic};
 
 use super::batch::{BatchOptions, Batcher};
+use super::declared::{
+    check_labels, declaration, declarations, load_help, reading_of, similarity_examples,
+    unsafe_index,
+};
 use super::error::ModelError;
 use super::library::{self, LIBRARY_HELP};
 use super::memo::MemoOptions;
@@ -125,7 +130,7 @@ const RECENT_EMBEDDINGS: usize = 1024;
 /// (model fingerprint, sha256 of the tenant and the text) → unit embedding.
 type RecentEmbeddings = HashMap<(String, [u8; 32]), Arc<[f32]>>;
 
-/// Runs classifier, guard and similarity atoms on ONNX models.
+/// Runs classifier, guard, detector and similarity atoms on ONNX models.
 pub struct OnnxModels {
     options: ModelOptions,
     metrics: ModelMetrics,
@@ -540,7 +545,9 @@ impl OnnxModels {
                 // The unread rest could hold anything: a score is its worst, a label unknown.
                 return match call.model {
                     ModelKind::Classifier(_) => self.fail(&batcher.name, "too_long"),
-                    ModelKind::Guard(_) | ModelKind::Similarity(_) => ModelResult::Score(1.0),
+                    ModelKind::Guard(_) | ModelKind::Detector(_) | ModelKind::Similarity(_) => {
+                        ModelResult::Score(1.0)
+                    }
                 };
             }
         }
@@ -573,6 +580,26 @@ impl OnnxModels {
                     None => self.fail(&batcher.name, "error"),
                 }
             }
+            ModelKind::Detector(_) => {
+                let found = windows.rows().next().and_then(super::entities::unpack);
+                let types = src_compiler::bio::entity_types(&batcher.labels);
+                // The asked types, as indices in the model's entity types.
+                let asked: Vec<usize> = call
+                    .examples
+                    .iter()
+                    .filter_map(|t| types.iter().position(|x| x == t))
+                    .collect();
+                match found {
+                    Some(found) => ModelResult::Score(
+                        found
+                            .iter()
+                            .filter(|e| asked.contains(&e.kind))
+                            .map(|e| f64::from(e.score))
+                            .fold(0.0, f64::max),
+                    ),
+                    None => self.fail(&batcher.name, "error"),
+                }
+            }
             ModelKind::Similarity(_) => {
                 let mut examples = Vec::with_capacity(call.examples.len());
                 for example in call.examples.iter() {
@@ -591,156 +618,6 @@ impl OnnxModels {
                     })
             }
         }
-    }
-}
-
-/// How a declaration reads one text (`window = N`, `windows = N`).
-fn reading_of(policy: &CheckedPolicy, kind: ModelKind) -> Reading {
-    let declared = match kind {
-        ModelKind::Classifier(c) => policy
-            .classifiers
-            .get(c.index())
-            .map(|d| (d.window, d.windows)),
-        ModelKind::Guard(g) => policy.guards.get(g.index()).map(|d| (d.window, d.windows)),
-        ModelKind::Similarity(e) => policy
-            .encoders
-            .get(e.index())
-            .map(|d| (d.window, d.windows)),
-    };
-    let (window, limit) = declared.unwrap_or((None, super::window::DEFAULT_WINDOWS));
-    Reading {
-        window,
-        limit: limit.max(1),
-    }
-}
-
-/// One model declaration of a policy.
-struct Declaration {
-    name: String,
-    span: Span,
-    dir: PathBuf,
-    role: Role,
-    device: Device,
-    /// The declaring classifier's labels, or the guard's unsafe label as the checker resolved it.
-    labels: Option<Vec<String>>,
-    unsafe_label: Option<String>,
-}
-
-fn declarations(policy: &CheckedPolicy) -> Vec<Declaration> {
-    let classifiers = policy.classifiers.iter().map(|c| Declaration {
-        name: c.name.clone(),
-        span: c.span,
-        dir: c.path.clone(),
-        role: Role::Classifier,
-        device: c.device,
-        labels: Some(c.labels.clone()),
-        unsafe_label: None,
-    });
-    let guards = policy.guards.iter().map(|g| Declaration {
-        name: g.name.clone(),
-        span: g.span,
-        dir: g.path.clone(),
-        role: Role::Guard,
-        device: g.device,
-        labels: None,
-        unsafe_label: g.unsafe_label.clone(),
-    });
-    let encoders = policy.encoders.iter().map(|e| Declaration {
-        name: e.name.clone(),
-        span: e.span,
-        dir: e.path.clone(),
-        role: Role::Encoder,
-        device: e.device,
-        labels: None,
-        unsafe_label: None,
-    });
-    classifiers.chain(guards).chain(encoders).collect()
-}
-
-fn declaration(policy: &CheckedPolicy, kind: ModelKind) -> Option<(&Path, Role, Device)> {
-    match kind {
-        ModelKind::Classifier(c) => policy
-            .classifiers
-            .get(c.index())
-            .map(|d| (d.path.as_path(), Role::Classifier, d.device)),
-        ModelKind::Guard(g) => policy
-            .guards
-            .get(g.index())
-            .map(|d| (d.path.as_path(), Role::Guard, d.device)),
-        ModelKind::Similarity(e) => policy
-            .encoders
-            .get(e.index())
-            .map(|d| (d.path.as_path(), Role::Encoder, d.device)),
-    }
-}
-
-/// The labels a declaration says must match the model's (`check` compares them too; a model
-/// directory can change between `check` and `serve`).
-fn check_labels(policy: &CheckedPolicy, d: &Declaration, batcher: &Batcher) -> Option<Diagnostic> {
-    let _ = policy;
-    let model = &batcher.labels;
-    let shown = |l: &[String]| {
-        l.iter()
-            .map(|x| format!("`{x}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if let Some(declared) = &d.labels {
-        let mut want = declared.clone();
-        let mut have = model.clone();
-        want.sort();
-        have.sort();
-        if want != have {
-            return Some(
-                Diagnostic::error(
-                    codes::LABELS_MISMATCH,
-                    format!(
-                        "labels of classifier `{}` differ from the model's `id2label` in `{}`",
-                        d.name,
-                        d.dir.join("config.json").display()
-                    ),
-                    d.span,
-                )
-                .with_label_message(format!("declared: {}", shown(declared)))
-                .with_note(format!("the model's labels: {}", shown(model)))
-                .with_help(format!(
-                    "write the model's labels: `labels = [{}]`",
-                    model.join(", ")
-                )),
-            );
-        }
-    }
-    // The checker resolved the unsafe label from the same `config.json`; it is missing from
-    // the loaded model only when the directory changed in between.
-    if d.role == Role::Guard && unsafe_index(model, d.unsafe_label.as_deref()).is_none() {
-        return Some(
-            Diagnostic::error(
-                codes::LABELS_MISMATCH,
-                format!("cannot tell the unsafe label of guard `{}`", d.name),
-                d.span,
-            )
-            .with_note(format!("the model's labels: {}", shown(model)))
-            .with_help("declare it: `positive = LABEL`"),
-        );
-    }
-    None
-}
-
-/// Where a guard's unsafe label (`GuardDef::unsafe_label`) is among its model's labels.
-fn unsafe_index(labels: &[String], unsafe_label: Option<&str>) -> Option<usize> {
-    let wanted = unsafe_label?;
-    labels.iter().position(|l| l == wanted)
-}
-
-fn load_help(err: &ModelError) -> String {
-    match err {
-        ModelError::Library(_) => LIBRARY_HELP.to_string(),
-        ModelError::Device(_) => "use `device = auto` to fall back to the CPU, or run where \
-             ONNX Runtime has the CUDA provider (`onnxruntime-gpu`)"
-            .to_string(),
-        _ => "a model directory holds `model.onnx`, `tokenizer.json` and `config.json`; \
-              `scripts/models.sh` builds the project's models under `models/`"
-            .to_string(),
     }
 }
 
@@ -764,27 +641,4 @@ fn stamp(dir: &Path) -> Stamp {
             Some((meta.len(), meta.modified().ok()?))
         })
         .collect()
-}
-
-/// Every `similarity` call's examples, by encoder.
-fn similarity_examples(policy: &CheckedPolicy) -> Vec<(EncoderId, Vec<String>)> {
-    let mut found = Vec::new();
-    let mut exprs: Vec<&TExpr> = Vec::new();
-    exprs.extend(policy.signals.iter().map(|s| &s.expr));
-    exprs.extend(policy.blocks.iter().map(|b| &b.when));
-    exprs.extend(policy.routes.iter().filter_map(|r| r.when.as_ref()));
-    exprs.extend(policy.cache.iter().filter_map(|c| c.skip_when.as_ref()));
-    if let Some(p) = &policy.protect {
-        exprs.extend(p.holds.iter().map(|h| &h.when));
-    }
-    while let Some(e) = exprs.pop() {
-        if let TExprKind::Similarity {
-            encoder, examples, ..
-        } = &e.kind
-        {
-            found.push((*encoder, examples.clone()));
-        }
-        exprs.extend(e.children());
-    }
-    found
 }

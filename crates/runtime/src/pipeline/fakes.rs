@@ -111,6 +111,10 @@ impl ModelSignals for Scripted {
                     self.note(&policy.guards[g.index()].name);
                     ModelResult::Score(self.guard)
                 }
+                ModelKind::Detector(d) => {
+                    self.note(&policy.detectors[d.index()].name);
+                    ModelResult::Score(0.0)
+                }
                 ModelKind::Similarity(e) => {
                     self.note(&policy.encoders[e.index()].name);
                     ModelResult::Score(0.0)

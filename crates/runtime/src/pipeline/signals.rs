@@ -64,7 +64,7 @@ impl Signals<'_> {
     }
 }
 
-/// The classifiers, guards and encoders a step's calls ask, each once, in order.
+/// The classifiers, guards, detectors and encoders a step's calls ask, each once, in order.
 fn model_names<'p>(policy: &'p CheckedPolicy, calls: &[ModelCall]) -> Vec<&'p str> {
     let mut seen: Vec<&str> = Vec::with_capacity(calls.len());
     for call in calls {
@@ -73,6 +73,7 @@ fn model_names<'p>(policy: &'p CheckedPolicy, calls: &[ModelCall]) -> Vec<&'p st
                 policy.classifiers.get(id.index()).map(|c| c.name.as_str())
             }
             ModelKind::Guard(id) => policy.guards.get(id.index()).map(|g| g.name.as_str()),
+            ModelKind::Detector(id) => policy.detectors.get(id.index()).map(|d| d.name.as_str()),
             ModelKind::Similarity(id) => policy.encoders.get(id.index()).map(|e| e.name.as_str()),
         };
         if let Some(name) = name.filter(|n| !seen.contains(n)) {
@@ -82,8 +83,8 @@ fn model_names<'p>(policy: &'p CheckedPolicy, calls: &[ModelCall]) -> Vec<&'p st
     seen
 }
 
-/// Model-backed signal latency, by the classifier, guard or encoder that computed it (one batch
-/// serves every call of a step, so each model in it is charged the batch's time).
+/// Model-backed signal latency, by the classifier, guard, detector or encoder that computed it
+/// (one batch serves every call of a step, so each model in it is charged the batch's time).
 fn observe_signals(telemetry: &Telemetry, names: &[&str], elapsed: Duration) {
     for name in names {
         telemetry

@@ -303,6 +303,7 @@ fn model_name(checked: &CheckedPolicy, kind: ModelKind) -> String {
     match kind {
         ModelKind::Classifier(c) => format!("classifier `{}`", checked.classifiers[c.index()].name),
         ModelKind::Guard(g) => format!("guard `{}`", checked.guards[g.index()].name),
+        ModelKind::Detector(d) => format!("detector `{}`", checked.detectors[d.index()].name),
         ModelKind::Similarity(e) => format!("encoder `{}`", checked.encoders[e.index()].name),
     }
 }
@@ -315,6 +316,12 @@ pub fn require_models(checked: &CheckedPolicy) -> Result<()> {
         .iter()
         .map(|c| ("classifier", &c.name, &c.path))
         .chain(checked.guards.iter().map(|g| ("guard", &g.name, &g.path)))
+        .chain(
+            checked
+                .detectors
+                .iter()
+                .map(|d| ("detector", &d.name, &d.path)),
+        )
         .chain(
             checked
                 .encoders

@@ -59,6 +59,7 @@ fn reads_models(checked: &CheckedPolicy) -> bool {
     !checked.classifiers.is_empty()
         || !checked.guards.is_empty()
         || !checked.encoders.is_empty()
+        || !checked.detectors.is_empty()
         || checked.router.tokenizer.is_some()
         || checked.models.iter().any(|m| m.tokenizer.is_some())
 }

@@ -305,6 +305,7 @@ fn policy_files(path: &Path, checked: &CheckedPolicy) -> Result<Vec<PolicyFile>>
         .map(|c| &c.path)
         .chain(checked.guards.iter().map(|g| &g.path))
         .chain(checked.encoders.iter().map(|e| &e.path))
+        .chain(checked.detectors.iter().map(|d| &d.path))
         .chain(checked.router.tokenizer.iter())
         .chain(checked.models.iter().filter_map(|m| m.tokenizer.as_ref()))
         .map(|p| model_file(root, p))

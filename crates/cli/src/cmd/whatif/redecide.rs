@@ -115,7 +115,7 @@ fn from_record(record: &Value, policy: &CheckedPolicy, call: &ModelCall) -> Opti
         m["kind"] == kind
             && m["model"] == name.as_str()
             && m["text"] == call.text.as_str()
-            && (kind != "similarity"
+            && (!matches!(kind, "similarity" | "detector")
                 || m["examples"].as_array().is_some_and(|e| {
                     e.len() == call.examples.len()
                         && e.iter()

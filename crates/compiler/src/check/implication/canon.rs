@@ -92,6 +92,17 @@ impl Analysis {
             K::Tokens(_) => ("tokens", String::new()),
             K::Classify(c, _) => ("classify", c.0.to_string()),
             K::Guard(g, _) => ("guard", g.0.to_string()),
+            K::Detect {
+                detector, entities, ..
+            } => {
+                let mut names: Vec<&str> = entities.iter().map(String::as_str).collect();
+                names.sort_unstable();
+                names.dedup();
+                (
+                    "detect",
+                    format!("{}\u{0}{}", detector.0, names.join("\u{0}")),
+                )
+            }
             K::Similarity {
                 encoder, examples, ..
             } => (
