@@ -9,7 +9,16 @@
 #   executable it prints). Without arguments the bench of this checkout is built and measured.
 #
 # BENCH_ID picks another bench of the same binary (`redact_five_entities/through_router`,
-# `redact_five_entities/redacted_through_router`: docs/benchmarks.md, "Redaction's share").
+# `redact_five_entities/redacted_through_router`: docs/benchmarks.md, "Redaction's share";
+# `chat_completion/messages_through_router`: a Messages request translated for a chat backend).
+#
+# BENCH_FUNCTIONS names functions (comma-separated, as callgrind_annotate prints them, a regex
+# each) whose inclusive count per request is reported after the router's: parts of a request
+# that run outside its handler, such as the request's report when its answer ends
+# (`src_runtime::relay::completion::Completion::report`).
+#
+# BENCH_KEEP names a folder that keeps each run's callgrind output (`NAME.RUN.out`), for
+# `callgrind_annotate --inclusive=yes --tree=calling` to show where the instructions go.
 #
 # For each binary the chat `through_router` bench (alone: a plain filter would also match
 # `messages_through_router`, whose requests cost more and would mix into the average in
@@ -34,9 +43,14 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-printf '%-60s %12s %14s %14s\n' binary requests 'router/req' 'process/req'
+IFS=, read -r -a functions <<<"${BENCH_FUNCTIONS:-}"
+printf '%-60s %12s %14s %14s' binary requests 'router/req' 'process/req'
+for f in "${functions[@]}"; do printf ' %14s' "$(basename "${f//:://}")"; done
+printf '\n'
+run=0
 for bin in "${binaries[@]}"; do
-  out=$work/$(basename "$bin").out
+  run=$((run + 1))
+  out=$work/$(basename "$bin").$run.out
   valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
     --exact "$id" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
@@ -59,5 +73,14 @@ for bin in "${binaries[@]}"; do
     echo "$bin: no routed requests counted" >&2
     exit 1
   fi
-  printf '%-60s %12d %14d %14d\n' "$(basename "$bin")" "$requests" $((router / requests)) $((total / requests))
+  printf '%-60s %12d %14d %14d' "$(basename "$bin")" "$requests" $((router / requests)) $((total / requests))
+  for f in "${functions[@]}"; do
+    # The first line is the function's inclusive count (its own line sorts above its callers').
+    count=$({ grep -E "$f \\[" <<<"$annotated" || true; } | head -n 1 | awk '{print $1}' | tr -d ,)
+    printf ' %14d' $((${count:-0} / requests))
+  done
+  printf '\n'
+  if [ -n "${BENCH_KEEP:-}" ]; then
+    mkdir -p "$BENCH_KEEP" && cp "$out" "$BENCH_KEEP/"
+  fi
 done
