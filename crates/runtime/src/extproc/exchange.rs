@@ -349,18 +349,24 @@ impl Exchange {
         }
         let snapshot = pipeline.store.current();
         let whole = (&headers, &bytes);
-        let settled = match api {
-            Api::Chat => door::decide_or_answer(pipeline, &Chat, &snapshot, whole, done).await,
-            Api::Responses => {
-                let door = Responses {
-                    states: doors.states,
-                };
-                door::decide_or_answer(pipeline, &door, &snapshot, whole, done).await
+        // The deciding steps' future is the largest state of a stream's answer by far; kept
+        // inline, every message's answering future (boxed and moved once a message) would carry
+        // and copy all of it, tens of kilobytes a message. Boxed here, it is built once a request.
+        let settled = Box::pin(async {
+            match api {
+                Api::Chat => door::decide_or_answer(pipeline, &Chat, &snapshot, whole, done).await,
+                Api::Responses => {
+                    let door = Responses {
+                        states: doors.states,
+                    };
+                    door::decide_or_answer(pipeline, &door, &snapshot, whole, done).await
+                }
+                Api::Messages => {
+                    door::decide_or_answer(pipeline, &Messages, &snapshot, whole, done).await
+                }
             }
-            Api::Messages => {
-                door::decide_or_answer(pipeline, &Messages, &snapshot, whole, done).await
-            }
-        };
+        })
+        .await;
         let forwarding = match settled {
             Ok(forwarding) => forwarding,
             Err(answer) => return Outcome::Answer(wire::immediate(answer).await),
