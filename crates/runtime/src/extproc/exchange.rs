@@ -303,7 +303,12 @@ impl Exchange {
         arrived.done.if_abandoned(GATEWAY_GAVE_UP, GAVE_UP);
         let mut remove = remove;
         remove.append(&mut arrived.remove);
-        let (body, set) = match self.decide(doors, arrived).await {
+        // The decision's future (the deciding steps, the answers the router writes itself) is
+        // the largest state of a stream's answering by far; kept inline, every message's
+        // answering future, which the stream boxes and moves once a message, would carry and
+        // copy all of it, kilobytes a message. Boxed here, it is built and moved once a request.
+        let decision = Box::pin(self.decide(doors, arrived)).await;
+        let (body, set) = match decision {
             Outcome::Answer(answer) => return vec![answer],
             Outcome::Forward {
                 body,
@@ -349,24 +354,18 @@ impl Exchange {
         }
         let snapshot = pipeline.store.current();
         let whole = (&headers, &bytes);
-        // The deciding steps' future is the largest state of a stream's answer by far; kept
-        // inline, every message's answering future (boxed and moved once a message) would carry
-        // and copy all of it, tens of kilobytes a message. Boxed here, it is built once a request.
-        let settled = Box::pin(async {
-            match api {
-                Api::Chat => door::decide_or_answer(pipeline, &Chat, &snapshot, whole, done).await,
-                Api::Responses => {
-                    let door = Responses {
-                        states: doors.states,
-                    };
-                    door::decide_or_answer(pipeline, &door, &snapshot, whole, done).await
-                }
-                Api::Messages => {
-                    door::decide_or_answer(pipeline, &Messages, &snapshot, whole, done).await
-                }
+        let settled = match api {
+            Api::Chat => door::decide_or_answer(pipeline, &Chat, &snapshot, whole, done).await,
+            Api::Responses => {
+                let door = Responses {
+                    states: doors.states,
+                };
+                door::decide_or_answer(pipeline, &door, &snapshot, whole, done).await
             }
-        })
-        .await;
+            Api::Messages => {
+                door::decide_or_answer(pipeline, &Messages, &snapshot, whole, done).await
+            }
+        };
         let forwarding = match settled {
             Ok(forwarding) => forwarding,
             Err(answer) => return Outcome::Answer(wire::immediate(answer).await),
