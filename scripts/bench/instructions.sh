@@ -9,7 +9,23 @@
 #   executable it prints). Without arguments the bench of this checkout is built and measured.
 #
 # BENCH_ID picks another bench of the same binary (`redact_five_entities/through_router`,
-# `redact_five_entities/redacted_through_router`: docs/benchmarks.md, "Redaction's share").
+# `redact_five_entities/redacted_through_router`: docs/benchmarks.md, "Redaction's share";
+# `chat_completion/messages_through_router`: a Messages request translated for a chat backend).
+#
+# BENCH_FUNCTIONS names functions (comma-separated, as callgrind_annotate prints them, a regex
+# each) whose inclusive count per request is reported after the router's: parts of a request
+# that run outside its handler, such as the request's report when its answer ends
+# (`src_runtime::relay::completion::Completion::report`).
+#
+# BENCH_EXCLUDE names functions (comma-separated regexes) whose inclusive count is taken out of
+# the handler's before it is divided: work the bench does once, outside what it measures. For
+# the `chat_completion` benches it defaults to the redaction of the bench's own check of the
+# redacting routes, which runs once after the measured bench and whose first call builds
+# libphonenumber's database (about 620 million instructions, otherwise spread over however many
+# requests the run made).
+#
+# BENCH_KEEP names a folder that keeps each run's callgrind output (`NAME.RUN.out`), for
+# `callgrind_annotate --inclusive=yes --tree=calling` to show where the instructions go.
 #
 # For each binary the chat `through_router` bench (alone: a plain filter would also match
 # `messages_through_router`, whose requests cost more and would mix into the average in
@@ -34,9 +50,19 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-printf '%-60s %12s %14s %14s\n' binary requests 'router/req' 'process/req'
+IFS=, read -r -a functions <<<"${BENCH_FUNCTIONS:-}"
+case $id in
+  chat_completion/*) default_exclude='src_runtime::pipeline::redact::redact_body' ;;
+  *) default_exclude='' ;;
+esac
+IFS=, read -r -a excluded <<<"${BENCH_EXCLUDE-$default_exclude}"
+printf '%-60s %12s %14s %14s' binary requests 'router/req' 'process/req'
+for f in "${functions[@]}"; do printf ' %14s' "$(basename "${f//:://}")"; done
+printf '\n'
+run=0
 for bin in "${binaries[@]}"; do
-  out=$work/$(basename "$bin").out
+  run=$((run + 1))
+  out=$work/$(basename "$bin").$run.out
   valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
     --exact "$id" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
@@ -51,7 +77,8 @@ for bin in "${binaries[@]}"; do
   # match and everything a proxied request does (the door driver is inlined into it). Builds
   # without that function are measured at their request handler (`pipeline::handle`, or
   # `proxy::handle` in the oldest).
-  annotated=$(callgrind_annotate --auto=no --inclusive=yes "$out" 2>/dev/null)
+  # Every function, however small its share (the default threshold leaves out the last 1 %).
+  annotated=$(callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$out" 2>/dev/null)
   router=$({ grep -E 'src_runtime::server::routes::api::\{\{closure\}\} \[' <<<"$annotated" ||
     grep -E 'src_runtime::(pipeline|proxy)::handle::\{\{closure\}\} \[' <<<"$annotated" || true; } |
     head -n 1 | awk '{print $1}' | tr -d ,)
@@ -59,5 +86,18 @@ for bin in "${binaries[@]}"; do
     echo "$bin: no routed requests counted" >&2
     exit 1
   fi
-  printf '%-60s %12d %14d %14d\n' "$(basename "$bin")" "$requests" $((router / requests)) $((total / requests))
+  for f in "${excluded[@]}"; do
+    count=$({ grep -E "$f \\[" <<<"$annotated" || true; } | head -n 1 | awk '{print $1}' | tr -d ,)
+    router=$((router - ${count:-0}))
+  done
+  printf '%-60s %12d %14d %14d' "$(basename "$bin")" "$requests" $((router / requests)) $((total / requests))
+  for f in "${functions[@]}"; do
+    # The first line is the function's inclusive count (its own line sorts above its callers').
+    count=$({ grep -E "$f \\[" <<<"$annotated" || true; } | head -n 1 | awk '{print $1}' | tr -d ,)
+    printf ' %14d' $((${count:-0} / requests))
+  done
+  printf '\n'
+  if [ -n "${BENCH_KEEP:-}" ]; then
+    mkdir -p "$BENCH_KEEP" && cp "$out" "$BENCH_KEEP/"
+  fi
 done

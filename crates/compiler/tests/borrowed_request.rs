@@ -1,5 +1,6 @@
-//! The borrowed chat reader against the `Value` one (the property is `check_borrowed` in
-//! `fuzz_support/request.rs`), on chat bodies written every way JSON allows one to be written:
+//! The borrowed chat and Messages readers against the `Value` ones (the property is
+//! `check_borrowed` in `fuzz_support/request.rs`), on chat and Messages bodies written every way
+//! JSON allows one to be written:
 //! keys repeated (the last one counts), keys and strings with `\u` escapes, whitespace between
 //! every token, numbers in every notation and out of range, and bodies cut or spoiled so that
 //! both readers must refuse them.
@@ -130,6 +131,10 @@ fn key() -> impl Strategy<Value = String> {
         "reasoning",
         "refusal",
         "user_id",
+        "tool_use_id",
+        "source",
+        "data",
+        "input",
     ])
     .prop_map(str::to_owned)
 }
@@ -257,22 +262,162 @@ fn body() -> impl Strategy<Value = String> {
         })
 }
 
+/// A Messages content block: text, tool calls and results, documents, thinking, media, or a
+/// type the router cannot read; members in any order, sometimes repeated.
+fn block() -> impl Strategy<Value = String> {
+    let document = (
+        json_string(),
+        prop::sample::select(vec!["text", "content", "base64"]),
+    )
+        .prop_map(|(data, source)| {
+            object(
+                vec![
+                    ("type".into(), false, string(source, false)),
+                    ("data".into(), false, data.clone()),
+                    ("content".into(), false, data),
+                ],
+                vec![""],
+            )
+        });
+    (
+        prop::sample::select(vec![
+            "text",
+            "text",
+            "tool_use",
+            "tool_result",
+            "document",
+            "thinking",
+            "image",
+            "redacted_thinking",
+            "search_result",
+            "mystery",
+        ]),
+        json_string(),
+        prop::option::weighted(
+            0.3,
+            prop_oneof![
+                json_string(),
+                (prop::collection::vec(part(), 0..3), ws()).prop_map(|(p, s)| array(p, s)),
+                json()
+            ],
+        ),
+        prop::option::weighted(0.3, document),
+        prop::option::weighted(0.2, (key(), json())),
+        any::<u64>(),
+        prop::collection::vec(ws(), 1..2),
+    )
+        .prop_map(|(kind, text, content, source, extra, order, spaces)| {
+            let mut members = vec![
+                ("type".to_owned(), order % 7 == 0, string(kind, false)),
+                ("text".to_owned(), false, text.clone()),
+                ("thinking".to_owned(), false, text.clone()),
+                ("id".to_owned(), false, text.clone()),
+                ("tool_use_id".to_owned(), false, text.clone()),
+                ("title".to_owned(), false, text),
+            ];
+            if let Some(content) = content {
+                members.push(("content".into(), false, content));
+            }
+            if let Some(source) = source {
+                members.push(("source".into(), false, source));
+            }
+            if let Some((key, value)) = extra {
+                members.push((key, false, value));
+            }
+            let len = members.len();
+            members.rotate_left(usize::try_from(order).unwrap_or(0) % len);
+            object(members, spaces)
+        })
+}
+
+/// A Messages turn: a role and content (a string, or blocks), sometimes something else.
+fn turn() -> impl Strategy<Value = String> {
+    let content = prop_oneof![
+        3 => json_string(),
+        6 => (prop::collection::vec(block(), 0..4), ws()).prop_map(|(b, s)| array(b, s)),
+        1 => json(),
+    ];
+    (
+        prop::sample::select(vec!["user", "user", "assistant", "system"])
+            .prop_map(|r| string(r, false)),
+        prop::option::weighted(0.95, content),
+        prop::option::weighted(0.1, (key(), json())),
+        any::<bool>(),
+        prop::collection::vec(ws(), 1..2),
+    )
+        .prop_map(|(role, content, extra, content_first, spaces)| {
+            let mut members = vec![("role".to_owned(), false, role)];
+            if let Some(content) = content {
+                members.push(("content".into(), false, content));
+            }
+            if let Some((key, value)) = extra {
+                members.push((key, false, value));
+            }
+            if content_first {
+                members.reverse();
+            }
+            object(members, spaces)
+        })
+}
+
+/// A Messages body: `max_tokens`, `messages`, `system` as a string or blocks, `metadata`, and
+/// the other top-level fields, in any order.
+fn messages_body() -> impl Strategy<Value = String> {
+    let top = prop_oneof![
+        3 => (Just("model"), json_string()),
+        1 => (Just("max_tokens"), prop::sample::select(vec!["-1", "1.5", "\"8\"", "null"]).prop_map(str::to_owned)),
+        2 => (Just("system"), json_string()),
+        2 => (Just("system"), (prop::collection::vec(part(), 0..3), ws()).prop_map(|(p, s)| array(p, s))),
+        1 => (Just("system"), json()),
+        2 => (Just("stream"), prop::sample::select(vec!["true", "false", "null", "1"]).prop_map(str::to_owned)),
+        2 => (Just("metadata"), prop_oneof![json_string().prop_map(|id| format!("{{\"user_id\":{id}}}")), json()]),
+        2 => (Just("tools"), (prop::collection::vec(json(), 0..3), ws()).prop_map(|(t, s)| array(t, s))),
+        2 => (Just("temperature"), scalar()),
+    ];
+    (
+        prop::collection::vec(turn(), 0..5),
+        prop::collection::vec((top, any::<bool>()), 0..5),
+        prop::sample::select(vec!["8", "1024", "0"]),
+        any::<usize>(),
+        prop::collection::vec(ws(), 1..3),
+    )
+        .prop_map(|(turns, others, max_tokens, at, spaces)| {
+            let mut members: Vec<(String, bool, String)> = others
+                .into_iter()
+                .map(|((k, v), escaped)| (k.to_owned(), escaped, v))
+                .collect();
+            members.insert(
+                at % (members.len() + 1),
+                ("max_tokens".to_owned(), false, max_tokens.to_owned()),
+            );
+            let turns = ("messages".to_owned(), false, array(turns, ""));
+            members.insert(at % (members.len() + 1), turns);
+            object(members, spaces)
+        })
+}
+
 /// A body spoiled: cut short, a byte changed, or something appended.
 fn spoiled() -> impl Strategy<Value = Vec<u8>> {
-    (body(), any::<usize>(), any::<u8>(), 0..3u8).prop_map(|(body, at, byte, how)| {
-        let mut bytes = body.into_bytes();
-        let at = at % (bytes.len() + 1);
-        match how {
-            0 => bytes.truncate(at),
-            1 => {
-                if let Some(b) = bytes.get_mut(at) {
-                    *b = byte;
+    (
+        prop_oneof![body(), messages_body()],
+        any::<usize>(),
+        any::<u8>(),
+        0..3u8,
+    )
+        .prop_map(|(body, at, byte, how)| {
+            let mut bytes = body.into_bytes();
+            let at = at % (bytes.len() + 1);
+            match how {
+                0 => bytes.truncate(at),
+                1 => {
+                    if let Some(b) = bytes.get_mut(at) {
+                        *b = byte;
+                    }
                 }
+                _ => bytes.extend_from_slice(b",}"),
             }
-            _ => bytes.extend_from_slice(b",}"),
-        }
-        bytes
-    })
+            bytes
+        })
 }
 
 fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
@@ -304,6 +449,29 @@ fn generated_bodies_are_often_read() {
 }
 
 #[test]
+fn generated_messages_bodies_are_often_read() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = messages_body();
+    let mut read = 0;
+    for _ in 0..400 {
+        let Ok(tree) = strategy.new_tree(&mut runner) else {
+            continue;
+        };
+        let text = tree.current();
+        let Some(body) = Borrowed::parse(text.as_bytes()) else {
+            continue;
+        };
+        read += usize::from(RequestView::from_messages(&body, headers()).is_ok());
+    }
+    assert!(
+        read >= 80,
+        "only {read} of 400 generated Messages bodies were read"
+    );
+}
+
+#[test]
 fn a_repeated_key_counts_its_last_value() {
     let body =
         br#"{"messages":[{"role":"assistant","content":"a","role":"user"}],"model":1,"model":"m"}"#;
@@ -328,6 +496,11 @@ proptest! {
 
     #[test]
     fn written_bodies_read_alike(body in body()) {
+        check(body.as_bytes())?;
+    }
+
+    #[test]
+    fn written_messages_bodies_read_alike(body in messages_body()) {
         check(body.as_bytes())?;
     }
 

@@ -19,6 +19,10 @@ use crate::metrics as names;
 use crate::otel::export::DropLabels;
 use crate::otel::Spans;
 
+mod kept;
+
+pub use kept::{Done, KeptSeries, Reported};
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub route: String,
@@ -160,6 +164,9 @@ pub struct Telemetry {
     pub live: crate::watch::live::LiveFeed,
     /// Samples of `requests` for the console's per-minute and per-hour counts.
     pub counts: crate::watch::counts::Counts,
+    /// The series of `requests`, `request_duration` and the token counters that requests have
+    /// counted into, kept once resolved.
+    pub kept: KeptSeries,
 }
 
 /// Routing takes microseconds: 1 µs to ~16 ms.
@@ -301,6 +308,7 @@ impl Telemetry {
             spans: Spans::off(),
             live: Default::default(),
             counts: Default::default(),
+            kept: KeptSeries::default(),
             requests,
             prompt_tokens,
             completion_tokens,

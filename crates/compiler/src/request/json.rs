@@ -10,6 +10,7 @@
 //! value, as serde_json's map keeps them).
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 use std::fmt;
@@ -129,6 +130,33 @@ impl<'a> Object for Members<'a> {
 
     fn entries(&self) -> impl Iterator<Item = (&str, &Borrowed<'a>)> {
         self.0.iter().map(|(k, v)| (k.as_ref(), v))
+    }
+}
+
+/// Written as a `Value` holding the same would be: a body translated from the borrowed tree is
+/// the same bytes as one translated from a `Value`.
+impl Serialize for Borrowed<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Borrowed::Null => serializer.serialize_unit(),
+            Borrowed::Bool(b) => serializer.serialize_bool(*b),
+            Borrowed::Number(n) => n.serialize(serializer),
+            Borrowed::String(s) => serializer.serialize_str(s),
+            Borrowed::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Borrowed::Object(Members(members)) => {
+                let mut map = serializer.serialize_map(Some(members.len()))?;
+                for (key, value) in members {
+                    map.serialize_entry(key, value)?;
+                }
+                map.end()
+            }
+        }
     }
 }
 
@@ -286,6 +314,21 @@ mod tests {
             let ours = Borrowed::parse(text.as_bytes()).map(|b| to_value(&b));
             let theirs: Value = serde_json::from_str(text).unwrap();
             assert_eq!(ours, Some(theirs), "{text}");
+        }
+    }
+
+    #[test]
+    fn writes_what_a_value_writes() {
+        for text in [
+            r#"{"b":1,"a":[true,null,-2,3.5,"x\"y"],"c":{"d":"e"}}"#,
+            r#"{"k":1,"k":2,"a":0,"k":{"z":3}}"#,
+            r#"[1e5, 18446744073709551615, -9223372036854775808, 0.1, 1E-7]"#,
+            r#""\u00e9\ud83d\ude00 \n\t\u0001""#,
+            "  {}  ",
+        ] {
+            let ours = Borrowed::parse(text.as_bytes()).map(|b| serde_json::to_string(&b).ok());
+            let theirs: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(ours, Some(serde_json::to_string(&theirs).ok()), "{text}");
         }
     }
 

@@ -11,50 +11,56 @@
 //! title, context and text, for a text document), as it is to the model. `metadata.user_id` and
 //! `max_tokens` are checked for shape; the API key is read as on every door, so Anthropic's
 //! clients' `x-api-key` is one.
+//!
+//! Like the chat reader, it is written over [`Json`]: a `serde_json::Value` and the borrowed
+//! tree a proxy reads its bodies into give the same facts and the same errors.
 
 use super::{
     body_object, missing, parts_text, push_line, read_common, required_str, unreadable, wrong, At,
-    Facts, IntoHeaders, RequestError, RequestView, Role, TEXT_BLOCKS,
+    Facts, IntoHeaders, Json, Node, Object, RequestError, RequestView, Role, TEXT_BLOCKS,
 };
-use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 const BLOCKS: &str = "a string or an array of content blocks";
 
 impl RequestView {
-    /// Reads a `/v1/messages` body.
-    pub fn from_messages(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
+    /// Reads a `/v1/messages` body: a `serde_json::Value`, or the [`Borrowed`](super::Borrowed)
+    /// tree a proxy reads its bodies into (the same facts and errors either way).
+    pub fn from_messages<J: Json>(
+        body: &J,
+        headers: impl IntoHeaders,
+    ) -> Result<Self, RequestError> {
         let obj = body_object(body)?;
         let mut facts = Facts::new(headers);
         read_common(obj, &mut facts.view)?;
-        match obj.get("max_tokens") {
+        match obj.get("max_tokens").map(Json::node) {
             None => return Err(missing("max_tokens")),
-            Some(Value::Number(n)) if n.as_u64().is_some() => {}
-            Some(other) => return Err(wrong("max_tokens".into(), "a whole number", other)),
+            Some(Node::Number(n)) if n.as_u64().is_some() => {}
+            Some(other) => return Err(wrong("max_tokens".into(), "a whole number", &other)),
         }
-        match obj.get("metadata") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(metadata)) => match metadata.get("user_id") {
-                None | Some(Value::Null | Value::String(_)) => {}
+        match obj.get("metadata").map(Json::node) {
+            None | Some(Node::Null) => {}
+            Some(Node::Object(metadata)) => match metadata.get("user_id").map(Json::node) {
+                None | Some(Node::Null | Node::String(_)) => {}
                 Some(other) => {
-                    return Err(wrong("metadata.user_id".into(), "a string or null", other))
+                    return Err(wrong("metadata.user_id".into(), "a string or null", &other))
                 }
             },
-            Some(other) => return Err(wrong("metadata".into(), "an object or null", other)),
+            Some(other) => return Err(wrong("metadata".into(), "an object or null", &other)),
         }
-        match obj.get("system") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(text)) => facts.message(Role::System, text),
-            Some(Value::Array(blocks)) => {
+        match obj.get("system").map(Json::node) {
+            None | Some(Node::Null) => {}
+            Some(Node::String(text)) => facts.message(Role::System, text),
+            Some(Node::Array(blocks)) => {
                 let text = parts_text(blocks, At::Field("system"), &TEXT_BLOCKS)?;
                 facts.message(Role::System, &text);
             }
-            Some(other) => return Err(wrong("system".into(), "a string or an array", other)),
+            Some(other) => return Err(wrong("system".into(), "a string or an array", &other)),
         }
-        let messages = match obj.get("messages") {
+        let messages = match obj.get("messages").map(Json::node) {
             None => return Err(missing("messages")),
-            Some(Value::Array(messages)) => messages,
-            Some(other) => return Err(wrong("messages".into(), "an array", other)),
+            Some(Node::Array(messages)) => messages,
+            Some(other) => return Err(wrong("messages".into(), "an array", &other)),
         };
         let root = At::Field("messages");
         for (i, message) in messages.iter().enumerate() {
@@ -64,28 +70,30 @@ impl RequestView {
     }
 }
 
-fn read_message(message: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
-    let Value::Object(message) = message else {
-        return Err(wrong(path.to_string(), "an object", message));
+fn read_message<J: Json>(message: &J, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
+    let message = match message.node() {
+        Node::Object(message) => message,
+        other => return Err(wrong(path.to_string(), "an object", &other)),
     };
     let role = required_str(message, "role", path)?;
     let content_at = path.key("content");
-    let blocks: &[Value] = match message.get("content") {
+    let blocks: &[J] = match message.get("content").map(Json::node) {
         None => return Err(missing(&content_at.to_string())),
-        Some(Value::String(text)) => {
+        Some(Node::String(text)) => {
             facts.message(role_of(role), text);
             return Ok(());
         }
-        Some(Value::Array(blocks)) => blocks,
-        Some(other) => return Err(wrong(content_at.to_string(), BLOCKS, other)),
+        Some(Node::Array(blocks)) => blocks,
+        Some(other) => return Err(wrong(content_at.to_string(), BLOCKS, &other)),
     };
     let mut text = String::new();
     let mut results = 0usize;
     let mut calls = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         let block_at = content_at.index(i);
-        let Value::Object(block) = block else {
-            return Err(wrong(block_at.to_string(), "an object", block));
+        let block = match block.node() {
+            Node::Object(block) => block,
+            other => return Err(wrong(block_at.to_string(), "an object", &other)),
         };
         match required_str(block, "type", block_at)? {
             "text" => push_line(&mut text, required_str(block, "text", block_at)?),
@@ -138,20 +146,18 @@ fn role_of(role: &str) -> Role {
 }
 
 /// A `tool_result`'s `content`: absent, a string, or text (and image) blocks.
-fn result_text<'a>(
-    block: &'a Map<String, Value>,
-    path: At<'_>,
-) -> Result<Cow<'a, str>, RequestError> {
-    match block.get("content") {
-        None | Some(Value::Null) => Ok(Cow::Borrowed("")),
-        Some(Value::String(text)) => Ok(Cow::Borrowed(text)),
-        Some(Value::Array(blocks)) => {
+fn result_text<'a, O: Object>(block: &'a O, path: At<'_>) -> Result<Cow<'a, str>, RequestError> {
+    match block.get("content").map(Json::node) {
+        None | Some(Node::Null) => Ok(Cow::Borrowed("")),
+        Some(Node::String(text)) => Ok(Cow::Borrowed(text)),
+        Some(Node::Array(blocks)) => {
             let content_at = path.key("content");
             let mut text = String::new();
             for (i, block) in blocks.iter().enumerate() {
                 let block_at = content_at.index(i);
-                let Value::Object(block) = block else {
-                    return Err(wrong(block_at.to_string(), "an object", block));
+                let block = match block.node() {
+                    Node::Object(block) => block,
+                    other => return Err(wrong(block_at.to_string(), "an object", &other)),
                 };
                 match required_str(block, "type", block_at)? {
                     "text" => push_line(&mut text, required_str(block, "text", block_at)?),
@@ -163,19 +169,19 @@ fn result_text<'a>(
             }
             Ok(Cow::Owned(text))
         }
-        Some(other) => Err(wrong(format!("{path}.content"), BLOCKS, other)),
+        Some(other) => Err(wrong(format!("{path}.content"), BLOCKS, &other)),
     }
 }
 
 /// A `search_result` block as the model reads it: its `title` and `source`, then its `content`
 /// text blocks.
-fn search_result_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, RequestError> {
+fn search_result_text<O: Object>(block: &O, path: At<'_>) -> Result<String, RequestError> {
     let mut text = String::new();
     for key in ["title", "source"] {
         push_line(&mut text, required_str(block, key, path)?);
     }
-    match block.get("content") {
-        Some(Value::Array(parts)) => push_line(
+    match block.get("content").map(Json::node) {
+        Some(Node::Array(parts)) => push_line(
             &mut text,
             &parts_text(parts, path.key("content"), &TEXT_BLOCKS)?,
         ),
@@ -184,7 +190,7 @@ fn search_result_text(block: &Map<String, Value>, path: At<'_>) -> Result<String
             return Err(wrong(
                 format!("{path}.content"),
                 "an array of text blocks",
-                other,
+                &other,
             ))
         }
     }
@@ -193,10 +199,14 @@ fn search_result_text(block: &Map<String, Value>, path: At<'_>) -> Result<String
 
 /// A `web_fetch_tool_result`: the fetched page is a document block the model reads; an error
 /// result has no text.
-fn fetched_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, RequestError> {
+fn fetched_text<O: Object>(block: &O, path: At<'_>) -> Result<String, RequestError> {
     let content_at = path.key("content");
-    match block.get("content").and_then(|c| c.get("content")) {
-        Some(Value::Object(document)) => document_text(document, content_at.key("content")),
+    let document = match block.get("content").map(Json::node) {
+        Some(Node::Object(content)) => content.get("content").map(Json::node),
+        _ => None,
+    };
+    match document {
+        Some(Node::Object(document)) => document_text(document, content_at.key("content")),
         _ => Ok(String::new()),
     }
 }
@@ -205,31 +215,31 @@ fn fetched_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, Requ
 /// then the document's own text, for a plain-text source (`source.type = "text"`, its `data`)
 /// or one of content blocks (`"content"`, a string or text blocks). A PDF or a Files API
 /// document has no text the router can read, and counts as none.
-fn document_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, RequestError> {
+fn document_text<O: Object>(block: &O, path: At<'_>) -> Result<String, RequestError> {
     let mut text = String::new();
     for key in ["title", "context"] {
-        match block.get(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(line)) => push_line(&mut text, line),
-            Some(other) => return Err(wrong(format!("{path}.{key}"), "a string or null", other)),
+        match block.get(key).map(Json::node) {
+            None | Some(Node::Null) => {}
+            Some(Node::String(line)) => push_line(&mut text, line),
+            Some(other) => return Err(wrong(format!("{path}.{key}"), "a string or null", &other)),
         }
     }
     let source_at = path.key("source");
-    let source = match block.get("source") {
+    let source = match block.get("source").map(Json::node) {
         None => return Err(missing(&source_at.to_string())),
-        Some(Value::Object(source)) => source,
-        Some(other) => return Err(wrong(source_at.to_string(), "an object", other)),
+        Some(Node::Object(source)) => source,
+        Some(other) => return Err(wrong(source_at.to_string(), "an object", &other)),
     };
     match required_str(source, "type", source_at)? {
         "text" => push_line(&mut text, required_str(source, "data", source_at)?),
-        "content" => match source.get("content") {
-            Some(Value::String(line)) => push_line(&mut text, line),
-            Some(Value::Array(parts)) => {
+        "content" => match source.get("content").map(Json::node) {
+            Some(Node::String(line)) => push_line(&mut text, line),
+            Some(Node::Array(parts)) => {
                 let parts = parts_text(parts, source_at.key("content"), &TEXT_BLOCKS)?;
                 push_line(&mut text, &parts);
             }
             None => return Err(missing(&format!("{source_at}.content"))),
-            Some(other) => return Err(wrong(format!("{source_at}.content"), BLOCKS, other)),
+            Some(other) => return Err(wrong(format!("{source_at}.content"), BLOCKS, &other)),
         },
         _ => {}
     }
@@ -239,7 +249,7 @@ fn document_text(block: &Map<String, Value>, path: At<'_>) -> Result<String, Req
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn read(body: Value) -> Result<RequestView, RequestError> {
         RequestView::from_messages(&body, &[])

@@ -57,8 +57,8 @@ pub fn check_body(bytes: &[u8], policies: &[CompiledPolicy]) -> Result<(), Strin
     Ok(())
 }
 
-/// The borrowed reader agrees with the `Value` one on `bytes` as a chat body: both refuse it as
-/// JSON, or both read it, into the same facts or the same [`RequestError`].
+/// The borrowed readers agree with the `Value` ones on `bytes` as a chat and as a Messages body:
+/// both refuse it as JSON, or both read it, into the same facts or the same [`RequestError`].
 pub fn check_borrowed(bytes: &[u8]) -> Result<(), String> {
     let tree = serde_json::from_slice::<serde_json::Value>(bytes);
     let borrowed = Borrowed::parse(bytes);
@@ -75,12 +75,24 @@ pub fn check_borrowed(bytes: &[u8]) -> Result<(), String> {
         (Ok(_), None) => return Err("the borrowed tree refuses a body serde_json reads".into()),
     };
     let headers = headers();
-    let by_tree = RequestView::from_chat(&tree, &headers);
-    let by_borrowed = RequestView::from_chat(&borrowed, &headers);
-    if by_tree != by_borrowed {
-        return Err(format!(
-            "the readers disagree: from the Value {by_tree:?}, from the borrowed tree {by_borrowed:?}"
-        ));
+    let readers = [
+        (
+            "chat",
+            RequestView::from_chat(&tree, &headers),
+            RequestView::from_chat(&borrowed, &headers),
+        ),
+        (
+            "Messages",
+            RequestView::from_messages(&tree, &headers),
+            RequestView::from_messages(&borrowed, &headers),
+        ),
+    ];
+    for (api, by_tree, by_borrowed) in readers {
+        if by_tree != by_borrowed {
+            return Err(format!(
+                "the {api} readers disagree: from the Value {by_tree:?}, from the borrowed tree {by_borrowed:?}"
+            ));
+        }
     }
     Ok(())
 }

@@ -17,19 +17,19 @@
 //! The chat form is a tree of typed structs borrowing the client's parsed body, serialised
 //! once straight to bytes ([`ChatForm`]); each translated candidate's body is those bytes with
 //! its served id as `model`, so no JSON tree is built and nothing is parsed again on the way.
+//! It reads the body through the compiler's [`Json`] interface, so the borrowed tree the intake
+//! reads a Messages body into translates as a `serde_json::Value` does, byte for byte.
 
 use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
+use src_compiler::request::{Json, Node, Object};
 
 /// Why a Messages request has no chat form; the client's to fix (400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct Untranslatable(pub String);
-
-/// What stands for an absent id or name, as `null`.
-static NULL: Value = Value::Null;
 
 /// The chat form of a Messages body, serialised without its `model`, which each candidate's
 /// body gets first ([`ChatForm::body`]).
@@ -41,8 +41,9 @@ pub struct ChatForm {
 }
 
 impl ChatForm {
-    /// The chat form of a Messages body (already checked by the request view's extraction).
-    pub fn new(body: &Value) -> Result<ChatForm, Untranslatable> {
+    /// The chat form of a Messages body (already checked by the request view's extraction): a
+    /// `serde_json::Value` or the borrowed tree the intake reads bodies into.
+    pub fn new<J: Json + Serialize>(body: &J) -> Result<ChatForm, Untranslatable> {
         let request = chat_request(body)?;
         // Serialising borrowed strings and `Value`s cannot fail; `model` is left out.
         let bytes = serde_json::to_vec(&ChatRequest {
@@ -79,28 +80,29 @@ impl ChatForm {
     }
 }
 
-/// A chat completions request borrowing the Messages body it was made from.
+/// A chat completions request borrowing the Messages body it was made from. A field the body
+/// does not have (an id, a name) is `None`, which is written as `null`.
 #[derive(Debug, Serialize)]
-struct ChatRequest<'a> {
+struct ChatRequest<'a, J> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    model: Option<&'a Value>,
-    messages: Vec<Message<'a>>,
+    model: Option<&'a J>,
+    messages: Vec<Message<'a, J>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<&'a Value>,
+    max_tokens: Option<&'a J>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<&'a Value>,
+    temperature: Option<&'a J>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<&'a Value>,
+    top_p: Option<&'a J>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<&'a Value>,
+    top_k: Option<&'a J>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    stop: Option<&'a Value>,
+    stop: Option<&'a J>,
     #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<Vec<Tool<'a>>>,
+    tools: Option<Vec<Tool<'a, J>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<ToolChoice<'a>>,
+    tool_choice: Option<ToolChoice<'a, J>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,7 +113,7 @@ struct ChatRequest<'a> {
 
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-enum Message<'a> {
+enum Message<'a, J> {
     Plain {
         role: &'a str,
         content: Content<'a>,
@@ -121,11 +123,11 @@ enum Message<'a> {
         /// `null` when the turn is only tool calls.
         content: Option<String>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<ToolCall<'a>>,
+        tool_calls: Vec<ToolCall<'a, J>>,
     },
     Tool {
         role: &'static str,
-        tool_call_id: &'a Value,
+        tool_call_id: Option<&'a J>,
         content: Cow<'a, str>,
     },
 }
@@ -150,39 +152,39 @@ struct ImageUrl<'a> {
 }
 
 #[derive(Debug, Serialize)]
-struct ToolCall<'a> {
-    id: &'a Value,
+struct ToolCall<'a, J> {
+    id: Option<&'a J>,
     #[serde(rename = "type")]
     kind: &'static str,
-    function: CallFunction<'a>,
+    function: CallFunction<'a, J>,
 }
 
 #[derive(Debug, Serialize)]
-struct CallFunction<'a> {
-    name: &'a Value,
+struct CallFunction<'a, J> {
+    name: Option<&'a J>,
     /// The `tool_use` input as JSON text.
     arguments: String,
 }
 
 #[derive(Debug, Serialize)]
-struct Tool<'a> {
+struct Tool<'a, J> {
     #[serde(rename = "type")]
     kind: &'static str,
-    function: ToolFunction<'a>,
+    function: ToolFunction<'a, J>,
 }
 
 #[derive(Debug, Serialize)]
-struct ToolFunction<'a> {
-    name: &'a Value,
+struct ToolFunction<'a, J> {
+    name: Option<&'a J>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a Value>,
-    parameters: Schema<'a>,
+    description: Option<&'a J>,
+    parameters: Schema<'a, J>,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-enum Schema<'a> {
-    Given(&'a Value),
+enum Schema<'a, J> {
+    Given(&'a J),
     /// `{"type":"object"}`, for a tool without `input_schema`.
     AnyObject {
         #[serde(rename = "type")]
@@ -192,18 +194,18 @@ enum Schema<'a> {
 
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-enum ToolChoice<'a> {
+enum ToolChoice<'a, J> {
     Mode(&'static str),
     Function {
         #[serde(rename = "type")]
         kind: &'static str,
-        function: Named<'a>,
+        function: Named<'a, J>,
     },
 }
 
 #[derive(Debug, Serialize)]
-struct Named<'a> {
-    name: &'a Value,
+struct Named<'a, J> {
+    name: Option<&'a J>,
 }
 
 #[derive(Debug, Serialize)]
@@ -211,22 +213,55 @@ struct StreamOptions {
     include_usage: bool,
 }
 
+/// The member `key` of `value`, when it is an object that has one.
+fn get<'a, J: Json>(value: &'a J, key: &str) -> Option<&'a J> {
+    match value.node() {
+        Node::Object(obj) => obj.get(key),
+        _ => None,
+    }
+}
+
+fn as_str<J: Json>(value: &J) -> Option<&str> {
+    match value.node() {
+        Node::String(text) => Some(text),
+        _ => None,
+    }
+}
+
+fn as_array<J: Json>(value: &J) -> Option<&[J]> {
+    match value.node() {
+        Node::Array(items) => Some(items),
+        _ => None,
+    }
+}
+
+fn as_bool<J: Json>(value: &J) -> Option<bool> {
+    match value.node() {
+        Node::Bool(b) => Some(b),
+        _ => None,
+    }
+}
+
+fn is_null<J: Json>(value: &J) -> bool {
+    matches!(value.node(), Node::Null)
+}
+
 /// The chat form of a Messages body (already checked by the request view's extraction), as
 /// typed structs borrowing from it.
-fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
-    let Some(obj) = body.as_object() else {
+fn chat_request<J: Json + Serialize>(body: &J) -> Result<ChatRequest<'_, J>, Untranslatable> {
+    let Node::Object(obj) = body.node() else {
         return Err(Untranslatable(
             "the request body must be a JSON object".into(),
         ));
     };
-    let field = |name: &str| obj.get(name).filter(|v| !v.is_null());
+    let field = |name: &str| obj.get(name).filter(|v| !is_null(*v));
     let mut messages = Vec::new();
-    match obj.get("system") {
-        Some(Value::String(text)) => messages.push(Message::Plain {
+    match obj.get("system").map(Json::node) {
+        Some(Node::String(text)) => messages.push(Message::Plain {
             role: "system",
             content: Content::Text(Cow::Borrowed(text)),
         }),
-        Some(Value::Array(blocks)) => messages.push(Message::Plain {
+        Some(Node::Array(blocks)) => messages.push(Message::Plain {
             role: "system",
             content: Content::Text(joined(blocks, "\n")),
         }),
@@ -234,14 +269,14 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
     }
     for (at, message) in obj
         .get("messages")
-        .and_then(Value::as_array)
+        .and_then(as_array)
         .into_iter()
         .flatten()
         .enumerate()
     {
         translate_message(message, at, &mut messages)?;
     }
-    let tools = match obj.get("tools").and_then(Value::as_array) {
+    let tools = match obj.get("tools").and_then(as_array) {
         Some(tools) => Some(tools.iter().map(tool).collect::<Result<Vec<_>, _>>()?),
         None => None,
     };
@@ -249,7 +284,7 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
         Some(choice) => tool_choice(choice)?,
         None => (None, None),
     };
-    let stream = obj.get("stream").and_then(Value::as_bool) == Some(true);
+    let stream = obj.get("stream").and_then(as_bool) == Some(true);
     Ok(ChatRequest {
         model: obj.get("model"),
         messages,
@@ -260,8 +295,8 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
         stop: field("stop_sequences"),
         user: obj
             .get("metadata")
-            .and_then(|m| m.get("user_id"))
-            .and_then(Value::as_str),
+            .and_then(|m| get(m, "user_id"))
+            .and_then(as_str),
         tools,
         tool_choice,
         parallel_tool_calls,
@@ -272,24 +307,21 @@ fn chat_request(body: &Value) -> Result<ChatRequest<'_>, Untranslatable> {
     })
 }
 
-fn translate_message<'a>(
-    message: &'a Value,
+fn translate_message<'a, J: Json + Serialize>(
+    message: &'a J,
     at: usize,
-    out: &mut Vec<Message<'a>>,
+    out: &mut Vec<Message<'a, J>>,
 ) -> Result<(), Untranslatable> {
-    let role = message
-        .get("role")
-        .and_then(Value::as_str)
-        .unwrap_or("user");
-    let blocks = match message.get("content") {
-        Some(Value::String(text)) => {
+    let role = get(message, "role").and_then(as_str).unwrap_or("user");
+    let blocks = match get(message, "content").map(Json::node) {
+        Some(Node::String(text)) => {
             out.push(Message::Plain {
                 role,
                 content: Content::Text(Cow::Borrowed(text)),
             });
             return Ok(());
         }
-        Some(Value::Array(blocks)) => blocks,
+        Some(Node::Array(blocks)) => blocks,
         _ => return Ok(()),
     };
     let path = |i: usize| format!("messages[{at}].content[{i}]");
@@ -301,17 +333,19 @@ fn translate_message<'a>(
             }
         }
         let text = joined(blocks, "");
-        let tool_calls: Vec<ToolCall> = blocks
+        let tool_calls: Vec<ToolCall<'a, J>> = blocks
             .iter()
-            .filter(|b| kind(b) == Some("tool_use"))
+            .filter(|b| kind(*b) == Some("tool_use"))
             .map(|b| ToolCall {
-                id: b.get("id").unwrap_or(&NULL),
+                id: get(b, "id"),
                 kind: "function",
                 function: CallFunction {
-                    name: b.get("name").unwrap_or(&NULL),
-                    arguments: b
-                        .get("input")
-                        .map_or_else(|| "{}".to_owned(), Value::to_string),
+                    name: get(b, "name"),
+                    arguments: get(b, "input").map_or_else(
+                        || "{}".to_owned(),
+                        // Serialising a parsed tree cannot fail.
+                        |input| serde_json::to_string(input).unwrap_or_default(),
+                    ),
                 },
             })
             .collect();
@@ -334,12 +368,12 @@ fn translate_message<'a>(
     for (i, block) in blocks.iter().enumerate() {
         match kind(block) {
             Some("tool_result") => {
-                let call = block.get("tool_use_id").unwrap_or(&NULL);
+                let call = get(block, "tool_use_id");
                 let images_before = result_images.len();
                 let mut content = result_content(block, &path(i), &mut result_images)?;
                 let images = result_images.len() - images_before;
                 if images > 0 {
-                    let id = call.as_str().unwrap_or("");
+                    let id = call.and_then(as_str).unwrap_or("");
                     result_images.insert(
                         images_before,
                         Part::Text {
@@ -355,7 +389,7 @@ fn translate_message<'a>(
                         format!("{content}\n{note}")
                     });
                 }
-                if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+                if get(block, "is_error").and_then(as_bool) == Some(true) {
                     content = Cow::Owned(format!("{TOOL_ERROR_PREFIX}{content}"));
                 }
                 out.push(Message::Tool {
@@ -365,7 +399,7 @@ fn translate_message<'a>(
                 });
             }
             Some("text") => {
-                if let Some(text) = block.get("text").and_then(Value::as_str) {
+                if let Some(text) = get(block, "text").and_then(as_str) {
                     parts.push(Part::Text {
                         text: Cow::Borrowed(text),
                     });
@@ -395,23 +429,21 @@ pub const TOOL_ERROR_PREFIX: &str = "Error: ";
 
 /// A `tool_result`'s content as the `tool` message's text: its text blocks and text documents,
 /// joined by newlines; its images go to `images`.
-fn result_content<'a>(
-    block: &'a Value,
+fn result_content<'a, J: Json>(
+    block: &'a J,
     path: &str,
     images: &mut Vec<Part<'a>>,
 ) -> Result<Cow<'a, str>, Untranslatable> {
-    let blocks = match block.get("content") {
-        Some(Value::String(text)) => return Ok(Cow::Borrowed(text.as_str())),
-        Some(Value::Array(blocks)) => blocks,
+    let blocks = match get(block, "content").map(Json::node) {
+        Some(Node::String(text)) => return Ok(Cow::Borrowed(text)),
+        Some(Node::Array(blocks)) => blocks,
         _ => return Ok(Cow::Borrowed("")),
     };
     let mut texts = Vec::new();
     for (i, inner) in blocks.iter().enumerate() {
         let at = format!("{path}.content[{i}]");
         match kind(inner) {
-            Some("text") => {
-                texts.extend(inner.get("text").and_then(Value::as_str).map(Cow::Borrowed))
-            }
+            Some("text") => texts.extend(get(inner, "text").and_then(as_str).map(Cow::Borrowed)),
             Some("image") => images.push(image_part(inner, &at)?),
             Some("document") => {
                 let mut parts = Vec::new();
@@ -437,19 +469,14 @@ fn result_content<'a>(
 /// content blocks (`"content"`) is its `title` and `context` when given, then its text (and a
 /// content document's images). A PDF (base64 or by URL) or a Files API document has no chat
 /// form: an OpenAI-compatible server cannot be counted on to read it.
-fn document_parts<'a>(
-    block: &'a Value,
+fn document_parts<'a, J: Json>(
+    block: &'a J,
     path: &str,
     parts: &mut Vec<Part<'a>>,
 ) -> Result<(), Untranslatable> {
-    let source = block.get("source");
+    let source = get(block, "source");
     let source_kind = source.and_then(kind);
-    let text_of = |key: &str| {
-        block
-            .get(key)
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-    };
+    let text_of = |key: &str| get(block, key).and_then(as_str).filter(|t| !t.is_empty());
     let heading = |parts: &mut Vec<Part<'a>>| {
         for text in [text_of("title"), text_of("context")].into_iter().flatten() {
             parts.push(Part::Text {
@@ -460,27 +487,27 @@ fn document_parts<'a>(
     match (source_kind, source) {
         (Some("text"), Some(source)) => {
             heading(parts);
-            let data = source.get("data").and_then(Value::as_str).unwrap_or("");
+            let data = get(source, "data").and_then(as_str).unwrap_or("");
             parts.push(Part::Text {
                 text: Cow::Borrowed(data),
             });
         }
         (Some("content"), Some(source)) => {
             heading(parts);
-            match source.get("content") {
-                Some(Value::String(text)) => parts.push(Part::Text {
+            match get(source, "content").map(Json::node) {
+                Some(Node::String(text)) => parts.push(Part::Text {
                     text: Cow::Borrowed(text),
                 }),
-                Some(Value::Array(blocks)) => {
+                Some(Node::Array(blocks)) => {
                     for (i, inner) in blocks.iter().enumerate() {
                         let at = format!("{path}.source.content[{i}]");
                         match kind(inner) {
                             Some("text") => {
-                                parts.extend(inner.get("text").and_then(Value::as_str).map(
-                                    |text| Part::Text {
+                                parts.extend(get(inner, "text").and_then(as_str).map(|text| {
+                                    Part::Text {
                                         text: Cow::Borrowed(text),
-                                    },
-                                ))
+                                    }
+                                }))
                             }
                             Some("image") => parts.push(image_part(inner, &at)?),
                             other => return Err(no_chat_form(&at, other)),
@@ -492,8 +519,8 @@ fn document_parts<'a>(
         }
         _ => {
             let media = source
-                .and_then(|s| s.get("media_type"))
-                .and_then(Value::as_str)
+                .and_then(|s| get(s, "media_type"))
+                .and_then(as_str)
                 .map(|m| format!(" ({m})"))
                 .unwrap_or_default();
             return Err(Untranslatable(format!(
@@ -509,15 +536,15 @@ fn document_parts<'a>(
 
 /// An `image` block as an `image_url` part; an image chat cannot be given by URL or data (a
 /// Files API `file_id`) has no chat form.
-fn image_part<'a>(block: &'a Value, path: &str) -> Result<Part<'a>, Untranslatable> {
-    match image_url(block.get("source")) {
+fn image_part<'a, J: Json>(block: &'a J, path: &str) -> Result<Part<'a>, Untranslatable> {
+    match image_url(get(block, "source")) {
         Some(url) => Ok(Part::ImageUrl {
             image_url: ImageUrl { url },
         }),
         None => Err(Untranslatable(format!(
             "`{path}` is an `image` block with a `{}` source, which an OpenAI backend cannot \
              read; send the image as base64 data or by URL",
-            block.get("source").and_then(kind).unwrap_or("missing")
+            get(block, "source").and_then(kind).unwrap_or("missing")
         ))),
     }
 }
@@ -533,21 +560,21 @@ fn no_chat_form(path: &str, kind: Option<&str>) -> Untranslatable {
 }
 
 /// An image block's source as the URL chat takes: a `data:` URL for base64 data.
-fn image_url(source: Option<&Value>) -> Option<Cow<'_, str>> {
+fn image_url<J: Json>(source: Option<&J>) -> Option<Cow<'_, str>> {
     let source = source?;
-    match source.get("type").and_then(Value::as_str)? {
+    match get(source, "type").and_then(as_str)? {
         "base64" => Some(Cow::Owned(format!(
             "data:{};base64,{}",
-            source.get("media_type").and_then(Value::as_str)?,
-            source.get("data").and_then(Value::as_str)?
+            get(source, "media_type").and_then(as_str)?,
+            get(source, "data").and_then(as_str)?
         ))),
-        "url" => source.get("url").and_then(Value::as_str).map(Cow::Borrowed),
+        "url" => get(source, "url").and_then(as_str).map(Cow::Borrowed),
         _ => None,
     }
 }
 
-fn tool(tool: &Value) -> Result<Tool<'_>, Untranslatable> {
-    match tool.get("type").and_then(Value::as_str) {
+fn tool<J: Json>(tool: &J) -> Result<Tool<'_, J>, Untranslatable> {
+    match get(tool, "type").and_then(as_str) {
         None | Some("custom") => {}
         Some(other) => {
             return Err(Untranslatable(format!(
@@ -558,25 +585,26 @@ fn tool(tool: &Value) -> Result<Tool<'_>, Untranslatable> {
     Ok(Tool {
         kind: "function",
         function: ToolFunction {
-            name: tool.get("name").unwrap_or(&NULL),
-            description: tool.get("description"),
-            parameters: tool
-                .get("input_schema")
+            name: get(tool, "name"),
+            description: get(tool, "description"),
+            parameters: get(tool, "input_schema")
                 .map_or(Schema::AnyObject { kind: "object" }, Schema::Given),
         },
     })
 }
 
 /// `tool_choice` and `parallel_tool_calls` in chat's terms.
-fn tool_choice(choice: &Value) -> Result<(Option<ToolChoice<'_>>, Option<bool>), Untranslatable> {
-    let translated = match choice.get("type").and_then(Value::as_str) {
+fn tool_choice<J: Json>(
+    choice: &J,
+) -> Result<(Option<ToolChoice<'_, J>>, Option<bool>), Untranslatable> {
+    let translated = match get(choice, "type").and_then(as_str) {
         Some("auto") => ToolChoice::Mode("auto"),
         Some("any") => ToolChoice::Mode("required"),
         Some("none") => ToolChoice::Mode("none"),
         Some("tool") => ToolChoice::Function {
             kind: "function",
             function: Named {
-                name: choice.get("name").unwrap_or(&NULL),
+                name: get(choice, "name"),
             },
         },
         _ => {
@@ -585,24 +613,21 @@ fn tool_choice(choice: &Value) -> Result<(Option<ToolChoice<'_>>, Option<bool>),
             ))
         }
     };
-    let serial = choice
-        .get("disable_parallel_tool_use")
-        .and_then(Value::as_bool)
-        == Some(true);
+    let serial = get(choice, "disable_parallel_tool_use").and_then(as_bool) == Some(true);
     Ok((Some(translated), serial.then_some(false)))
 }
 
-fn kind(block: &Value) -> Option<&str> {
-    block.get("type").and_then(Value::as_str)
+fn kind<J: Json>(block: &J) -> Option<&str> {
+    get(block, "type").and_then(as_str)
 }
 
 /// The text of the `text` blocks among `blocks`, joined by `separator` (borrowed when there is
 /// one).
-fn joined<'a>(blocks: &'a [Value], separator: &str) -> Cow<'a, str> {
+fn joined<'a, J: Json>(blocks: &'a [J], separator: &str) -> Cow<'a, str> {
     let mut texts = blocks
         .iter()
-        .filter(|b| kind(b) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str));
+        .filter(|b| kind(*b) == Some("text"))
+        .filter_map(|b| get(b, "text").and_then(as_str));
     let Some(first) = texts.next() else {
         return Cow::Borrowed("");
     };

@@ -36,12 +36,13 @@ use hyper::header::HeaderMap;
 use hyper::{Request, Response};
 use src_compiler::request::RequestView;
 
+use crate::anthropic::dialect::{self, Dialect};
 use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::answer_error;
 use crate::pipeline::continuation::Continuation;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::{self, Answered, Outgoing};
-use crate::pipeline::intake::JsonBody;
+use crate::pipeline::intake::{ChatFormNow, JsonBody};
 use crate::pipeline::{decide_step, intake, new_completion, Decided, Parsed, Pipeline};
 use crate::policy_store::Snapshot;
 use crate::relay::body::ProxyBody;
@@ -246,7 +247,8 @@ pub async fn decide<D: Door>(
     done: Completion,
 ) -> Settled<D::Turn> {
     let api = door.api();
-    let (parsed, view) = match intake::parse(api, bytes, headers, &done.trace) {
+    let chat_form = chat_form_now(api, snapshot);
+    let (parsed, view) = match intake::parse(api, bytes, headers, &done.trace, chat_form) {
         Ok(request) => request,
         Err(error) => return Settled::Answer(Answered::router(answer_error(done, error)), None),
     };
@@ -283,6 +285,21 @@ pub async fn decide<D: Door>(
                 done,
             })
         }
+    }
+}
+
+/// Whether a request's chat form is made as its body is read: a Messages request under a policy
+/// with a backend that speaks only chat may be translated for it.
+fn chat_form_now(api: Api, snapshot: &Snapshot) -> ChatFormNow {
+    let translated = api == Api::Messages
+        && snapshot
+            .endpoints
+            .iter()
+            .any(|e| dialect::of(api, e.api) == Dialect::ChatForMessages);
+    if translated {
+        ChatFormNow::Yes
+    } else {
+        ChatFormNow::No
     }
 }
 

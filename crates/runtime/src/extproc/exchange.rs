@@ -303,7 +303,12 @@ impl Exchange {
         arrived.done.if_abandoned(GATEWAY_GAVE_UP, GAVE_UP);
         let mut remove = remove;
         remove.append(&mut arrived.remove);
-        let (body, set) = match self.decide(doors, arrived).await {
+        // The decision's future (the deciding steps, the answers the router writes itself) is
+        // the largest state of a stream's answering by far; kept inline, every message's
+        // answering future, which the stream boxes and moves once a message, would carry and
+        // copy all of it, kilobytes a message. Boxed here, it is built and moved once a request.
+        let decision = Box::pin(self.decide(doors, arrived)).await;
+        let (body, set) = match decision {
             Outcome::Answer(answer) => return vec![answer],
             Outcome::Forward {
                 body,

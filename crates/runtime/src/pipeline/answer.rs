@@ -126,36 +126,53 @@ pub fn set_sr_headers(headers: &mut HeaderMap, record: &RequestRecord, model: Op
     const CACHE: HeaderName = HeaderName::from_static(headers::SR_CACHE);
     const PREVIOUS: HeaderName = HeaderName::from_static(headers::SR_PREVIOUS);
     const BUDGET: HeaderName = HeaderName::from_static(headers::SR_BUDGET);
-    let mut set = |name: HeaderName, value: &str| {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            headers.insert(name, v);
+    let mut put = |name: HeaderName, value: Option<HeaderValue>| {
+        if let Some(value) = value {
+            headers.insert(name, value);
         }
     };
-    set(REQUEST_ID, &record.request_id);
-    set(ROUTE, record.route.as_deref().unwrap_or(NONE_VALUE));
-    set(MODEL, model.unwrap_or(NONE_VALUE));
-    set(PATH, record.path);
+    put(REQUEST_ID, copied(&record.request_id));
+    put(
+        ROUTE,
+        record
+            .route
+            .as_deref()
+            .map_or_else(|| word(NONE_VALUE), copied),
+    );
+    put(MODEL, model.map_or_else(|| word(NONE_VALUE), copied));
+    put(PATH, word(record.path));
     if let Some(block) = &record.block {
-        set(BLOCK, block);
+        put(BLOCK, copied(block));
     }
     if !record.fallbacks.is_empty() {
-        set(FALLBACKS, &record.fallbacks.join(","));
+        put(FALLBACKS, copied(&record.fallbacks.join(",")));
     }
     if let Some(session) = record.session {
-        set(SESSION, session);
+        put(SESSION, word(session));
     }
     if let Some(reason) = record.switch_reason {
-        set(SWITCH_REASON, reason);
+        put(SWITCH_REASON, word(reason));
     }
     if let Some(cache) = record.cache {
-        set(CACHE, cache);
+        put(CACHE, word(cache));
     }
     if let Some(previous) = record.previous {
-        set(PREVIOUS, previous);
+        put(PREVIOUS, word(previous));
     }
     if let Some(budget) = &record.budget {
-        set(BUDGET, budget);
+        put(BUDGET, copied(budget));
     }
+}
+
+/// A header value copied from text a request made.
+fn copied(value: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(value).ok()
+}
+
+/// A header value of one of the router's own words: its bytes are used where they are, not
+/// copied into an allocation of their own.
+fn word(value: &'static str) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_static(value.as_bytes())).ok()
 }
 
 #[cfg(test)]

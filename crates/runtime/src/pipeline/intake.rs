@@ -1,10 +1,12 @@
 //! The first step of a proxied request: its body, read within a limit, and the facts a policy
 //! reads from it (the compiler's [`RequestView`]), or the client error that says why not.
 //!
-//! A chat body is read into the compiler's borrowed tree ([`Borrowed`]: its strings point into
-//! the body) rather than a `serde_json::Value`, which allocates every key and string; the
-//! [`JsonBody`] builds the `Value` only when a step reads one (a route's plugins, the cache,
-//! `--record`), which a plain routed request never does.
+//! A chat or Messages body is read into the compiler's borrowed tree ([`Borrowed`]: its strings
+//! point into the body) rather than a `serde_json::Value`, which allocates every key and string;
+//! the [`JsonBody`] builds the `Value` only when a step reads one (a route's plugins, the cache,
+//! `--record`), which a plain routed request never does. A Messages body that may go to an
+//! OpenAI backend is given its chat form from the same borrowed tree, so translating it needs
+//! no `Value` either.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use hyper::header::{HeaderMap, CONTENT_LENGTH};
 use serde_json::Value;
 use src_compiler::request::{Borrowed, RequestError, RequestView};
 
+use crate::anthropic::to_chat::{ChatForm, Untranslatable};
 use crate::cache::Directive;
 use crate::headers;
 use crate::openai::{Api, ApiError};
@@ -135,14 +138,22 @@ where
 pub struct JsonBody {
     bytes: Bytes,
     tree: OnceLock<Value>,
+    /// A Messages body's chat completions form, made on the first [`JsonBody::chat_form`] or by
+    /// the intake from its borrowed tree.
+    chat_form: OnceLock<Result<ChatForm, Untranslatable>>,
 }
 
 impl JsonBody {
     /// A body the intake has read as JSON already.
-    fn read(bytes: &Bytes, tree: Option<Value>) -> JsonBody {
+    fn read(
+        bytes: &Bytes,
+        tree: Option<Value>,
+        chat_form: Option<Result<ChatForm, Untranslatable>>,
+    ) -> JsonBody {
         JsonBody {
             bytes: bytes.clone(),
             tree: tree.map_or_else(OnceLock::new, OnceLock::from),
+            chat_form: chat_form.map_or_else(OnceLock::new, OnceLock::from),
         }
     }
 
@@ -151,6 +162,7 @@ impl JsonBody {
         JsonBody {
             bytes: Bytes::from(bytes),
             tree: OnceLock::new(),
+            chat_form: OnceLock::new(),
         }
     }
 
@@ -160,6 +172,7 @@ impl JsonBody {
         JsonBody {
             bytes,
             tree: OnceLock::from(value),
+            chat_form: OnceLock::new(),
         }
     }
 
@@ -170,10 +183,26 @@ impl JsonBody {
             .get_or_init(|| serde_json::from_slice(&self.bytes).unwrap_or_default())
     }
 
+    /// The body, a Messages request, as a chat completions request for an OpenAI backend (or
+    /// why it has no such form).
+    pub fn chat_form(&self) -> &Result<ChatForm, Untranslatable> {
+        self.chat_form.get_or_init(|| ChatForm::new(self.tree()))
+    }
+
     /// The body as the client sent it.
     pub fn bytes(&self) -> &Bytes {
         &self.bytes
     }
+}
+
+/// Whether a Messages body's chat form is made as its facts are read: when the policy has an
+/// OpenAI backend a Messages request may be translated for, the form is made from the borrowed
+/// tree the facts come from (a request that then goes to an Anthropic backend has made it for
+/// nothing, which costs less than a `Value` the translation would read otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatFormNow {
+    Yes,
+    No,
 }
 
 /// The body parsed as JSON and the request's facts as `api` defines them, in the trace's parse
@@ -183,9 +212,10 @@ pub fn parse(
     bytes: &Bytes,
     headers: &HeaderMap,
     trace: &RequestTrace,
+    chat_form: ChatFormNow,
 ) -> Result<(JsonBody, RequestView), ApiError> {
     let mut phase = trace.phase(name::PARSE);
-    let parsed = parse_view(api, bytes, headers);
+    let parsed = parse_view(api, bytes, headers, chat_form);
     if let Err(error) = &parsed {
         phase.fail(|| error.body.error.message.clone());
     }
@@ -197,12 +227,13 @@ fn parse_view(
     api: Api,
     bytes: &Bytes,
     headers: &HeaderMap,
+    chat_form: ChatFormNow,
 ) -> Result<(JsonBody, RequestView), ApiError> {
-    // A chat body the borrowed tree cannot read is read into a `Value`, whose refusal is the
-    // one the client gets (the borrowed tree refuses exactly what it refuses).
+    // A body the borrowed tree cannot read is read into a `Value`, whose refusal is the one the
+    // client gets (the borrowed tree refuses exactly what it refuses).
     let borrowed = match api {
-        Api::Chat => Borrowed::parse(bytes).map(Read::Borrowed),
-        Api::Responses | Api::Messages => None,
+        Api::Chat | Api::Messages => Borrowed::parse(bytes).map(Read::Borrowed),
+        Api::Responses => None,
     };
     let read = match borrowed {
         Some(read) => read,
@@ -213,17 +244,22 @@ fn parse_view(
     Directive::read(header_pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())))
         .map_err(|e| ApiError::bad_request(e.to_string()).with_param(headers::SR_CACHE))?;
     let view = match (&read, api) {
+        (Read::Borrowed(body), Api::Messages) => RequestView::from_messages(body, header_pairs),
         (Read::Borrowed(body), _) => RequestView::from_chat(body, header_pairs),
         (Read::Tree(tree), Api::Chat) => RequestView::from_chat(tree, header_pairs),
         (Read::Tree(tree), Api::Responses) => RequestView::from_responses(tree, header_pairs),
         (Read::Tree(tree), Api::Messages) => RequestView::from_messages(tree, header_pairs),
     };
     let view = view.map_err(|err| request_error(&err))?;
-    let tree = match read {
-        Read::Borrowed(_) => None,
-        Read::Tree(tree) => Some(tree),
+    let (tree, chat_form) = match read {
+        Read::Borrowed(body) => {
+            let form = (api == Api::Messages && chat_form == ChatFormNow::Yes)
+                .then(|| ChatForm::new(&body));
+            (None, form)
+        }
+        Read::Tree(tree) => (Some(tree), None),
     };
-    Ok((JsonBody::read(bytes, tree), view))
+    Ok((JsonBody::read(bytes, tree, chat_form), view))
 }
 
 /// A body as the intake read it.
@@ -350,6 +386,7 @@ mod tests {
             &Bytes::from_static(b"{nope"),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
+            ChatFormNow::No,
         )
         .err();
         assert_eq!(error.map(|e| e.status.as_u16()), Some(400));
@@ -363,6 +400,7 @@ mod tests {
             &Bytes::from(chat.to_string()),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
+            ChatFormNow::No,
         );
         let (value, view) = parsed.expect("a chat request parses");
         assert_eq!(value.tree(), &chat);
@@ -375,9 +413,35 @@ mod tests {
             &Bytes::from(responses.to_string()),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
+            ChatFormNow::No,
         );
         let (_, view) = parsed.expect("a responses request parses");
         assert_eq!(view.prompt, "hello");
+    }
+
+    #[test]
+    fn a_messages_body_is_given_its_chat_form_when_asked() {
+        let messages = json!({"model": "auto", "max_tokens": 8, "system": "be brief",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi \"you\""}]}]});
+        let bytes = Bytes::from(messages.to_string());
+        let expected = ChatForm::new(&messages);
+        assert!(expected.is_ok(), "{expected:?}");
+        for now in [ChatFormNow::Yes, ChatFormNow::No] {
+            let parsed = parse(
+                Api::Messages,
+                &bytes,
+                &HeaderMap::new(),
+                &RequestTrace::untraced(None),
+                now,
+            );
+            let (body, view) = parsed.expect("a Messages request parses");
+            assert_eq!(view.prompt, "hi \"you\"");
+            assert_eq!(view.system, "be brief");
+            // Made now from the borrowed tree, or later from the `Value`: the same form.
+            assert_eq!(body.chat_form.get().is_some(), now == ChatFormNow::Yes);
+            assert_eq!(body.chat_form(), &expected);
+            assert_eq!(body.tree.get().is_some(), now == ChatFormNow::No);
+        }
     }
 
     #[test]
@@ -388,6 +452,7 @@ mod tests {
             &Bytes::from(body.to_string()),
             &HeaderMap::new(),
             &RequestTrace::untraced(None),
+            ChatFormNow::No,
         )
         .err();
         let error = error.expect("messages must be a list");

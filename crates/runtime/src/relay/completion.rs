@@ -15,9 +15,7 @@ use crate::headers::{self, path, NONE_VALUE};
 use crate::log::{RequestLog, RequestRecord};
 use crate::openai::Usage;
 use crate::otel::{key, text, Phase, RequestTrace};
-use crate::telemetry::{
-    DurationLabels, RequestLabels, Telemetry, TokenLabels, UpstreamHandles, UpstreamTime,
-};
+use crate::telemetry::{Done, Reported, Telemetry, UpstreamHandles, UpstreamTime};
 
 /// A request on its way to being reported.
 pub struct Completion {
@@ -230,42 +228,20 @@ impl Completion {
             return;
         }
         self.record.latency_ms = millis(self.started.elapsed());
-        let labels = RequestLabels {
-            route: label(&self.record.route),
-            model: label(&self.record.model),
-            status: self.record.status,
-            path: self.record.path,
+        let record = &self.record;
+        let at = Reported {
+            route: record.route.as_deref().unwrap_or(NONE_VALUE),
+            model: record.model.as_deref().unwrap_or(NONE_VALUE),
+            status: record.status,
+            path: record.path,
             door: self.door,
         };
-        self.telemetry.requests.get_or_create(&labels).inc();
-        let RequestLabels {
-            route,
-            model,
-            status,
-            door,
-            ..
-        } = labels;
-        self.telemetry
-            .request_duration
-            .get_or_create(&DurationLabels {
-                route: route.clone(),
-                model: model.clone(),
-                status,
-                door,
-            })
-            .observe(self.record.latency_ms / 1000.0);
-        let tokens = TokenLabels { model, route, door };
-        for (family, count) in [
-            (&self.telemetry.prompt_tokens, self.record.prompt_tokens),
-            (
-                &self.telemetry.completion_tokens,
-                self.record.completion_tokens,
-            ),
-        ] {
-            if let Some(n) = count.filter(|n| *n > 0) {
-                family.get_or_create(&tokens).inc_by(n);
-            }
-        }
+        let done = Done {
+            seconds: record.latency_ms / 1000.0,
+            prompt_tokens: record.prompt_tokens,
+            completion_tokens: record.completion_tokens,
+        };
+        self.telemetry.kept.count(&self.telemetry, at, done);
         self.close_trace();
         self.log.write(&self.record);
         self.telemetry.live.publish(&self.record);
@@ -326,10 +302,6 @@ impl Drop for Completion {
             self.report();
         }
     }
-}
-
-fn label(value: &Option<String>) -> String {
-    value.clone().unwrap_or_else(|| NONE_VALUE.to_owned())
 }
 
 fn millis(d: Duration) -> f64 {

@@ -3,7 +3,8 @@
 //! (`fuzz/fuzz_targets/{request,sse}.rs`), so both search for the same failures.
 //!
 //! - [`check_intake`]: any bytes as a chat, responses or Messages body are a request or a 4xx
-//!   answer, and the server's reading agrees with the compiler's;
+//!   answer, and the server's reading agrees with the compiler's (a Messages body's chat form
+//!   too, made from the borrowed tree the server reads it into);
 //! - [`check_stream`]: any bytes as an upstream event stream, cut into any pieces, give the
 //!   same usage, `[DONE]` and event counts as the same bytes in one piece, the same Messages
 //!   events when translated (each a named event with JSON data), and the cache's assembler of
@@ -14,6 +15,7 @@
 use hyper::header::HeaderMap;
 use src_compiler::request::RequestView;
 use src_runtime::anthropic::stream::StreamTranslator;
+use src_runtime::anthropic::to_chat::ChatForm;
 use src_runtime::cache::assemble::chat_completion;
 use src_runtime::openai::{Api, UsageScanner};
 use src_runtime::pipeline::intake;
@@ -30,8 +32,25 @@ pub fn check_intake(bytes: &[u8]) -> Result<(), String> {
         });
         let trace = src_runtime::otel::RequestTrace::untraced(None);
         let body = bytes::Bytes::copy_from_slice(bytes);
-        match (intake::parse(api, &body, &headers, &trace), direct) {
+        let chat_form = match api {
+            Api::Messages => intake::ChatFormNow::Yes,
+            Api::Chat | Api::Responses => intake::ChatFormNow::No,
+        };
+        match (
+            intake::parse(api, &body, &headers, &trace, chat_form),
+            direct,
+        ) {
             (Ok((parsed, view)), Some(Ok(direct))) => {
+                // The chat form is looked at before the tree: asked first, it would be made
+                // from the `Value` rather than compared with it.
+                let form = (api == Api::Messages).then(|| parsed.chat_form().clone());
+                let direct_form = match (api, value.as_ref()) {
+                    (Api::Messages, Some(value)) => Some(ChatForm::new(value)),
+                    _ => None,
+                };
+                if form != direct_form {
+                    return Err(format!("{api:?}: the server translates another request"));
+                }
                 if Some(parsed.tree()) != value.as_ref() || view != direct {
                     return Err(format!("{api:?}: the server reads another request"));
                 }

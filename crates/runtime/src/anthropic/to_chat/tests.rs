@@ -3,9 +3,15 @@
 use super::*;
 use serde_json::json;
 
-/// The body a candidate serving `served` is sent, parsed back.
+/// The body a candidate serving `served` is sent, parsed back. The borrowed tree the intake
+/// reads a body into gives the same form, to the byte, or the same refusal.
 fn chat_body(body: &Value, served: &str) -> Result<Value, Untranslatable> {
-    let form = ChatForm::new(body)?;
+    let form = ChatForm::new(body);
+    let text = serde_json::to_vec(body).map_err(|e| Untranslatable(e.to_string()))?;
+    let borrowed = src_compiler::request::Borrowed::parse(&text)
+        .ok_or_else(|| Untranslatable("the borrowed tree refuses the body".into()))?;
+    assert_eq!(ChatForm::new(&borrowed), form, "{body}");
+    let form = form?;
     let served = serde_json::to_vec(served).unwrap_or_default();
     serde_json::from_slice(&form.body(&served)).map_err(|e| Untranslatable(e.to_string()))
 }

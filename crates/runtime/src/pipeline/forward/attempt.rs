@@ -272,11 +272,11 @@ pub(super) async fn try_candidates<'p, T: Transport>(
 
 /// The chat completions form of a Messages request, when one of the plan's candidates is on an
 /// OpenAI backend; the error says why the request has none.
-fn chat_form(
-    request: &Outgoing<'_>,
+fn chat_form<'r>(
+    request: &Outgoing<'r>,
     plan: &Plan,
     snapshot: &Snapshot,
-) -> Option<Result<ChatForm, Untranslatable>> {
+) -> Option<&'r Result<ChatForm, Untranslatable>> {
     // Only a Messages request is ever translated.
     if request.api != Api::Messages {
         return None;
@@ -292,5 +292,5 @@ fn chat_form(
     if !translated {
         return None;
     }
-    Some(ChatForm::new(request.parsed.tree()))
+    Some(request.parsed.chat_form())
 }

@@ -16,7 +16,7 @@ use crate::cooldown::Verdict;
 use crate::headers::{self, path, TEXT_EVENT_STREAM};
 use crate::hooks::UpstreamOutcomes;
 use crate::pipeline::answer::set_sr_headers;
-use crate::pipeline::forward::hygiene::keep_returned;
+use crate::pipeline::forward::hygiene::returned_headers;
 use crate::relay::body::{ProxyBody, Relay, Rewrite};
 use crate::relay::completion::Completion;
 use crate::relay::counted::Counted;
@@ -71,12 +71,11 @@ pub(super) fn relay(
     done.record.status = parts.status.as_u16();
     done.record.path = path::UPSTREAM;
     done.answer_head(sent_at.elapsed());
-    // The upstream's header map is the answer's, less what the client has no use for (the
-    // backend's internals, the upstream connection's own): no header is copied.
-    keep_returned(&mut parts.headers, sim_account);
+    // The upstream's headers, less what the client has no use for (the backend's internals,
+    // the upstream connection's own): no value is copied.
     let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::new())));
     *response.status_mut() = parts.status;
-    *response.headers_mut() = parts.headers;
+    *response.headers_mut() = returned_headers(std::mem::take(&mut parts.headers), sim_account);
     let headers = response.headers_mut();
     if sse {
         // The relay may end a failed stream with an error event of its own.
