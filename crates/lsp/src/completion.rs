@@ -375,7 +375,7 @@ impl Completions {
             let body = format!("{g}(${{1:prompt}})");
             self.snippet(&g, CompletionItemKind::FUNCTION, &body, "guard");
         }
-        for d in names.of(SymKind::Detector) {
+        for d in names.of(DeclKind::Detector) {
             let body = format!("{d}(${{1:prompt}}, [${{2:TYPE}}])");
             self.snippet(&d, CompletionItemKind::FUNCTION, &body, "detector");
         }

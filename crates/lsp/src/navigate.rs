@@ -109,28 +109,16 @@ fn lsp_kind(kind: SymKind) -> SymbolKind {
     };
     // Exhaustive: a declaration kind the compiler gains must be given an editor symbol kind.
     match kind {
-<<<<<<< HEAD
         DeclKind::Backend => SymbolKind::MODULE,
         DeclKind::Model => SymbolKind::CLASS,
-        DeclKind::Classifier | DeclKind::Guard | DeclKind::Encoder => SymbolKind::FUNCTION,
+        DeclKind::Classifier | DeclKind::Guard | DeclKind::Encoder | DeclKind::Detector => {
+            SymbolKind::FUNCTION
+        }
         DeclKind::Signal => SymbolKind::VARIABLE,
         DeclKind::Block => SymbolKind::EVENT,
         DeclKind::Route => SymbolKind::METHOD,
         DeclKind::Test => SymbolKind::CONSTANT,
         DeclKind::Budget => SymbolKind::OBJECT,
-=======
-        SymKind::Backend => SymbolKind::MODULE,
-        SymKind::Model => SymbolKind::CLASS,
-        SymKind::Classifier | SymKind::Guard | SymKind::Encoder | SymKind::Detector => {
-            SymbolKind::FUNCTION
-        }
-        SymKind::Signal => SymbolKind::VARIABLE,
-        SymKind::Block => SymbolKind::EVENT,
-        SymKind::Route => SymbolKind::METHOD,
-        SymKind::Test => SymbolKind::CONSTANT,
-        SymKind::Budget => SymbolKind::OBJECT,
-        SymKind::Label => SymbolKind::ENUM_MEMBER,
->>>>>>> h/detector
     }
 }
 

@@ -17,21 +17,7 @@ use std::collections::HashMap;
 /// (which the compiler resolves without a declaration kind of its own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SymKind {
-<<<<<<< HEAD
     Decl(DeclKind),
-=======
-    Backend,
-    Model,
-    Classifier,
-    Guard,
-    Encoder,
-    Detector,
-    Signal,
-    Block,
-    Route,
-    Test,
-    Budget,
->>>>>>> h/detector
     /// A label of a classifier (`owner` names it; `None` for the `language` labels).
     Label,
 }
@@ -39,60 +25,15 @@ pub enum SymKind {
 impl SymKind {
     pub fn word(self) -> &'static str {
         match self {
-<<<<<<< HEAD
             SymKind::Decl(kind) => kind.noun(),
-=======
-            SymKind::Backend => "backend",
-            SymKind::Model => "model",
-            SymKind::Classifier => "classifier",
-            SymKind::Guard => "guard",
-            SymKind::Encoder => "encoder",
-            SymKind::Detector => "detector",
-            SymKind::Signal => "signal",
-            SymKind::Block => "block",
-            SymKind::Route => "route",
-            SymKind::Test => "test",
-            SymKind::Budget => "budget",
->>>>>>> h/detector
             SymKind::Label => "label",
         }
     }
 }
 
-<<<<<<< HEAD
 impl From<DeclKind> for SymKind {
     fn from(kind: DeclKind) -> SymKind {
         SymKind::Decl(kind)
-=======
-    fn of(item: &ItemKind) -> Option<SymKind> {
-        Some(match item {
-            ItemKind::Backend(_) => SymKind::Backend,
-            ItemKind::Model(_) => SymKind::Model,
-            ItemKind::Classifier(_) => SymKind::Classifier,
-            ItemKind::Guard(_) => SymKind::Guard,
-            ItemKind::Encoder(_) => SymKind::Encoder,
-            ItemKind::Detector(_) => SymKind::Detector,
-            ItemKind::Signal(_) => SymKind::Signal,
-            ItemKind::Block(_) => SymKind::Block,
-            ItemKind::Route(_) => SymKind::Route,
-            ItemKind::Test(_) => SymKind::Test,
-            ItemKind::Budget(_) => SymKind::Budget,
-            _ => return None,
-        })
-    }
-
-    /// Whether the kind lives in the value namespace (usable in expressions).
-    pub fn is_value(self) -> bool {
-        matches!(
-            self,
-            SymKind::Model
-                | SymKind::Classifier
-                | SymKind::Guard
-                | SymKind::Encoder
-                | SymKind::Detector
-                | SymKind::Signal
-        )
->>>>>>> h/detector
     }
 }
 

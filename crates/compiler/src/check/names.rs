@@ -52,6 +52,7 @@ impl Kind {
             ItemKind::Classifier(_) => Kind::Classifier,
             ItemKind::Guard(_) => Kind::Guard,
             ItemKind::Encoder(_) => Kind::Encoder,
+            ItemKind::Detector(_) => Kind::Detector,
             ItemKind::Signal(_) => Kind::Signal,
             ItemKind::Block(_) => Kind::Block,
             ItemKind::Route(_) => Kind::Route,
@@ -178,7 +179,6 @@ impl<'a> Decls<'a> {
     }
 
     fn add(&mut self, item: &'a ast::Item, diags: &mut Vec<Diagnostic>) {
-<<<<<<< HEAD
         let Some(kind) = Kind::of_item(&item.kind) else {
             match &item.kind {
                 ItemKind::Cache(c) => section(&mut self.cache, c, item, diags),
@@ -189,25 +189,6 @@ impl<'a> Decls<'a> {
                 _ => {}
             }
             return;
-=======
-        let kind = match &item.kind {
-            ItemKind::Cache(c) => return section(&mut self.cache, c, item, diags),
-            ItemKind::Session(s) => return section(&mut self.session, s, item, diags),
-            ItemKind::Protect(p) => return section(&mut self.protect, p, item, diags),
-            ItemKind::Failure(f) => return section(&mut self.failure, f, item, diags),
-            ItemKind::Router(r) => return section(&mut self.router, r, item, diags),
-            ItemKind::Backend(_) => Kind::Backend,
-            ItemKind::Model(_) => Kind::Model,
-            ItemKind::Classifier(_) => Kind::Classifier,
-            ItemKind::Guard(_) => Kind::Guard,
-            ItemKind::Encoder(_) => Kind::Encoder,
-            ItemKind::Detector(_) => Kind::Detector,
-            ItemKind::Signal(_) => Kind::Signal,
-            ItemKind::Block(_) => Kind::Block,
-            ItemKind::Route(_) => Kind::Route,
-            ItemKind::Test(_) => Kind::Test,
-            ItemKind::Budget(_) => Kind::Budget,
->>>>>>> h/detector
         };
         let Some(name) = item.kind.name() else {
             return;
