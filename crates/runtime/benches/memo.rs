@@ -125,7 +125,7 @@ async fn post(client: &HttpClient, url: &str, body: String) -> Result<(), Error>
 
 /// `(routing seconds sum, routing count, guard calls, classifier calls)` from `/metrics`.
 async fn scrape(client: &HttpClient, side: &Side) -> Result<[f64; 4], Error> {
-    let url: hyper::Uri = format!("http://{}/metrics", side.server.addr).parse()?;
+    let url: hyper::Uri = format!("http://{}/metrics", side.server.admin_addr).parse()?;
     let body = client
         .get(url)
         .await?
@@ -134,17 +134,19 @@ async fn scrape(client: &HttpClient, side: &Side) -> Result<[f64; 4], Error> {
         .await?
         .to_bytes();
     let text = String::from_utf8_lossy(&body);
-    let value = |prefix: &str| {
+    // A series that is not there is an error, not a zero: a renamed metric would otherwise
+    // print a bench of zeros.
+    let value = |prefix: &str| -> Result<f64, Error> {
         text.lines()
             .find_map(|l| l.strip_prefix(prefix))
             .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
+            .ok_or_else(|| format!("`{prefix}` is not on the metrics page").into())
     };
     Ok([
-        value("src_routing_seconds_sum "),
-        value("src_routing_seconds_count "),
-        value("src_model_calls_total{model=\"prompt_guard\"} "),
-        value("src_model_calls_total{model=\"domain\"} "),
+        value("src_routing_seconds_sum ")?,
+        value("src_routing_seconds_count ")?,
+        value("src_model_calls_total{model=\"prompt_guard\"} ")?,
+        value("src_model_calls_total{model=\"domain\"} ")?,
     ])
 }
 
