@@ -49,8 +49,8 @@ impl std::fmt::Debug for Redact {
 /// The values one request's texts carried and the placeholders that stand for them.
 ///
 /// A request carries a handful of values, and a vault is made for every redacted request: up to
-/// [`SCANNED`] values are found by reading the list, which costs less than hashing them; past
-/// that, indexes by value and by placeholder are built and kept.
+/// sixteen values (`SCANNED`) are found by reading the list, which costs less than hashing them;
+/// past that, indexes by value and by placeholder are built and kept.
 #[derive(Debug, Clone, Default)]
 pub struct Vault {
     /// Each value replaced, in the order first seen.

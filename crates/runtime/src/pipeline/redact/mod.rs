@@ -9,7 +9,7 @@
 //! is never mistaken for a number. The [`Vault`] remembers each value for the answer's way back
 //! ([`crate::relay::restore`]).
 //!
-//! The body is redacted in place ([`splice`]): only the strings that held an entity are written
+//! The body is redacted in place (`splice`): only the strings that held an entity are written
 //! again. Parsing the body into a tree and serialising it again ([`redact_reparsed`]) is the
 //! reference that path is held to, and what a body it does not read falls back to.
 
