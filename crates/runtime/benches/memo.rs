@@ -142,11 +142,22 @@ async fn scrape(client: &HttpClient, side: &Side) -> Result<[f64; 4], Error> {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .ok_or_else(|| format!("`{prefix}` is not on the metrics page").into())
     };
+    // A model's calls, summed over its series (they carry more labels than the model's name).
+    let calls = |model: &str| -> Result<f64, Error> {
+        let label = format!("model=\"{model}\"");
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with("src_model_calls_total{") && l.contains(&label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .collect();
+        // Before a model's first call it has no series on the page: none is a count of 0.
+        Ok(values.iter().sum())
+    };
     Ok([
         value("src_routing_seconds_sum ")?,
         value("src_routing_seconds_count ")?,
-        value("src_model_calls_total{model=\"prompt_guard\"} ")?,
-        value("src_model_calls_total{model=\"domain\"} ")?,
+        calls("prompt_guard")?,
+        calls("domain")?,
     ])
 }
 
