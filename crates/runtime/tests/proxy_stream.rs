@@ -115,11 +115,9 @@ async fn sse_passes_through_byte_for_byte_and_piece_by_piece() -> TestResult {
     let (url, go, seen) = scripted_upstream(PIECES.to_vec(), false).await?;
     let router = Router::start(&scripted_policy(&url)).await?;
     let response = router
-        .client
         .open(
-            Method::POST,
-            &router.url("/v1/chat/completions"),
-            stream_request().to_string(),
+            "/v1/chat/completions",
+            &stream_request(),
             &[("x-request-id", "stream-1")],
         )
         .await?;
