@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use src_testkit::{user, Http, Router, TestResult, PATIENCE, POLICY};
+use src_testkit::{one_model, user, Http, Router, TestResult, PATIENCE, POLICY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -30,13 +30,7 @@ async fn health_and_readiness_with_simulated_backends() -> TestResult {
 #[tokio::test]
 async fn the_api_listener_shows_no_backend_detail_and_no_metrics() -> TestResult {
     let dead = refused_addr().await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "http://{dead}/v1" }}
-model m {{ backend = gpu  serves = "m-id" }}
-route default {{ to m }}
-"#
-    );
+    let policy = one_model(&format!("http://{dead}"), "m-id");
     let router = Router::start(&policy).await?;
     let (status, report) = once_probed(&router, &["gpu"]).await?;
     assert_eq!(status, 503, "{report}");
@@ -122,14 +116,7 @@ async fn once_probed(router: &Router, names: &[&str]) -> TestResult<(u16, serde_
 async fn readiness_follows_the_backend_probe() -> TestResult {
     // The backend's port accepts connections (the kernel does) but nobody answers yet.
     let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "http://{}/v1" }}
-model m {{ backend = gpu  serves = "m-id" }}
-route default {{ to m }}
-"#,
-        listener.local_addr()?
-    );
+    let policy = one_model(&format!("http://{}", listener.local_addr()?), "m-id");
     let router = Router::start(&policy).await?;
     let (status, report) = once_probed(&router, &["gpu"]).await?;
     assert_eq!(status, 503, "{report}");
@@ -444,14 +431,7 @@ async fn shutdown_lets_in_flight_requests_finish() -> TestResult {
         ..SimConfig::default()
     })
     .await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "{}/v1" }}
-model m {{ backend = gpu  serves = "slow-model" }}
-route default {{ to m }}
-"#,
-        sim.base_url()
-    );
+    let policy = one_model(&sim.base_url(), "slow-model");
     let router = Router::start(&policy).await?;
     let url = router.url("/v1/chat/completions");
     let request = tokio::spawn(async move {

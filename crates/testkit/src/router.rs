@@ -192,6 +192,18 @@ route coding priority 20 {
 route default { to small }
 "#;
 
+/// A policy that sends every request to the one model `served` by the OpenAI-compatible backend
+/// at `base_url` (a simulator's, or a scripted peer's).
+pub fn one_model(base_url: &str, served: &str) -> String {
+    format!(
+        r#"
+backend gpu {{ url = "{base_url}/v1" }}
+model m {{ backend = gpu  serves = "{served}" }}
+route default {{ to m }}
+"#
+    )
+}
+
 pub fn user(text: &str) -> Value {
     serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": text}]})
 }
