@@ -453,40 +453,57 @@ fn explain_engines_agree() {
     assert_eq!(a["model"], "safe");
 }
 
-#[test]
-fn check_verifies_onnx_graphs_against_their_declaration() {
-    // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
-    // A classifier directory whose config.json is right but whose graph is the encoder's: only
-    // opening the graph tells.
-    let dir = tempfile::tempdir().unwrap();
+/// A model directory with `config_of`'s `config.json` and tokenizer but `graph_of`'s graph,
+/// declared by `policy(path)`: `src check` opens the graph and refuses it (E060, whose message
+/// holds `says`), while the same declaration of `config_of` itself checks.
+fn a_graph_unlike_its_declaration_is_refused(
+    config_of: &str,
+    graph_of: &str,
+    policy: impl Fn(&str) -> String,
+    says: &str,
+) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let models = repo("models");
     let broken = dir.path().join("broken");
-    std::fs::create_dir(&broken).unwrap();
+    std::fs::create_dir(&broken).expect("mkdir");
     for f in ["config.json", "tokenizer.json"] {
-        std::fs::copy(models.join("domain").join(f), broken.join(f)).unwrap();
+        std::fs::copy(models.join(config_of).join(f), broken.join(f)).expect("a model's file");
     }
-    std::fs::copy(models.join("minilm/model.onnx"), broken.join("model.onnx")).unwrap();
-    let policy = |path: &str| {
-        format!(
-            "{GOOD}classifier c {{ path = \"{path}\"  labels = [math, code, law, other] }}\n\
-             signal topic = c(prompt)\nblock b {{ when topic is law }}\n"
-        )
-    };
+    std::fs::copy(
+        models.join(graph_of).join("model.onnx"),
+        broken.join("model.onnx"),
+    )
+    .expect("a model's graph");
     let bad = write(dir.path(), "bad.sr", &policy("broken"));
     let out = src()
         .args(["check", "--format", "json"])
         .arg(&bad)
         .assert()
         .code(1);
-    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).expect("JSON diagnostics");
     let d = error_with_code(&doc, "E060");
-    assert!(d["message"].as_str().unwrap().contains("`c`"), "{d}");
+    let message = d["message"].as_str().expect("a message");
+    assert!(message.contains(says), "{d}");
     let good = write(
         dir.path(),
         "good.sr",
-        &policy(&models.join("domain").display().to_string()),
+        &policy(&models.join(config_of).display().to_string()),
     );
     src().arg("check").arg(&good).assert().success();
+}
+
+#[test]
+fn check_verifies_onnx_graphs_against_their_declaration() {
+    // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
+    // A classifier directory whose config.json is right but whose graph is the encoder's: only
+    // opening the graph tells.
+    let policy = |path: &str| {
+        format!(
+            "{GOOD}classifier c {{ path = \"{path}\"  labels = [math, code, law, other] }}\n\
+             signal topic = c(prompt)\nblock b {{ when topic is law }}\n"
+        )
+    };
+    a_graph_unlike_its_declaration_is_refused("domain", "minilm", policy, "`c`");
 }
 
 #[test]
@@ -494,41 +511,18 @@ fn check_verifies_a_detector_graph() {
     // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
     // A detector directory whose config.json has BIO labels but whose graph is a classifier's
     // (`logits` per text, not per token): only opening the graph tells.
-    let dir = tempfile::tempdir().unwrap();
-    let models = repo("models");
-    let broken = dir.path().join("broken");
-    std::fs::create_dir(&broken).unwrap();
-    for f in ["config.json", "tokenizer.json"] {
-        std::fs::copy(models.join("pii_ner").join(f), broken.join(f)).unwrap();
-    }
-    std::fs::copy(models.join("domain/model.onnx"), broken.join("model.onnx")).unwrap();
     let policy = |path: &str| {
         format!(
             "{GOOD}detector d {{ path = \"{path}\"  entities = [PERSON] }}\n\
              signal names = d(prompt, [PERSON])\nblock b {{ when names }}\n"
         )
     };
-    let bad = write(dir.path(), "bad.sr", &policy("broken"));
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&bad)
-        .assert()
-        .code(1);
-    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    let d = error_with_code(&doc, "E060");
-    assert!(
-        d["message"]
-            .as_str()
-            .unwrap()
-            .contains("[batch, tokens, labels]"),
-        "{d}"
+    a_graph_unlike_its_declaration_is_refused(
+        "pii_ner",
+        "domain",
+        policy,
+        "[batch, tokens, labels]",
     );
-    let good = write(
-        dir.path(),
-        "good.sr",
-        &policy(&models.join("pii_ner").display().to_string()),
-    );
-    src().arg("check").arg(&good).assert().success();
 }
 
 /// A reload that fails logs one valid JSON line (no key twice) saying why, and every line the
