@@ -21,6 +21,17 @@ fn error_with_code<'a>(doc: &'a Value, code: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {code} in {doc}"))
 }
 
+/// `src check --format json` fails on `policy` (exit code 1); the one JSON document it prints.
+fn failed_check(policy: &Path) -> Value {
+    let out = src()
+        .args(["check", "--format", "json"])
+        .arg(policy)
+        .assert()
+        .code(1);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout);
+    serde_json::from_str(stdout.trim()).expect("exactly one JSON object")
+}
+
 const GOOD: &str = r#"backend b { url = "http://127.0.0.1:9/v1" }
 model small { backend = b  serves = "s" }
 route default { to small }
@@ -43,13 +54,7 @@ fn check_exits_1_on_errors_and_reports_json() {
         "bad.sr",
         "backend b { url = \"http://127.0.0.1:8000/v1\" }\nmodel small { backend = b  serves = \"s\" }\nroute default { to smal }\n",
     );
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&file)
-        .assert()
-        .code(1);
-    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    let doc: Value = serde_json::from_str(stdout.trim()).expect("exactly one JSON object");
+    let doc = failed_check(&file);
     assert_eq!(doc["errors"], 1);
     let d = error_with_code(&doc, "E011");
     let keys: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();
@@ -81,12 +86,7 @@ fn check_counts_columns_in_characters() {
         "p.sr",
         "backend b { url = \"u\" }\nmodel small { backend = b  serves = \"s\" }\nsignal s = contains(prompt, [\"é中\"]) and nope\nroute r priority 1 { when s  to small }\nroute default { to small }\n",
     );
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&file)
-        .assert()
-        .code(1);
-    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let doc = failed_check(&file);
     let d = error_with_code(&doc, "E011");
     // `nope` starts after 38 characters of line 3 (but more bytes).
     assert_eq!(d["line"], 3);
@@ -475,12 +475,7 @@ fn a_graph_unlike_its_declaration_is_refused(
     )
     .expect("a model's graph");
     let bad = write(dir.path(), "bad.sr", &policy("broken"));
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&bad)
-        .assert()
-        .code(1);
-    let doc: Value = serde_json::from_slice(&out.get_output().stdout).expect("JSON diagnostics");
+    let doc = failed_check(&bad);
     let d = error_with_code(&doc, "E060");
     let message = d["message"].as_str().expect("a message");
     assert!(message.contains(says), "{d}");
