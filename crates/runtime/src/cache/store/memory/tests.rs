@@ -1,5 +1,6 @@
 //! The memory store's unit tests: bounds, expiry, scopes, the graph's bookkeeping and locking.
 
+use super::index::tests::sphere;
 use super::*;
 use crate::cache::store::Bounds;
 use crate::cache::store::{accept_all, Lookup};
@@ -166,31 +167,6 @@ fn spread(i: usize, n: usize) -> Vec<f32> {
     at(i as f32 * std::f32::consts::TAU / n as f32)
 }
 
-/// `n` seeded unit vectors of `dims` dimensions (uniform directions: normal draws by Box–Muller
-/// from a splitmix64 stream), so no two are near-identical.
-fn random_units(seed: u64, n: usize, dims: usize) -> Vec<Vec<f32>> {
-    let mut state = seed;
-    let mut uniform = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64 + 1e-12
-    };
-    (0..n)
-        .map(|_| {
-            let v: Vec<f32> = (0..dims)
-                .map(|_| {
-                    let (a, b) = (uniform(), uniform());
-                    ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
-                })
-                .collect();
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.into_iter().map(|x| x / norm).collect()
-        })
-        .collect()
-}
-
 /// The bytes a store really holds for `scope`'s entries: each entry's own ([`OVERHEAD`] and
 /// what it stores) and the graph by the library's own account, walked now.
 fn held(s: &MemoryCache, scope: &Scope, own: usize) -> (usize, usize) {
@@ -212,7 +188,7 @@ fn the_byte_count_holds_what_a_graph_really_reserves() {
     let bound = 1 << 34;
     let s = MemoryCache::new(n, bound, 1 << 20);
     let own = MemoryCache::entry_size(1, 1, dims);
-    for (i, v) in random_units(5, n, dims).iter().enumerate() {
+    for (i, v) in sphere(5, n, dims).iter().enumerate() {
         s.put(&scope(1), v, "q", body("a"), i as u64, HOUR);
     }
     assert_eq!(s.len(), n);
