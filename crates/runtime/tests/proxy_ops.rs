@@ -144,8 +144,9 @@ async fn readiness_follows_the_backend_probe() -> TestResult {
     Ok(())
 }
 
-#[tokio::test]
-async fn one_backend_down_leaves_the_router_ready_while_every_route_can_answer() -> TestResult {
+/// A router over two backends, `near` answering its probes and `far` refusing connections, whose
+/// route `hard` sends long prompts `to {hard}`: its readiness once both were probed.
+async fn near_up_far_down(hard: &str) -> TestResult<(u16, serde_json::Value)> {
     let up = TcpListener::bind("127.0.0.1:0").await?;
     let up_addr = up.local_addr()?;
     tokio::spawn(answer_probes(up));
@@ -156,12 +157,17 @@ backend near {{ url = "http://{up_addr}/v1" }}
 backend far  {{ url = "http://{down}/v1" }}
 model small  {{ backend = near  serves = "m-id" }}
 model strong {{ backend = far   serves = "big-id" }}
-route hard priority 10 {{ when tokens(prompt) > 100  to strong else small }}
+route hard priority 10 {{ when tokens(prompt) > 100  to {hard} }}
 route default {{ to small }}
 "#
     );
     let router = Router::start(&policy).await?;
-    let (status, report) = once_probed(&router, &["near", "far"]).await?;
+    once_probed(&router, &["near", "far"]).await
+}
+
+#[tokio::test]
+async fn one_backend_down_leaves_the_router_ready_while_every_route_can_answer() -> TestResult {
+    let (status, report) = near_up_far_down("strong else small").await?;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["ready"], true, "{report}");
     assert_eq!(report["backends"]["near"]["ready"], true, "{report}");
@@ -173,22 +179,7 @@ route default {{ to small }}
 
 #[tokio::test]
 async fn a_route_whose_only_backend_is_down_makes_the_router_unready() -> TestResult {
-    let up = TcpListener::bind("127.0.0.1:0").await?;
-    let up_addr = up.local_addr()?;
-    tokio::spawn(answer_probes(up));
-    let down = refused_addr().await?;
-    let policy = format!(
-        r#"
-backend near {{ url = "http://{up_addr}/v1" }}
-backend far  {{ url = "http://{down}/v1" }}
-model small  {{ backend = near  serves = "m-id" }}
-model strong {{ backend = far   serves = "big-id" }}
-route hard priority 10 {{ when tokens(prompt) > 100  to strong }}
-route default {{ to small }}
-"#
-    );
-    let router = Router::start(&policy).await?;
-    let (status, report) = once_probed(&router, &["near", "far"]).await?;
+    let (status, report) = near_up_far_down("strong").await?;
     assert_eq!(status, 503, "{report}");
     assert_eq!(report["ready"], false, "{report}");
     assert_eq!(report["routes"]["hard"]["servable"], false, "{report}");
