@@ -17,36 +17,19 @@
 # it), the decision, and the bytes the process copies (`memcpy`). BENCH_ID picks another bench
 # of the binary (`extproc_exchange/full_duplex`); BENCH_KEEP keeps the callgrind outputs.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/bench/callgrind.sh
+. "$(dirname "$0")/callgrind.sh"
 seconds=${BENCH_PROFILE_SECONDS:-10}
 id=${BENCH_ID:-extproc_exchange/routed}
 
-command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install -y valgrind)" >&2; exit 2; }
-
-binaries=("$@")
-if [ ${#binaries[@]} -eq 0 ]; then
-  built=$(cargo bench -p src-runtime --bench extproc --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -n 1)
-  [ -n "$built" ] || { echo "could not build the extproc bench" >&2; exit 2; }
-  binaries=("$built")
-fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+bench_binaries extproc "$@"
 
 printf '%-32s %9s %10s %10s %10s %10s %10s %10s\n' binary exchanges process stream decode encode decision memcpy
 run=0
 for bin in "${binaries[@]}"; do
   run=$((run + 1))
-  out=$work/$(basename "$bin").$run.out
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
-    --exact "$id" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
-  total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
-  tree=$(callgrind_annotate --auto=no --inclusive=yes --tree=calling --threshold=100 "$out" 2>/dev/null)
-  exchanges=$({ grep -E '(^|[[:space:]])=?> +.*extproc::exchange::Exchange::response_headers \(' <<<"$tree" || true; } |
-    sed -E 's/.*\(([0-9,]+)x\).*$/\1/' | tr -d , | awk '{s += $1} END {print s + 0}')
-  annotated=$(callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$out" 2>/dev/null)
-  # The first listed line of a function is its inclusive count (a recursive one's outer call).
-  count() { { grep -E "$1 \\[" <<<"$annotated" || true; } | head -n 1 | awk '{print $1}' | tr -d ,; }
+  profile "$bin" "$run" "$id" "$seconds" --threshold=100
+  exchanges=$(calls 'extproc::exchange::Exchange::response_headers')
   if [ "${exchanges:-0}" -eq 0 ]; then
     echo "$bin: no exchanges counted" >&2
     exit 1
@@ -58,9 +41,7 @@ for bin in "${binaries[@]}"; do
   decision=$(count 'src_runtime::extproc::exchange::Exchange::decided::\{\{closure\}\}')
   copied=$(count '__memcpy_avx_unaligned_erms')
   printf '%-32s %9d %10d %10d %10d %10d %10d %10d\n' "$(basename "$bin")" "$exchanges" \
-    $((total / exchanges)) $((stream / exchanges)) $((${decode:-0} / exchanges)) \
-    $((${encode:-0} / exchanges)) $((${decision:-0} / exchanges)) $((${copied:-0} / exchanges))
-  if [ -n "${BENCH_KEEP:-}" ]; then
-    mkdir -p "$BENCH_KEEP" && cp "$out" "$BENCH_KEEP/"
-  fi
+    "$(per "$total" "$exchanges")" "$(per "$stream" "$exchanges")" "$(per "$decode" "$exchanges")" \
+    "$(per "$encode" "$exchanges")" "$(per "$decision" "$exchanges")" "$(per "$copied" "$exchanges")"
+  keep
 done

@@ -34,21 +34,12 @@
 # the requests the simulator behind it parsed; the whole process (client, router, simulator) is
 # reported too, setup included.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/bench/callgrind.sh
+. "$(dirname "$0")/callgrind.sh"
 seconds=${BENCH_PROFILE_SECONDS:-20}
 id=${BENCH_ID:-chat_completion/through_router}
 
-command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install -y valgrind)" >&2; exit 2; }
-
-binaries=("$@")
-if [ ${#binaries[@]} -eq 0 ]; then
-  built=$(cargo bench -p src-runtime --bench proxy --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -n 1)
-  [ -n "$built" ] || { echo "could not build the proxy bench" >&2; exit 2; }
-  binaries=("$built")
-fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+bench_binaries proxy "$@"
 
 IFS=, read -r -a functions <<<"${BENCH_FUNCTIONS:-}"
 case $id in
@@ -62,42 +53,27 @@ printf '\n'
 run=0
 for bin in "${binaries[@]}"; do
   run=$((run + 1))
-  out=$work/$(basename "$bin").$run.out
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --bench --profile-time "$seconds" \
-    --exact "$id" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
-  total=$(sed -n 's/^summary: //p' "$out" | head -n 1)
-  # `--auto=no`: a binary with line tables would also get its sources annotated, and each call
-  # line there (`=> callee (Nx)`) would count the simulator's parses a second time.
-  tree=$(callgrind_annotate --auto=no --inclusive=yes --tree=calling "$out" 2>/dev/null)
-  # One upstream request per routed request: the simulator parses each once. A call line reads
-  # `> callee (Nx)` (valgrind 3.19) or `=> callee (Nx)`; no match leaves 0, reported below.
-  requests=$({ grep -E '(^|[[:space:]])=?> +.*sim::request::GenerateRequest::parse \(' <<<"$tree" || true; } |
-    sed -E 's/.*\(([0-9,]+)x\).*$/\1/' | tr -d , | awk '{s += $1} END {print s + 0}')
+  profile "$bin" "$run" "$id" "$seconds"
+  # One upstream request per routed request: the simulator parses each once.
+  requests=$(calls 'sim::request::GenerateRequest::parse')
   # The API listener's handler future, polled from the server's connection task: the route
   # match and everything a proxied request does (the door driver is inlined into it). Builds
   # without that function are measured at their request handler (`pipeline::handle`, or
   # `proxy::handle` in the oldest).
-  # Every function, however small its share (the default threshold leaves out the last 1 %).
-  annotated=$(callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$out" 2>/dev/null)
-  router=$({ grep -E 'src_runtime::server::routes::api::\{\{closure\}\} \[' <<<"$annotated" ||
-    grep -E 'src_runtime::(pipeline|proxy)::handle::\{\{closure\}\} \[' <<<"$annotated" || true; } |
-    head -n 1 | awk '{print $1}' | tr -d ,)
+  router=$(count 'src_runtime::server::routes::api::\{\{closure\}\}')
+  [ -n "$router" ] || router=$(count 'src_runtime::(pipeline|proxy)::handle::\{\{closure\}\}')
   if [ "${requests:-0}" -eq 0 ] || [ -z "$router" ]; then
     echo "$bin: no routed requests counted" >&2
     exit 1
   fi
   for f in "${excluded[@]}"; do
-    count=$({ grep -E "$f \\[" <<<"$annotated" || true; } | head -n 1 | awk '{print $1}' | tr -d ,)
-    router=$((router - ${count:-0}))
+    spent=$(count "$f")
+    router=$((router - ${spent:-0}))
   done
-  printf '%-60s %12d %14d %14d' "$(basename "$bin")" "$requests" $((router / requests)) $((total / requests))
+  printf '%-60s %12d %14d %14d' "$(basename "$bin")" "$requests" "$(per "$router" "$requests")" "$(per "$total" "$requests")"
   for f in "${functions[@]}"; do
-    # The first line is the function's inclusive count (its own line sorts above its callers').
-    count=$({ grep -E "$f \\[" <<<"$annotated" || true; } | head -n 1 | awk '{print $1}' | tr -d ,)
-    printf ' %14d' $((${count:-0} / requests))
+    printf ' %14d' "$(per "$(count "$f")" "$requests")"
   done
   printf '\n'
-  if [ -n "${BENCH_KEEP:-}" ]; then
-    mkdir -p "$BENCH_KEEP" && cp "$out" "$BENCH_KEEP/"
-  fi
+  keep
 done

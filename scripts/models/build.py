@@ -25,6 +25,7 @@ from pathlib import Path
 import evaluate
 import export
 import fetch
+import heads
 import ner
 import numpy as np
 import onnx
@@ -47,7 +48,16 @@ DOMAIN_LABELS = ["math", "code", "law", "other"]
 C_GRID = [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0]
 CV_FOLDS = 5
 CV_SEED = 20240611
-SOURCES = ("build.py", "export.py", "fetch.py", "train.py", "evaluate.py", "reference.py", "stamps.py")
+SOURCES = (
+    "build.py",
+    "export.py",
+    "fetch.py",
+    "heads.py",
+    "train.py",
+    "evaluate.py",
+    "reference.py",
+    "stamps.py",
+)
 
 
 class BuildError(Exception):
@@ -346,21 +356,9 @@ def write_model_dir(out: Path, minilm: Path, head: train.Head, labels: list[str]
 
 
 def classifier_config(labels: list[str], minilm: Path) -> dict:
-    base = json.loads((minilm / "config.json").read_text(encoding="utf-8"))
-    return {
-        "architectures": ["MiniLMMeanPoolLinear"],
-        "model_type": "bert",
-        "problem_type": "single_label_classification",
-        "num_labels": len(labels),
-        "id2label": {str(i): label for i, label in enumerate(labels)},
-        "label2id": {label: i for i, label in enumerate(labels)},
-        "hidden_size": base.get("hidden_size", 384),
-        "max_position_embeddings": base.get("max_position_embeddings", 512),
-        "max_length": MAX_LENGTH,
-        "pooling": "mean",
-        "normalize": True,
-        "encoder": base.get("source", {}),
-    }
+    reading = {"pooling": "mean", "normalize": True}
+    task = {"problem_type": "single_label_classification"}
+    return heads.config(minilm, "MiniLMMeanPoolLinear", task, labels, MAX_LENGTH, reading)
 
 
 def report(out: Path, scores: dict, what: str) -> None:

@@ -8,6 +8,7 @@ numpy pipeline used in training — what is measured is what ships.
 from __future__ import annotations
 
 import numpy as np
+from heads import precision_recall_f1, ratio
 from reference import ModelDir, softmax
 
 
@@ -18,10 +19,6 @@ def confusion(truth: np.ndarray, predicted: np.ndarray, classes: int) -> np.ndar
     return matrix
 
 
-def _ratio(num: float, den: float) -> float:
-    return float(num / den) if den else 0.0
-
-
 def scores(truth: np.ndarray, predicted: np.ndarray, labels: list[str]) -> dict:
     matrix = confusion(truth, predicted, len(labels))
     per_label = {}
@@ -29,18 +26,10 @@ def scores(truth: np.ndarray, predicted: np.ndarray, labels: list[str]) -> dict:
         tp = matrix[k, k]
         fp = matrix[:, k].sum() - tp
         fn = matrix[k, :].sum() - tp
-        precision = _ratio(tp, tp + fp)
-        recall = _ratio(tp, tp + fn)
-        f1 = _ratio(2 * precision * recall, precision + recall)
-        per_label[label] = {
-            "precision": round(precision, 4),
-            "recall": round(recall, 4),
-            "f1": round(f1, 4),
-            "support": int(matrix[k, :].sum()),
-        }
+        per_label[label] = precision_recall_f1(tp, fp, fn) | {"support": int(matrix[k, :].sum())}
     return {
         "n": int(len(truth)),
-        "accuracy": round(_ratio(np.trace(matrix), matrix.sum()), 4),
+        "accuracy": round(ratio(np.trace(matrix), matrix.sum()), 4),
         "macro_f1": round(float(np.mean([v["f1"] for v in per_label.values()])), 4),
         "per_label": per_label,
         "confusion": {"rows_true_cols_predicted": labels, "matrix": matrix.tolist()},
@@ -61,7 +50,7 @@ def best_threshold(p_positive: np.ndarray, truth_positive: np.ndarray) -> tuple[
         tp = float(np.sum(pred & truth_positive))
         fp = float(np.sum(pred & ~truth_positive))
         fn = float(np.sum(~pred & truth_positive))
-        f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+        f1 = ratio(2 * tp, 2 * tp + fp + fn)
         if f1 > best[1] + 1e-12:
             best = (float(t), f1)
     return best
@@ -101,9 +90,9 @@ def operating_points(
         points.append(
             {
                 "threshold": t,
-                "precision": round(_ratio(tp, tp + fp), 4),
-                "recall": round(_ratio(tp, tp + fn), 4),
-                "false_positive_rate": round(_ratio(fp, fp + tn), 4),
+                "precision": round(ratio(tp, tp + fp), 4),
+                "recall": round(ratio(tp, tp + fn), 4),
+                "false_positive_rate": round(ratio(fp, fp + tn), 4),
             }
         )
     return points

@@ -35,6 +35,33 @@ def _output(name: str, dims: list) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
 
 
+def _copy(encoder: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of the encoder's graph to append stages to; the encoder itself is left as it is."""
+    model = onnx.ModelProto()
+    model.CopyFrom(encoder)
+    return model
+
+
+def _only_output(graph: onnx.GraphProto, name: str, dims: list) -> None:
+    """Makes `name` the graph's one output, in place of the encoder's."""
+    del graph.output[:]
+    graph.output.append(_output(name, dims))
+
+
+def _labelled(model: onnx.ModelProto, name: str, description: str, labels: list[str]) -> onnx.ModelProto:
+    """Names a classifier graph, describes it and lists its labels (`id2label.N`), then checks it."""
+    model.graph.name = name
+    model.doc_string = description
+    model.producer_name = "src scripts/models"
+    del model.metadata_props[:]
+    for i, label in enumerate(labels):
+        entry = model.metadata_props.add()
+        entry.key = f"id2label.{i}"
+        entry.value = label
+    onnx.checker.check_model(model)
+    return model
+
+
 def _append_pooling(graph: onnx.GraphProto) -> str:
     """Adds masked mean pooling + L2 normalisation after `last_hidden_state`; returns its output."""
     p = "pool/"
@@ -72,12 +99,9 @@ def _hidden_size(encoder: onnx.ModelProto) -> int:
 def pooled_encoder(encoder: onnx.ModelProto) -> onnx.ModelProto:
     """The encoder with pooling appended; output `sentence_embedding` [batch, hidden]."""
     hidden = _hidden_size(encoder)
-    model = onnx.ModelProto()
-    model.CopyFrom(encoder)
-    graph = model.graph
-    _append_pooling(graph)
-    del graph.output[:]
-    graph.output.append(_output(EMBEDDING, ["batch", hidden]))
+    model = _copy(encoder)
+    _append_pooling(model.graph)
+    _only_output(model.graph, EMBEDDING, ["batch", hidden])
     onnx.checker.check_model(model)
     return model
 
@@ -96,8 +120,7 @@ def sequence_classifier(
     hidden = _hidden_size(encoder)
     if weight.shape != (hidden, len(labels)) or bias.shape != (len(labels),):
         raise ValueError(f"head shape {weight.shape}/{bias.shape} does not fit {hidden}x{len(labels)}")
-    model = onnx.ModelProto()
-    model.CopyFrom(encoder)
+    model = _copy(encoder)
     graph = model.graph
     pooled = _append_pooling(graph)
     w = _const(graph, "head/weight", weight.astype(np.float32))
@@ -108,18 +131,8 @@ def sequence_classifier(
             helper.make_node("Add", ["head/scores", b], [LOGITS], name="head/bias"),
         ]
     )
-    del graph.output[:]
-    graph.output.append(_output(LOGITS, ["batch", len(labels)]))
-    graph.name = "minilm_mean_pool_linear"
-    model.doc_string = description
-    model.producer_name = "src scripts/models"
-    del model.metadata_props[:]
-    for i, label in enumerate(labels):
-        entry = model.metadata_props.add()
-        entry.key = f"id2label.{i}"
-        entry.value = label
-    onnx.checker.check_model(model)
-    return model
+    _only_output(graph, LOGITS, ["batch", len(labels)])
+    return _labelled(model, "minilm_mean_pool_linear", description, labels)
 
 
 def token_classifier(
@@ -141,8 +154,7 @@ def token_classifier(
         raise ValueError(f"head shape {weight.shape}/{bias.shape} does not fit {4 * hidden}x{len(labels)}")
     if MIDDLE not in {o for node in encoder.graph.node for o in node.output}:
         raise ValueError(f"encoder graph has no `{MIDDLE}` value")
-    model = onnx.ModelProto()
-    model.CopyFrom(encoder)
+    model = _copy(encoder)
     graph = model.graph
     middle = _const(graph, "head/middle_weight", weight[:hidden].astype(np.float32))
     # Conv weight [labels, hidden, 3]: tap k reads position t + k - 1.
@@ -159,15 +171,5 @@ def token_classifier(
             helper.make_node("Add", ["head/scores", b], [LOGITS], name="head/bias"),
         ]
     )
-    del graph.output[:]
-    graph.output.append(_output(LOGITS, ["batch", "sequence", len(labels)]))
-    graph.name = "minilm_token_linear"
-    model.doc_string = description
-    model.producer_name = "src scripts/models"
-    del model.metadata_props[:]
-    for i, label in enumerate(labels):
-        entry = model.metadata_props.add()
-        entry.key = f"id2label.{i}"
-        entry.value = label
-    onnx.checker.check_model(model)
-    return model
+    _only_output(graph, LOGITS, ["batch", "sequence", len(labels)])
+    return _labelled(model, "minilm_token_linear", description, labels)

@@ -22,6 +22,7 @@ from pathlib import Path
 import export
 import faker
 import fetch
+import heads
 import ner_data
 import numpy as np
 import onnx
@@ -50,7 +51,7 @@ THRESHOLDS = [0.5, 0.6, 0.7, 0.8, 0.9]
 # Of the training templates, those at this position of every five choose C (see select_c).
 VALIDATION_AT = 4
 FEATURES = "middle(t), last(t-1), last(t), last(t+1)"
-SOURCES = ("ner.py", "ner_data.py", "export.py", "fetch.py", "train.py", "reference.py", "stamps.py")
+SOURCES = ("ner.py", "ner_data.py", "export.py", "fetch.py", "heads.py", "train.py", "reference.py", "stamps.py")
 
 
 class DataError(Exception):
@@ -162,16 +163,7 @@ def span_scores(gold: list[set], found: list[list[dict]], threshold: float) -> d
             tp += len(want & got)
             fp += len(got - want)
             fn += len(want - got)
-        precision = tp / (tp + fp) if tp + fp else 0.0
-        recall = tp / (tp + fn) if tp + fn else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        per_type[kind] = {
-            "precision": round(precision, 4),
-            "recall": round(recall, 4),
-            "f1": round(f1, 4),
-            "support": tp + fn,
-            "found": tp + fp,
-        }
+        per_type[kind] = heads.precision_recall_f1(tp, fp, fn) | {"support": tp + fn, "found": tp + fp}
     negatives = [i for i, truth in enumerate(gold) if not truth]
     flagged = sum(1 for i in negatives if any(e["score"] >= threshold for e in found[i]))
     return {
@@ -318,24 +310,14 @@ def errors(sentences: list[ner_data.Sentence], gold: list[set], found: list[list
 
 
 def config(minilm: Path, c: float) -> dict:
-    base = json.loads((minilm / "config.json").read_text(encoding="utf-8"))
-    return {
-        "architectures": ["MiniLMTokenLinear"],
-        "model_type": "bert",
-        "task": "token-classification",
-        "num_labels": len(LABELS),
-        "id2label": {str(i): label for i, label in enumerate(LABELS)},
-        "label2id": {label: i for i, label in enumerate(LABELS)},
-        "hidden_size": base.get("hidden_size", 384),
-        "max_position_embeddings": base.get("max_position_embeddings", 512),
-        "max_length": MAX_LENGTH,
-        "aggregation": "first sub-token of each word; BIO spans; score = mean of the words' scores",
-        "encoder": base.get("source", {}),
-        "training": {
-            "data": f"scripts/models/ner_data.py (seed {ner_data.SEED}, faker {faker.VERSION})",
-            "head": "L2 multinomial logistic regression per word (numpy, full-batch Adam), frozen encoder",
-            "features": FEATURES,
-            "C": c,
-            "selection": "C by word log-loss on held-back training templates; held-out templates untouched",
-        },
+    task = {"task": "token-classification"}
+    reading = {"aggregation": "first sub-token of each word; BIO spans; score = mean of the words' scores"}
+    described = heads.config(minilm, "MiniLMTokenLinear", task, LABELS, MAX_LENGTH, reading)
+    described["training"] = {
+        "data": f"scripts/models/ner_data.py (seed {ner_data.SEED}, faker {faker.VERSION})",
+        "head": "L2 multinomial logistic regression per word (numpy, full-batch Adam), frozen encoder",
+        "features": FEATURES,
+        "C": c,
+        "selection": "C by word log-loss on held-back training templates; held-out templates untouched",
     }
+    return described

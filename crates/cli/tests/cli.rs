@@ -21,6 +21,17 @@ fn error_with_code<'a>(doc: &'a Value, code: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {code} in {doc}"))
 }
 
+/// `src check --format json` fails on `policy` (exit code 1); the one JSON document it prints.
+fn failed_check(policy: &Path) -> Value {
+    let out = src()
+        .args(["check", "--format", "json"])
+        .arg(policy)
+        .assert()
+        .code(1);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout);
+    serde_json::from_str(stdout.trim()).expect("exactly one JSON object")
+}
+
 const GOOD: &str = r#"backend b { url = "http://127.0.0.1:9/v1" }
 model small { backend = b  serves = "s" }
 route default { to small }
@@ -43,13 +54,7 @@ fn check_exits_1_on_errors_and_reports_json() {
         "bad.sr",
         "backend b { url = \"http://127.0.0.1:8000/v1\" }\nmodel small { backend = b  serves = \"s\" }\nroute default { to smal }\n",
     );
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&file)
-        .assert()
-        .code(1);
-    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    let doc: Value = serde_json::from_str(stdout.trim()).expect("exactly one JSON object");
+    let doc = failed_check(&file);
     assert_eq!(doc["errors"], 1);
     let d = error_with_code(&doc, "E011");
     let keys: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();
@@ -81,12 +86,7 @@ fn check_counts_columns_in_characters() {
         "p.sr",
         "backend b { url = \"u\" }\nmodel small { backend = b  serves = \"s\" }\nsignal s = contains(prompt, [\"é中\"]) and nope\nroute r priority 1 { when s  to small }\nroute default { to small }\n",
     );
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&file)
-        .assert()
-        .code(1);
-    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let doc = failed_check(&file);
     let d = error_with_code(&doc, "E011");
     // `nope` starts after 38 characters of line 3 (but more bytes).
     assert_eq!(d["line"], 3);
@@ -453,40 +453,52 @@ fn explain_engines_agree() {
     assert_eq!(a["model"], "safe");
 }
 
+/// A model directory with `config_of`'s `config.json` and tokenizer but `graph_of`'s graph,
+/// declared by `policy(path)`: `src check` opens the graph and refuses it (E060, whose message
+/// holds `says`), while the same declaration of `config_of` itself checks.
+fn a_graph_unlike_its_declaration_is_refused(
+    config_of: &str,
+    graph_of: &str,
+    policy: impl Fn(&str) -> String,
+    says: &str,
+) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let models = repo("models");
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).expect("mkdir");
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(models.join(config_of).join(f), broken.join(f)).expect("a model's file");
+    }
+    std::fs::copy(
+        models.join(graph_of).join("model.onnx"),
+        broken.join("model.onnx"),
+    )
+    .expect("a model's graph");
+    let bad = write(dir.path(), "bad.sr", &policy("broken"));
+    let doc = failed_check(&bad);
+    let d = error_with_code(&doc, "E060");
+    let message = d["message"].as_str().expect("a message");
+    assert!(message.contains(says), "{d}");
+    let good = write(
+        dir.path(),
+        "good.sr",
+        &policy(&models.join(config_of).display().to_string()),
+    );
+    src().arg("check").arg(&good).assert().success();
+}
+
 #[test]
 fn check_verifies_onnx_graphs_against_their_declaration() {
     // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
     // A classifier directory whose config.json is right but whose graph is the encoder's: only
     // opening the graph tells.
-    let dir = tempfile::tempdir().unwrap();
-    let models = repo("models");
-    let broken = dir.path().join("broken");
-    std::fs::create_dir(&broken).unwrap();
-    for f in ["config.json", "tokenizer.json"] {
-        std::fs::copy(models.join("domain").join(f), broken.join(f)).unwrap();
-    }
-    std::fs::copy(models.join("minilm/model.onnx"), broken.join("model.onnx")).unwrap();
     let policy = |path: &str| {
         format!(
             "{GOOD}classifier c {{ path = \"{path}\"  labels = [math, code, law, other] }}\n\
              signal topic = c(prompt)\nblock b {{ when topic is law }}\n"
         )
     };
-    let bad = write(dir.path(), "bad.sr", &policy("broken"));
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&bad)
-        .assert()
-        .code(1);
-    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    let d = error_with_code(&doc, "E060");
-    assert!(d["message"].as_str().unwrap().contains("`c`"), "{d}");
-    let good = write(
-        dir.path(),
-        "good.sr",
-        &policy(&models.join("domain").display().to_string()),
-    );
-    src().arg("check").arg(&good).assert().success();
+    a_graph_unlike_its_declaration_is_refused("domain", "minilm", policy, "`c`");
 }
 
 #[test]
@@ -494,41 +506,18 @@ fn check_verifies_a_detector_graph() {
     // Needs ORT_DYLIB_PATH and the models from scripts/models.sh, as scripts/test.sh provides.
     // A detector directory whose config.json has BIO labels but whose graph is a classifier's
     // (`logits` per text, not per token): only opening the graph tells.
-    let dir = tempfile::tempdir().unwrap();
-    let models = repo("models");
-    let broken = dir.path().join("broken");
-    std::fs::create_dir(&broken).unwrap();
-    for f in ["config.json", "tokenizer.json"] {
-        std::fs::copy(models.join("pii_ner").join(f), broken.join(f)).unwrap();
-    }
-    std::fs::copy(models.join("domain/model.onnx"), broken.join("model.onnx")).unwrap();
     let policy = |path: &str| {
         format!(
             "{GOOD}detector d {{ path = \"{path}\"  entities = [PERSON] }}\n\
              signal names = d(prompt, [PERSON])\nblock b {{ when names }}\n"
         )
     };
-    let bad = write(dir.path(), "bad.sr", &policy("broken"));
-    let out = src()
-        .args(["check", "--format", "json"])
-        .arg(&bad)
-        .assert()
-        .code(1);
-    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    let d = error_with_code(&doc, "E060");
-    assert!(
-        d["message"]
-            .as_str()
-            .unwrap()
-            .contains("[batch, tokens, labels]"),
-        "{d}"
+    a_graph_unlike_its_declaration_is_refused(
+        "pii_ner",
+        "domain",
+        policy,
+        "[batch, tokens, labels]",
     );
-    let good = write(
-        dir.path(),
-        "good.sr",
-        &policy(&models.join("pii_ner").display().to_string()),
-    );
-    src().arg("check").arg(&good).assert().success();
 }
 
 /// A reload that fails logs one valid JSON line (no key twice) saying why, and every line the

@@ -51,6 +51,18 @@ fn import(args: &[&str], code: i32) -> (tempfile::TempDir, String) {
     (dir, stderr)
 }
 
+/// `src import KIND INPUT --out OUT` is refused (exit code 2) with `reason` on stderr.
+fn refused(kind: &str, input: &Path, out: &Path, reason: &str) {
+    src()
+        .args(["import", kind])
+        .arg(input)
+        .arg("--out")
+        .arg(out)
+        .assert()
+        .code(2)
+        .stderr(contains(reason));
+}
+
 /// The output checks, its tests pass on both engines (and there are some), and it is formatted.
 fn verified(out: &Path, tests: usize) {
     src().arg("check").arg(out).assert().success();
@@ -182,28 +194,14 @@ fn bad_input_is_refused_with_a_reason() {
             "nameless.yaml:2: a `model_list` entry has no `model_name`",
         ),
     ] {
-        src()
-            .args(["import", "litellm"])
-            .arg(file)
-            .arg("--out")
-            .arg(dir.path().join("out"))
-            .assert()
-            .code(2)
-            .stderr(contains(message));
+        refused("litellm", file, &dir.path().join("out"), message);
     }
     // An output directory that holds files is not overwritten without --force.
     let full = dir.path().join("full");
     std::fs::create_dir(&full).expect("mkdir");
     std::fs::write(full.join("keep.txt"), "mine").expect("write");
     let config = fixture("litellm/config.yaml");
-    src()
-        .args(["import", "litellm"])
-        .arg(&config)
-        .arg("--out")
-        .arg(&full)
-        .assert()
-        .code(2)
-        .stderr(contains("is not empty"));
+    refused("litellm", &config, &full, "is not empty");
     src()
         .args(["import", "litellm"])
         .arg(&config)
@@ -349,14 +347,7 @@ fn a_probe_the_translation_disagrees_with_fails_the_import() {
 #[test]
 fn a_bad_recipe_is_refused_with_its_line() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    src()
-        .args(["import", "vsr"])
-        .arg(dir.path())
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .assert()
-        .code(2)
-        .stderr(contains("no recipe"));
+    refused("vsr", dir.path(), &dir.path().join("out"), "no recipe");
     let broken = dir.path().join("broken");
     std::fs::create_dir(&broken).expect("mkdir");
     std::fs::write(
@@ -364,14 +355,12 @@ fn a_bad_recipe_is_refused_with_its_line() {
         "MODEL m { }\nROUTE r {\n  PRIORITY high\n}\n",
     )
     .expect("write");
-    src()
-        .args(["import", "vsr"])
-        .arg(&broken)
-        .arg("--out")
-        .arg(dir.path().join("out2"))
-        .assert()
-        .code(2)
-        .stderr(contains("recipe.dsl:3: expected a number after PRIORITY"));
+    refused(
+        "vsr",
+        &broken,
+        &dir.path().join("out2"),
+        "recipe.dsl:3: expected a number after PRIORITY",
+    );
 }
 
 #[test]
@@ -630,14 +619,7 @@ fn a_config_yaml_alone_is_translated_from_its_yaml_routing() {
     let bare = tempfile::tempdir().expect("a temporary directory");
     let only_models = bare.path().join("config.yaml");
     std::fs::write(&only_models, "models:\n- name: m\n").expect("write");
-    src()
-        .args(["import", "vsr"])
-        .arg(&only_models)
-        .arg("--out")
-        .arg(bare.path().join("out"))
-        .assert()
-        .code(2)
-        .stderr(contains("no routing"));
+    refused("vsr", &only_models, &bare.path().join("out"), "no routing");
 }
 
 #[test]

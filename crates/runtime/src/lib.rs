@@ -28,6 +28,7 @@
 //!    - [`catalog`]: what a backend says it serves, for `src check --live`.
 //! 3. Settings and endpoints:
 //!    - [`config`]: the serve settings and their environment overrides.
+//!    - `fakes` (tests, `fakes` feature): a model runtime with scripted answers.
 //!    - [`backends`]: backend endpoints and the pool of simulated backends.
 //! 4. The policy and the sessions:
 //!    - [`policy_store`]: the compiled policy and its lookup tables, swapped whole per reload.
@@ -72,6 +73,8 @@ pub mod credentials;
 pub mod door;
 pub mod exposition;
 pub mod extproc;
+#[cfg(any(test, feature = "fakes"))]
+pub mod fakes;
 pub mod headers;
 pub mod hex;
 pub mod hooks;

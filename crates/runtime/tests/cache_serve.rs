@@ -11,7 +11,7 @@
 
 use serde_json::{json, Value};
 use src_testkit::cache::{
-    chat, serve, write_policy, Served, PARAPHRASE, PASSWORD, PROVIDERS, UNRELATED,
+    chat, serve, write_policy, Answer, Served, PARAPHRASE, PASSWORD, PROVIDERS, UNRELATED,
 };
 use src_testkit::TestResult;
 
@@ -323,62 +323,47 @@ async fn a_streaming_chat_request_replays_a_stored_answer_as_events() -> TestRes
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_responses_api_caches_and_bypasses_when_it_streams() -> TestResult {
+/// Another API's requests (to `path`, built by `ask(text, stream)`) are cached as a chat request
+/// is: a miss, then a paraphrase hits with the same answer; the same words as a chat request are
+/// in a scope of their own, and a streaming request bypasses the cache. Returns the hit.
+async fn another_api_caches_apart_and_bypasses_streams(
+    path: &str,
+    ask: impl Fn(&str, bool) -> Value,
+) -> TestResult<Answer> {
     let served = basic().await?;
-    let ask = |input: &str, stream: bool| json!({"model": "auto", "instructions": "Answer briefly.", "input": input, "stream": stream});
-    let first = served
-        .post("/v1/responses", &ask(PASSWORD, false), "key-a")
-        .await?;
-    assert_eq!(first.status, 200);
+    let first = served.post(path, &ask(PASSWORD, false), "key-a").await?;
+    assert_eq!(first.status, 200, "{:?}", first.body);
     assert_eq!(first.cache(), "miss");
     served.stored(1.0).await?;
-    let hit = served
-        .post("/v1/responses", &ask(PARAPHRASE, false), "key-a")
-        .await?;
+    let hit = served.post(path, &ask(PARAPHRASE, false), "key-a").await?;
     assert_eq!(hit.cache(), "hit");
     assert_eq!(hit.body, first.body);
-    // A chat request with the same words is another API: its own scope.
     assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
-    let streaming = served
-        .post("/v1/responses", &ask(PARAPHRASE, true), "key-a")
-        .await?;
+    let streaming = served.post(path, &ask(PARAPHRASE, true), "key-a").await?;
     assert_eq!(streaming.status, 200);
     assert_eq!(streaming.cache(), "bypass");
     assert_eq!(served.backend_requests(), 3);
+    Ok(hit)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_responses_api_caches_and_bypasses_when_it_streams() -> TestResult {
+    let ask = |input: &str, stream: bool| json!({"model": "auto", "instructions": "Answer briefly.", "input": input, "stream": stream});
+    another_api_caches_apart_and_bypasses_streams("/v1/responses", ask).await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_messages_api_caches_its_translated_answers_apart_and_bypasses_when_it_streams(
 ) -> TestResult {
-    let served = basic().await?;
     let ask = |text: &str, stream: bool| {
         json!({"model": "auto", "max_tokens": 32, "system": "Answer briefly.", "stream": stream,
             "messages": [{"role": "user", "content": text}]})
     };
-    let first = served
-        .post("/v1/messages", &ask(PASSWORD, false), "key-a")
-        .await?;
-    assert_eq!(first.status, 200, "{:?}", first.body);
-    assert_eq!(first.cache(), "miss");
-    served.stored(1.0).await?;
-    let hit = served
-        .post("/v1/messages", &ask(PARAPHRASE, false), "key-a")
-        .await?;
-    assert_eq!(hit.cache(), "hit");
+    let hit = another_api_caches_apart_and_bypasses_streams("/v1/messages", ask).await?;
     // The stored answer is the Messages one the client got, not the backend's chat completion.
-    assert_eq!(hit.body, first.body);
     let stored: Value = serde_json::from_slice(&hit.body)?;
     assert_eq!(stored["type"], "message", "{stored}");
-    // The same words as a chat request are another API: their own scope.
-    assert_eq!(served.ask(PASSWORD, "key-a").await?.cache(), "miss");
-    let streaming = served
-        .post("/v1/messages", &ask(PARAPHRASE, true), "key-a")
-        .await?;
-    assert_eq!(streaming.status, 200);
-    assert_eq!(streaming.cache(), "bypass");
-    assert_eq!(served.backend_requests(), 3);
     Ok(())
 }
 

@@ -38,14 +38,7 @@ async fn get(router: &Router, path: &str, headers: &[(&str, &str)]) -> TestResul
 }
 
 async fn explain(router: &Router, body: Value) -> TestResult<(u16, Value)> {
-    let answer = Http::new()
-        .send(
-            Method::POST,
-            &router.admin_url("/v1/console/explain"),
-            body.to_string(),
-            &[],
-        )
-        .await?;
+    let answer = router.admin_post("/v1/console/explain", &body, &[]).await?;
     Ok((answer.status, answer.json()?))
 }
 

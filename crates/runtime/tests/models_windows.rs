@@ -54,8 +54,30 @@ block similar {{ when like > 0.6  message = \"blocked as an injection\" }}
     )
 }
 
-/// The guard's reading of `text`: (windows, the highest injection probability of a window,
-/// the probability of the one truncated call a model made before windows).
+/// `model`'s reading of `text` by `score` (a row of its output to a number): (windows, the
+/// highest score of a window, the score of the one truncated call a model made before windows).
+fn read_in_windows(
+    model: &mut Model,
+    text: &str,
+    score: impl Fn(&[f32]) -> f32,
+) -> TestResult<(usize, f32, f32)> {
+    let truncated = score(&model.infer(&[text])?[0]);
+    let cut = model.windows(
+        text,
+        Reading {
+            window: Some(32),
+            limit: DEFAULT_WINDOWS,
+        },
+    )?;
+    let best = model
+        .infer_encoded(&cut.encodings)?
+        .iter()
+        .map(|row| score(row))
+        .fold(0f32, f32::max);
+    Ok((cut.total, best, truncated))
+}
+
+/// The guard's reading of `text`: the injection probability, as [`read_in_windows`] reads it.
 fn guard_scores(text: &str) -> TestResult<(usize, f32, f32)> {
     load_library()?;
     let mut model = Model::load(&model_dir("prompt_guard")?, Role::Guard, Device::Cpu, 1)?;
@@ -64,21 +86,7 @@ fn guard_scores(text: &str) -> TestResult<(usize, f32, f32)> {
         .iter()
         .position(|l| l == "injection")
         .ok_or("no label")?;
-    let truncated = softmax(&model.infer(&[text])?[0])[injection];
-    let cut = model.windows(
-        text,
-        Reading {
-            window: Some(32),
-            limit: DEFAULT_WINDOWS,
-        },
-    )?;
-    let windows = cut.total;
-    let best = model
-        .infer_encoded(&cut.encodings)?
-        .iter()
-        .map(|row| softmax(row)[injection])
-        .fold(0f32, f32::max);
-    Ok((windows, best, truncated))
+    read_in_windows(&mut model, text, |row| softmax(row)[injection])
 }
 
 /// As [`guard_scores`] for the encoder: cosines to [`EXAMPLE`].
@@ -86,22 +94,9 @@ fn similarity_scores(text: &str) -> TestResult<(usize, f32, f32)> {
     load_library()?;
     let mut model = Model::load(&model_dir("minilm")?, Role::Encoder, Device::Cpu, 1)?;
     let example = model.infer(&[EXAMPLE])?.remove(0);
-    let cos = |row: &[f32]| row.iter().zip(&example).map(|(a, b)| a * b).sum::<f32>();
-    let truncated = cos(&model.infer(&[text])?[0]);
-    let cut = model.windows(
-        text,
-        Reading {
-            window: Some(32),
-            limit: DEFAULT_WINDOWS,
-        },
-    )?;
-    let windows = cut.total;
-    let best = model
-        .infer_encoded(&cut.encodings)?
-        .iter()
-        .map(|row| cos(row))
-        .fold(0f32, f32::max);
-    Ok((windows, best, truncated))
+    read_in_windows(&mut model, text, |row| {
+        row.iter().zip(&example).map(|(a, b)| a * b).sum::<f32>()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -109,6 +109,20 @@ fn options(url: &str) -> OtlpOptions {
 
 const CLIENT_TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
+/// The `traceparent` the router sent upstream with the first request a simulator received.
+fn sent_traceparent(router: &Router) -> TestResult<String> {
+    let upstream = router
+        .sims()
+        .iter()
+        .flat_map(|s| s.received())
+        .next()
+        .ok_or("nothing reached the upstream")?;
+    let sent = upstream
+        .header("traceparent")
+        .ok_or("no traceparent upstream")?;
+    Ok(sent.to_owned())
+}
+
 #[tokio::test]
 async fn one_request_s_spans_share_the_trace_the_upstream_saw() -> TestResult {
     let (url, received) = collector().await?;
@@ -127,16 +141,8 @@ async fn one_request_s_spans_share_the_trace_the_upstream_saw() -> TestResult {
         .await?;
     assert_eq!(answer.status, 200, "{}", answer.text());
 
-    let upstream = router
-        .sims()
-        .iter()
-        .flat_map(|s| s.received())
-        .next()
-        .ok_or("nothing reached the upstream")?;
-    let sent = upstream
-        .header("traceparent")
-        .ok_or("no traceparent upstream")?;
-    let sent = parse_traceparent(sent).ok_or("invalid traceparent upstream")?;
+    let sent = sent_traceparent(&router)?;
+    let sent = parse_traceparent(&sent).ok_or("invalid traceparent upstream")?;
     assert_eq!(sent.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
 
     let spans = spans_of(&received, sent.trace_id, &router).await?;
@@ -195,16 +201,8 @@ async fn a_request_without_trace_context_starts_the_trace_its_log_line_names() -
     assert_eq!(answer.status, 200, "{}", answer.text());
     let line = router.log_line("req-otel-2").await?;
     let trace_id = line["trace_id"].as_str().ok_or("no trace id logged")?;
-    let upstream = router
-        .sims()
-        .iter()
-        .flat_map(|s| s.received())
-        .next()
-        .ok_or("nothing reached the upstream")?;
-    let sent = upstream
-        .header("traceparent")
-        .ok_or("no traceparent upstream")?;
-    assert_eq!(parse_traceparent(sent).map(|t| t.trace_id), Some(trace_id));
+    let sent = sent_traceparent(&router)?;
+    assert_eq!(parse_traceparent(&sent).map(|t| t.trace_id), Some(trace_id));
     let spans = spans_of(&received, trace_id, &router).await?;
     let root = spans
         .iter()

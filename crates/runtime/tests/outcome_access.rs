@@ -57,15 +57,7 @@ async fn report(router: &Router, key: &str, headers: &[(&str, &str)]) -> TestRes
     let body = json!({"session": "task-1", "verdict": "fail", "idempotency_key": key});
     let mut all = vec![SID];
     all.extend_from_slice(headers);
-    let answer = router
-        .client
-        .send(
-            hyper::Method::POST,
-            &router.url("/v1/router/outcomes"),
-            body.to_string(),
-            &all,
-        )
-        .await?;
+    let answer = router.post("/v1/router/outcomes", &body, &all).await?;
     if answer.status != 200 {
         let (_, code, kind) = answer.error()?;
         assert_eq!(
@@ -123,11 +115,9 @@ async fn a_protected_endpoint_without_tokens_takes_no_report() -> TestResult {
     let router = start("outcomes = keys", None, &[]).await?;
     let body = json!({"session": "task-1", "verdict": "fail"});
     let answer = router
-        .client
-        .send(
-            hyper::Method::POST,
-            &router.url("/v1/router/outcomes"),
-            body.to_string(),
+        .post(
+            "/v1/router/outcomes",
+            &body,
             &[SID, ("x-sr-outcome-token", "")],
         )
         .await?;

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use hyper::Method;
 use serde_json::{json, Value};
 use src_testkit::fault::{After, Peer, Script};
 use src_testkit::redis::RedisServer;
@@ -164,15 +163,7 @@ const CHUNK: &str = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"
 async fn stream(router: &Router, peer: &Peer, relayed: &str) -> TestResult<(u16, String, String)> {
     let request = json!({"model": "auto", "stream": true,
         "messages": [{"role": "user", "content": "tell me"}]});
-    let response = router
-        .client
-        .open(
-            Method::POST,
-            &router.url("/v1/chat/completions"),
-            request.to_string(),
-            &[],
-        )
-        .await?;
+    let response = router.open("/v1/chat/completions", &request, &[]).await?;
     let status = response.status().as_u16();
     let model = response
         .headers()

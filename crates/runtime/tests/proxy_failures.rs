@@ -5,7 +5,7 @@
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
 use src_runtime::sim::{SimConfig, SimFaults, SimHandle, SimModel};
-use src_testkit::{raw_exchange, user, Router, TestResult, POLICY};
+use src_testkit::{raw_exchange, user, Answer, Router, TestResult, POLICY};
 
 /// A port nothing listens on.
 async fn closed_port() -> TestResult<(tokio::net::TcpSocket, u16)> {
@@ -46,6 +46,16 @@ route default {{ to other }}
     )
 }
 
+/// `answer` is `spare`'s, after `first` failed for `reason`.
+fn spare_answered_after(answer: &Answer, reason: &str) -> TestResult {
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.header("x-sr-model"), Some("spare"));
+    let fallbacks = format!("first:{reason}");
+    assert_eq!(answer.header("x-sr-fallbacks"), Some(fallbacks.as_str()));
+    assert!(answer.content()?.starts_with("[spare-model]"));
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_closed_port_falls_back_to_the_next_model() -> TestResult {
     let (_reserved, port) = closed_port().await?;
@@ -53,10 +63,7 @@ async fn a_closed_port_falls_back_to_the_next_model() -> TestResult {
     let answer = router
         .chat(&user("please fallback"), &[("x-request-id", "fb-1")])
         .await?;
-    assert_eq!(answer.status, 200, "{}", answer.text());
-    assert_eq!(answer.header("x-sr-model"), Some("spare"));
-    assert_eq!(answer.header("x-sr-fallbacks"), Some("first:connect"));
-    assert!(answer.content()?.starts_with("[spare-model]"));
+    spare_answered_after(&answer, "connect")?;
     let line = router.log_line("fb-1").await?;
     assert_eq!(line["fallbacks"], json!(["first:connect"]));
     assert_eq!(line["model"], "spare");
@@ -81,9 +88,7 @@ async fn a_500_before_the_first_byte_falls_back() -> TestResult {
     let url = format!("{}/v1", failing.base_url());
     let router = Router::start(&chain_policy(&url, "")).await?;
     let answer = router.chat(&user("fallback now"), &[]).await?;
-    assert_eq!(answer.status, 200, "{}", answer.text());
-    assert_eq!(answer.header("x-sr-model"), Some("spare"));
-    assert_eq!(answer.header("x-sr-fallbacks"), Some("first:status"));
+    spare_answered_after(&answer, "status")?;
     // The failing backend did get the request first (besides readiness probes).
     let chats = failing
         .received()
@@ -103,10 +108,7 @@ async fn a_404_for_the_model_falls_back_while_another_model_remains() -> TestRes
     let answer = router
         .chat(&user("please fallback"), &[("x-request-id", "fb-404")])
         .await?;
-    assert_eq!(answer.status, 200, "{}", answer.text());
-    assert_eq!(answer.header("x-sr-model"), Some("spare"));
-    assert_eq!(answer.header("x-sr-fallbacks"), Some("first:status"));
-    assert!(answer.content()?.starts_with("[spare-model]"));
+    spare_answered_after(&answer, "status")?;
     let line = router.log_line("fb-404").await?;
     assert_eq!(line["fallbacks"], json!(["first:status"]));
 

@@ -7,7 +7,6 @@
 //! through untouched.
 
 use http_body_util::BodyExt;
-use hyper::Method;
 use serde_json::{json, Value};
 use src_testkit::fault::{After, Peer, Script};
 use src_testkit::{user, Router, TestResult, PATIENCE};
@@ -130,11 +129,9 @@ async fn stream_through(
     id: &str,
 ) -> TestResult<(u16, String, Value)> {
     let response = router
-        .client
         .open(
-            Method::POST,
-            &router.url("/v1/chat/completions"),
-            streaming("tell me").to_string(),
+            "/v1/chat/completions",
+            &streaming("tell me"),
             &[("x-request-id", id)],
         )
         .await?;
@@ -254,11 +251,9 @@ async fn a_json_answer_cut_short_is_a_broken_body_not_a_complete_one() -> TestRe
     let peer = Peer::start(Script::CutJson(body)).await?;
     let router = Router::start(&policy(&peer.url, "")).await?;
     let response = router
-        .client
         .open(
-            Method::POST,
-            &router.url("/v1/chat/completions"),
-            user("tell me").to_string(),
+            "/v1/chat/completions",
+            &user("tell me"),
             &[("x-request-id", "cut-json")],
         )
         .await?;

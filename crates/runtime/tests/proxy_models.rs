@@ -3,80 +3,13 @@
 //! pays for route-only models, failures follow `failure.classifier`, and without a model runtime
 //! such policies are refused at load.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use serde_json::json;
-use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
-use src_compiler::hir::{CheckedPolicy, LabelId};
-use src_dsl::Diagnostic;
-use src_runtime::hooks::{BoxFuture, ModelSignals, SignalError};
+use src_runtime::fakes::Scripted;
 use src_testkit::{user, Router, TestResult};
 
-/// Answers every call from fixed values and records which models were asked.
-#[derive(Default)]
-struct Scripted {
-    attack: f64,
-    fail: bool,
-    asked: Mutex<Vec<String>>,
-}
-
-impl Scripted {
-    fn asked(&self) -> Vec<String> {
-        self.asked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-impl ModelSignals for Scripted {
-    fn prepare(&self, _policy: &CheckedPolicy) -> Vec<Diagnostic> {
-        Vec::new()
-    }
-
-    fn compute<'a>(
-        &'a self,
-        policy: &'a CheckedPolicy,
-        calls: &'a [ModelCall],
-    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
-        let mut asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
-        let results = calls
-            .iter()
-            .map(|call| match call.model {
-                ModelKind::Guard(g) => {
-                    asked.push(policy.guards[g.index()].name.clone());
-                    ModelResult::Score(self.attack)
-                }
-                ModelKind::Classifier(c) => {
-                    asked.push(policy.classifiers[c.index()].name.clone());
-                    // Label 0 of `[math, code]`.
-                    ModelResult::Class {
-                        label: LabelId(0),
-                        confidence: 0.9,
-                    }
-                }
-                ModelKind::Detector(d) => {
-                    asked.push(policy.detectors[d.index()].name.clone());
-                    ModelResult::Score(0.0)
-                }
-                ModelKind::Similarity(e) => {
-                    asked.push(policy.encoders[e.index()].name.clone());
-                    ModelResult::Score(0.0)
-                }
-            })
-            .collect();
-        let answer = if self.fail {
-            Err(SignalError {
-                signal: "all".into(),
-                message: "model runtime down".into(),
-            })
-        } else {
-            Ok(results)
-        };
-        Box::pin(std::future::ready(answer))
-    }
-}
-
+/// The scripted classifier answers label 0, `math`.
 fn policy(extra: &str) -> String {
     format!(
         r#"
@@ -133,7 +66,7 @@ async fn a_named_model_pays_only_for_the_blocks() -> TestResult {
 #[tokio::test]
 async fn a_block_on_a_model_signal_refuses() -> TestResult {
     let models = Arc::new(Scripted {
-        attack: 0.95,
+        guard: 0.95,
         ..Scripted::default()
     });
     let router = start(&policy(""), Arc::clone(&models)).await?;

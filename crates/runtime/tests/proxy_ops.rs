@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use src_testkit::{user, Http, Router, TestResult, PATIENCE, POLICY};
+use src_testkit::{one_model, user, Http, Router, TestResult, PATIENCE, POLICY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -30,13 +30,7 @@ async fn health_and_readiness_with_simulated_backends() -> TestResult {
 #[tokio::test]
 async fn the_api_listener_shows_no_backend_detail_and_no_metrics() -> TestResult {
     let dead = refused_addr().await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "http://{dead}/v1" }}
-model m {{ backend = gpu  serves = "m-id" }}
-route default {{ to m }}
-"#
-    );
+    let policy = one_model(&format!("http://{dead}"), "m-id");
     let router = Router::start(&policy).await?;
     let (status, report) = once_probed(&router, &["gpu"]).await?;
     assert_eq!(status, 503, "{report}");
@@ -122,14 +116,7 @@ async fn once_probed(router: &Router, names: &[&str]) -> TestResult<(u16, serde_
 async fn readiness_follows_the_backend_probe() -> TestResult {
     // The backend's port accepts connections (the kernel does) but nobody answers yet.
     let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "http://{}/v1" }}
-model m {{ backend = gpu  serves = "m-id" }}
-route default {{ to m }}
-"#,
-        listener.local_addr()?
-    );
+    let policy = one_model(&format!("http://{}", listener.local_addr()?), "m-id");
     let router = Router::start(&policy).await?;
     let (status, report) = once_probed(&router, &["gpu"]).await?;
     assert_eq!(status, 503, "{report}");
@@ -157,8 +144,9 @@ route default {{ to m }}
     Ok(())
 }
 
-#[tokio::test]
-async fn one_backend_down_leaves_the_router_ready_while_every_route_can_answer() -> TestResult {
+/// A router over two backends, `near` answering its probes and `far` refusing connections, whose
+/// route `hard` sends long prompts `to {hard}`: its readiness once both were probed.
+async fn near_up_far_down(hard: &str) -> TestResult<(u16, serde_json::Value)> {
     let up = TcpListener::bind("127.0.0.1:0").await?;
     let up_addr = up.local_addr()?;
     tokio::spawn(answer_probes(up));
@@ -169,12 +157,17 @@ backend near {{ url = "http://{up_addr}/v1" }}
 backend far  {{ url = "http://{down}/v1" }}
 model small  {{ backend = near  serves = "m-id" }}
 model strong {{ backend = far   serves = "big-id" }}
-route hard priority 10 {{ when tokens(prompt) > 100  to strong else small }}
+route hard priority 10 {{ when tokens(prompt) > 100  to {hard} }}
 route default {{ to small }}
 "#
     );
     let router = Router::start(&policy).await?;
-    let (status, report) = once_probed(&router, &["near", "far"]).await?;
+    once_probed(&router, &["near", "far"]).await
+}
+
+#[tokio::test]
+async fn one_backend_down_leaves_the_router_ready_while_every_route_can_answer() -> TestResult {
+    let (status, report) = near_up_far_down("strong else small").await?;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["ready"], true, "{report}");
     assert_eq!(report["backends"]["near"]["ready"], true, "{report}");
@@ -186,22 +179,7 @@ route default {{ to small }}
 
 #[tokio::test]
 async fn a_route_whose_only_backend_is_down_makes_the_router_unready() -> TestResult {
-    let up = TcpListener::bind("127.0.0.1:0").await?;
-    let up_addr = up.local_addr()?;
-    tokio::spawn(answer_probes(up));
-    let down = refused_addr().await?;
-    let policy = format!(
-        r#"
-backend near {{ url = "http://{up_addr}/v1" }}
-backend far  {{ url = "http://{down}/v1" }}
-model small  {{ backend = near  serves = "m-id" }}
-model strong {{ backend = far   serves = "big-id" }}
-route hard priority 10 {{ when tokens(prompt) > 100  to strong }}
-route default {{ to small }}
-"#
-    );
-    let router = Router::start(&policy).await?;
-    let (status, report) = once_probed(&router, &["near", "far"]).await?;
+    let (status, report) = near_up_far_down("strong").await?;
     assert_eq!(status, 503, "{report}");
     assert_eq!(report["ready"], false, "{report}");
     assert_eq!(report["routes"]["hard"]["servable"], false, "{report}");
@@ -444,14 +422,7 @@ async fn shutdown_lets_in_flight_requests_finish() -> TestResult {
         ..SimConfig::default()
     })
     .await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "{}/v1" }}
-model m {{ backend = gpu  serves = "slow-model" }}
-route default {{ to m }}
-"#,
-        sim.base_url()
-    );
+    let policy = one_model(&sim.base_url(), "slow-model");
     let router = Router::start(&policy).await?;
     let url = router.url("/v1/chat/completions");
     let request = tokio::spawn(async move {

@@ -9,7 +9,7 @@ use hyper::Method;
 use serde_json::{json, Value};
 use src_runtime::sim::{SimConfig, SimHandle, SimModel};
 use src_testkit::fault::read_request;
-use src_testkit::{Http, Router, TestResult, PATIENCE};
+use src_testkit::{one_model, Http, Router, TestResult, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -115,11 +115,9 @@ async fn sse_passes_through_byte_for_byte_and_piece_by_piece() -> TestResult {
     let (url, go, seen) = scripted_upstream(PIECES.to_vec(), false).await?;
     let router = Router::start(&scripted_policy(&url)).await?;
     let response = router
-        .client
         .open(
-            Method::POST,
-            &router.url("/v1/chat/completions"),
-            stream_request().to_string(),
+            "/v1/chat/completions",
+            &stream_request(),
             &[("x-request-id", "stream-1")],
         )
         .await?;
@@ -314,14 +312,7 @@ fn slow_sim_config() -> SimConfig {
 async fn a_disconnect_frees_the_simulators_slot() -> TestResult {
     // 4000 tokens at 20 ms: the answer would take 80 s; the slot must free long before.
     let sim = SimHandle::spawn(slow_sim_config()).await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "{}/v1" }}
-model m {{ backend = gpu  serves = "slow-model" }}
-route default {{ to m }}
-"#,
-        sim.base_url()
-    );
+    let policy = one_model(&sim.base_url(), "slow-model");
     let router = Router::start(&policy).await?;
     let client = Http::new();
     let response = client
@@ -375,14 +366,7 @@ async fn the_stream_is_what_the_simulator_sends_directly() -> TestResult {
     };
     let behind = SimHandle::spawn(cfg.clone()).await?;
     let direct = SimHandle::spawn(cfg).await?;
-    let policy = format!(
-        r#"
-backend gpu {{ url = "{}/v1" }}
-model m {{ backend = gpu  serves = "m-id" }}
-route default {{ to m }}
-"#,
-        behind.base_url()
-    );
+    let policy = one_model(&behind.base_url(), "m-id");
     let router = Router::start(&policy).await?;
     let mut request = stream_request();
     let through = router.chat(&request, &[]).await?;

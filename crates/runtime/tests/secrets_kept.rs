@@ -246,11 +246,9 @@ async fn the_console_records_and_logs_never_show_a_credential_the_policy_reads()
     // An outcome report, with the admin token in its header of its own.
     let report = json!({"session": "task-1", "verdict": "fail", "idempotency_key": "r1"});
     let reported = router
-        .client
-        .send(
-            hyper::Method::POST,
-            &router.url("/v1/router/outcomes"),
-            report.to_string(),
+        .post(
+            "/v1/router/outcomes",
+            &report,
             &[
                 ("authorization", &bearer),
                 ("x-session-id", "task-1"),
@@ -284,12 +282,9 @@ async fn the_console_records_and_logs_never_show_a_credential_the_policy_reads()
         views.push((path.to_string(), answer.body.to_vec()));
     }
     let explained = router
-        .client
-        .send(
-            hyper::Method::POST,
-            &router.admin_url("/v1/console/explain"),
-            json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "a segfault"}]}})
-                .to_string(),
+        .admin_post(
+            "/v1/console/explain",
+            &json!({"request": {"model": "auto", "messages": [{"role": "user", "content": "a segfault"}]}}),
             &[admin[0], ("content-type", "application/json")],
         )
         .await?;

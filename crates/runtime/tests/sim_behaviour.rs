@@ -7,11 +7,16 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use src_runtime::headers::{SIM_FAULT, SIM_PREFILL_MS, SIM_QUEUE_MS};
 use src_runtime::openai::{Usage, UsageScanner};
-use src_runtime::sim::{ModelLoad, SimConfig, SimFaults, SimModel};
+use src_runtime::sim::{ModelLoad, SimConfig, SimFaults, SimHandle, SimModel};
 use src_testkit::sim::*;
 
 fn cached(answer: &Value) -> Option<u64> {
     answer["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64()
+}
+
+/// Whether `sim` comes to hold `running` requests of [`MODEL`] and `waiting` in its queue.
+async fn settles(sim: &SimHandle, running: usize, waiting: usize) -> bool {
+    eventually(|| sim.load(MODEL) == Some(ModelLoad { running, waiting })).await
 }
 
 #[tokio::test]
@@ -55,9 +60,7 @@ async fn a_growing_conversation_reuses_its_prefix_and_streams_report_it() -> Tes
     messages.push(json!({"role": "user", "content": "second question"}));
     let streamed = json!({"model": MODEL, "messages": messages, "stream": true,
                           "stream_options": {"include_usage": true}});
-    let response = http
-        .send("POST", "/v1/chat/completions", &[], streamed.to_string())
-        .await?;
+    let response = http.open_chat(&[], &streamed).await?;
     let (frames, _) = frames(response).await;
     let mut scanner = UsageScanner::new();
     for frame in &frames {
@@ -162,39 +165,20 @@ async fn error_fault_fails_before_any_answer() -> TestResult {
         ..SimFaults::default()
     });
     let (_sim, http) = sim(cfg).await?;
-    let body = chat_body(MODEL, "hi").to_string();
-    let forced = http
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            &[(SIM_FAULT, "error")],
-            body.clone(),
-        )
-        .await?;
+    let body = chat_body(MODEL, "hi");
+    let forced = http.chat_with(&[(SIM_FAULT, "error")], &body).await?;
     assert_eq!(forced.status, 500);
     let error = forced.json()?;
     assert_eq!(error["error"]["code"], "simulated_fault");
     assert_eq!(error["error"]["type"], "server_error");
-    let chosen = http
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            &[(SIM_FAULT, "error=502")],
-            body.clone(),
-        )
-        .await?;
+    let chosen = http.chat_with(&[(SIM_FAULT, "error=502")], &body).await?;
     assert_eq!(chosen.status, 502);
     // Configured per model: the small model always fails, the other never does.
     assert_eq!(http.chat(&chat_body(SMALL, "hi")).await?.status, 503);
     assert_eq!(http.chat(&chat_body(MODEL, "hi")).await?.status, 200);
     // The header also switches a configured fault off.
     let spared = http
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            &[(SIM_FAULT, "none")],
-            chat_body(SMALL, "hi").to_string(),
-        )
+        .chat_with(&[(SIM_FAULT, "none")], &chat_body(SMALL, "hi"))
         .await?;
     assert_eq!(spared.status, 200);
     Ok(())
@@ -203,50 +187,24 @@ async fn error_fault_fails_before_any_answer() -> TestResult {
 #[tokio::test]
 async fn stall_fault_delays_or_never_answers_and_leaving_frees_the_slot() -> TestResult {
     let (sim, http) = sim(config()).await?;
-    let body = chat_body(MODEL, "wait for it").to_string();
-    let delayed = http
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            &[(SIM_FAULT, "stall=30")],
-            body.clone(),
-        )
-        .await?;
+    let body = chat_body(MODEL, "wait for it");
+    let delayed = http.chat_with(&[(SIM_FAULT, "stall=30")], &body).await?;
     assert_eq!(delayed.status, 200);
     assert!(delayed.json()?["choices"][0]["message"]["content"].is_string());
 
     let forever = tokio::spawn({
         let http = http.clone();
         async move {
-            let request = http.send(
-                "POST",
-                "/v1/chat/completions",
-                &[(SIM_FAULT, "stall")],
-                body,
-            );
+            let request = http.open_chat(&[(SIM_FAULT, "stall")], &body);
             request.await.map(|r| r.status().as_u16())
         }
     });
-    assert!(
-        eventually(|| sim.load(MODEL)
-            == Some(ModelLoad {
-                running: 1,
-                waiting: 0
-            }))
-        .await
-    );
+    assert!(settles(&sim, 1, 0).await);
     // The stalled request holds its slot and sends nothing while the client waits.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!forever.is_finished());
     forever.abort();
-    assert!(
-        eventually(|| sim.load(MODEL)
-            == Some(ModelLoad {
-                running: 0,
-                waiting: 0
-            }))
-        .await
-    );
+    assert!(settles(&sim, 0, 0).await);
     Ok(())
 }
 
@@ -257,40 +215,24 @@ async fn a_whole_answer_sends_nothing_before_it_is_generated() -> TestResult {
     cfg.time_scale = 1.0;
     cfg.models[0].decode_ms_per_token = 1e9;
     let (sim, http) = sim(cfg).await?;
-    let request = http.send(
-        "POST",
-        "/v1/chat/completions",
-        &[],
-        chat_body(MODEL, "slow").to_string(),
-    );
+    let body = chat_body(MODEL, "slow");
+    let request = http.open_chat(&[], &body);
     let headers = tokio::time::timeout(Duration::from_millis(100), request).await;
     assert!(
         headers.is_err(),
         "headers arrived before the answer was generated"
     );
     // The abandoned request gave its slot back.
-    assert!(
-        eventually(|| sim.load(MODEL)
-            == Some(ModelLoad {
-                running: 0,
-                waiting: 0
-            }))
-        .await
-    );
+    assert!(settles(&sim, 0, 0).await);
     Ok(())
 }
 
 #[tokio::test]
 async fn disconnect_fault_breaks_a_stream_after_n_tokens() -> TestResult {
     let (_sim, http) = sim(config()).await?;
-    let body = stream_body(MODEL, "drop me").to_string();
+    let body = stream_body(MODEL, "drop me");
     let response = http
-        .send(
-            "POST",
-            "/v1/chat/completions",
-            &[(SIM_FAULT, "disconnect=3")],
-            body,
-        )
+        .open_chat(&[(SIM_FAULT, "disconnect=3")], &body)
         .await?;
     assert_eq!(response.status(), 200);
     let (frames, error) = frames(response).await;
@@ -321,14 +263,7 @@ async fn disconnect_fault_truncates_a_whole_answer() -> TestResult {
         ..SimFaults::default()
     };
     let (_sim, http) = sim(cfg).await?;
-    let response = http
-        .send(
-            "POST",
-            "/v1/chat/completions",
-            &[],
-            chat_body(MODEL, "hi").to_string(),
-        )
-        .await?;
+    let response = http.open_chat(&[], &chat_body(MODEL, "hi")).await?;
     assert_eq!(response.status(), 200);
     let (frames, error) = frames(response).await;
     assert!(error.is_some());
@@ -348,16 +283,11 @@ async fn queue_waits_for_a_slot_and_rejects_beyond_its_limit() -> TestResult {
         ..SimConfig::default()
     };
     let (sim, http) = sim(cfg).await?;
-    let body = chat_body(MODEL, "queued").to_string();
+    let body = chat_body(MODEL, "queued");
     let holder = tokio::spawn({
         let (http, body) = (http.clone(), body.clone());
         async move {
-            let request = http.send(
-                "POST",
-                "/v1/chat/completions",
-                &[(SIM_FAULT, "stall")],
-                body,
-            );
+            let request = http.open_chat(&[(SIM_FAULT, "stall")], &body);
             request.await.map(|r| r.status().as_u16())
         }
     });
@@ -365,12 +295,12 @@ async fn queue_waits_for_a_slot_and_rejects_beyond_its_limit() -> TestResult {
     let waiter = tokio::spawn({
         let (http, body) = (http.clone(), body.clone());
         async move {
-            let answer = http.call("POST", "/v1/chat/completions", &[], body).await?;
+            let answer = http.chat_with(&[], &body).await?;
             Ok::<_, Error>((answer.status, answer.header_f64(SIM_QUEUE_MS).ok()))
         }
     });
     assert!(eventually(|| sim.load(MODEL).is_some_and(|l| l.waiting == 1)).await);
-    let rejected = http.call("POST", "/v1/chat/completions", &[], body).await?;
+    let rejected = http.chat_with(&[], &body).await?;
     assert_eq!(rejected.status, 503);
     assert_eq!(rejected.json()?["error"]["code"], "service_unavailable");
     // Releasing the stalled request lets the queued one through, which reports its wait.

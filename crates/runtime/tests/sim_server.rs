@@ -60,14 +60,7 @@ async fn stream_arrives_incrementally_and_matches_the_whole_answer() -> TestResu
     cfg.models[0].max_output_tokens = 6;
     let (_sim, http) = sim(cfg).await?;
     let prompt = "stream me";
-    let response = http
-        .send(
-            "POST",
-            "/v1/chat/completions",
-            &[],
-            stream_body(MODEL, prompt).to_string(),
-        )
-        .await?;
+    let response = http.open_chat(&[], &stream_body(MODEL, prompt)).await?;
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.headers().get("content-type").map(|v| v.as_bytes()),
@@ -135,9 +128,7 @@ async fn stream_without_include_usage_has_no_usage() -> TestResult {
     let (_sim, http) = sim(config()).await?;
     let body =
         json!({"model": SMALL, "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let response = http
-        .send("POST", "/v1/chat/completions", &[], body.to_string())
-        .await?;
+    let response = http.open_chat(&[], &body).await?;
     let (frames, _) = frames(response).await;
     let raw = frames.concat();
     assert!(!String::from_utf8_lossy(&raw).contains("\"usage\""));
@@ -275,12 +266,7 @@ async fn bad_requests_get_openai_errors() -> TestResult {
         assert!(!error.error.message.is_empty());
     }
     let answer = http
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            &[("x-sim-fault", "explode")],
-            chat_body(MODEL, "hi").to_string(),
-        )
+        .chat_with(&[("x-sim-fault", "explode")], &chat_body(MODEL, "hi"))
         .await?;
     assert_eq!(answer.status, 400);
     Ok(())

@@ -194,15 +194,7 @@ async fn a_tenant_header_narrows_a_credential_and_never_joins_two() -> TestResul
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect();
-            let answer = router
-                .client
-                .send(
-                    Method::POST,
-                    &router.url("/v1/chat/completions"),
-                    chat.to_string(),
-                    &pairs,
-                )
-                .await?;
+            let answer = router.chat(&chat, &pairs).await?;
             TestResult::Ok(
                 answer
                     .header("x-sr-session")

@@ -36,7 +36,7 @@ pub mod sim;
 pub mod upstream;
 
 pub use http::{raw_exchange, Answer, Http};
-pub use router::{config, user, Router, POLICY};
+pub use router::{config, one_model, user, Router, POLICY};
 
 /// A port free on `127.0.0.1` right now (for a server that must be given one, not `0`).
 pub fn free_port() -> u16 {

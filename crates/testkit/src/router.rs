@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use hyper::Method;
+use hyper::body::Incoming;
+use hyper::{Method, Response};
 use serde_json::Value;
 use src_runtime::log::RequestLog;
 use src_runtime::{Components, ServeConfig, ServerHandle};
@@ -101,6 +102,19 @@ impl Router {
             .await
     }
 
+    /// `POST path` with `body` as JSON and `headers`, the response's body left unread (for
+    /// streaming tests).
+    pub async fn open(
+        &self,
+        path: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> TestResult<Response<Incoming>> {
+        self.client
+            .open(Method::POST, &self.url(path), body.to_string(), headers)
+            .await
+    }
+
     pub async fn get(&self, path: &str) -> TestResult<Answer> {
         self.client
             .send(Method::GET, &self.url(path), String::new(), &[])
@@ -111,6 +125,23 @@ impl Router {
     pub async fn admin_get(&self, path: &str) -> TestResult<Answer> {
         self.client
             .send(Method::GET, &self.admin_url(path), String::new(), &[])
+            .await
+    }
+
+    /// `POST path` on the admin listener with `body` as JSON and `headers` (`/v1/console/explain`).
+    pub async fn admin_post(
+        &self,
+        path: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> TestResult<Answer> {
+        self.client
+            .send(
+                Method::POST,
+                &self.admin_url(path),
+                body.to_string(),
+                headers,
+            )
             .await
     }
 
@@ -160,6 +191,18 @@ route coding priority 20 {
 }
 route default { to small }
 "#;
+
+/// A policy that sends every request to the one model `served` by the OpenAI-compatible backend
+/// at `base_url` (a simulator's, or a scripted peer's).
+pub fn one_model(base_url: &str, served: &str) -> String {
+    format!(
+        r#"
+backend gpu {{ url = "{base_url}/v1" }}
+model m {{ backend = gpu  serves = "{served}" }}
+route default {{ to m }}
+"#
+    )
+}
 
 pub fn user(text: &str) -> Value {
     serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": text}]})

@@ -69,7 +69,21 @@ impl Http {
     }
 
     pub async fn chat(&self, body: &Value) -> Result<Answer, Error> {
-        self.call("POST", "/v1/chat/completions", &[], body.to_string())
+        self.chat_with(&[], body).await
+    }
+
+    /// `POST /v1/chat/completions` with `body` and `headers`.
+    pub async fn chat_with(&self, headers: &[(&str, &str)], body: &Value) -> Result<Answer, Error> {
+        crate::http::read(self.open_chat(headers, body).await?).await
+    }
+
+    /// `POST /v1/chat/completions` with `body` and `headers`, the response's body left unread.
+    pub async fn open_chat(
+        &self,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Result<Response<Incoming>, Error> {
+        self.send("POST", "/v1/chat/completions", headers, body.to_string())
             .await
     }
 

@@ -6,20 +6,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
-use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId};
 use src_compiler::request::RequestView;
 use src_compiler::EngineKind;
-use src_dsl::Diagnostic;
 
 use crate::backends::SimPool;
-use crate::hooks::{
-    BoxFuture, Embedding, ModelSignals, SessionInput, SessionOutcome, Sessions, SignalError,
-};
+use crate::hooks::{BoxFuture, ModelSignals, SessionInput, SessionOutcome, Sessions};
 use crate::log::RequestLog;
 use crate::policy_store::{compile_policy, Snapshot};
 use crate::relay::completion::Completion;
 use crate::telemetry::Telemetry;
+
+pub use crate::fakes::Scripted;
 
 /// Compiles `source` (one `policy.sr`) and attaches its backends, which must not be simulated.
 pub async fn snapshot(source: &str, models: &dyn ModelSignals) -> Snapshot {
@@ -44,114 +41,6 @@ pub fn chat(body: &Value) -> RequestView {
 /// A chat body naming `model` with one user message.
 pub fn user(model: &str, text: &str) -> Value {
     serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}]})
-}
-
-/// A model runtime with fixed answers, which records the models it was asked to run.
-pub struct Scripted {
-    /// The label every classifier answers.
-    pub label: u32,
-    /// What every guard answers.
-    pub guard: f64,
-    /// Every `compute` fails.
-    pub fail: bool,
-    /// What `embed` answers (`None`: it fails).
-    pub embedding: Option<Vec<f32>>,
-    pub asked: Mutex<Vec<String>>,
-}
-
-impl Default for Scripted {
-    fn default() -> Self {
-        Scripted {
-            label: 0,
-            guard: 0.0,
-            fail: false,
-            embedding: Some(vec![1.0, 0.0]),
-            asked: Mutex::new(Vec::new()),
-        }
-    }
-}
-
-impl Scripted {
-    pub fn asked(&self) -> Vec<String> {
-        self.asked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn note(&self, name: &str) {
-        self.asked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(name.to_owned());
-    }
-}
-
-impl ModelSignals for Scripted {
-    fn prepare(&self, _policy: &CheckedPolicy) -> Vec<Diagnostic> {
-        Vec::new()
-    }
-
-    fn compute<'a>(
-        &'a self,
-        policy: &'a CheckedPolicy,
-        calls: &'a [ModelCall],
-    ) -> BoxFuture<'a, Result<Vec<ModelResult>, SignalError>> {
-        let results = calls
-            .iter()
-            .map(|call| match call.model {
-                ModelKind::Classifier(c) => {
-                    self.note(&policy.classifiers[c.index()].name);
-                    ModelResult::Class {
-                        label: LabelId(self.label),
-                        confidence: 0.9,
-                    }
-                }
-                ModelKind::Guard(g) => {
-                    self.note(&policy.guards[g.index()].name);
-                    ModelResult::Score(self.guard)
-                }
-                ModelKind::Detector(d) => {
-                    self.note(&policy.detectors[d.index()].name);
-                    ModelResult::Score(0.0)
-                }
-                ModelKind::Similarity(e) => {
-                    self.note(&policy.encoders[e.index()].name);
-                    ModelResult::Score(0.0)
-                }
-            })
-            .collect();
-        let answer = if self.fail {
-            Err(SignalError {
-                signal: "all".into(),
-                message: "model runtime down".into(),
-            })
-        } else {
-            Ok(results)
-        };
-        Box::pin(std::future::ready(answer))
-    }
-
-    fn embed<'a>(
-        &'a self,
-        policy: &'a CheckedPolicy,
-        encoder: EncoderId,
-        _text: &'a str,
-        _scope: &'a str,
-    ) -> BoxFuture<'a, Result<Embedding, SignalError>> {
-        self.note(&format!("embed:{}", policy.encoders[encoder.index()].name));
-        let answer = match &self.embedding {
-            Some(vector) => Ok(Embedding {
-                vector: vector.clone(),
-                model: "fake-encoder".into(),
-            }),
-            None => Err(SignalError {
-                signal: "encoder".into(),
-                message: "encoder down".into(),
-            }),
-        };
-        Box::pin(std::future::ready(answer))
-    }
 }
 
 /// What the session layer was asked.

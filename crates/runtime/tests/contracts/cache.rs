@@ -33,100 +33,67 @@ fn unit(x: f32, y: f32) -> Vec<f32> {
     vec![x / norm, y / norm]
 }
 
-async fn an_empty_scope_has_no_nearest_entry(store: &dyn CacheStore) {
-    let near = store
+/// The nearest entry to `vector` in `scope` at `now_ms`, every stored question accepted.
+async fn nearest(
+    store: &dyn CacheStore,
+    scope: &Scope,
+    vector: &[f32],
+    threshold: f64,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Nearest {
+    store
         .nearest(Lookup {
-            scope: &scope(1),
-            vector: &unit(1.0, 0.0),
-            threshold: 0.5,
-            now_ms: t0(),
-            ttl_ms: TTL,
+            scope,
+            vector,
+            threshold,
+            now_ms,
+            ttl_ms,
             accept: &accept_all,
         })
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Stores `body` at `vector` in `scope`, the answer to the question "question".
+async fn insert(
+    store: &dyn CacheStore,
+    scope: &Scope,
+    vector: &[f32],
+    body: impl Into<Bytes>,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Inserted {
+    store
+        .insert(scope, vector, "question", body.into(), now_ms, ttl_ms)
+        .await
+        .unwrap()
+}
+
+async fn an_empty_scope_has_no_nearest_entry(store: &dyn CacheStore) {
+    let near = nearest(store, &scope(1), &unit(1.0, 0.0), 0.5, t0(), TTL).await;
     assert_eq!(near, Nearest::default());
 }
 
 async fn the_nearest_entry_answers_at_the_threshold(store: &dyn CacheStore) {
     let now = t0();
     let s = scope(2);
-    let stored = store
-        .insert(
-            &s,
-            &unit(1.0, 0.0),
-            "question",
-            Bytes::from_static(b"east"),
-            now,
-            TTL,
-        )
-        .await
-        .unwrap();
+    let stored = insert(store, &s, &unit(1.0, 0.0), "east", now, TTL).await;
     assert_eq!(stored, Inserted::Stored);
-    store
-        .insert(
-            &s,
-            &unit(0.0, 1.0),
-            "question",
-            Bytes::from_static(b"north"),
-            now,
-            TTL,
-        )
-        .await
-        .unwrap();
-    let near = store
-        .nearest(Lookup {
-            scope: &s,
-            vector: &unit(1.0, 0.1),
-            threshold: 0.9,
-            now_ms: now,
-            ttl_ms: TTL,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    insert(store, &s, &unit(0.0, 1.0), "north", now, TTL).await;
+    let near = nearest(store, &s, &unit(1.0, 0.1), 0.9, now, TTL).await;
     assert_eq!(near.body.as_deref(), Some(&b"east"[..]));
     assert!(near.score.is_some_and(|s| s > 0.99), "{near:?}");
     // Nearest, but below the threshold: the score and no body.
-    let far = store
-        .nearest(Lookup {
-            scope: &s,
-            vector: &unit(1.0, 1.0),
-            threshold: 0.99,
-            now_ms: now,
-            ttl_ms: TTL,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    let far = nearest(store, &s, &unit(1.0, 1.0), 0.99, now, TTL).await;
     assert_eq!(far.body, None);
     assert!(far.score.is_some_and(|s| s < 0.99 && s > 0.5), "{far:?}");
 }
 
 async fn scopes_are_isolated(store: &dyn CacheStore) {
     let now = t0();
-    store
-        .insert(
-            &scope(3),
-            &unit(1.0, 0.0),
-            "question",
-            Bytes::from_static(b"a"),
-            now,
-            TTL,
-        )
-        .await
-        .unwrap();
-    let other = store
-        .nearest(Lookup {
-            scope: &scope(4),
-            vector: &unit(1.0, 0.0),
-            threshold: 0.0,
-            now_ms: now,
-            ttl_ms: TTL,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    insert(store, &scope(3), &unit(1.0, 0.0), "a", now, TTL).await;
+    let other = nearest(store, &scope(4), &unit(1.0, 0.0), 0.0, now, TTL).await;
     assert_eq!(other, Nearest::default());
 }
 
@@ -134,42 +101,12 @@ async fn entries_end_at_their_ttl(store: &dyn CacheStore) {
     let now = t0();
     let s = scope(5);
     let ttl = 200;
-    store
-        .insert(
-            &s,
-            &unit(1.0, 0.0),
-            "question",
-            Bytes::from_static(b"brief"),
-            now,
-            ttl,
-        )
-        .await
-        .unwrap();
-    let live = store
-        .nearest(Lookup {
-            scope: &s,
-            vector: &unit(1.0, 0.0),
-            threshold: 0.9,
-            now_ms: now + 1,
-            ttl_ms: ttl,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    insert(store, &s, &unit(1.0, 0.0), "brief", now, ttl).await;
+    let live = nearest(store, &s, &unit(1.0, 0.0), 0.9, now + 1, ttl).await;
     assert_eq!(live.body.as_deref(), Some(&b"brief"[..]));
     tokio::time::sleep(std::time::Duration::from_millis(ttl + 100)).await;
     let later = t0();
-    let gone = store
-        .nearest(Lookup {
-            scope: &s,
-            vector: &unit(1.0, 0.0),
-            threshold: 0.9,
-            now_ms: later,
-            ttl_ms: ttl,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    let gone = nearest(store, &s, &unit(1.0, 0.0), 0.9, later, ttl).await;
     assert_eq!(gone.body, None, "an entry outlived its ttl");
 }
 
@@ -182,24 +119,10 @@ async fn a_scope_keeps_at_least_its_newest_entries(store: &dyn CacheStore) {
         unit(angle.cos(), angle.sin())
     };
     for i in 0..PER_SCOPE {
-        let body = Bytes::from(format!("entry-{i}"));
-        store
-            .insert(&s, &at(i), "question", body, now, TTL)
-            .await
-            .unwrap();
+        insert(store, &s, &at(i), format!("entry-{i}"), now, TTL).await;
     }
     for i in 0..PER_SCOPE {
-        let near = store
-            .nearest(Lookup {
-                scope: &s,
-                vector: &at(i),
-                threshold: 0.9999,
-                now_ms: now + 1,
-                ttl_ms: TTL,
-                accept: &accept_all,
-            })
-            .await
-            .unwrap();
+        let near = nearest(store, &s, &at(i), 0.9999, now + 1, TTL).await;
         assert_eq!(
             near.body,
             Some(Bytes::from(format!("entry-{i}"))),
@@ -212,68 +135,33 @@ async fn a_scope_keeps_at_least_its_newest_entries(store: &dyn CacheStore) {
 pub async fn keeps_only_the_newest(store: &dyn CacheStore) {
     let now = t0();
     let s = scope(6);
-    store
-        .insert(
-            &s,
-            &unit(1.0, 0.0),
-            "question",
-            Bytes::from_static(b"oldest"),
-            now,
-            TTL,
-        )
-        .await
-        .unwrap();
+    insert(store, &s, &unit(1.0, 0.0), "oldest", now, TTL).await;
     // Each newer entry a degree apart (none so alike that a store may merge them), all far from
     // the oldest.
     for i in 0..PER_SCOPE {
         let angle = (60.0 + i as f32).to_radians();
-        let body = Bytes::from(format!("newer-{i}"));
-        store
-            .insert(
-                &s,
-                &unit(angle.cos(), angle.sin()),
-                "question",
-                body,
-                now + 1,
-                TTL,
-            )
-            .await
-            .unwrap();
+        let body = format!("newer-{i}");
+        insert(
+            store,
+            &s,
+            &unit(angle.cos(), angle.sin()),
+            body,
+            now + 1,
+            TTL,
+        )
+        .await;
     }
-    let near = store
-        .nearest(Lookup {
-            scope: &s,
-            vector: &unit(1.0, 0.0),
-            threshold: 0.9,
-            now_ms: now + 2,
-            ttl_ms: TTL,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    let near = nearest(store, &s, &unit(1.0, 0.0), 0.9, now + 2, TTL).await;
     assert_eq!(near.body, None, "the oldest entry was kept beyond the cap");
 }
 
 async fn bodies_over_the_limit_are_not_stored(store: &dyn CacheStore) {
     let now = t0();
     let s = scope(7);
-    let big = Bytes::from(vec![b'x'; MAX_ENTRY_BYTES + 1]);
-    let answer = store
-        .insert(&s, &unit(1.0, 0.0), "question", big, now, TTL)
-        .await
-        .unwrap();
+    let big = vec![b'x'; MAX_ENTRY_BYTES + 1];
+    let answer = insert(store, &s, &unit(1.0, 0.0), big, now, TTL).await;
     assert_eq!(answer, Inserted::TooLarge);
-    let near = store
-        .nearest(Lookup {
-            scope: &s,
-            vector: &unit(1.0, 0.0),
-            threshold: 0.0,
-            now_ms: now,
-            ttl_ms: TTL,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    let near = nearest(store, &s, &unit(1.0, 0.0), 0.0, now, TTL).await;
     assert_eq!(near, Nearest::default());
 }
 
@@ -332,42 +220,21 @@ async fn refused_questions_are_counted_and_passed_over(store: &dyn CacheStore) {
 async fn a_scope_keeps_every_live_entry(store: &dyn CacheStore) {
     let now = t0();
     let s = scope(9);
-    store
-        .insert(
-            &s,
-            &unit(1.0, 0.0),
-            "question",
-            Bytes::from_static(b"oldest"),
-            now,
-            TTL,
-        )
-        .await
-        .unwrap();
+    insert(store, &s, &unit(1.0, 0.0), "oldest", now, TTL).await;
     for i in 0..=PER_SCOPE {
         let angle = (60.0 + i as f32 * 0.4).to_radians();
-        store
-            .insert(
-                &s,
-                &unit(angle.cos(), angle.sin()),
-                "question",
-                Bytes::from(format!("newer-{i}")),
-                now + 1,
-                TTL,
-            )
-            .await
-            .unwrap();
+        let body = format!("newer-{i}");
+        insert(
+            store,
+            &s,
+            &unit(angle.cos(), angle.sin()),
+            body,
+            now + 1,
+            TTL,
+        )
+        .await;
     }
-    let near = store
-        .nearest(Lookup {
-            scope: &s,
-            vector: &unit(1.0, 0.0),
-            threshold: 0.9,
-            now_ms: now + 2,
-            ttl_ms: TTL,
-            accept: &accept_all,
-        })
-        .await
-        .unwrap();
+    let near = nearest(store, &s, &unit(1.0, 0.0), 0.9, now + 2, TTL).await;
     assert_eq!(near.body.as_deref(), Some(&b"oldest"[..]));
 }
 

@@ -344,7 +344,7 @@ impl Graph {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -412,8 +412,9 @@ mod tests {
     }
 
     /// `n` seeded unit vectors of `dims` dimensions, uniform on the sphere (normal draws by
-    /// Box–Muller from a splitmix64 stream).
-    fn sphere(seed: u64, n: usize, dims: usize) -> Vec<Vec<f32>> {
+    /// Box–Muller from a splitmix64 stream), so no two are near-identical; the store's tests
+    /// draw theirs here too.
+    pub(crate) fn sphere(seed: u64, n: usize, dims: usize) -> Vec<Vec<f32>> {
         let mut state = seed;
         let mut uniform = move || {
             state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);

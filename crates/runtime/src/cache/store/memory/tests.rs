@@ -1,5 +1,6 @@
 //! The memory store's unit tests: bounds, expiry, scopes, the graph's bookkeeping and locking.
 
+use super::index::tests::sphere;
 use super::*;
 use crate::cache::store::Bounds;
 use crate::cache::store::{accept_all, Lookup};
@@ -25,6 +26,18 @@ fn body(text: &str) -> Bytes {
     Bytes::from(text.to_owned())
 }
 
+/// Looks `vector` up in `scope(n)` under an hour's ttl, every stored question accepted.
+fn find(s: &MemoryCache, n: u8, vector: &[f32], threshold: f64, now_ms: u64) -> Nearest {
+    s.find(Lookup {
+        scope: &scope(n),
+        vector,
+        threshold,
+        now_ms,
+        ttl_ms: HOUR,
+        accept: &accept_all,
+    })
+}
+
 #[test]
 fn the_nearest_entry_answers_when_it_reaches_the_threshold() {
     let s = store();
@@ -36,68 +49,22 @@ fn the_nearest_entry_answers_when_it_reaches_the_threshold() {
         s.put(&scope(1), &at(1.0), "q", body("one"), 0, HOUR),
         Inserted::Stored
     );
-    let near = s.find(Lookup {
-        scope: &scope(1),
-        vector: &at(0.9),
-        threshold: 0.95,
-        now_ms: 10,
-        ttl_ms: HOUR,
-        accept: &accept_all,
-    });
+    let near = find(&s, 1, &at(0.9), 0.95, 10);
     assert_eq!(near.body, Some(body("one")));
     assert!((near.score.unwrap_or(0.0) - 0.1f32.cos()).abs() < 1e-5);
     // cos(0.4) ≈ 0.92 < 0.95: the nearest is reported, but it is no hit.
-    let far = s.find(Lookup {
-        scope: &scope(1),
-        vector: &at(0.5),
-        threshold: 0.95,
-        now_ms: 10,
-        ttl_ms: HOUR,
-        accept: &accept_all,
-    });
+    let far = find(&s, 1, &at(0.5), 0.95, 10);
     assert_eq!(far.body, None);
     assert!((far.score.unwrap_or(0.0) - 0.5f32.cos()).abs() < 1e-5);
-    assert_eq!(
-        s.find(Lookup {
-            scope: &scope(1),
-            vector: &at(0.5),
-            threshold: 0.8,
-            now_ms: 10,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body,
-        Some(body("zero"))
-    );
+    assert_eq!(find(&s, 1, &at(0.5), 0.8, 10).body, Some(body("zero")));
 }
 
 #[test]
 fn scopes_never_see_each_others_entries() {
     let s = store();
     s.put(&scope(1), &at(0.0), "q", body("tenant a"), 0, HOUR);
-    assert_eq!(
-        s.find(Lookup {
-            scope: &scope(2),
-            vector: &at(0.0),
-            threshold: 0.5,
-            now_ms: 1,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        }),
-        Nearest::default()
-    );
-    assert_eq!(
-        s.find(Lookup {
-            scope: &scope(1),
-            vector: &at(0.0),
-            threshold: 0.5,
-            now_ms: 1,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body,
-        Some(body("tenant a"))
-    );
+    assert_eq!(find(&s, 2, &at(0.0), 0.5, 1), Nearest::default());
+    assert_eq!(find(&s, 1, &at(0.0), 0.5, 1).body, Some(body("tenant a")));
 }
 
 #[test]
@@ -106,27 +73,10 @@ fn entries_expire_after_the_ttl_by_the_injected_clock() {
     let s = store();
     s.put(&scope(1), &at(0.0), "q", body("a"), clock.now_ms(), HOUR);
     clock.advance(HOUR - 1);
-    assert!(s
-        .find(Lookup {
-            scope: &scope(1),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: clock.now_ms(),
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body
-        .is_some());
+    assert!(find(&s, 1, &at(0.0), 0.9, clock.now_ms()).body.is_some());
     clock.advance(1);
     assert_eq!(
-        s.find(Lookup {
-            scope: &scope(1),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: clock.now_ms(),
-            ttl_ms: HOUR,
-            accept: &accept_all
-        }),
+        find(&s, 1, &at(0.0), 0.9, clock.now_ms()),
         Nearest::default()
     );
     // The expired entry was dropped when its scope was looked at.
@@ -154,44 +104,12 @@ fn the_least_recently_used_entry_makes_room() {
         s.put(&scope(i as u8), &at(0.0), "q", body(name), 0, HOUR);
     }
     // Using `a` makes `b` the least recently used.
-    assert!(s
-        .find(Lookup {
-            scope: &scope(0),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: 1,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body
-        .is_some());
+    assert!(find(&s, 0, &at(0.0), 0.9, 1).body.is_some());
     s.put(&scope(3), &at(0.0), "q", body("d"), 2, HOUR);
     assert_eq!(s.len(), 3);
-    assert!(s
-        .find(Lookup {
-            scope: &scope(1),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: 3,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body
-        .is_none());
+    assert!(find(&s, 1, &at(0.0), 0.9, 3).body.is_none());
     for kept in [0u8, 2, 3] {
-        assert!(
-            s.find(Lookup {
-                scope: &scope(kept),
-                vector: &at(0.0),
-                threshold: 0.9,
-                now_ms: 3,
-                ttl_ms: HOUR,
-                accept: &accept_all
-            })
-            .body
-            .is_some(),
-            "{kept}"
-        );
+        assert!(find(&s, kept, &at(0.0), 0.9, 3).body.is_some(), "{kept}");
     }
 }
 
@@ -240,48 +158,13 @@ fn the_byte_bound_evicts_and_oversized_answers_are_refused() {
     );
     assert_eq!(s.len(), 2);
     assert!(s.bytes() <= entry(100) * 2);
-    assert!(s
-        .find(Lookup {
-            scope: &scope(1),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: 1,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body
-        .is_none());
+    assert!(find(&s, 1, &at(0.0), 0.9, 1).body.is_none());
 }
 
 /// Point `i` of `n` spread round the circle: for `n` up to 400, neighbours are further
 /// apart than a replacement (cosine 0.9999) and than a 0.99999 threshold.
 fn spread(i: usize, n: usize) -> Vec<f32> {
     at(i as f32 * std::f32::consts::TAU / n as f32)
-}
-
-/// `n` seeded unit vectors of `dims` dimensions (uniform directions: normal draws by Box–Muller
-/// from a splitmix64 stream), so no two are near-identical.
-fn random_units(seed: u64, n: usize, dims: usize) -> Vec<Vec<f32>> {
-    let mut state = seed;
-    let mut uniform = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64 + 1e-12
-    };
-    (0..n)
-        .map(|_| {
-            let v: Vec<f32> = (0..dims)
-                .map(|_| {
-                    let (a, b) = (uniform(), uniform());
-                    ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
-                })
-                .collect();
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.into_iter().map(|x| x / norm).collect()
-        })
-        .collect()
 }
 
 /// The bytes a store really holds for `scope`'s entries: each entry's own ([`OVERHEAD`] and
@@ -305,7 +188,7 @@ fn the_byte_count_holds_what_a_graph_really_reserves() {
     let bound = 1 << 34;
     let s = MemoryCache::new(n, bound, 1 << 20);
     let own = MemoryCache::entry_size(1, 1, dims);
-    for (i, v) in random_units(5, n, dims).iter().enumerate() {
+    for (i, v) in sphere(5, n, dims).iter().enumerate() {
         s.put(&scope(1), v, "q", body("a"), i as u64, HOUR);
     }
     assert_eq!(s.len(), n);
@@ -355,15 +238,7 @@ fn a_scope_keeps_every_entry_scanned_or_indexed() {
         assert_eq!(s.len(), n, "no entry of the scope made room for another");
         for i in [0, 1, 150, n - 1] {
             assert_eq!(
-                s.find(Lookup {
-                    scope: &scope(1),
-                    vector: &spread(i, n),
-                    threshold: 0.99999,
-                    now_ms: 1_000,
-                    ttl_ms: HOUR,
-                    accept: &accept_all
-                })
-                .body,
+                find(&s, 1, &spread(i, n), 0.99999, 1_000).body,
                 Some(body(&i.to_string())),
                 "entry {i}, graph from {index_from}"
             );
@@ -398,28 +273,13 @@ fn evicted_and_expired_entries_leave_the_graph() {
     }
     assert_eq!(s.len(), n);
     for i in 0..50 {
-        let near = s.find(Lookup {
-            scope: &scope(1),
-            vector: &spread(i, 2 * n),
-            threshold: 0.99999,
-            now_ms: 2,
-            ttl_ms: HOUR,
-            accept: &accept_all,
-        });
+        let near = find(&s, 1, &spread(i, 2 * n), 0.99999, 2);
         assert_eq!(near.body, None, "evicted entry {i} answered");
         // Its nearest live neighbour is another entry, never the evicted one.
         assert!(near.score.is_some_and(|score| score < 0.99999));
     }
     assert_eq!(
-        s.find(Lookup {
-            scope: &scope(1),
-            vector: &spread(50, 2 * n),
-            threshold: 0.99999,
-            now_ms: 2,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body,
+        find(&s, 1, &spread(50, 2 * n), 0.99999, 2).body,
         Some(body("50"))
     );
     {
@@ -432,14 +292,7 @@ fn evicted_and_expired_entries_leave_the_graph() {
         );
     }
     // The ttl: the entries stored at 0 expire at HOUR, those stored at 1 a millisecond later.
-    let near = s.find(Lookup {
-        scope: &scope(1),
-        vector: &spread(60, 2 * n),
-        threshold: 0.2,
-        now_ms: HOUR,
-        ttl_ms: HOUR,
-        accept: &accept_all,
-    });
+    let near = find(&s, 1, &spread(60, 2 * n), 0.2, HOUR);
     assert_eq!(
         near.body.map(|b| b.len()),
         Some(3),
@@ -476,28 +329,8 @@ fn policy_bounds_apply_at_once() {
         max_bytes: MemoryCache::entry_size(1, 1, 2) * 2,
     });
     assert_eq!(s.len(), 2);
-    assert!(s
-        .find(Lookup {
-            scope: &scope(9),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: 1,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body
-        .is_some());
-    assert!(s
-        .find(Lookup {
-            scope: &scope(7),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: 1,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body
-        .is_none());
+    assert!(find(&s, 9, &at(0.0), 0.9, 1).body.is_some());
+    assert!(find(&s, 7, &at(0.0), 0.9, 1).body.is_none());
 }
 
 #[test]
@@ -548,18 +381,7 @@ fn the_same_request_stored_twice_keeps_one_entry() {
     s.put(&scope(1), &at(0.0), "q", body("first"), 0, HOUR);
     s.put(&scope(1), &at(0.0), "q", body("second"), 1, HOUR);
     assert_eq!(s.len(), 1);
-    assert_eq!(
-        s.find(Lookup {
-            scope: &scope(1),
-            vector: &at(0.0),
-            threshold: 0.9,
-            now_ms: 2,
-            ttl_ms: HOUR,
-            accept: &accept_all
-        })
-        .body,
-        Some(body("second"))
-    );
+    assert_eq!(find(&s, 1, &at(0.0), 0.9, 2).body, Some(body("second")));
 }
 /// A lookup waits for its own scope's graph only: while scope 1's graph is held (as a long
 /// search holds it) and a lookup in scope 1 waits for it, a lookup in scope 2 is answered,
@@ -593,14 +415,7 @@ fn a_search_in_one_scope_holds_up_no_other_scope() {
     let waiting = {
         let (s, tx) = (s.clone(), tx.clone());
         std::thread::spawn(move || {
-            let near = s.find(Lookup {
-                scope: &scope(1),
-                vector: &spread(3, 40),
-                threshold: 0.99999,
-                now_ms: 1,
-                ttl_ms: HOUR,
-                accept: &accept_all,
-            });
+            let near = find(&s, 1, &spread(3, 40), 0.99999, 1);
             let _ = tx.send((1, near.body));
         })
     };
@@ -616,14 +431,7 @@ fn a_search_in_one_scope_holds_up_no_other_scope() {
     let other = {
         let s = s.clone();
         std::thread::spawn(move || {
-            let near = s.find(Lookup {
-                scope: &scope(2),
-                vector: &spread(5, 40),
-                threshold: 0.99999,
-                now_ms: 1,
-                ttl_ms: HOUR,
-                accept: &accept_all,
-            });
+            let near = find(&s, 2, &spread(5, 40), 0.99999, 1);
             let _ = tx.send((2, near.body));
         })
     };
