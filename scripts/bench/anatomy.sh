@@ -31,9 +31,10 @@
 # BENCH_NULL_BIN built binaries to measure instead of this checkout's release build,
 # ANAT_SRC_VARIANTS more `src serve` rows as `name=serve flags;name=flags` (e.g.
 # `log-off=--request-log off;one-shard=--shards 1`), ANAT_EXTPROC_VARIANTS the same for
-# `src serve --extproc` behind Envoy, ANAT_EXTPROC=0 to leave the external processor out, ANAT_PASS=0 to leave the pass-through rows out, BENCH_KEEP=1 to keep the run
-# folder. CARGO_TARGET_DIR is honoured. Figures: docs/benchmarks.md, "Where a request's
-# microseconds go".
+# `src serve --extproc` behind Envoy, ANAT_NULL_VARIANTS the same for `extproc-null` (which
+# takes `--workers N`), ANAT_EXTPROC=0 to leave the external processor out, ANAT_PASS=0 to
+# leave the pass-through rows out, BENCH_KEEP=1 to keep the run folder. CARGO_TARGET_DIR is
+# honoured. Figures: docs/benchmarks.md, "Where a request's microseconds go".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -45,6 +46,7 @@ connections=${BENCH_CONNECTIONS:-16}
 threads=${BENCH_THREADS:-2}
 variants=${ANAT_SRC_VARIANTS:-}
 extproc_variants=${ANAT_EXTPROC_VARIANTS:-}
+null_variants=${ANAT_NULL_VARIANTS:-}
 with_extproc=${ANAT_EXTPROC:-1}
 with_pass=${ANAT_PASS:-1}
 envoy_bin=${ENVOY:-$root/.cache/venv-envoy/bin/envoy}
@@ -291,6 +293,20 @@ if [[ $with_extproc == 1 ]]; then
   wait_tcp extproc-null "$null_pid" "$null_port" 10
   behind_envoy null "Envoy + the null processor" "$null_port" "$null_pid"
   stop "$null_pid"
+
+  IFS=';' read -ra vs <<<"$null_variants"
+  for v in "${vs[@]}"; do
+    [[ -n ${v// /} ]] || continue
+    name=${v%%=*}
+    read -ra flags <<<"${v#*=}"
+    null_port=$(free_port)
+    "$null_bin" "127.0.0.1:$null_port" "${flags[@]}" >"$run_dir/null-$name.out" 2>&1 &
+    null_pid=$!
+    pids+=("$null_pid")
+    wait_tcp "extproc-null $name" "$null_pid" "$null_port" 10
+    behind_envoy "null-$name" "Envoy + the null processor ${v#*=}" "$null_port" "$null_pid"
+    stop "$null_pid"
+  done
 
   extproc_port=$(free_port)
   start_src --extproc "127.0.0.1:$extproc_port"
