@@ -17,7 +17,9 @@
 # for Envoy's `google_grpc` client instead of `envoy_grpc`, BENCH_NULL=0 to leave out the null
 # processor's row, BENCH_NULL_BIN a built `extproc-null` (with BENCH_SRC), BENCH_PERF=DIR to
 # profile the router and its Envoy (`perf record -e cpu-clock -g`) through the first round's
-# load at BENCH_CONNECTIONS, reports written to DIR. CARGO_TARGET_DIR is honoured.
+# load at BENCH_CONNECTIONS, reports written to DIR, BENCH_SRC_FLAGS and BENCH_NULL_FLAGS more
+# flags for `src serve` and `extproc-null` (e.g. `--workers 1` for both: docs/operations.md).
+# CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -83,8 +85,10 @@ sed -E "s|http://127\.0\.0\.1:[0-9]+/v1|http://127.0.0.1:$nginx_port/v1|" "$here
 src_port=$(free_port)
 admin_port=$(free_port)
 extproc_port=$(free_port)
+read -ra src_flags <<<"${BENCH_SRC_FLAGS:-}"
+read -ra null_flags <<<"${BENCH_NULL_FLAGS:-}"
 "$src_bin" serve "$run_dir/policy" --listen "127.0.0.1:$src_port" --admin "127.0.0.1:$admin_port" \
-  --extproc "127.0.0.1:$extproc_port" --no-watch >"$run_dir/src.out" 2>"$run_dir/src.log" &
+  --extproc "127.0.0.1:$extproc_port" --no-watch ${src_flags[@]+"${src_flags[@]}"} >"$run_dir/src.out" 2>"$run_dir/src.log" &
 src_pid=$!
 pids+=("$src_pid")
 wait_http "src serve" "$src_pid" "http://127.0.0.1:$src_port/readyz" 30
@@ -138,7 +142,7 @@ targets=(alone extproc)
 urls=("$alone_url" "$with_url")
 if [[ $with_null != 0 ]]; then
   null_port=$(free_port)
-  "$null_bin" "127.0.0.1:$null_port" >"$run_dir/null.out" 2>&1 &
+  "$null_bin" "127.0.0.1:$null_port" ${null_flags[@]+"${null_flags[@]}"} >"$run_dir/null.out" 2>&1 &
   null_pid=$!
   pids+=("$null_pid")
   wait_tcp "extproc-null" "${pids[-1]}" "$null_port" 10

@@ -1,4 +1,4 @@
-//! `extproc-null ADDR`: an Envoy `ext_proc` v3 server that lets every message through unchanged,
+//! `extproc-null ADDR [--workers N]`: an Envoy `ext_proc` v3 server that lets every message through unchanged,
 //! on the same tonic server, listener settings and tokio runtime as `src serve --extproc`. What
 //! Envoy's filter costs with it is the floor under the router's own figures
 //! (`scripts/bench/extproc.sh`, docs/benchmarks.md).
@@ -102,16 +102,35 @@ fn answer(message: Option<Message>, duplex: bool) -> Answer {
     }
 }
 
+/// `ADDR [--workers N]`: the address, and the runtime's worker threads when given (N ≥ 1).
+fn parse_args(args: &[String]) -> Option<(&str, Option<usize>)> {
+    match args {
+        [addr] if addr.contains(':') => Some((addr, None)),
+        [addr, flag, n] if addr.contains(':') && flag == "--workers" => match n.parse::<usize>() {
+            Ok(n) if n > 0 => Some((addr, Some(n))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn usage() -> ExitCode {
+    eprintln!("usage: extproc-null ADDR [--workers N] (e.g. 127.0.0.1:8803 or localhost:8803)");
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
     // `HOST:PORT` too: the listener resolves a host name as `src serve --extproc` does.
-    let Some(addr) = std::env::args().nth(1).filter(|a| a.contains(':')) else {
-        eprintln!("usage: extproc-null ADDR (e.g. 127.0.0.1:8803 or localhost:8803)");
-        return ExitCode::from(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((addr, workers)) = parse_args(&args) else {
+        return usage();
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `--workers` as `src serve` has it: the runtime's worker threads, one per core by default.
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(n);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("extproc-null: cannot start the async runtime: {err}");
@@ -119,7 +138,7 @@ fn main() -> ExitCode {
         }
     };
     let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(addr.as_str()).await?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         tonic::transport::Server::builder()
             .add_service(ExternalProcessorServer::new(Null))
@@ -132,6 +151,41 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("extproc-null: {err}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_args;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    #[test]
+    fn an_address_alone_or_with_a_worker_count() {
+        assert_eq!(
+            parse_args(&args(&["127.0.0.1:8803"])),
+            Some(("127.0.0.1:8803", None))
+        );
+        assert_eq!(
+            parse_args(&args(&["localhost:8803", "--workers", "1"])),
+            Some(("localhost:8803", Some(1)))
+        );
+    }
+
+    #[test]
+    fn anything_else_is_refused() {
+        for bad in [
+            &[][..],
+            &["8803"][..],
+            &["127.0.0.1:8803", "--workers"][..],
+            &["127.0.0.1:8803", "--workers", "0"][..],
+            &["127.0.0.1:8803", "--workers", "two"][..],
+            &["127.0.0.1:8803", "--threads", "1"][..],
+        ] {
+            assert_eq!(parse_args(&args(bad)), None, "{bad:?}");
         }
     }
 }
