@@ -18,7 +18,10 @@
 //! - [`record`]: what one stored response is; [`store`]: where it lives (memory, Redis);
 //! - [`chain`]: a stored conversation expanded into the next turn's input;
 //! - [`capture`]: a relayed answer (JSON or event stream) turned into a stored response;
-//! - [`endpoints`]: `GET`/`DELETE /v1/responses/{id}` and its `input_items`.
+//! - [`endpoints`]: `GET`/`DELETE /v1/responses/{id}` and its `input_items`;
+//! - [`vault`]: on a redacting route, the values a chain's turns were sent placeholders for,
+//!   kept under each answer's id (sealed with [`seal`]'s key) so that a turn continuing state
+//!   only the backend holds numbers its values after them.
 //!
 //! The request path of `POST /v1/responses` is the door `door::responses`, above this module.
 
@@ -26,7 +29,9 @@ pub mod capture;
 pub mod chain;
 pub mod endpoints;
 pub mod record;
+pub mod seal;
 pub mod store;
+pub mod vault;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +43,7 @@ use crate::session::identity;
 use crate::store::{Clock, Links, StoreError, StoreSet, SystemClock, Timeouts};
 
 pub use record::StoredResponse;
+pub use seal::VaultKey;
 pub use store::{MemoryResponses, RedisResponses, ResponseStore};
 
 /// How long a stored response is kept by default.
@@ -106,6 +112,11 @@ pub struct ResponseStates {
     options: ResponseOptions,
     clock: Arc<dyn Clock>,
     stores: StoreSet<dyn ResponseStore>,
+    /// The sealed vaults of redacted chains, beside the responses of the same store.
+    vaults: StoreSet<dyn ResponseStore>,
+    /// The key vaults are sealed with; `None` only when the system's random source failed and
+    /// the operator gave none (vaults are then not kept).
+    vault_key: Option<Arc<VaultKey>>,
     links: Arc<Links>,
 }
 
@@ -120,6 +131,8 @@ impl Default for ResponseStates {
 pub struct Scope {
     pub tenant: String,
     pub store: Arc<dyn ResponseStore>,
+    /// Where the tenant's sealed vaults are (the same store's, under their own keys).
+    pub vaults: Arc<dyn ResponseStore>,
 }
 
 impl ResponseStates {
@@ -128,8 +141,28 @@ impl ResponseStates {
             options,
             clock,
             stores: StoreSet::new(),
+            vaults: StoreSet::new(),
+            vault_key: match VaultKey::generate() {
+                Ok(key) => Some(Arc::new(key)),
+                Err(err) => {
+                    tracing::error!(%err, "redacted Responses chains cannot be continued");
+                    None
+                }
+            },
             links: Arc::default(),
         }
+    }
+
+    /// Seals vaults with `key`, the operator's (`SRC_VAULT_KEY_FILE`), rather than one made at
+    /// start.
+    pub fn with_vault_key(mut self, key: VaultKey) -> ResponseStates {
+        self.vault_key = Some(Arc::new(key));
+        self
+    }
+
+    /// The key vaults are sealed with.
+    pub fn vault_key(&self) -> Option<&Arc<VaultKey>> {
+        self.vault_key.as_ref()
     }
 
     /// Builds Redis stores on `links`, the server's shared Redis links.
@@ -161,6 +194,22 @@ impl ResponseStates {
         Ok(Scope {
             tenant,
             store: self.store(&def)?,
+            vaults: self.vault_store(&def)?,
+        })
+    }
+
+    fn vault_store(&self, def: &StoreDef) -> Result<Arc<dyn ResponseStore>, StoreError> {
+        self.vaults.get_or_build(def, |def| {
+            Ok(match def {
+                StoreDef::Memory => Arc::new(MemoryResponses::new(
+                    self.options.memory_entries,
+                    self.options.memory_bytes,
+                )),
+                StoreDef::Redis(target) => Arc::new(RedisResponses::vaults_on(
+                    self.links.redis(target, self.options.redis_timeout)?,
+                )),
+                StoreDef::Milvus(_) => return Err(StoreError::cache_only()),
+            })
         })
     }
 

@@ -71,6 +71,14 @@ pub enum ServeError {
          set SRC_ADMIN_TOKEN, or bind it to 127.0.0.1"
     )]
     AdminUnprotected(SocketAddr),
+    #[error(transparent)]
+    VaultKey(#[from] crate::responses_state::seal::VaultKeyError),
+    #[error(
+        "the policy redacts and keeps Responses state in a shared store ({0}), so every router \
+         must seal the values it keeps with the same key: set SRC_VAULT_KEY_FILE to a file of 64 \
+         hexadecimal digits (`openssl rand -hex 32`)"
+    )]
+    VaultKeyMissing(String),
 }
 
 /// Serves until `shutdown` completes, with the standard components (no model runtime, no
@@ -152,6 +160,15 @@ impl ServerHandle {
     }
 }
 
+/// The shared store a policy keeps redacted chains' vaults in, when it redacts and its session
+/// store is shared by several routers (which then need one key).
+fn shared_vault_store(policy: &src_compiler::hir::CheckedPolicy) -> Option<String> {
+    let store = &policy.session.as_ref()?.store;
+    let shared = !matches!(store, src_compiler::hir::StoreDef::Memory);
+    // The store's kind only: a Redis address may carry a password.
+    (shared && crate::responses_state::vault::redacts(policy)).then(|| "redis".to_owned())
+}
+
 /// Loads the policy, binds both listeners and starts serving in the background.
 pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
     let mut components = components;
@@ -209,6 +226,13 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         crate::responses_state::ResponseOptions::from_env(),
     )
     .with_links(Arc::clone(&components.links));
+    let responses = match crate::responses_state::VaultKey::from_env()? {
+        Some(key) => responses.with_vault_key(key),
+        None => match shared_vault_store(snapshot.policy()) {
+            Some(store) => return Err(ServeError::VaultKeyMissing(store)),
+            None => responses,
+        },
+    };
     let budgets = crate::budget::BudgetLayer::new(
         Arc::clone(&components.links),
         crate::store::Timeouts::from_lookup(crate::config::env_number),
