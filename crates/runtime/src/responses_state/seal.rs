@@ -5,7 +5,8 @@
 //! sealed bytes are bound to the (tenant, response id) they are kept under (the AEAD's
 //! associated data): bytes copied under another tenant's or another response's key do not open.
 //! The key is the router's: generated at start when the operator gives none (a `memory` store,
-//! one process), or read from the file `SRC_VAULT_KEY_FILE` names (64 hexadecimal digits,
+//! one process), or read from the file `--vault-key-file` or `SRC_VAULT_KEY_FILE` names (64
+//! hexadecimal digits,
 //! `openssl rand -hex 32`), which every router sharing a Redis store must be given so that a
 //! chain sealed by one opens on another.
 
@@ -19,6 +20,13 @@ use src_compiler::pii::{EntityType, Vault};
 
 /// The environment variable naming the key file.
 pub const KEY_FILE_ENV: &str = "SRC_VAULT_KEY_FILE";
+
+/// The key file `SRC_VAULT_KEY_FILE` names, if any.
+pub fn key_file_from_env() -> Option<PathBuf> {
+    std::env::var_os(KEY_FILE_ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
 
 /// The first byte of sealed bytes: their layout (version, nonce, sealed values and tag).
 const VERSION: u8 = 1;
@@ -74,14 +82,6 @@ impl VaultKey {
         let malformed = || VaultKeyError::Malformed(path.to_owned());
         let bytes = from_hex(text.trim()).ok_or_else(malformed)?;
         VaultKey::of(&bytes, SystemRandom::new(), true).ok_or_else(malformed)
-    }
-
-    /// The key of the file `SRC_VAULT_KEY_FILE` names; `None` when it names none.
-    pub fn from_env() -> Result<Option<VaultKey>, VaultKeyError> {
-        match std::env::var_os(KEY_FILE_ENV).filter(|p| !p.is_empty()) {
-            Some(path) => VaultKey::from_file(Path::new(&path)).map(Some),
-            None => Ok(None),
-        }
     }
 
     fn of(bytes: &[u8], random: SystemRandom, supplied: bool) -> Option<VaultKey> {

@@ -75,8 +75,8 @@ pub enum ServeError {
     VaultKey(#[from] crate::responses_state::seal::VaultKeyError),
     #[error(
         "the policy redacts and keeps Responses state in a shared store ({0}), so every router \
-         must seal the values it keeps with the same key: set SRC_VAULT_KEY_FILE to a file of 64 \
-         hexadecimal digits (`openssl rand -hex 32`)"
+         must seal the values it keeps with the same key: give `--vault-key-file` (or \
+         SRC_VAULT_KEY_FILE) a file of 64 hexadecimal digits (`openssl rand -hex 32`)"
     )]
     VaultKeyMissing(String),
 }
@@ -226,8 +226,9 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         crate::responses_state::ResponseOptions::from_env(),
     )
     .with_links(Arc::clone(&components.links));
-    let responses = match crate::responses_state::VaultKey::from_env()? {
-        Some(key) => responses.with_vault_key(key),
+    let vault_key = cfg.vault_key_file.as_deref();
+    let responses = match vault_key.map(crate::responses_state::VaultKey::from_file) {
+        Some(key) => responses.with_vault_key(key?),
         None => match shared_vault_store(snapshot.policy()) {
             Some(store) => return Err(ServeError::VaultKeyMissing(store)),
             None => responses,
