@@ -403,5 +403,17 @@ async fn a_redis_chain_is_sealed_shared_by_key_and_refused_once_expired() -> Tes
         ONE,
     )
     .await?;
+
+    // Each router counts what its lookups found.
+    for (router, outcome, n) in [
+        (&a, "found", 1),
+        (&a, "missing", 2),
+        (&b, "found", 1),
+        (&c, "unopened", 1),
+    ] {
+        let metrics = router.admin_get("/metrics").await?.text();
+        let line = format!("src_response_vaults_total{{outcome=\"{outcome}\"}} {n}\n");
+        assert!(metrics.contains(&line), "no `{line}` in {metrics}");
+    }
     Ok(())
 }

@@ -36,6 +36,11 @@ pub mod vault;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
 use src_compiler::hir::{CheckedPolicy, StoreDef};
 use src_compiler::request::RequestView;
 
@@ -117,7 +122,15 @@ pub struct ResponseStates {
     /// The key vaults are sealed with; `None` only when the system's random source failed and
     /// the operator gave none (vaults are then not kept).
     vault_key: Option<Arc<VaultKey>>,
+    /// Lookups of chains' vaults, by outcome.
+    vault_lookups: Family<VaultLabels, Counter>,
     links: Arc<Links>,
+}
+
+/// The outcome of a chain's vault lookup (see [`crate::metrics::RESPONSE_VAULTS`]).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VaultLabels {
+    pub outcome: &'static str,
 }
 
 impl Default for ResponseStates {
@@ -149,8 +162,24 @@ impl ResponseStates {
                     None
                 }
             },
+            vault_lookups: Family::default(),
             links: Arc::default(),
         }
+    }
+
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            crate::metrics::RESPONSE_VAULTS,
+            "Lookups of a redacted Responses chain's vault, by outcome (found, missing, unopened, failed)",
+            self.vault_lookups.clone(),
+        );
+    }
+
+    /// Counts a chain's vault lookup that ended as `outcome`.
+    pub fn count_vault(&self, outcome: &'static str) {
+        self.vault_lookups
+            .get_or_create(&VaultLabels { outcome })
+            .inc();
     }
 
     /// Seals vaults with `key`, the operator's (`SRC_VAULT_KEY_FILE`), rather than one made at

@@ -38,6 +38,7 @@ pub async fn find(states: &ResponseStates, scope: Option<&Scope>, previous: &str
         previous: previous.to_owned(),
     };
     let (Some(scope), Some(key)) = (scope, states.vault_key()) else {
+        states.count_vault("missing");
         return lost();
     };
     match scope
@@ -46,8 +47,12 @@ pub async fn find(states: &ResponseStates, scope: Option<&Scope>, previous: &str
         .await
     {
         Ok(Some(sealed)) => match key.open(&scope.tenant, previous, &sealed) {
-            Some(vault) => ChainVault::Found(Arc::new(vault)),
+            Some(vault) => {
+                states.count_vault("found");
+                ChainVault::Found(Arc::new(vault))
+            }
             None => {
+                states.count_vault("unopened");
                 tracing::warn!(
                     previous,
                     supplied = key.supplied(),
@@ -56,8 +61,12 @@ pub async fn find(states: &ResponseStates, scope: Option<&Scope>, previous: &str
                 lost()
             }
         },
-        Ok(None) => lost(),
+        Ok(None) => {
+            states.count_vault("missing");
+            lost()
+        }
         Err(err) => {
+            states.count_vault("failed");
             tracing::warn!(%err, store = scope.vaults.kind(), previous, "cannot read a chain's vault");
             lost()
         }

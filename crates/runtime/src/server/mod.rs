@@ -241,6 +241,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let readiness = Readiness::with_cooldowns(Arc::clone(&cooldowns));
     let mut telemetry = Telemetry::with_extra(|registry| {
         cooldowns.register_metrics(registry);
+        responses.register_metrics(registry);
         readiness.register_metrics(registry);
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);
