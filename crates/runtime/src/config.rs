@@ -126,6 +126,16 @@ pub struct ServeConfig {
     pub admin_hosts: Vec<String>,
 }
 
+/// The variable naming the vault key file when `--vault-key-file` does not.
+pub const VAULT_KEY_FILE_ENV: &str = "SRC_VAULT_KEY_FILE";
+
+/// The key file `SRC_VAULT_KEY_FILE` names, if any.
+pub fn vault_key_file_from_env() -> Option<PathBuf> {
+    std::env::var_os(VAULT_KEY_FILE_ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
 /// The variable holding extra admin host names, comma-separated.
 pub const ADMIN_HOSTS_ENV: &str = "SRC_ADMIN_HOSTS";
 
@@ -378,9 +388,7 @@ impl From<ServeArgs> for ServeConfig {
             watch: !args.no_watch,
             drain: Duration::from_secs(args.drain),
             backend_ca: args.backend_ca,
-            vault_key_file: args
-                .vault_key_file
-                .or_else(crate::responses_state::seal::key_file_from_env),
+            vault_key_file: args.vault_key_file.or_else(vault_key_file_from_env),
             admin_token: AdminToken::from_env(),
             record: args.record,
             record_max_bytes: args.record_max_bytes,
@@ -476,6 +484,8 @@ mod tests {
             "--no-watch",
             "--backend-ca",
             "ca.pem",
+            "--vault-key-file",
+            "vault.key",
             "--otlp",
             "http://127.0.0.1:4318",
             "--extproc",
@@ -492,6 +502,7 @@ mod tests {
         assert_eq!(cfg.max_body_bytes, 1024);
         assert!(!cfg.watch);
         assert_eq!(cfg.backend_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(cfg.vault_key_file, Some(PathBuf::from("vault.key")));
         assert_eq!(
             cfg.otlp.map(|o| o.endpoint),
             Some("http://127.0.0.1:4318".to_owned())

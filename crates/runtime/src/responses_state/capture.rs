@@ -160,8 +160,12 @@ impl Capture {
                 tracing::debug!(sse, "an answer that carries no response is not kept");
                 return;
             };
-            if let Some(seal) = seal {
-                seal.store(&response).await;
+            match (seal, response_id(&response)) {
+                (Some(seal), Some(id)) => seal.store(id).await,
+                (Some(_), None) => {
+                    tracing::debug!("an answer that is no finished response keeps no vault");
+                }
+                (None, _) => {}
             }
             if let Some(keep) = keep {
                 store(keep, response).await;

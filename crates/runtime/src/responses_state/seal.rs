@@ -18,29 +18,19 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use src_compiler::pii::{EntityType, Vault};
 
-/// The environment variable naming the key file.
-pub const KEY_FILE_ENV: &str = "SRC_VAULT_KEY_FILE";
-
-/// The key file `SRC_VAULT_KEY_FILE` names, if any.
-pub fn key_file_from_env() -> Option<PathBuf> {
-    std::env::var_os(KEY_FILE_ENV)
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-}
-
 /// The first byte of sealed bytes: their layout (version, nonce, sealed values and tag).
 const VERSION: u8 = 1;
 
 /// Why the vault key cannot be had.
 #[derive(Debug, thiserror::Error)]
 pub enum VaultKeyError {
-    #[error("cannot read the vault key file `{}` ({KEY_FILE_ENV}): {cause}", .path.display())]
+    #[error("cannot read the vault key file `{}`: {cause}", .path.display())]
     Read {
         path: PathBuf,
         cause: std::io::Error,
     },
     #[error(
-        "the vault key file `{}` ({KEY_FILE_ENV}) must hold 64 hexadecimal digits (32 bytes, \
+        "the vault key file `{}` must hold 64 hexadecimal digits (32 bytes, \
          e.g. `openssl rand -hex 32`)", .0.display()
     )]
     Malformed(PathBuf),

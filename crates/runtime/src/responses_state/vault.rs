@@ -14,12 +14,10 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use src_compiler::hir::CheckedPolicy;
 use src_compiler::pii::Vault;
 
 use crate::pipeline::continuation::ChainVault;
-use crate::responses_state::capture::response_id;
 use crate::responses_state::seal::VaultKey;
 use crate::responses_state::{ResponseStates, Scope};
 use crate::store::clock::Clock;
@@ -83,12 +81,8 @@ pub struct KeepVault {
 }
 
 impl KeepVault {
-    /// Keeps the vault under `response`'s id, when it is a response worth continuing.
-    pub async fn store(self, response: &Value) {
-        let Some(id) = response_id(response) else {
-            tracing::debug!("an answer that is no finished response keeps no vault");
-            return;
-        };
+    /// Keeps the vault under the response id `id`.
+    pub async fn store(self, id: &str) {
         let scope = &self.scope;
         let Some(sealed) = self.key.seal(&scope.tenant, id, &self.vault) else {
             tracing::warn!(id, "cannot seal a chain's vault: the random source failed");
