@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use src_compiler::hir::CheckedPolicy;
+use src_compiler::hir::{CheckedPolicy, StoreDef};
 use src_compiler::pii::Vault;
 
 use crate::pipeline::continuation::ChainVault;
@@ -26,6 +26,16 @@ use crate::store::clock::Clock;
 pub fn redacts(policy: &CheckedPolicy) -> bool {
     policy.routes.iter().any(|r| r.redact.is_some())
         || policy.blocks.iter().any(|b| b.redact.is_some())
+}
+
+/// Whether `policy` redacts and keeps its responses (so its vaults) in a store several routers
+/// share, which then must all seal with one key given by the operator.
+pub fn shared(policy: &CheckedPolicy) -> bool {
+    let shared = policy
+        .session
+        .as_ref()
+        .is_some_and(|s| !matches!(s.store, StoreDef::Memory));
+    shared && redacts(policy)
 }
 
 /// The vault kept under the response `previous` for the tenant of `scope` (`None`: the tenant

@@ -160,15 +160,6 @@ impl ServerHandle {
     }
 }
 
-/// The shared store a policy keeps redacted chains' vaults in, when it redacts and its session
-/// store is shared by several routers (which then need one key).
-fn shared_vault_store(policy: &src_compiler::hir::CheckedPolicy) -> Option<String> {
-    let store = &policy.session.as_ref()?.store;
-    let shared = !matches!(store, src_compiler::hir::StoreDef::Memory);
-    // The store's kind only: a Redis address may carry a password.
-    (shared && crate::responses_state::vault::redacts(policy)).then(|| "redis".to_owned())
-}
-
 /// Loads the policy, binds both listeners and starts serving in the background.
 pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHandle, ServeError> {
     let mut components = components;
@@ -229,10 +220,11 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let vault_key = cfg.vault_key_file.as_deref();
     let responses = match vault_key.map(crate::responses_state::VaultKey::from_file) {
         Some(key) => responses.with_vault_key(key?),
-        None => match shared_vault_store(snapshot.policy()) {
-            Some(store) => return Err(ServeError::VaultKeyMissing(store)),
-            None => responses,
-        },
+        // The store's kind only: a Redis address may carry a password.
+        None if crate::responses_state::vault::shared(snapshot.policy()) => {
+            return Err(ServeError::VaultKeyMissing("redis".to_owned()))
+        }
+        None => responses,
     };
     let budgets = crate::budget::BudgetLayer::new(
         Arc::clone(&components.links),
