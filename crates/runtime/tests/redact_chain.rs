@@ -266,6 +266,40 @@ async fn a_memory_chain_keeps_its_placeholders_across_turns_and_tenants_stay_apa
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_on_a_route_that_does_not_redact_carries_the_chain_s_vault_on() -> TestResult {
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let plain = r#"route plain priority 10 { when header("x-plain") == "yes"  to echo }"#;
+    let router = Router::start(&policy(&upstream.url, plain)).await?;
+    let second = two_turns(&router, &upstream).await?;
+
+    // The plain route sends the values as they are, and the answer quoting earlier turns'
+    // placeholders reads their values.
+    let body = turn(&format!("Plainly {CY}"), Some(&second));
+    let three = router
+        .post("/v1/responses", &body, &[ONE, ("x-plain", "yes")])
+        .await?;
+    assert_eq!(three.status, 200, "{}", three.text());
+    assert_eq!(last_input(&upstream)?, format!("Plainly {CY}"));
+    let (text, third) = said(&three)?;
+    assert_eq!(
+        text,
+        format!("Noted: Plainly {CY}. Before: Mail {ANN} | Also {BOB}, not {ANN}.")
+    );
+
+    // A redacting turn after it goes on numbering from the chain's vault.
+    let four = respond(
+        &router,
+        &turn(&format!("{BOB} and {CY}"), Some(&third)),
+        ONE,
+    )
+    .await?;
+    assert_eq!(four.status, 200, "{}", four.text());
+    assert_eq!(last_input(&upstream)?, "<EMAIL_2> and <EMAIL_3>");
+    Ok(())
+}
+
 /// Every key of `redis` with its value read by type.
 fn everything(redis: &RedisServer) -> Vec<(String, String)> {
     let keys = redis.command("KEYS *");

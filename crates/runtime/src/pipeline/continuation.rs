@@ -86,6 +86,18 @@ impl ChainVault {
     }
 }
 
+impl ChainVault {
+    /// The chain's vault, when found: a turn on a route that does not redact still carries it
+    /// on (its answer may name an earlier turn's placeholder, and a later redacting turn
+    /// numbers after it).
+    pub fn found(&self) -> Option<Arc<Vault>> {
+        match self {
+            ChainVault::Found(vault) => Some(Arc::clone(vault)),
+            ChainVault::Lost { .. } => None,
+        }
+    }
+}
+
 /// The refusal of a turn whose chain's vault is gone: the client resends the conversation.
 pub fn lost(previous: &str) -> ApiError {
     ApiError::new(

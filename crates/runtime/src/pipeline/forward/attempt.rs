@@ -194,7 +194,8 @@ pub(super) async fn try_candidates<'p, T: Transport>(
                 record.redacted = summary(&vault);
                 (redacted, Some(Arc::new(vault)))
             }
-            None => (body, None),
+            // The chain's placeholders are the backend's still: its answer gets their values.
+            None => (body, request.chain.and_then(ChainVault::found)),
         };
         let built = endpoint
             .uri(dialect::suffix(dialect, request.api))
