@@ -617,6 +617,57 @@ session { store = redis("redis://127.0.0.1:6379") }
     assert!(kind(&docs, "Service", &redis).is_some());
 }
 
+#[test]
+fn k8s_mounts_the_vault_key_when_a_redacting_policy_stores_in_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = |redact: &str| {
+        format!(
+            r#"backend b {{ url = "http://127.0.0.1:1/v1" }}
+model m {{ backend = b  serves = "x" }}
+route default {{ to m {redact} }}
+session {{ store = redis("redis://127.0.0.1:6379") }}
+"#
+        )
+    };
+    let pod_of = |text: &str| {
+        let path = write_policy(dir.path(), text);
+        let docs = manifest(&path, "k8s", &[]);
+        let app = docs[1]["metadata"]["name"].as_str().unwrap().to_string();
+        kind(&docs, "Deployment", &app).unwrap()["spec"]["template"]["spec"].clone()
+    };
+    let pod = pod_of(&policy(r#"redact = ["email"]"#));
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args
+        .windows(2)
+        .any(|w| w == ["--vault-key-file", "/etc/src/vault/key"]));
+    let mounted = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/etc/src/vault")
+        .expect("the vault key is mounted");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mounted["name"])
+        .expect("the mount's volume");
+    assert!(volume["secret"]["secretName"]
+        .as_str()
+        .unwrap()
+        .ends_with("-vault"));
+    // Without redaction there is nothing to seal.
+    let plain = pod_of(&policy(""));
+    let args = plain["containers"][0]["args"].to_string();
+    assert!(!args.contains("--vault-key-file"), "{args}");
+}
+
 /// Envoy running `config`, its admin interface on a free port.
 fn envoy(mut config: Value) -> Envoy {
     config["admin"]["address"]["socket_address"]["port_value"] = 0.into();

@@ -67,6 +67,10 @@ pub struct ServeConfig {
     /// A PEM bundle of extra certificate authorities trusted for `https` backends (a private
     /// CA), on top of the platform's trust store.
     pub backend_ca: Option<PathBuf>,
+    /// The key redacted Responses chains' vaults are sealed with (64 hexadecimal digits):
+    /// `--vault-key-file`, else `SRC_VAULT_KEY_FILE`; without one a key is made at start, which
+    /// only this process holds.
+    pub vault_key_file: Option<PathBuf>,
     /// How often every backend's `GET {url}/models` is probed for `/readyz`.
     pub probe_interval: Duration,
     pub probe_timeout: Duration,
@@ -120,6 +124,16 @@ pub struct ServeConfig {
     /// Host names the admin listener answers besides the loopback ones (`localhost`,
     /// `127.0.0.1`, `[::1]`): `--admin-host`, and `SRC_ADMIN_HOSTS` (comma-separated).
     pub admin_hosts: Vec<String>,
+}
+
+/// The variable naming the vault key file when `--vault-key-file` does not.
+pub const VAULT_KEY_FILE_ENV: &str = "SRC_VAULT_KEY_FILE";
+
+/// The key file `SRC_VAULT_KEY_FILE` names, if any.
+pub fn vault_key_file_from_env() -> Option<PathBuf> {
+    std::env::var_os(VAULT_KEY_FILE_ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
 }
 
 /// The variable holding extra admin host names, comma-separated.
@@ -227,6 +241,7 @@ impl ServeConfig {
             upstream_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(5),
             backend_ca: None,
+            vault_key_file: None,
             probe_interval: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(2),
             reload_debounce: Duration::from_millis(200),
@@ -318,6 +333,11 @@ pub struct ServeArgs {
     /// platform's trust store.
     #[arg(long, value_name = "FILE")]
     pub backend_ca: Option<PathBuf>,
+    /// The key (a file of 64 hexadecimal digits, `openssl rand -hex 32`) that seals the values a
+    /// redacting route keeps along a Responses chain; every router sharing a Redis store needs
+    /// the same one. Also `SRC_VAULT_KEY_FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub vault_key_file: Option<PathBuf>,
     /// Append each request body with its decision, signal values and model-signal results to
     /// rotated files in this directory (API keys and `authorization` are never written).
     #[arg(long, value_name = "DIR")]
@@ -368,6 +388,7 @@ impl From<ServeArgs> for ServeConfig {
             watch: !args.no_watch,
             drain: Duration::from_secs(args.drain),
             backend_ca: args.backend_ca,
+            vault_key_file: args.vault_key_file.or_else(vault_key_file_from_env),
             admin_token: AdminToken::from_env(),
             record: args.record,
             record_max_bytes: args.record_max_bytes,
@@ -463,6 +484,8 @@ mod tests {
             "--no-watch",
             "--backend-ca",
             "ca.pem",
+            "--vault-key-file",
+            "vault.key",
             "--otlp",
             "http://127.0.0.1:4318",
             "--extproc",
@@ -479,6 +502,7 @@ mod tests {
         assert_eq!(cfg.max_body_bytes, 1024);
         assert!(!cfg.watch);
         assert_eq!(cfg.backend_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(cfg.vault_key_file, Some(PathBuf::from("vault.key")));
         assert_eq!(
             cfg.otlp.map(|o| o.endpoint),
             Some("http://127.0.0.1:4318".to_owned())

@@ -66,6 +66,10 @@ pub const BLOCKS: &str = "src_blocks";
 /// Moves to the next model after a backend failure, labelled by `from` model and `reason`
 /// (`connect`, `timeout`, `exchange`, `status`, `context`, `cooldown`).
 pub const FALLBACKS: &str = "src_fallbacks";
+/// Lookups of a redacted Responses chain's vault, labelled by `outcome`: `found`, `missing`
+/// (expired, never kept, another tenant's), `unopened` (sealed under another key) or `failed`
+/// (the store did not answer).
+pub const RESPONSE_VAULTS: &str = "src_response_vaults";
 /// Cooldowns models entered (`failure.cooldown_after` failures in a row), labelled by `model`.
 pub const MODEL_COOLDOWNS: &str = "src_model_cooldowns";
 /// 1 while a model cools down (and routes skip it), else 0; labelled by `model`.

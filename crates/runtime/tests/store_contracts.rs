@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use src_compiler::hir::MilvusTarget;
 use src_runtime::cache::{MemoryCache, MilvusCache, RedisCache};
-use src_runtime::responses_state::{MemoryResponses, RedisResponses};
+use src_runtime::responses_state::{MemoryResponses, RedisResponses, ResponseStore};
 use src_runtime::session::{MemoryStore, RedisStore};
 use src_runtime::store::{KeySpace, Links};
 use src_testkit::milvus::MilvusServer;
@@ -45,6 +45,16 @@ async fn redis_contracts(server: &RedisServer) {
     contracts::cache::contract(cache.clone()).await;
     contracts::cache::keeps_only_the_newest(cache.as_ref()).await;
     contracts::responses::contract(Arc::new(RedisResponses::on(redis()))).await;
+    // The sealed vaults of redacted chains are a response store under keys of their own.
+    let vaults = RedisResponses::vaults_on(redis());
+    contracts::responses::contract(Arc::new(RedisResponses::vaults_on(redis()))).await;
+    let responses = RedisResponses::on(redis());
+    let value = bytes::Bytes::from_static(b"a response");
+    responses
+        .put("t", "resp_same", value, 0, 60_000)
+        .await
+        .unwrap();
+    assert_eq!(vaults.get("t", "resp_same", 0).await.unwrap(), None);
     assert_eq!(links.len(), 1, "the three stores share one link");
 }
 

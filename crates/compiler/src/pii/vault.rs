@@ -177,6 +177,24 @@ impl Vault {
         Some(&self.entries[i].value)
     }
 
+    /// A vault that starts from `values` (each type with its value, in the order
+    /// [`Vault::values`] gave them): each value gets back the placeholder it had, and a new value
+    /// the next number of its type. A conversation whose earlier turns a backend keeps goes on
+    /// with the placeholders the backend has already read. Nothing counts as replaced yet.
+    pub fn resume<'a>(values: impl IntoIterator<Item = (EntityType, &'a str)>) -> Vault {
+        let mut vault = Vault::new();
+        for (kind, value) in values {
+            vault.placeholder(kind, value);
+        }
+        vault
+    }
+
+    /// Each value replaced with its type, in the order first seen (what [`Vault::resume`]
+    /// starts from).
+    pub fn values(&self) -> impl Iterator<Item = (EntityType, &str)> {
+        self.entries.iter().map(|e| (e.kind, &*e.value))
+    }
+
     /// Whether nothing was replaced.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -376,6 +394,35 @@ mod tests {
         let mut stream = Restoring::new(false);
         assert_eq!(stream.push(&vault, "to <EMAIL_4"), "to ");
         assert_eq!(stream.push(&vault, "8>."), "u47@example.com.");
+    }
+
+    #[test]
+    fn a_resumed_vault_keeps_the_old_placeholders_and_numbers_new_values_after_them() {
+        let r = redact(&[EntityType::Email, EntityType::Phone]);
+        let mut first = Vault::new();
+        first.redact(&r, "ann@example.com, +1 415 555 0132, bob@example.org");
+        let kept: Vec<(EntityType, String)> =
+            first.values().map(|(k, v)| (k, v.to_owned())).collect();
+        let mut next = Vault::resume(kept.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(next.replaced(), 0);
+        let redacted = next.redact(&r, "bob@example.org and cy@example.net, +1 415 555 0199");
+        assert_eq!(
+            redacted.as_deref(),
+            Some("<EMAIL_2> and <EMAIL_3>, <PHONE_2>")
+        );
+        assert_eq!(
+            next.restore("<EMAIL_1> <PHONE_1> <EMAIL_3>", false),
+            Some("ann@example.com +1 415 555 0132 cy@example.net".to_owned())
+        );
+        // Past the scanned list, the resumed entries are indexed too.
+        let many: Vec<String> = (0..2 * SCANNED)
+            .map(|i| format!("u{i}@example.com"))
+            .collect();
+        let mut big = Vault::resume(many.iter().map(|v| (EntityType::Email, v.as_str())));
+        assert_eq!(
+            big.redact(&r, "u20@example.com new@example.com").as_deref(),
+            Some("<EMAIL_21> <EMAIL_33>")
+        );
     }
 
     #[test]

@@ -39,7 +39,7 @@ use src_compiler::request::RequestView;
 use crate::anthropic::dialect::{self, Dialect};
 use crate::openai::{Api, ApiError};
 use crate::pipeline::answer::answer_error;
-use crate::pipeline::continuation::Continuation;
+use crate::pipeline::continuation::{ChainVault, Continuation};
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::{self, Answered, Outgoing};
 use crate::pipeline::intake::{ChatFormNow, JsonBody};
@@ -149,6 +149,7 @@ impl Intake<'_> {
         Prepared {
             view: self.view,
             previous: None,
+            chain: None,
             turn: (),
         }
     }
@@ -160,6 +161,8 @@ pub struct Prepared<T> {
     pub view: RequestView,
     /// The stored conversation the request continues, when the router holds it.
     pub previous: Option<Continuation>,
+    /// The vault of the backend-held chain the request continues, under a policy that redacts.
+    pub chain: Option<ChainVault>,
     pub turn: T,
 }
 
@@ -168,6 +171,7 @@ pub struct ToForward<T> {
     pub parsed: JsonBody,
     pub view: RequestView,
     pub previous: Option<Continuation>,
+    pub chain: Option<ChainVault>,
     pub turn: T,
     pub plan: Box<Plan>,
     pub done: Box<Completion>,
@@ -213,6 +217,7 @@ pub async fn run<D: Door>(
         parsed,
         view,
         previous,
+        chain,
         turn,
         plan,
         done,
@@ -224,6 +229,7 @@ pub async fn run<D: Door>(
         parsed: &parsed,
         view: &view,
         previous: previous.as_ref(),
+        chain: chain.as_ref(),
     };
     let answered = forward::forward(
         pipeline.upstream,
@@ -264,6 +270,7 @@ pub async fn decide<D: Door>(
     let Prepared {
         view,
         previous,
+        chain,
         turn,
     } = prepared;
     let request = Parsed {
@@ -280,6 +287,7 @@ pub async fn decide<D: Door>(
                 parsed,
                 view,
                 previous,
+                chain,
                 turn,
                 plan,
                 done,
@@ -318,6 +326,7 @@ pub async fn decide_or_answer<D: Door>(
             parsed: t.parsed,
             view: t.view,
             previous: t.previous,
+            chain: t.chain,
             turn: (),
             plan: t.plan,
             done: t.done,

@@ -9,7 +9,11 @@
 //! conversation for the session identity (`body("conversation")`: its first response's id). After forwarding, a 200
 //! answer is kept ([`capture`](crate::responses_state::capture)) unless the client sent
 //! `store: false` or the turn continues a conversation the router does not hold (it could not
-//! expand it later).
+//! expand it later). On a redacting route the request's vault is kept under the answer's id
+//! either way, and a turn continuing state only the backend holds starts from the vault kept
+//! under its `previous_response_id` ([`crate::responses_state::vault`]).
+
+use std::sync::Arc;
 
 use http_body_util::BodyExt;
 use hyper::header::CONTENT_TYPE;
@@ -21,6 +25,7 @@ use src_compiler::request::RequestView;
 use crate::door::{Door, Intake, Prepared};
 use crate::headers::{self, session as state, TEXT_EVENT_STREAM};
 use crate::openai::{Api, ApiError};
+use crate::pipeline::continuation::ChainVault;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::{Answered, AnsweredBy};
 use crate::pipeline::intake;
@@ -30,6 +35,7 @@ use crate::relay::completion::Completion;
 use crate::responses_state::capture::{Capture, Keep, Producer};
 use crate::responses_state::chain;
 use crate::responses_state::record::StoredResponse;
+use crate::responses_state::vault::{self, KeepVault};
 use crate::responses_state::{ResponseStates, Scope};
 use crate::store::failure::{self, Failed, Site};
 
@@ -69,7 +75,7 @@ impl Door for Responses<'_> {
     ) -> Response<ProxyBody> {
         match (turn, answered.by) {
             (Some(turn), AnsweredBy::Upstream(model)) => {
-                turn.keep(self.states, snapshot, model, answered.response)
+                turn.keep(self.states, snapshot, model, answered)
             }
             _ => answered.response,
         }
@@ -82,6 +88,8 @@ pub struct Turn {
     input: Vec<Value>,
     /// Where the answer is kept; `None` when it is not.
     keep_in: Option<Scope>,
+    /// Where a redacted answer's vault is kept; `None` when the tenant has no store.
+    vault_in: Option<Scope>,
     /// The turn continues a conversation the router does not hold.
     provider_state: bool,
     /// The first response of the conversation this turn continues.
@@ -112,23 +120,26 @@ async fn prepare(
         }
     };
     let provider_state = view.provider_state;
-    let as_written = |view| Prepared {
-        view,
-        previous: None,
-        turn: Turn {
-            input: chain::input_items(parsed),
-            keep_in: scope.clone().filter(|_| stores && !provider_state),
-            provider_state,
-            conversation: None,
-        },
-    };
     let previous_id = parsed
         .get("previous_response_id")
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|id| !id.is_empty());
+    // A turn the router cannot expand continues the backend's copy, placeholders and all.
+    let as_written = async |view: RequestView| Prepared {
+        chain: chain_vault(states, (policy, scope.as_ref()), &view, previous_id).await,
+        view,
+        previous: None,
+        turn: Turn {
+            input: chain::input_items(parsed),
+            keep_in: scope.clone().filter(|_| stores && !provider_state),
+            vault_in: scope.clone(),
+            provider_state,
+            conversation: None,
+        },
+    };
     let (Some(id), Some(found_in)) = (previous_id, scope.clone()) else {
-        return Ok(as_written(view));
+        return Ok(as_written(view).await);
     };
     let previous = match found_in
         .store
@@ -139,10 +150,10 @@ async fn prepare(
             Ok(previous) => previous,
             Err(err) => {
                 tracing::warn!(%err, id, "a stored response is unreadable; its id is the provider's");
-                return Ok(as_written(view));
+                return Ok(as_written(view).await);
             }
         },
-        Ok(None) => return Ok(as_written(view)),
+        Ok(None) => return Ok(as_written(view).await),
         Err(err) => {
             let site = Site {
                 store: "response",
@@ -150,14 +161,14 @@ async fn prepare(
                 op: "get",
             };
             return match failure::judge(policy.failure.store, site, err) {
-                Failed::Skip(_) => Ok(as_written(view)),
+                Failed::Skip(_) => Ok(as_written(view).await),
                 Failed::Refuse(refusal) => Err(ApiError::service_unavailable(refusal.message())),
             };
         }
     };
     let history = chain::history(&previous, parsed);
     let Some(expanded) = chain::expanded_body(parsed, history.clone()) else {
-        return Ok(as_written(view));
+        return Ok(as_written(view).await);
     };
     let mut view =
         RequestView::from_responses(&expanded, intake::header_pairs(headers)).map_err(|err| {
@@ -170,14 +181,31 @@ async fn prepare(
     let provider_state = view.provider_state;
     Ok(Prepared {
         previous: Some(chain::continuation(&previous, &expanded)),
+        chain: None,
         turn: Turn {
             input: history,
+            vault_in: Some(found_in.clone()),
             keep_in: Some(found_in).filter(|_| stores && !provider_state),
             provider_state,
             conversation: Some(conversation),
         },
         view,
     })
+}
+
+/// The vault of the backend-held chain a turn continues, when the policy redacts.
+async fn chain_vault(
+    states: &ResponseStates,
+    (policy, scope): (&src_compiler::hir::CheckedPolicy, Option<&Scope>),
+    view: &RequestView,
+    previous: Option<&str>,
+) -> Option<ChainVault> {
+    match previous {
+        Some(id) if view.provider_state && vault::redacts(policy) => {
+            Some(vault::find(states, scope, id).await)
+        }
+        _ => None,
+    }
 }
 
 /// A turn continuing a response the router holds reads as naming its conversation: `body
@@ -203,40 +231,55 @@ fn owner_word(plan: &Plan) -> &'static str {
 }
 
 impl Turn {
-    /// The answer `model` made, kept once it has ended whole when it is a 200.
+    /// The answer `model` made, kept once it has ended whole when it is a 200, with the vault
+    /// it was redacted with.
     fn keep(
         self,
         states: &ResponseStates,
         snapshot: &Snapshot,
         model: ModelId,
-        response: Response<ProxyBody>,
+        answered: Answered,
     ) -> Response<ProxyBody> {
-        let Some(scope) = self.keep_in else {
-            return response;
-        };
+        let Answered {
+            response, vault, ..
+        } = answered;
         if response.status() != StatusCode::OK {
             return response;
         }
-        let Some(producer) = producer(snapshot, model) else {
-            return response;
+        let options = states.options();
+        let seal = match (vault, self.vault_in, states.vault_key()) {
+            (Some(vault), Some(scope), Some(key)) => Some(KeepVault {
+                scope,
+                key: Arc::clone(key),
+                vault,
+                ttl_ms: options.ttl_ms,
+                clock: states.clock(),
+            }),
+            _ => None,
         };
+        let keep = match (self.keep_in, producer(snapshot, model)) {
+            (Some(scope), Some(producer)) => Some(Keep {
+                scope,
+                producer,
+                input: self.input,
+                conversation: self.conversation,
+                ttl_ms: options.ttl_ms,
+                max_bytes: options.max_entry_bytes,
+                clock: states.clock(),
+            }),
+            _ => None,
+        };
+        if keep.is_none() && seal.is_none() {
+            return response;
+        }
         let sse = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with(TEXT_EVENT_STREAM));
-        let options = states.options();
-        let keep = Keep {
-            scope,
-            producer,
-            input: self.input,
-            conversation: self.conversation,
-            ttl_ms: options.ttl_ms,
-            max_bytes: options.max_entry_bytes,
-            clock: states.clock(),
-        };
         let (parts, body) = response.into_parts();
-        let body = ProxyBody::Boxed(Capture::new(body, sse, keep).boxed_unsync());
+        let capture = Capture::new(body, sse, (keep, seal), options.max_entry_bytes);
+        let body = ProxyBody::Boxed(capture.boxed_unsync());
         Response::from_parts(parts, body)
     }
 }

@@ -1,8 +1,15 @@
 //! A `/v1/responses` turn continuing a conversation the router stored: how it is sent to the
-//! stored response's owner (as the client wrote it) and to any other candidate (expanded).
+//! stored response's owner (as the client wrote it) and to any other candidate (expanded). A turn
+//! continuing state only the backend holds carries its chain's vault instead ([`ChainVault`]).
+
+use std::sync::Arc;
 
 use bytes::Bytes;
+use hyper::StatusCode;
 use serde_json::Value;
+use src_compiler::pii::Vault;
+
+use crate::openai::ApiError;
 
 use crate::pipeline::json_edit::NotAnObject;
 use crate::pipeline::rewrite;
@@ -48,3 +55,63 @@ impl Continuation {
         rewrite::build_body(&self.expanded, &[], &wire.served_json)
     }
 }
+
+/// A `/v1/responses` turn continuing state only the backend holds (`request.provider_state`)
+/// under a policy that redacts: the values the chain's earlier turns were sent placeholders for.
+/// The backend's copy of the conversation holds those placeholders, so a redacting route numbers
+/// this turn's values after them rather than afresh.
+#[derive(Debug, Clone)]
+pub enum ChainVault {
+    /// The chain's vault, opened.
+    Found(Arc<Vault>),
+    /// The router holds no vault for the response `previous` (expired, sealed by a router with
+    /// another key, or the chain never passed a redacting route here).
+    Lost { previous: String },
+}
+
+impl ChainVault {
+    /// The vault a redacting candidate starts from; a lost one is refused (409), since numbering
+    /// afresh would give a placeholder the backend has read as one value to another.
+    pub fn start(&self) -> Result<Vault, ApiError> {
+        match self {
+            ChainVault::Found(vault) => Ok(Vault::clone(vault)),
+            ChainVault::Lost { previous } => {
+                tracing::warn!(
+                    previous = %previous,
+                    "a redacting route cannot continue a response whose placeholders the router no longer holds"
+                );
+                Err(lost(previous))
+            }
+        }
+    }
+}
+
+impl ChainVault {
+    /// The chain's vault, when found: a turn on a route that does not redact still carries it
+    /// on (its answer may name an earlier turn's placeholder, and a later redacting turn
+    /// numbers after it).
+    pub fn found(&self) -> Option<Arc<Vault>> {
+        match self {
+            ChainVault::Found(vault) => Some(Arc::clone(vault)),
+            ChainVault::Lost { .. } => None,
+        }
+    }
+}
+
+/// The refusal of a turn whose chain's vault is gone: the client resends the conversation.
+pub fn lost(previous: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "invalid_request_error",
+        Some(LOST_CODE),
+        format!(
+            "the router no longer holds the placeholders of the conversation before `{previous}` \
+             (expired, or kept by another router), and this route redacts: resend the whole \
+             conversation in `input` without `previous_response_id`"
+        ),
+    )
+    .with_param("previous_response_id")
+}
+
+/// The error code of [`lost`].
+pub const LOST_CODE: &str = "redaction_chain_lost";

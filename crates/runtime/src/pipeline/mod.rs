@@ -195,6 +195,7 @@ pub async fn decide_step(
             Decided::Answer(Answered {
                 response: answer::cached(done, snapshot, hit),
                 by: AnsweredBy::Cache,
+                vault: None,
             })
         }
         Ok(Decision::Forward(plan)) => {

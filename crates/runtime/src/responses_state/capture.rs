@@ -5,7 +5,8 @@
 //! read off the request path — a JSON answer is the response itself, an event stream carries it
 //! in its `response.completed` (or `response.incomplete`) event — and stored with the
 //! conversation's input and its producer. An answer cut off, abandoned by the client, over the
-//! bound, or that is no response is not stored.
+//! bound, or that is no response is not stored. On a redacting route the request's vault is kept
+//! under the same response id ([`KeepVault`]), whether or not the response itself is.
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use crate::hooks::BoxFuture;
 use crate::relay::body::ProxyBody;
 use crate::relay::rewriting::{Rewriter, Rewritten};
 use crate::responses_state::record::StoredResponse;
+use crate::responses_state::vault::KeepVault;
 use crate::responses_state::Scope;
 use crate::store::clock::Clock;
 
@@ -55,6 +57,10 @@ pub struct Capture {
     parts: Vec<Bytes>,
     len: usize,
     keep: Option<Keep>,
+    /// The request's vault, kept under the answer's id.
+    seal: Option<KeepVault>,
+    /// The largest JSON answer read (an event stream's bound is the cache's).
+    max_bytes: usize,
     /// Where the event stream stands with its final event.
     last_event: FinalEvent,
     /// The last frame ended the stream's final event.
@@ -85,13 +91,21 @@ impl FinalEvent {
 }
 
 impl Capture {
-    /// `inner` relayed as it comes, its whole answer stored as `keep` says.
-    pub fn new(inner: ProxyBody, sse: bool, keep: Keep) -> Rewritten<Capture> {
+    /// `inner` relayed as it comes, its whole answer stored as `keep` says and its vault as
+    /// `seal` says; a JSON answer over `max_bytes` is neither.
+    pub fn new(
+        inner: ProxyBody,
+        sse: bool,
+        (keep, seal): (Option<Keep>, Option<KeepVault>),
+        max_bytes: usize,
+    ) -> Rewritten<Capture> {
         let capture = Capture {
             sse,
             parts: Vec::new(),
             len: 0,
-            keep: Some(keep),
+            keep,
+            seal,
+            max_bytes,
             last_event: FinalEvent::default(),
             final_event_ended: false,
         };
@@ -99,21 +113,25 @@ impl Capture {
     }
 
     fn limit(&self) -> usize {
-        match (&self.keep, self.sse) {
-            (_, true) => MAX_STREAM_BYTES,
-            (Some(keep), false) => keep.max_bytes,
-            (None, false) => 0,
+        if self.sse {
+            MAX_STREAM_BYTES
+        } else {
+            self.max_bytes
         }
     }
 
     fn observe(&mut self, data: &Bytes) {
-        if self.keep.is_none() {
+        if !self.holds() {
             return;
         }
         self.len += data.len();
         if self.len > self.limit() {
             tracing::debug!(bytes = self.len, "a response too large to keep");
+            if self.seal.is_some() {
+                tracing::warn!(bytes = self.len, "a redacted response too large to read keeps no vault: its chain cannot continue on a redacting route");
+            }
             self.keep = None;
+            self.seal = None;
             self.parts = Vec::new();
             return;
         }
@@ -122,7 +140,10 @@ impl Capture {
 
     /// The write of the kept answer, once.
     fn write(&mut self) -> Option<BoxFuture<'static, ()>> {
-        let keep = self.keep.take()?;
+        if !self.holds() {
+            return None;
+        }
+        let (keep, seal) = (self.keep.take(), self.seal.take());
         let parts = std::mem::take(&mut self.parts);
         let (len, sse) = (self.len, self.sse);
         Some(Box::pin(async move {
@@ -135,9 +156,19 @@ impl Capture {
             } else {
                 serde_json::from_slice(&whole).ok()
             };
-            match answer {
-                Some(response) => store(keep, response).await,
-                None => tracing::debug!(sse, "an answer that carries no response is not kept"),
+            let Some(response) = answer else {
+                tracing::debug!(sse, "an answer that carries no response is not kept");
+                return;
+            };
+            match (seal, response_id(&response)) {
+                (Some(seal), Some(id)) => seal.store(id).await,
+                (Some(_), None) => {
+                    tracing::debug!("an answer that is no finished response keeps no vault");
+                }
+                (None, _) => {}
+            }
+            if let Some(keep) = keep {
+                store(keep, response).await;
             }
         }))
     }
@@ -191,7 +222,7 @@ pub async fn store(keep: Keep, response: Value) {
 }
 
 /// The id of a response object whose status is worth continuing.
-fn response_id(response: &Value) -> Option<&str> {
+pub(crate) fn response_id(response: &Value) -> Option<&str> {
     let object = response.as_object()?;
     let status = object.get("status").and_then(Value::as_str)?;
     (object.get("object").and_then(Value::as_str) == Some("response")
@@ -254,7 +285,7 @@ impl Rewriter for Capture {
     }
 
     fn holds(&self) -> bool {
-        self.keep.is_some()
+        self.keep.is_some() || self.seal.is_some()
     }
 }
 

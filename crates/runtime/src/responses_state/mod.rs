@@ -18,7 +18,10 @@
 //! - [`record`]: what one stored response is; [`store`]: where it lives (memory, Redis);
 //! - [`chain`]: a stored conversation expanded into the next turn's input;
 //! - [`capture`]: a relayed answer (JSON or event stream) turned into a stored response;
-//! - [`endpoints`]: `GET`/`DELETE /v1/responses/{id}` and its `input_items`.
+//! - [`endpoints`]: `GET`/`DELETE /v1/responses/{id}` and its `input_items`;
+//! - [`vault`]: on a redacting route, the values a chain's turns were sent placeholders for,
+//!   kept under each answer's id (sealed with [`seal`]'s key) so that a turn continuing state
+//!   only the backend holds numbers its values after them.
 //!
 //! The request path of `POST /v1/responses` is the door `door::responses`, above this module.
 
@@ -26,10 +29,17 @@ pub mod capture;
 pub mod chain;
 pub mod endpoints;
 pub mod record;
+pub mod seal;
 pub mod store;
+pub mod vault;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 
 use src_compiler::hir::{CheckedPolicy, StoreDef};
 use src_compiler::request::RequestView;
@@ -38,6 +48,7 @@ use crate::session::identity;
 use crate::store::{Clock, Links, StoreError, StoreSet, SystemClock, Timeouts};
 
 pub use record::StoredResponse;
+pub use seal::VaultKey;
 pub use store::{MemoryResponses, RedisResponses, ResponseStore};
 
 /// How long a stored response is kept by default.
@@ -106,7 +117,20 @@ pub struct ResponseStates {
     options: ResponseOptions,
     clock: Arc<dyn Clock>,
     stores: StoreSet<dyn ResponseStore>,
+    /// The sealed vaults of redacted chains, beside the responses of the same store.
+    vaults: StoreSet<dyn ResponseStore>,
+    /// The key vaults are sealed with; `None` only when the system's random source failed and
+    /// the operator gave none (vaults are then not kept).
+    vault_key: Option<Arc<VaultKey>>,
+    /// Lookups of chains' vaults, by outcome.
+    vault_lookups: Family<VaultLabels, Counter>,
     links: Arc<Links>,
+}
+
+/// The outcome of a chain's vault lookup (see [`crate::metrics::RESPONSE_VAULTS`]).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VaultLabels {
+    pub outcome: &'static str,
 }
 
 impl Default for ResponseStates {
@@ -120,6 +144,8 @@ impl Default for ResponseStates {
 pub struct Scope {
     pub tenant: String,
     pub store: Arc<dyn ResponseStore>,
+    /// Where the tenant's sealed vaults are (the same store's, under their own keys).
+    pub vaults: Arc<dyn ResponseStore>,
 }
 
 impl ResponseStates {
@@ -128,8 +154,44 @@ impl ResponseStates {
             options,
             clock,
             stores: StoreSet::new(),
+            vaults: StoreSet::new(),
+            vault_key: match VaultKey::generate() {
+                Ok(key) => Some(Arc::new(key)),
+                Err(err) => {
+                    tracing::error!(%err, "redacted Responses chains cannot be continued");
+                    None
+                }
+            },
+            vault_lookups: Family::default(),
             links: Arc::default(),
         }
+    }
+
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            crate::metrics::RESPONSE_VAULTS,
+            "Lookups of a redacted Responses chain's vault, by outcome (found, missing, unopened, failed)",
+            self.vault_lookups.clone(),
+        );
+    }
+
+    /// Counts a chain's vault lookup that ended as `outcome`.
+    pub fn count_vault(&self, outcome: &'static str) {
+        self.vault_lookups
+            .get_or_create(&VaultLabels { outcome })
+            .inc();
+    }
+
+    /// Seals vaults with `key`, the operator's (`SRC_VAULT_KEY_FILE`), rather than one made at
+    /// start.
+    pub fn with_vault_key(mut self, key: VaultKey) -> ResponseStates {
+        self.vault_key = Some(Arc::new(key));
+        self
+    }
+
+    /// The key vaults are sealed with.
+    pub fn vault_key(&self) -> Option<&Arc<VaultKey>> {
+        self.vault_key.as_ref()
     }
 
     /// Builds Redis stores on `links`, the server's shared Redis links.
@@ -161,6 +223,22 @@ impl ResponseStates {
         Ok(Scope {
             tenant,
             store: self.store(&def)?,
+            vaults: self.vault_store(&def)?,
+        })
+    }
+
+    fn vault_store(&self, def: &StoreDef) -> Result<Arc<dyn ResponseStore>, StoreError> {
+        self.vaults.get_or_build(def, |def| {
+            Ok(match def {
+                StoreDef::Memory => Arc::new(MemoryResponses::new(
+                    self.options.memory_entries,
+                    self.options.memory_bytes,
+                )),
+                StoreDef::Redis(target) => Arc::new(RedisResponses::vaults_on(
+                    self.links.redis(target, self.options.redis_timeout)?,
+                )),
+                StoreDef::Milvus(_) => return Err(StoreError::cache_only()),
+            })
         })
     }
 

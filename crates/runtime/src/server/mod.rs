@@ -71,6 +71,14 @@ pub enum ServeError {
          set SRC_ADMIN_TOKEN, or bind it to 127.0.0.1"
     )]
     AdminUnprotected(SocketAddr),
+    #[error(transparent)]
+    VaultKey(#[from] crate::responses_state::seal::VaultKeyError),
+    #[error(
+        "the policy redacts and keeps Responses state in a shared store ({0}), so every router \
+         must seal the values it keeps with the same key: give `--vault-key-file` (or \
+         SRC_VAULT_KEY_FILE) a file of 64 hexadecimal digits (`openssl rand -hex 32`)"
+    )]
+    VaultKeyMissing(String),
 }
 
 /// Serves until `shutdown` completes, with the standard components (no model runtime, no
@@ -209,6 +217,15 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         crate::responses_state::ResponseOptions::from_env(),
     )
     .with_links(Arc::clone(&components.links));
+    let vault_key = cfg.vault_key_file.as_deref();
+    let responses = match vault_key.map(crate::responses_state::VaultKey::from_file) {
+        Some(key) => responses.with_vault_key(key?),
+        // The store's kind only: a Redis address may carry a password.
+        None if crate::responses_state::vault::shared(snapshot.policy()) => {
+            return Err(ServeError::VaultKeyMissing("redis".to_owned()))
+        }
+        None => responses,
+    };
     let budgets = crate::budget::BudgetLayer::new(
         Arc::clone(&components.links),
         crate::store::Timeouts::from_lookup(crate::config::env_number),
@@ -216,6 +233,7 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let readiness = Readiness::with_cooldowns(Arc::clone(&cooldowns));
     let mut telemetry = Telemetry::with_extra(|registry| {
         cooldowns.register_metrics(registry);
+        responses.register_metrics(registry);
         readiness.register_metrics(registry);
         components.sessions.register_metrics(registry);
         components.models.register_metrics(registry);

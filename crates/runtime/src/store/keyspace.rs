@@ -14,6 +14,7 @@
 //! | `sr:v1:cache:{SCOPE}` | a scope's entries, newest first; hex sha256 scope (cache store) |
 //! | `sr:v1:cache:{SCOPE}:body:ID` | one cached answer body; hex id (cache store) |
 //! | `sr:v1:resp:TENANT:ID` | one stored `/v1/responses` answer (response store) |
+//! | `sr:v1:vault:TENANT:ID` | the sealed values a redacted Responses chain was sent placeholders for (response store) |
 //! | `sr:v1:memo:DIGEST` | one model answer; hex sha256 of the memo key (model memo) |
 //! | `sr:v1:{cooldown}:MODEL` | a cooldown in force, expiring with it (cooldowns) |
 //! | `sr:v1:{budget:PER}:NAME:START` | a budget's use in the window from START ms (budgets) |
@@ -101,6 +102,17 @@ impl KeySpace {
         let mut key = String::with_capacity(PREFIX.len() + 6 + tenant.len() + id.len());
         key.push_str(PREFIX);
         key.push_str("resp:");
+        push_escaped(&mut key, tenant);
+        key.push(':');
+        push_escaped(&mut key, id);
+        key
+    }
+
+    /// The sealed vault of a tenant's response (a redacting route's values along its chain).
+    pub fn vault(tenant: &str, id: &str) -> String {
+        let mut key = String::with_capacity(PREFIX.len() + 7 + tenant.len() + id.len());
+        key.push_str(PREFIX);
+        key.push_str("vault:");
         push_escaped(&mut key, tenant);
         key.push(':');
         push_escaped(&mut key, id);
@@ -249,6 +261,7 @@ mod tests {
         assert_ne!(KeySpace::pin("a:b", "c"), KeySpace::pin("a", "b:c"));
         assert_ne!(KeySpace::pin("a%3Ab", "c"), KeySpace::pin("a:b", "c"));
         assert_eq!(KeySpace::response("a%3Ab", "c"), "sr:v1:resp:a%253Ab:c");
+        assert_eq!(KeySpace::vault("a%3Ab", "c"), "sr:v1:vault:a%253Ab:c");
         assert_ne!(
             KeySpace::response("a:b", "c"),
             KeySpace::response("a", "b:c")

@@ -9,7 +9,10 @@
 //! API keys named by `api_key = env(..)` come from a Secret (`<app>-backend-keys`, one entry
 //! per variable) and the admin listener's bearer token (`SRC_ADMIN_TOKEN`, which `src serve`
 //! requires on a non-loopback admin address) from the Secret `<app>-admin` (key `token`); the
-//! manifest references both and contains neither.
+//! manifest references both and contains neither. A policy that redacts and keeps its
+//! responses in Redis seals what its redacted Responses chains keep under one key all replicas
+//! share: the Secret `<app>-vault` (key `key`, 64 hexadecimal digits) is mounted and named by
+//! `--vault-key-file`.
 //!
 //! The pod runs as a non-root user on a read-only root filesystem with an `emptyDir` at `/tmp`;
 //! the external processor gets a headless Service so that Envoy, which keeps long-lived HTTP/2
@@ -32,6 +35,8 @@ pub const API_PORT: u16 = 8801;
 pub const ADMIN_PORT: u16 = 8802;
 /// The pod's own address, from the downward API.
 const POD_IP_ENV: &str = "POD_IP";
+/// Where the vault key Secret is mounted.
+pub const VAULT_DIR: &str = "/etc/src/vault";
 /// The environment variable `src serve` reads the admin token from.
 const ADMIN_TOKEN_ENV: &str = src_runtime::AdminToken::ENV;
 /// Seconds the pod stays up after it is told to stop and before `src serve` gets SIGTERM, so
@@ -167,6 +172,15 @@ pub fn documents(
         json!({"name": "policy", "configMap": {"name": config_map, "items": items}}),
         json!({"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}),
     ];
+    let mut args = serve_args(extproc_port, drain);
+    if src_runtime::responses_state::vault::shared(checked) {
+        args.extend(["--vault-key-file".to_owned(), format!("{VAULT_DIR}/key")]);
+        mounts.push(json!({"name": "vault", "mountPath": VAULT_DIR, "readOnly": true}));
+        volumes.push(json!({
+            "name": "vault",
+            "secret": {"secretName": format!("{app}-vault"), "items": [{"key": "key", "path": "key"}]},
+        }));
+    }
     if reads_models(checked) {
         mounts.push(json!({"name": "models", "mountPath": MODELS_DIR, "readOnly": true}));
         volumes.push(json!({
@@ -217,7 +231,7 @@ pub fn documents(
                         "containers": [{
                             "name": "src",
                             "image": opts.image,
-                            "args": serve_args(extproc_port, drain),
+                            "args": args,
                             "ports": [
                                 {"name": "http", "containerPort": API_PORT},
                                 {"name": "admin", "containerPort": ADMIN_PORT},

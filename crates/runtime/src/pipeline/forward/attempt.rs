@@ -21,6 +21,7 @@ use crate::headers;
 use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
 use crate::otel::{key, name, text, Phase, RequestTrace};
+use crate::pipeline::continuation::ChainVault;
 use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::hygiene::client_headers;
 use crate::pipeline::forward::{Outgoing, Transport};
@@ -184,12 +185,17 @@ pub(super) async fn try_candidates<'p, T: Transport>(
         };
         let (body, vault) = match &plan.redact {
             Some(redact) => {
-                let mut vault = Vault::new();
+                let mut vault = match request.chain.map(ChainVault::start) {
+                    Some(Ok(vault)) => vault,
+                    Some(Err(refused)) => return Tried::Unbuildable(refused),
+                    None => Vault::new(),
+                };
                 let redacted = redact_body(&body, redact, &mut vault).unwrap_or(body);
                 record.redacted = summary(&vault);
                 (redacted, Some(Arc::new(vault)))
             }
-            None => (body, None),
+            // The chain's placeholders are the backend's still: its answer gets their values.
+            None => (body, request.chain.and_then(ChainVault::found)),
         };
         let built = endpoint
             .uri(dialect::suffix(dialect, request.api))

@@ -37,7 +37,7 @@ use crate::log::RequestRecord;
 use crate::openai::{Api, ApiError};
 use crate::otel::key;
 use crate::pipeline::answer::answer_error;
-use crate::pipeline::continuation::Continuation;
+use crate::pipeline::continuation::{ChainVault, Continuation};
 use crate::pipeline::decide::Plan;
 use crate::policy_store::Snapshot;
 use crate::relay::body::{ProxyBody, Rewrite};
@@ -65,6 +65,9 @@ pub struct Outgoing<'a> {
     /// A `/v1/responses` turn continuing a response the router stored: how it is sent to
     /// that response's owner and to any other candidate.
     pub previous: Option<&'a Continuation>,
+    /// A `/v1/responses` turn continuing state only the backend holds: the vault its chain's
+    /// earlier turns were redacted with, which a redacting candidate starts from.
+    pub chain: Option<&'a ChainVault>,
 }
 
 /// How a candidate's request reaches its backend: the server's pooled clients, or a fake in
@@ -108,6 +111,8 @@ pub enum AnsweredBy {
 pub struct Answered {
     pub response: Response<ProxyBody>,
     pub by: AnsweredBy,
+    /// The values the answering candidate was sent placeholders for (a route's `redact`).
+    pub vault: Option<Arc<src_compiler::pii::Vault>>,
 }
 
 impl Answered {
@@ -115,6 +120,7 @@ impl Answered {
         Answered {
             response,
             by: AnsweredBy::Router,
+            vault: None,
         }
     }
 }
@@ -230,7 +236,7 @@ pub async fn forward(
                 && crate::pipeline::shape::usage_asked(request.parsed.tree()).is_some();
             let response = relay(response, answer, done);
             // The values go back first, so a translation reads the answer the client is owed.
-            let response = match vault {
+            let response = match vault.clone() {
                 Some(vault) => {
                     let sse = response
                         .headers()
@@ -258,6 +264,7 @@ pub async fn forward(
             Answered {
                 response,
                 by: AnsweredBy::Upstream(model_id),
+                vault,
             }
         }
     }

@@ -18,6 +18,8 @@ use crate::store::{KeySpace, Redis, StoreError};
 /// Responses in a Redis server shared by every replica.
 pub struct RedisResponses {
     conn: Redis,
+    /// The key of a (tenant, id): stored responses, or their sealed vaults.
+    key: fn(&str, &str) -> String,
 }
 
 impl RedisResponses {
@@ -28,7 +30,18 @@ impl RedisResponses {
 
     /// A store on `conn`, a link shared through [`crate::store::Links`].
     pub fn on(conn: Redis) -> RedisResponses {
-        RedisResponses { conn }
+        RedisResponses {
+            conn,
+            key: KeySpace::response,
+        }
+    }
+
+    /// The sealed vaults of responses (`KeySpace::vault`) on `conn`.
+    pub fn vaults_on(conn: Redis) -> RedisResponses {
+        RedisResponses {
+            conn,
+            key: KeySpace::vault,
+        }
     }
 
     async fn bounded<T>(
@@ -38,10 +51,6 @@ impl RedisResponses {
     ) -> Result<T, StoreError> {
         self.conn.bounded(op, step).await
     }
-}
-
-fn response_key(tenant: &str, id: &str) -> String {
-    KeySpace::response(tenant, id)
 }
 
 impl ResponseStore for RedisResponses {
@@ -57,7 +66,7 @@ impl ResponseStore for RedisResponses {
     ) -> BoxFuture<'a, Result<Option<Bytes>, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.connection();
-            let key = response_key(tenant, id);
+            let key = (self.key)(tenant, id);
             let value: Option<Vec<u8>> = self
                 .bounded("get", redis::cmd("GET").arg(&key).query_async(&mut conn))
                 .await?;
@@ -75,7 +84,7 @@ impl ResponseStore for RedisResponses {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.connection();
-            let key = response_key(tenant, id);
+            let key = (self.key)(tenant, id);
             let mut command = redis::cmd("SET");
             command
                 .arg(&key)
@@ -95,7 +104,7 @@ impl ResponseStore for RedisResponses {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.connection();
-            let key = response_key(tenant, id);
+            let key = (self.key)(tenant, id);
             let removed: u64 = self
                 .bounded("delete", redis::cmd("DEL").arg(&key).query_async(&mut conn))
                 .await?;
@@ -110,8 +119,9 @@ mod tests {
 
     #[test]
     fn keys_cannot_spell_another_tenant_s() {
-        assert_eq!(response_key("t", "resp_1"), "sr:v1:resp:t:resp_1");
-        assert_ne!(response_key("a:b", "c"), response_key("a", "b:c"));
-        assert_eq!(response_key("a%3Ab", "c"), "sr:v1:resp:a%253Ab:c");
+        let key = KeySpace::response;
+        assert_eq!(key("t", "resp_1"), "sr:v1:resp:t:resp_1");
+        assert_ne!(key("a:b", "c"), key("a", "b:c"));
+        assert_eq!(key("a%3Ab", "c"), "sr:v1:resp:a%253Ab:c");
     }
 }
