@@ -224,6 +224,7 @@ pub async fn run<D: Door>(
         parsed: &parsed,
         view: &view,
         previous: previous.as_ref(),
+        models: pipeline.models,
     };
     let answered = forward::forward(
         pipeline.upstream,

@@ -65,6 +65,8 @@ pub struct Outgoing<'a> {
     /// A `/v1/responses` turn continuing a response the router stored: how it is sent to
     /// that response's owner and to any other candidate.
     pub previous: Option<&'a Continuation>,
+    /// Runs the detectors a route's `redact` names.
+    pub models: &'a dyn crate::hooks::ModelSignals,
 }
 
 /// How a candidate's request reaches its backend: the server's pooled clients, or a fake in

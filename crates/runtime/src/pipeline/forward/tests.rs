@@ -160,6 +160,7 @@ async fn attempt_under(
         parsed: &parsed,
         view: &view,
         previous: None,
+        models: &NoModelSignals,
     };
     let mut record = RequestRecord {
         request_id: "req-1".into(),
