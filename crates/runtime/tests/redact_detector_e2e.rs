@@ -351,3 +351,62 @@ async fn the_external_processor_sends_the_gateway_the_same_placeholders() -> Tes
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompt_a_signal_read_is_not_read_again_and_the_other_texts_share_one_batch(
+) -> TestResult {
+    let upstream = Upstream::start(echo).await?;
+    load_library()?;
+    let policy = format!(
+        r#"
+backend chat {{ url = "{url}" }}
+model echo {{ backend = chat  serves = "echo" }}
+detector people {{ path = "{model}"  entities = [PERSON, LOCATION] }}
+signal names = people(prompt, [PERSON])
+route private priority 10 {{ when names  to echo  redact = [PERSON, LOCATION] }}
+route default {{ to echo }}
+"#,
+        url = upstream.url,
+        model = model_dir("pii_ner")?.display()
+    );
+    let router = Router::start_full(
+        &policy,
+        |_| {},
+        |parts| parts.models = Arc::new(OnnxModels::new(ModelOptions::default())),
+    )
+    .await?;
+    let request = json!({"model": "auto", "messages": [
+        {"role": "system", "content": "You write to Olga Petrova in Kyoto."},
+        {"role": "user", "content": PROMPT}
+    ]});
+    let calls = |metrics: &str| {
+        src_testkit::models::sample(metrics, "src_model_calls_total", "model=\"pii_ner\"")
+    };
+    for _ in 0..2 {
+        let answer = router.chat(&request, &[]).await?;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        let metrics = router.admin_get("/metrics").await?;
+        let metrics = String::from_utf8_lossy(&metrics.body);
+        // The signal read the prompt; redaction read the system prompt only, the prompt's
+        // entities coming from the memo. The same request again is all memo.
+        assert_eq!(calls(&metrics), 2.0, "{metrics}");
+    }
+    let posts = upstream.posts();
+    assert_eq!(posts.len(), 2);
+    for post in &posts {
+        let sent = String::from_utf8_lossy(&post.bytes);
+        for value in VALUES.iter().chain(&["Olga", "Petrova", "Kyoto"]) {
+            if *value == "sarah.j@example.com" {
+                // Only the detector's types are redacted here: the address goes as written.
+                assert!(sent.contains(value), "{sent}");
+                continue;
+            }
+            assert!(!sent.contains(value), "{value} was sent: {sent}");
+        }
+        assert!(
+            sent.contains("You write to <PERSON_1> in <LOCATION_1>."),
+            "{sent}"
+        );
+    }
+    Ok(())
+}
