@@ -70,13 +70,25 @@ pub struct Detections {
 impl Detections {
     /// Notes what was found in `text` (added to what was found there before).
     pub fn add(&mut self, text: &str, found: impl IntoIterator<Item = Detected>) {
-        let spans = self.by_text.entry(text.to_owned()).or_default();
-        spans.extend(found.into_iter().filter(|d| {
-            d.span.start < d.span.end
-                && text.is_char_boundary(d.span.start)
-                && text.is_char_boundary(d.span.end)
-                && d.span.end <= text.len()
-        }));
+        let mut found = found
+            .into_iter()
+            .filter(|d| {
+                d.span.start < d.span.end
+                    && d.span.end <= text.len()
+                    && text.is_char_boundary(d.span.start)
+                    && text.is_char_boundary(d.span.end)
+            })
+            .peekable();
+        // A text without entities is not kept: the vault finds nothing for it either way.
+        if found.peek().is_none() {
+            return;
+        }
+        match self.by_text.get_mut(text) {
+            Some(spans) => spans.extend(found),
+            None => {
+                self.by_text.insert(text.to_owned(), found.collect());
+            }
+        }
     }
 
     /// What was found in `text`: nothing for a text the detectors did not read.
