@@ -1,6 +1,7 @@
 //! `redact = ["email", people.PERSON, LOCATION]` end to end with the repository's
 //! token-classification model (`models/pii_ner`): the official `openai` Python client sends a
-//! prompt naming people and places through the chat and Responses doors, whole and streamed;
+//! prompt naming people and places through the chat and Responses doors, and the `anthropic`
+//! client through Messages (translated to a chat backend, and native), whole and streamed;
 //! the recording backend, which answers by quoting what it was sent a few characters per event,
 //! never sees a name, and the client reads every name back. The log and the `--record` file
 //! carry types and counts only; the external processor sends the gateway the same placeholders;
@@ -126,6 +127,49 @@ fn responses(text: &str, stream: bool) -> Reply {
     Reply::stream(sse(&events))
 }
 
+/// A Messages answer quoting `text`.
+fn messages(text: &str, stream: bool) -> Reply {
+    let usage = json!({"input_tokens": 9, "output_tokens": 9});
+    if !stream {
+        return Reply::json(&json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-echo",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn", "stop_sequence": null, "usage": usage
+        }));
+    }
+    let mut events = vec![
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+                "role": "assistant", "model": "claude-echo", "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": usage}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+        ),
+    ];
+    for piece in pieces(text, 3) {
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": piece}}),
+        ));
+    }
+    events.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn",
+            "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    Reply::stream(sse(&events))
+}
+
 /// Quotes what it was sent, in the API of the path.
 fn echo(seen: &Seen) -> Reply {
     if seen.method == "GET" {
@@ -134,7 +178,9 @@ fn echo(seen: &Seen) -> Reply {
     let said = said(&seen.body);
     let text = format!("Noted: {said}.");
     let stream = seen.body["stream"] == true;
-    if seen.path.ends_with("/responses") {
+    if seen.path.ends_with("/messages") {
+        messages(&text, stream)
+    } else if seen.path.ends_with("/responses") {
         responses(&text, stream)
     } else {
         chat(&text, &json!({"said": said}).to_string(), stream)
@@ -145,10 +191,17 @@ fn policy(url: &str, model: &Path) -> String {
     format!(
         r#"
 backend chat {{ url = "{url}" }}
+backend claude {{ url = "{url}"  api = anthropic }}
 model echo {{ backend = chat  serves = "echo" }}
+model claude_echo {{ backend = claude  serves = "claude-echo" }}
 
 detector people {{ path = "{model}"  entities = [PERSON, LOCATION]  threshold = 0.5  window = 32  windows = 4 }}
 
+route native priority 20 {{
+  when header("x-want") == "claude"
+  to claude_echo
+  redact = ["email", people.PERSON, LOCATION]
+}}
 route private priority 10 {{
   when header("x-private") != "no"
   to echo
@@ -176,12 +229,17 @@ async fn router(url: &str, record: Option<&Path>) -> TestResult<Router> {
 
 /// Runs the `openai` client script; what it printed.
 async fn openai(base: String) -> TestResult<Value> {
-    let python = repo().join(".cache/venv-e2e/bin/python");
+    clients(base, "venv-e2e", "openai").await
+}
+
+/// Runs the client script of `door` under `venv`'s Python; what it printed.
+async fn clients(base: String, venv: &str, door: &'static str) -> TestResult<Value> {
+    let python = repo().join(".cache").join(venv).join("bin/python");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redact_clients.py");
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python)
             .arg(script)
-            .args([base.as_str(), "openai", PROMPT])
+            .args([base.as_str(), door, PROMPT])
             .output()
     })
     .await??;
@@ -407,6 +465,40 @@ route default {{ to echo }}
             sent.contains("You write to <PERSON_1> in <LOCATION_1>."),
             "{sent}"
         );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anthropic_client_reads_the_names_back_translated_and_native() -> TestResult {
+    let upstream = Upstream::start(echo).await?;
+    let router = router(&upstream.url, None).await?;
+    let client = clients(router.url(""), "venv-anthropic", "anthropic").await?;
+    let expected = format!("Noted: {PROMPT}.");
+    for key in ["translated", "translated_stream", "native", "native_stream"] {
+        assert_eq!(client[key], expected, "{key}: {client}");
+    }
+    let quoted = json!({"said": PROMPT});
+    assert_eq!(client["translated_tool"], quoted, "{client}");
+    assert_eq!(client["translated_stream_tool"], quoted, "{client}");
+    let posts = upstream.posts();
+    // Translated to the chat backend twice, to the native Messages backend twice.
+    assert_eq!(posts.len(), 4);
+    let native = posts
+        .iter()
+        .filter(|p| p.path.ends_with("/messages"))
+        .count();
+    assert_eq!(native, 2);
+    for post in &posts {
+        let sent = String::from_utf8_lossy(&post.bytes);
+        for value in VALUES {
+            assert!(
+                !sent.contains(value),
+                "{} was sent {value}: {sent}",
+                post.path
+            );
+        }
+        assert!(said(&post.body).contains("<PERSON_2>"), "{sent}");
     }
     Ok(())
 }
