@@ -396,8 +396,8 @@ route default { to small }
 
 /// `src explain` runs the names example's detector (models/pii_ner, as scripts/models.sh builds
 /// it; ORT_DYLIB_PATH as scripts/test.sh sets it) and decides as `src serve` does, on both
-/// engines: a prompt naming a person stays in-house, a support ticket naming one is refused,
-/// and a prompt naming none goes out.
+/// engines: a prompt naming a person stays in-house, a support ticket naming one is refused, a
+/// draft goes out with the detector's types redacted, and a prompt naming none goes out.
 #[test]
 fn explain_runs_a_detector() {
     let explain = |engine: &str, prompt: &str, headers: &[&str]| {
@@ -424,6 +424,17 @@ fn explain_runs_a_detector() {
             &["x-channel=support"],
         );
         assert_eq!(ticket["blocked"], "named_in_ticket", "{ticket}");
+        let draft = explain(
+            engine,
+            "Can you email David Miller about the invoice?",
+            &["x-channel=drafts"],
+        );
+        assert_eq!(draft["route"], "drafts", "{draft}");
+        assert_eq!(
+            draft["redact"],
+            serde_json::json!(["email", "people.PERSON", "people.LOCATION"]),
+            "{draft}"
+        );
         let plain = explain(
             engine,
             "can you refactor this function to use iterators?",

@@ -172,9 +172,7 @@ pub fn explain_budgets(
         "serves": model_def.map(|m| m.serves.clone()),
         "backend": model_def.map(|m| checked.backends[m.backend.index()].name.clone()),
         "candidates": candidates,
-        "redact": decision.redact.as_ref().map(|r| {
-            r.types().iter().map(|t| t.name()).collect::<Vec<_>>()
-        }),
+        "redact": decision.redact.as_ref().map(|r| r.names()),
         "unsendable": unsendable,
         "signals": signals,
         "skipped": skipped,

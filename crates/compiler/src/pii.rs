@@ -29,6 +29,7 @@ macro_rules! hidden {
 
 mod api_key;
 mod card;
+mod detected;
 mod email;
 mod iban;
 mod ip;
@@ -41,6 +42,7 @@ mod ssn;
 mod tests;
 mod vault;
 
+pub use detected::{Detected, Detections, DetectorTypes, Kind};
 pub use vault::{Redact, Restoring, Vault};
 
 use regex::{Regex, RegexSet};

@@ -154,6 +154,9 @@ fn outline(policy: &CheckedPolicy) -> String {
             let rest: Vec<String> = r.fallbacks.iter().map(model).collect();
             let _ = write!(to, " else {}", rest.join(", "));
         }
+        if let Some(redact) = &r.redact {
+            let _ = write!(to, " redact {}", redact.names().join(", "));
+        }
         match r.priority {
             Some(p) => {
                 let _ = writeln!(out, "route {} priority {p} -> {to}", r.name);
@@ -169,11 +172,13 @@ fn outline(policy: &CheckedPolicy) -> String {
                 let _ = writeln!(out, "block {}: refuse {status} {message:?}", b.name);
             }
             BlockActionDef::Redirect(m) => {
+                let redact = b.redact.as_ref().map(|r| r.names().join(", "));
                 let _ = writeln!(
                     out,
-                    "block {}: to {}",
+                    "block {}: to {}{}",
                     b.name,
-                    policy.models[m.index()].name
+                    policy.models[m.index()].name,
+                    redact.map(|r| format!(" redact {r}")).unwrap_or_default()
                 );
             }
         }

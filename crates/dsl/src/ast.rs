@@ -250,7 +250,7 @@ pub struct Block {
     pub when: Option<Expr>,
     pub action: BlockAction,
     /// `redact = ["type", ...]`: personal data replaced by placeholders in what a redirect sends.
-    pub redact: Option<Spanned<Vec<Spanned<String>>>>,
+    pub redact: Option<Spanned<Vec<RedactType>>>,
 }
 
 /// `system_prompt = "..."` or `system_prompt = replace "..."`.
@@ -299,7 +299,36 @@ pub struct Route {
     pub tools: Option<Spanned<Tools>>,
     pub cache: Option<Spanned<bool>>,
     /// `redact = ["type", ...]`: personal data replaced by placeholders in what is forwarded.
-    pub redact: Option<Spanned<Vec<Spanned<String>>>>,
+    pub redact: Option<Spanned<Vec<RedactType>>>,
+}
+
+/// One entry of `redact`: a built-in personal data type, or a type a detector tags.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RedactType {
+    /// `"email"`: one of the `pii` recognizers' types.
+    Pii(Spanned<String>),
+    /// `people.PERSON`, or a bare `PERSON` that the checker finds among the detectors.
+    Entity {
+        detector: Option<Ident>,
+        entity: Ident,
+    },
+}
+
+impl RedactType {
+    /// Where the entry is written.
+    pub fn span(&self) -> Span {
+        match self {
+            RedactType::Pii(name) => name.span,
+            RedactType::Entity {
+                detector: Some(d),
+                entity,
+            } => d.span.to(entity.span),
+            RedactType::Entity {
+                detector: None,
+                entity,
+            } => entity.span,
+        }
+    }
 }
 
 /// `memory`, `redis("redis://...")`, `redis_cluster(["redis://...", ...])` or

@@ -103,6 +103,7 @@ codes! {
     EMPTY_REDACT = "E102": "`redact` lists no type";
     REDACT_ON_REFUSAL = "E103": "`redact` on a block that refuses";
     UNKNOWN_ENTITY_TYPE = "E104": "entity type a detector does not declare or its model does not tag";
+    AMBIGUOUS_ENTITY_TYPE = "E105": "bare entity type in `redact` that several detectors declare";
     // Warnings.
     UNUSED_SIGNAL = "W001": "signal never used";
     UNUSED_MODEL_SOURCE = "W002": "classifier, guard, encoder or detector never used";

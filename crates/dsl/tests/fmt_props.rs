@@ -187,6 +187,16 @@ fn given_value() -> impl Strategy<Value = Expr> {
     ]
 }
 
+/// `redact`'s entries: built-in types, and a detector's types, qualified or bare.
+fn redact_types() -> impl Strategy<Value = Vec<RedactType>> {
+    let one = prop_oneof![
+        text().prop_map(|t| RedactType::Pii(sp(t))),
+        (prop::option::of(ident()), ident())
+            .prop_map(|(detector, entity)| RedactType::Entity { detector, entity }),
+    ];
+    prop::collection::vec(one, 0..3)
+}
+
 fn strings() -> impl Strategy<Value = Vec<Spanned<String>>> {
     prop::collection::vec(text().prop_map(sp), 0..3)
 }
@@ -406,7 +416,7 @@ fn block() -> impl Strategy<Value = ItemKind> {
         ident(),
         expr(),
         action,
-        prop::option::of(strings().prop_map(sp)),
+        prop::option::of(redact_types().prop_map(sp)),
     )
         .prop_map(|(name, when, action, redact)| {
             ItemKind::Block(Block {
@@ -443,7 +453,7 @@ fn route() -> impl Strategy<Value = ItemKind> {
         prop::option::of(tools.prop_map(sp)),
         (
             prop::option::of(any::<bool>().prop_map(sp)),
-            prop::option::of(strings().prop_map(sp)),
+            prop::option::of(redact_types().prop_map(sp)),
         ),
     )
         .prop_map(

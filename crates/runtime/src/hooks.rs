@@ -13,7 +13,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use src_compiler::eval::{ModelCall, ModelResult};
-use src_compiler::hir::{CheckedPolicy, EncoderId, ModelId, RouteId};
+use src_compiler::hir::{CheckedPolicy, DetectorId, EncoderId, ModelId, RouteId};
+use src_compiler::pii::Detected;
 use src_compiler::request::RequestView;
 use src_compiler::CompiledPolicy;
 use src_dsl::{codes, Diagnostic};
@@ -75,6 +76,28 @@ pub trait ModelSignals: Send + Sync {
         Box::pin(std::future::ready(Err(SignalError {
             signal,
             message: "this model runtime cannot embed text".into(),
+        })))
+    }
+
+    /// Runs `detector` over each of `texts` for one tenant (`scope`, as for
+    /// [`ModelSignals::compute_scoped`]): the entities of each text scoring at least the
+    /// detector's `threshold`, every type it tags. An error when the model cannot answer or a
+    /// text is longer than the detector reads (`windows`): what was not read cannot be redacted.
+    /// The default has no model to run.
+    fn entities<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        detector: DetectorId,
+        _texts: &'a [String],
+        _scope: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Vec<Detected>>, SignalError>> {
+        let signal = policy
+            .detectors
+            .get(detector.index())
+            .map_or_else(|| format!("detector #{}", detector.0), |d| d.name.clone());
+        Box::pin(std::future::ready(Err(SignalError {
+            signal,
+            message: "this model runtime cannot run a detector".into(),
         })))
     }
 

@@ -226,8 +226,14 @@ impl Checker<'_> {
         })
     }
 
-    /// E104 for a call's type that the detector does not declare.
-    fn unknown_entity(&mut self, f: &Ident, index: usize, name: &Ident, declared: &[String]) {
+    /// E104 for a call's (or a `redact`'s) type that the detector does not declare.
+    pub(super) fn unknown_entity(
+        &mut self,
+        f: &Ident,
+        index: usize,
+        name: &Ident,
+        declared: &[String],
+    ) {
         let mut d = Diagnostic::error(
             codes::UNKNOWN_ENTITY_TYPE,
             format!(

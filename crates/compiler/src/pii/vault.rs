@@ -8,16 +8,22 @@
 //! back into a whole text. An answer that streams comes in pieces that may cut a placeholder
 //! anywhere, so a [`Restoring`] channel holds back only a tail that can still grow into one of
 //! the vault's placeholders (never more than the longest of them) and lets the rest through.
+//!
+//! A detector's entities are a second source of spans: the runtime runs the model and gives the
+//! vault what it found ([`Vault::with_detections`]), merged with the recognizers' spans.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::detected::{merged, Detections, DetectorTypes, Kind};
 use super::{BuildError, EntityType, Recognizers};
 
 /// The types a route or block redacts, with their recognizers.
 #[derive(Clone)]
 pub struct Redact {
     recognizers: Arc<Recognizers>,
+    /// The detectors' types, found by the runtime.
+    detectors: Vec<DetectorTypes>,
 }
 
 impl Redact {
@@ -25,24 +31,47 @@ impl Redact {
     pub fn new(types: &[EntityType]) -> Result<Redact, BuildError> {
         Ok(Redact {
             recognizers: Arc::new(Recognizers::new(types)?),
+            detectors: Vec::new(),
         })
     }
 
-    /// The types redacted, in the documented order.
+    /// This redaction with the types of `detectors` too.
+    pub fn with_detectors(mut self, detectors: Vec<DetectorTypes>) -> Redact {
+        self.detectors = detectors;
+        self
+    }
+
+    /// The built-in types redacted, in the documented order.
     pub fn types(&self) -> &[EntityType] {
         self.recognizers.types()
+    }
+
+    /// The detectors whose types are redacted, each once.
+    pub fn detectors(&self) -> &[DetectorTypes] {
+        &self.detectors
+    }
+
+    /// Every type redacted as a policy names it: the built-in ones, then each detector's
+    /// qualified by its name (`people.PERSON`).
+    pub fn names(&self) -> Vec<String> {
+        let builtin = self.types().iter().map(|t| t.name().to_owned());
+        let detected = self
+            .detectors
+            .iter()
+            .flat_map(|d| d.types.iter().map(move |t| format!("{}.{t}", d.name)));
+        builtin.chain(detected).collect()
     }
 }
 
 impl PartialEq for Redact {
     fn eq(&self, other: &Redact) -> bool {
-        self.types() == other.types()
+        self.types() == other.types() && self.detectors == other.detectors
     }
 }
 
 impl std::fmt::Debug for Redact {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Redact").field(&self.types()).finish()
+        f.debug_tuple("Redact").field(&self.names()).finish()
     }
 }
 
@@ -56,15 +85,17 @@ pub struct Vault {
     /// Each value replaced, in the order first seen.
     entries: Vec<Entry>,
     /// Per type, value → index into `entries`; empty until there are more than [`SCANNED`].
-    by_value: Vec<(EntityType, HashMap<Box<str>, usize>)>,
+    by_value: Vec<(Kind, HashMap<Box<str>, usize>)>,
     /// Placeholder → index into `entries`; empty until there are more than [`SCANNED`].
     by_placeholder: HashMap<Box<str>, usize>,
     /// How many distinct values of each type were replaced.
-    counts: Vec<(EntityType, usize)>,
+    counts: Vec<(Kind, usize)>,
     /// How many spans were replaced in all (a value seen twice counts twice).
     replaced: usize,
     /// The longest placeholder, in bytes: the most a stream ever holds back.
     longest: usize,
+    /// What the detectors found in the request's texts.
+    detections: Option<Arc<Detections>>,
 }
 
 /// How many values a vault finds by reading its list rather than an index.
@@ -72,7 +103,7 @@ const SCANNED: usize = 16;
 
 #[derive(Debug, Clone)]
 struct Entry {
-    kind: EntityType,
+    kind: Kind,
     value: Box<str>,
     placeholder: Box<str>,
 }
@@ -82,24 +113,52 @@ impl Vault {
         Vault::default()
     }
 
+    /// A vault that also replaces the entities `detections` holds for each text it redacts.
+    pub fn with_detections(detections: Arc<Detections>) -> Vault {
+        Vault {
+            detections: Some(detections),
+            ..Vault::default()
+        }
+    }
+
+    /// This vault going on with what the detectors found (`found`, a vault
+    /// [`Vault::with_detections`] made for the same request): a chain's vault redacting a turn
+    /// a detector read.
+    pub fn detect_as(&mut self, found: Vault) {
+        if found.detections.is_some() {
+            self.detections = found.detections;
+        }
+    }
+
     /// `text` with each entity of `redact`'s types replaced by its placeholder; `None` when it
     /// holds none (the text stays as it is).
     pub fn redact(&mut self, redact: &Redact, text: &str) -> Option<String> {
         let found = redact.recognizers.find(text);
-        if found.is_empty() {
+        // An `Arc` clone: the spans are read while entries are added.
+        let detections = self.detections.clone();
+        let detected = detections.as_deref().map_or(&[][..], |d| d.of(text));
+        if found.is_empty() && detected.is_empty() {
             return None;
         }
+        let spans: Vec<(Kind, std::ops::Range<usize>)> = if detected.is_empty() {
+            found
+                .into_iter()
+                .map(|f| (Kind::Pii(f.kind), f.span))
+                .collect()
+        } else {
+            merged(found, detected)
+        };
         let mut out = String::with_capacity(text.len());
         let mut at = 0;
-        for entity in found {
+        for (kind, span) in spans {
             // Spans of two types may overlap: the first (by start) wins.
-            if entity.span.start < at {
+            if span.start < at {
                 continue;
             }
-            out.push_str(&text[at..entity.span.start]);
-            let i = self.placeholder(entity.kind, &text[entity.span.clone()]);
+            out.push_str(&text[at..span.start]);
+            let i = self.placeholder(kind, &text[span.clone()]);
             out.push_str(&self.entries[i].placeholder);
-            at = entity.span.end;
+            at = span.end;
             self.replaced += 1;
         }
         out.push_str(&text[at..]);
@@ -107,8 +166,8 @@ impl Vault {
     }
 
     /// The entry of `value`, made on its first sight.
-    fn placeholder(&mut self, kind: EntityType, value: &str) -> usize {
-        if let Some(i) = self.entry_of_value(kind, value) {
+    fn placeholder(&mut self, kind: Kind, value: &str) -> usize {
+        if let Some(i) = self.entry_of_value(&kind, value) {
             return i;
         }
         let n = match self.counts.iter_mut().find(|(t, _)| *t == kind) {
@@ -117,11 +176,11 @@ impl Vault {
                 *n
             }
             None => {
-                self.counts.push((kind, 1));
+                self.counts.push((kind.clone(), 1));
                 1
             }
         };
-        let placeholder = placeholder(kind, n);
+        let placeholder = placeholder(&kind, n);
         self.longest = self.longest.max(placeholder.len());
         let i = self.entries.len();
         self.entries.push(Entry {
@@ -145,7 +204,7 @@ impl Vault {
         let by_kind = match self.by_value.iter().position(|(t, _)| *t == entry.kind) {
             Some(k) => &mut self.by_value[k].1,
             None => {
-                self.by_value.push((entry.kind, HashMap::new()));
+                self.by_value.push((entry.kind.clone(), HashMap::new()));
                 let last = self.by_value.len() - 1;
                 &mut self.by_value[last].1
             }
@@ -154,14 +213,14 @@ impl Vault {
         self.by_placeholder.insert(entry.placeholder.clone(), i);
     }
 
-    fn entry_of_value(&self, kind: EntityType, value: &str) -> Option<usize> {
+    fn entry_of_value(&self, kind: &Kind, value: &str) -> Option<usize> {
         if self.entries.len() <= SCANNED {
             return self
                 .entries
                 .iter()
-                .position(|e| e.kind == kind && &*e.value == value);
+                .position(|e| e.kind == *kind && &*e.value == value);
         }
-        let (_, by_kind) = self.by_value.iter().find(|(t, _)| *t == kind)?;
+        let (_, by_kind) = self.by_value.iter().find(|(t, _)| t == kind)?;
         by_kind.get(value).copied()
     }
 
@@ -181,7 +240,7 @@ impl Vault {
     /// [`Vault::values`] gave them): each value gets back the placeholder it had, and a new value
     /// the next number of its type. A conversation whose earlier turns a backend keeps goes on
     /// with the placeholders the backend has already read. Nothing counts as replaced yet.
-    pub fn resume<'a>(values: impl IntoIterator<Item = (EntityType, &'a str)>) -> Vault {
+    pub fn resume<'a>(values: impl IntoIterator<Item = (Kind, &'a str)>) -> Vault {
         let mut vault = Vault::new();
         for (kind, value) in values {
             vault.placeholder(kind, value);
@@ -191,8 +250,8 @@ impl Vault {
 
     /// Each value replaced with its type, in the order first seen (what [`Vault::resume`]
     /// starts from).
-    pub fn values(&self) -> impl Iterator<Item = (EntityType, &str)> {
-        self.entries.iter().map(|e| (e.kind, &*e.value))
+    pub fn values(&self) -> impl Iterator<Item = (&Kind, &str)> {
+        self.entries.iter().map(|e| (&e.kind, &*e.value))
     }
 
     /// Whether nothing was replaced.
@@ -201,7 +260,7 @@ impl Vault {
     }
 
     /// The types replaced with how many distinct values of each, in the documented order.
-    pub fn counts(&self) -> Vec<(EntityType, usize)> {
+    pub fn counts(&self) -> Vec<(Kind, usize)> {
         let mut counts = self.counts.clone();
         counts.sort();
         counts
@@ -252,7 +311,7 @@ impl Vault {
 }
 
 /// `<TYPE_N>`: the type's name in capitals and the value's number among that type's.
-fn placeholder(kind: EntityType, n: usize) -> String {
+fn placeholder(kind: &Kind, n: usize) -> String {
     let name = kind.name();
     let mut out = String::with_capacity(name.len() + 8);
     out.push('<');
@@ -352,7 +411,10 @@ mod tests {
         assert_eq!(vault.redact(&r, "nothing here"), None);
         assert_eq!(
             vault.counts(),
-            vec![(EntityType::Email, 2), (EntityType::CreditCard, 1)]
+            vec![
+                (EntityType::Email.into(), 2),
+                (EntityType::CreditCard.into(), 1)
+            ]
         );
         assert_eq!(vault.replaced(), 4);
         assert_eq!(
@@ -384,7 +446,10 @@ mod tests {
         }
         assert_eq!(
             vault.counts(),
-            vec![(EntityType::Email, 3 * SCANNED), (EntityType::IpAddress, 3)]
+            vec![
+                (EntityType::Email.into(), 3 * SCANNED),
+                (EntityType::IpAddress.into(), 3)
+            ]
         );
         assert_eq!(vault.replaced(), 3 * 3 * SCANNED);
         assert_eq!(
@@ -401,9 +466,11 @@ mod tests {
         let r = redact(&[EntityType::Email, EntityType::Phone]);
         let mut first = Vault::new();
         first.redact(&r, "ann@example.com, +1 415 555 0132, bob@example.org");
-        let kept: Vec<(EntityType, String)> =
-            first.values().map(|(k, v)| (k, v.to_owned())).collect();
-        let mut next = Vault::resume(kept.iter().map(|(k, v)| (*k, v.as_str())));
+        let kept: Vec<(Kind, String)> = first
+            .values()
+            .map(|(k, v)| (k.clone(), v.to_owned()))
+            .collect();
+        let mut next = Vault::resume(kept.iter().map(|(k, v)| (k.clone(), v.as_str())));
         assert_eq!(next.replaced(), 0);
         let redacted = next.redact(&r, "bob@example.org and cy@example.net, +1 415 555 0199");
         assert_eq!(
@@ -418,7 +485,10 @@ mod tests {
         let many: Vec<String> = (0..2 * SCANNED)
             .map(|i| format!("u{i}@example.com"))
             .collect();
-        let mut big = Vault::resume(many.iter().map(|v| (EntityType::Email, v.as_str())));
+        let mut big = Vault::resume(
+            many.iter()
+                .map(|v| (Kind::Pii(EntityType::Email), v.as_str())),
+        );
         assert_eq!(
             big.redact(&r, "u20@example.com new@example.com").as_deref(),
             Some("<EMAIL_21> <EMAIL_33>")

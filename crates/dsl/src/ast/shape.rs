@@ -186,6 +186,19 @@ impl EqShape for Exceeded {
     }
 }
 
+impl EqShape for RedactType {
+    fn eq_shape(&self, other: &Self) -> bool {
+        match self {
+            RedactType::Pii(a) => matches!(other, RedactType::Pii(b) if a.eq_shape(b)),
+            RedactType::Entity { detector, entity } => matches!(
+                other,
+                RedactType::Entity { detector: d, entity: e }
+                    if detector.eq_shape(d) && entity.eq_shape(e)
+            ),
+        }
+    }
+}
+
 impl EqShape for BlockAction {
     fn eq_shape(&self, other: &Self) -> bool {
         match self {

@@ -47,6 +47,8 @@ macro_rules! visitor {
             Str(&'a $($m)? Spanned<String>),
             /// `aliases = ["a"]`, `names = ["auto"]`.
             Strings(&'a $($m)? Spanned<Vec<Spanned<String>>>),
+            /// `redact = ["email", people.PERSON]`.
+            Redact(&'a $($m)? Spanned<Vec<RedactType>>),
             Number(&'a $($m)? Spanned<Number>),
             Duration(&'a $($m)? Spanned<Duration>),
             Bool(&'a $($m)? Spanned<bool>),
@@ -84,6 +86,7 @@ macro_rules! visitor {
                     FieldValue::Labels(x) => x.span,
                     FieldValue::Str(x) => x.span,
                     FieldValue::Strings(x) => x.span,
+                    FieldValue::Redact(x) => x.span,
                     FieldValue::Number(x) => x.span,
                     FieldValue::Duration(x) => x.span,
                     FieldValue::Bool(x) => x.span,
@@ -347,7 +350,7 @@ macro_rules! visitor {
             }
             v.visit_block_action(&$($m)? d.action);
             if let Some(x) = &$($m)? d.redact {
-                field(v, "redact", FieldValue::Strings(x));
+                field(v, "redact", FieldValue::Redact(x));
             }
         }
 
@@ -382,7 +385,7 @@ macro_rules! visitor {
                 reasoning: Reasoning,
                 tools: Tools,
                 cache: Bool,
-                redact: Strings,
+                redact: Redact,
             });
         }
 
@@ -512,6 +515,20 @@ macro_rules! visitor {
                     v.visit_span(&$($m)? xs.span);
                     for x in &$($m)? xs.value {
                         v.visit_string(x);
+                    }
+                }
+                FieldValue::Redact(xs) => {
+                    v.visit_span(&$($m)? xs.span);
+                    for x in &$($m)? xs.value {
+                        match x {
+                            RedactType::Pii(name) => v.visit_string(name),
+                            RedactType::Entity { detector, entity } => {
+                                if let Some(d) = detector {
+                                    v.visit_ident(d);
+                                }
+                                v.visit_ident(entity);
+                            }
+                        }
                     }
                 }
                 FieldValue::Number(x) => v.visit_span(&$($m)? x.span),

@@ -248,10 +248,28 @@ fn block(b: &mut Builder, d: &Block) {
     redact(b, &d.redact);
 }
 
-fn redact(b: &mut Builder, types: &Option<Spanned<Vec<Spanned<String>>>>) {
+fn redact(b: &mut Builder, types: &Option<Spanned<Vec<RedactType>>>) {
     if let Some(t) = types {
-        let list = string_list(t.value.iter().map(|s| &s.value));
-        b.stmt(INDENT, format!("redact = {list}"), cover(&[t.span]));
+        let items: Vec<String> = t
+            .value
+            .iter()
+            .map(|item| match item {
+                RedactType::Pii(name) => string(&name.value),
+                RedactType::Entity {
+                    detector: Some(d),
+                    entity,
+                } => format!("{}.{}", d.name, entity.name),
+                RedactType::Entity {
+                    detector: None,
+                    entity,
+                } => entity.name.clone(),
+            })
+            .collect();
+        b.stmt(
+            INDENT,
+            format!("redact = [{}]", items.join(", ")),
+            cover(&[t.span]),
+        );
     }
 }
 

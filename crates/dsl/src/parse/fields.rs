@@ -10,7 +10,7 @@ use super::syntax::Rule;
 use super::Ctx;
 use crate::ast::{
     BudgetPer, EnvRef, Exceeded, Expectation, Expr, ExprKind, Given, HeaderSet, Hold, Ident,
-    Number, Store, UnaryOp,
+    Number, RedactType, Store, UnaryOp,
 };
 use crate::codes;
 use crate::diagnostic::Diagnostic;
@@ -571,6 +571,8 @@ pub(crate) const EXPECT_NUMBER: &str = "expected a number such as `42` or `0.5`"
 pub(crate) const EXPECT_BOOL: &str = "expected `true` or `false`";
 pub(crate) const EXPECT_NAME: &str = "expected a name such as `dynamo`";
 pub(crate) const EXPECT_STRINGS: &str = "expected a list of strings such as `[\"a\", \"b\"]`";
+pub(crate) const EXPECT_REDACT: &str =
+    "expected a list of types such as `[\"email\", people.PERSON]`";
 pub(crate) const EXPECT_LABELS: &str = "expected a list of labels such as `[math, code]`";
 pub(crate) const EXPECT_STORE: &str = "expected `memory`, `redis(\"redis://...\")`, \
      `redis_cluster([\"redis://...\", ...])`, \
@@ -680,6 +682,34 @@ pub(crate) fn as_name(_: &mut Ctx<'_>, value: &Value) -> Option<Ident> {
 
 pub(crate) fn as_strings(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Vec<Spanned<String>>>> {
     expr_of(value).and_then(spanned_strings)
+}
+
+/// `redact = ["email", people.PERSON, PERSON]`: built-in types as strings, a detector's types as
+/// names, qualified by the detector or bare.
+pub(crate) fn as_redact(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Vec<RedactType>>> {
+    let e = expr_of(value)?;
+    let ExprKind::List(items) = &e.kind else {
+        return None;
+    };
+    let types: Option<Vec<_>> = items
+        .iter()
+        .map(|i| match &i.kind {
+            ExprKind::Str(_) => spanned_string(i).map(RedactType::Pii),
+            ExprKind::Name(entity) => Some(RedactType::Entity {
+                detector: None,
+                entity: entity.clone(),
+            }),
+            ExprKind::Field(of, entity) => match &of.kind {
+                ExprKind::Name(detector) => Some(RedactType::Entity {
+                    detector: Some(detector.clone()),
+                    entity: entity.clone(),
+                }),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    Some(Spanned::new(types?, e.span))
 }
 
 pub(crate) fn as_labels(_: &mut Ctx<'_>, value: &Value) -> Option<Spanned<Vec<Ident>>> {

@@ -63,7 +63,7 @@ pub(super) fn block(cx: &mut Ctx<'_>, d: &mut Decl, name: Ident, entries: Vec<En
             }
         }
     }
-    let redact = fields.read(cx, "redact", f::EXPECT_STRINGS, f::as_strings);
+    let redact = fields.read(cx, "redact", f::EXPECT_REDACT, f::as_redact);
     Block {
         name,
         when,
@@ -129,7 +129,7 @@ pub(super) fn route(
         ),
         tools: fields.read(cx, "tools", f::EXPECT_TOOLS, tools),
         cache: fields.choice(cx, "cache", &[("on", true), ("off", false)]),
-        redact: fields.read(cx, "redact", f::EXPECT_STRINGS, f::as_strings),
+        redact: fields.read(cx, "redact", f::EXPECT_REDACT, f::as_redact),
     }
 }
 

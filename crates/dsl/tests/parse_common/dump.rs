@@ -146,6 +146,20 @@ fn value(v: &FieldValue<'_>) -> String {
         FieldValue::Labels(l) => format!("[{}]", names(&l.value)),
         FieldValue::Str(s) => format!("{:?}", s.value),
         FieldValue::Strings(a) => format!("[{}]", strings(&a.value)),
+        FieldValue::Redact(a) => format!(
+            "[{}]",
+            a.value
+                .iter()
+                .map(|t| match t {
+                    src_dsl::ast::RedactType::Pii(s) => format!("{:?}", s.value),
+                    src_dsl::ast::RedactType::Entity { detector, entity } => match detector {
+                        Some(d) => format!("{}.{}", d.name, entity.name),
+                        None => entity.name.clone(),
+                    },
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
         FieldValue::Number(n) => number(&n.value),
         FieldValue::Duration(d) => duration(&d.value),
         FieldValue::Bool(b) => b.value.to_string(),

@@ -230,6 +230,7 @@ pub async fn run<D: Door>(
         view: &view,
         previous: previous.as_ref(),
         chain: chain.as_ref(),
+        models: pipeline.models,
     };
     let answered = forward::forward(
         pipeline.upstream,

@@ -443,7 +443,16 @@ impl Exchange {
         // never reads the values.
         let body = match &plan.redact {
             Some(redact) => {
-                let mut vault = src_compiler::pii::Vault::new();
+                use crate::pipeline::redact::{detected_vault, texts_of_body};
+                let tenant = crate::session::identity::tenant(policy, &view);
+                let texts = texts_of_body(&body);
+                let models = (pipeline.models, policy);
+                let mut vault = match detected_vault(texts, redact, models, &tenant).await {
+                    Ok(vault) => vault,
+                    Err(error) => {
+                        return Outcome::Answer(wire::immediate(answer_error(done, error)).await)
+                    }
+                };
                 let redacted = crate::pipeline::redact::redact_body(&body, redact, &mut vault);
                 done.record.redacted = crate::pipeline::redact::summary(&vault);
                 redacted.unwrap_or(body)

@@ -24,7 +24,8 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 use src_compiler::eval::{ModelCall, ModelKind, ModelResult};
-use src_compiler::hir::{CheckedPolicy, EncoderId, LabelId};
+use src_compiler::hir::{CheckedPolicy, DetectorId, EncoderId, LabelId};
+use src_compiler::pii::Detected;
 use src_dsl::ast::Device;
 use src_dsl::{codes, Diagnostic};
 
@@ -504,6 +505,77 @@ impl ModelSignals for OnnxModels {
                     Err(failed(format!("the encoder call failed ({reason})")))
                 }
             }
+        })
+    }
+
+    fn entities<'a>(
+        &'a self,
+        policy: &'a CheckedPolicy,
+        detector: DetectorId,
+        texts: &'a [String],
+        scope: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Vec<Detected>>, SignalError>> {
+        Box::pin(async move {
+            let def = policy.detectors.get(detector.index());
+            let failed = |message: String| SignalError {
+                signal: def.map_or_else(|| format!("detector #{}", detector.0), |d| d.name.clone()),
+                message,
+            };
+            let kind = ModelKind::Detector(detector);
+            let (Some(def), Some(batcher)) = (def, self.batcher_for(policy, kind)) else {
+                self.fail("unprepared", "error");
+                return Err(failed("the detector is not loaded".into()));
+            };
+            let deadline = tokio::time::Instant::now() + self.options.timeout;
+            let store = self.recall.store_of(policy);
+            let reading = reading_of(policy, kind);
+            // Polled together, the texts missing from the memo reach the batcher together.
+            let rows = futures_util::future::join_all(texts.iter().map(|text| {
+                self.recall
+                    .row(&batcher, (text, scope, reading), deadline, store)
+            }))
+            .await;
+            let types = src_compiler::bio::entity_types(&batcher.labels);
+            let mut found = Vec::with_capacity(texts.len());
+            for row in rows {
+                let row = row.map_err(|reason| {
+                    self.fail(&batcher.name, reason);
+                    failed(format!("the detector call failed ({reason})"))
+                })?;
+                let Some(windows) = Windows::unpack(&row) else {
+                    self.fail(&batcher.name, "error");
+                    return Err(failed("the detector answered no entities".into()));
+                };
+                if windows.past(reading.limit) {
+                    self.metrics
+                        .past_bound
+                        .get_or_create(&super::metrics::ModelLabel {
+                            model: batcher.name.clone(),
+                        })
+                        .inc();
+                    return Err(failed(format!(
+                        "a text is longer than the {} windows the detector reads",
+                        reading.limit
+                    )));
+                }
+                let Some(entities) = windows.rows().next().and_then(super::entities::unpack) else {
+                    self.fail(&batcher.name, "error");
+                    return Err(failed("the detector answered no entities".into()));
+                };
+                found.push(
+                    entities
+                        .iter()
+                        .filter(|e| f64::from(e.score) >= def.threshold)
+                        .filter_map(|e| {
+                            Some(Detected {
+                                span: e.start..e.end,
+                                kind: types.get(e.kind)?.as_str().into(),
+                            })
+                        })
+                        .collect(),
+                );
+            }
+            Ok(found)
         })
     }
 

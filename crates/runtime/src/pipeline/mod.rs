@@ -133,7 +133,8 @@ pub async fn decide_step(
     };
     let decision = decide::decide(pipeline.effects(), snapshot, asked, &mut facts).await;
     if let Some(recorder) = pipeline.recorder {
-        recorder.record(record_line(request, snapshot, &mut facts, &decision));
+        let vault = record_vault(pipeline, snapshot, request, &facts, &decision).await;
+        recorder.record(record_line(request, snapshot, &mut facts, &decision, vault));
     }
     let routing = routing_started.elapsed();
     pipeline.telemetry.routing.observe(routing.as_secs_f64());
@@ -208,12 +209,50 @@ pub async fn decide_step(
     }
 }
 
-/// The `--record` line of a decided request (see [`crate::record`]).
+/// The vault a redacting decision's `--record` line is written with: what the detectors its
+/// `redact` names find in the body and the model inputs kept. `None` when they cannot read
+/// them: the line then keeps neither.
+async fn record_vault(
+    pipeline: Pipeline<'_>,
+    snapshot: &Snapshot,
+    request: Parsed<'_>,
+    facts: &Facts,
+    decision: &Result<Decision, ApiError>,
+) -> Option<src_compiler::pii::Vault> {
+    let Ok(Decision::Forward(plan)) = decision else {
+        return Some(src_compiler::pii::Vault::new());
+    };
+    let Some(redact) = plan.redact.as_ref().filter(|r| !r.detectors().is_empty()) else {
+        return Some(src_compiler::pii::Vault::new());
+    };
+    let policy = snapshot.policy();
+    let mut texts = Vec::new();
+    if let Some(fields) = request.parsed.tree().as_object() {
+        for key in redact::CONVERSATION {
+            if let Some(value) = fields.get(key) {
+                redact::texts_of_value(value, &mut texts);
+            }
+        }
+    }
+    for model in &facts.models {
+        redact::texts_of_value(model, &mut texts);
+    }
+    let tenant = crate::session::identity::tenant(policy, request.view);
+    let models = (pipeline.models, policy);
+    redact::detected_vault(texts, redact, models, &tenant)
+        .await
+        .ok()
+}
+
+/// The `--record` line of a decided request (see [`crate::record`]), redacted with `vault` when
+/// the decision redacts (`None`: the detectors could not read the request, so its body and
+/// model inputs are left out).
 fn record_line(
     request: Parsed<'_>,
     snapshot: &Snapshot,
     facts: &mut Facts,
     decision: &Result<Decision, ApiError>,
+    vault: Option<src_compiler::pii::Vault>,
 ) -> Value {
     let policy = snapshot.policy();
     let name = |names: Vec<String>, index: usize| names.get(index).cloned();
@@ -286,13 +325,22 @@ fn record_line(
     let mut body = parsed.tree().clone();
     if let Ok(Decision::Forward(plan)) = decision {
         if let Some(redact) = &plan.redact {
-            let mut vault = src_compiler::pii::Vault::new();
-            redact::redact_value(&mut body, redact, &mut vault);
-            for model in &mut facts.models {
-                redact::redact_value(model, redact, &mut vault);
-            }
+            let summary = match vault {
+                Some(mut vault) => {
+                    redact::redact_value(&mut body, redact, &mut vault);
+                    for model in &mut facts.models {
+                        redact::redact_value(model, redact, &mut vault);
+                    }
+                    redact::summary(&vault)
+                }
+                None => {
+                    body = Value::Null;
+                    facts.models.clear();
+                    None
+                }
+            };
             if let Some(fields) = decided.as_object_mut() {
-                fields.insert("redacted".into(), redact::summary(&vault).into());
+                fields.insert("redacted".into(), summary.into());
             }
         }
     }

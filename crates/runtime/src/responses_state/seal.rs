@@ -16,7 +16,7 @@ use bytes::Bytes;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
-use src_compiler::pii::{EntityType, Vault};
+use src_compiler::pii::{EntityType, Kind, Vault};
 
 /// The first byte of sealed bytes: their layout (version, nonce, sealed values and tag).
 const VERSION: u8 = 1;
@@ -129,10 +129,15 @@ impl VaultKey {
         let values: Vec<(String, String)> = serde_json::from_slice(plain).ok()?;
         let typed = values
             .iter()
-            .map(|(kind, value)| Some((EntityType::from_name(kind)?, value.as_str())))
-            .collect::<Option<Vec<_>>>()?;
+            .map(|(kind, value)| (kind_named(kind), value.as_str()));
         Some(Vault::resume(typed))
     }
+}
+
+/// The placeholder kind a sealed vault names: a built-in type by its name, else a detector's
+/// entity type as its labels write it.
+fn kind_named(name: &str) -> Kind {
+    EntityType::from_name(name).map_or_else(|| Kind::Entity(name.into()), Kind::Pii)
 }
 
 /// The associated data of a vault kept under (`tenant`, `id`): a length-prefixed tenant, so
@@ -185,19 +190,22 @@ mod tests {
         let text = String::from_utf8_lossy(&sealed);
         assert!(!text.contains("ann@example.com") && !text.contains("4111"));
         let opened = key.open("t1", "resp_1", &sealed);
-        let values: Vec<(EntityType, String)> = opened
+        let values: Vec<(Kind, String)> = opened
             .iter()
             .flat_map(|v| {
                 v.values()
-                    .map(|(k, s)| (k, s.to_owned()))
+                    .map(|(k, s)| (k.clone(), s.to_owned()))
                     .collect::<Vec<_>>()
             })
             .collect();
         assert_eq!(
             values,
             vec![
-                (EntityType::Email, "ann@example.com".to_owned()),
-                (EntityType::CreditCard, "4111 1111 1111 1111".to_owned())
+                (Kind::Pii(EntityType::Email), "ann@example.com".to_owned()),
+                (
+                    Kind::Pii(EntityType::CreditCard),
+                    "4111 1111 1111 1111".to_owned()
+                )
             ]
         );
         assert!(key.open("t2", "resp_1", &sealed).is_none());

@@ -26,7 +26,7 @@ use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::hygiene::client_headers;
 use crate::pipeline::forward::{Outgoing, Transport};
 use crate::pipeline::intake::JsonBody;
-use crate::pipeline::redact::{redact_body, summary};
+use crate::pipeline::redact::{detected_vault, redact_body, summary, texts_of_body};
 use crate::pipeline::rewrite;
 use crate::pipeline::shape::{set_model_headers, ShapeInput, Shaping};
 use crate::policy_store::Snapshot;
@@ -53,7 +53,8 @@ pub(super) enum Tried<'p, B> {
         /// The values the candidate was sent placeholders for (a route's `redact`).
         vault: Option<Arc<Vault>>,
     },
-    /// The request could not be rewritten for a candidate: the client's to fix.
+    /// The request could not be rewritten for a candidate (the client's to fix), or a detector
+    /// its `redact` names could not read it (so no candidate may be sent it).
     Unbuildable(ApiError),
     /// The attempts ended without an answer.
     Ended(End),
@@ -189,6 +190,19 @@ pub(super) async fn try_candidates<'p, T: Transport>(
                     Some(Ok(vault)) => vault,
                     Some(Err(refused)) => return Tried::Unbuildable(refused),
                     None => Vault::new(),
+                };
+                // A detector's failure is no candidate's: none can be sent the raw text.
+                let tenant = crate::session::identity::tenant(policy, request.view);
+                let found = detected_vault(
+                    texts_of_body(&body),
+                    redact,
+                    (request.models, policy),
+                    &tenant,
+                )
+                .await;
+                match found {
+                    Ok(found) => vault.detect_as(found),
+                    Err(error) => return Tried::Unbuildable(error),
                 };
                 let redacted = redact_body(&body, redact, &mut vault).unwrap_or(body);
                 record.redacted = summary(&vault);

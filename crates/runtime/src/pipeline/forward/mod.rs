@@ -68,6 +68,8 @@ pub struct Outgoing<'a> {
     /// A `/v1/responses` turn continuing state only the backend holds: the vault its chain's
     /// earlier turns were redacted with, which a redacting candidate starts from.
     pub chain: Option<&'a ChainVault>,
+    /// Runs the detectors a route's `redact` names.
+    pub models: &'a dyn crate::hooks::ModelSignals,
 }
 
 /// How a candidate's request reaches its backend: the server's pooled clients, or a fake in

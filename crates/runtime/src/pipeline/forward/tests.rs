@@ -161,6 +161,7 @@ async fn attempt_under(
         view: &view,
         previous: None,
         chain: None,
+        models: &NoModelSignals,
     };
     let mut record = RequestRecord {
         request_id: "req-1".into(),

@@ -13,13 +13,17 @@
 //! again. Parsing the body into a tree and serialising it again ([`redact_reparsed`]) is the
 //! reference that path is held to, and what a body it does not read falls back to.
 
+mod detect;
 mod splice;
+
+pub use detect::{detected_vault, texts_of_body, texts_of_value};
 
 use serde_json::Value;
 use src_compiler::pii::{Redact, Vault};
 
 /// The top-level fields that hold what the model reads.
-const CONVERSATION: [&str; 5] = ["messages", "input", "instructions", "system", "prompt"];
+pub(crate) const CONVERSATION: [&str; 5] =
+    ["messages", "input", "instructions", "system", "prompt"];
 
 /// Keys whose string values are structure, not text.
 const NOT_TEXT: [&str; 17] = [
@@ -149,7 +153,7 @@ mod tests {
         assert_eq!(out["messages"][3]["content"], "sent to <EMAIL_1>");
         assert_eq!(
             vault.counts(),
-            vec![(EntityType::Email, 1), (EntityType::Phone, 1)]
+            vec![(EntityType::Email.into(), 1), (EntityType::Phone.into(), 1)]
         );
     }
 

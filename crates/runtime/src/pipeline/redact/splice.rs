@@ -62,6 +62,14 @@ pub(super) fn redact(
     Ok(Some(out))
 }
 
+/// The texts [`redact`] reads in `body`, decoded (what a detector is run over).
+pub(super) fn read_texts(body: &[u8]) -> Result<Vec<String>, Unread> {
+    Ok(texts(body)?
+        .into_iter()
+        .map(|t| t.text.into_owned())
+        .collect())
+}
+
 /// Every text of `body`'s conversation fields, in the order the reference path reads them.
 fn texts(body: &[u8]) -> Result<Vec<Text<'_>>, Unread> {
     let (members, end) = members(body, 0)?;
@@ -235,7 +243,7 @@ mod tests {
         let out = redact_body(body, &redact(), &mut vault).unwrap_or_default();
         let out = String::from_utf8_lossy(&out);
         assert!(!out.contains("@example.com"), "{out}");
-        assert_eq!(vault.counts(), vec![(EntityType::Email, 3)]);
+        assert_eq!(vault.counts(), vec![(EntityType::Email.into(), 3)]);
     }
 
     #[test]
