@@ -220,6 +220,32 @@ mod tests {
     }
 
     #[test]
+    fn a_detectors_types_come_back_as_theirs_and_keep_their_placeholders() {
+        let key = key();
+        let person: Kind = Kind::Entity("PERSON".into());
+        let kept = Vault::resume([
+            (Kind::Pii(EntityType::Email), "ann@example.com"),
+            (person.clone(), "Ann Lee"),
+        ]);
+        let sealed = key.seal("t1", "resp_1", &kept).unwrap_or_default();
+        let opened = key
+            .open("t1", "resp_1", &sealed)
+            .unwrap_or_else(|| panic!("the vault did not open"));
+        let values: Vec<(Kind, &str)> = opened.values().map(|(k, v)| (k.clone(), v)).collect();
+        assert_eq!(
+            values,
+            vec![
+                (Kind::Pii(EntityType::Email), "ann@example.com"),
+                (person, "Ann Lee")
+            ]
+        );
+        assert_eq!(
+            opened.restore("<PERSON_1> wrote from <EMAIL_1>", false),
+            Some("Ann Lee wrote from ann@example.com".to_owned())
+        );
+    }
+
+    #[test]
     fn a_key_file_holds_sixty_four_hex_digits() {
         let dir = std::env::temp_dir().join(format!("sr-vault-key-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
