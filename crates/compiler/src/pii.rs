@@ -33,6 +33,7 @@ mod email;
 mod iban;
 mod ip;
 mod jwt;
+mod memo;
 mod phone;
 mod private_key;
 mod scan;

@@ -8,16 +8,22 @@
 //! back into a whole text. An answer that streams comes in pieces that may cut a placeholder
 //! anywhere, so a [`Restoring`] channel holds back only a tail that can still grow into one of
 //! the vault's placeholders (never more than the longest of them) and lets the rest through.
+//!
+//! A vault made [`Vault::for_tenant`] asks its redaction's memo (`memo`) what a text holds
+//! before searching it, so a conversation's history resent at every turn is searched once per
+//! tenant.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{BuildError, EntityType, Recognizers};
+use super::memo::{self, Memo};
+use super::{BuildError, EntityType, Found, Recognizers};
 
-/// The types a route or block redacts, with their recognizers.
+/// The types a route or block redacts, with their recognizers and the memo of what they found.
 #[derive(Clone)]
 pub struct Redact {
     recognizers: Arc<Recognizers>,
+    memo: Arc<Memo>,
 }
 
 impl Redact {
@@ -25,12 +31,36 @@ impl Redact {
     pub fn new(types: &[EntityType]) -> Result<Redact, BuildError> {
         Ok(Redact {
             recognizers: Arc::new(Recognizers::new(types)?),
+            memo: Arc::new(Memo::new()),
         })
     }
 
     /// The types redacted, in the documented order.
     pub fn types(&self) -> &[EntityType] {
         self.recognizers.types()
+    }
+
+    /// The entities of `text`, from the memo under `scope` (a tenant's keyed hash) when there
+    /// is one.
+    fn find(&self, scope: Option<u128>, text: &str) -> Arc<[Found]> {
+        match scope {
+            Some(scope) => self.memo.spans(scope, text, || self.recognizers.find(text)),
+            None => self.recognizers.find(text).into(),
+        }
+    }
+
+    /// How many texts and bytes the memo holds.
+    #[cfg(test)]
+    pub(super) fn memo_size(&self) -> (usize, u64) {
+        self.memo.size()
+    }
+
+    #[cfg(test)]
+    pub(super) fn with_memo_bytes(types: &[EntityType], bytes: u64) -> Result<Redact, BuildError> {
+        Ok(Redact {
+            recognizers: Arc::new(Recognizers::new(types)?),
+            memo: Arc::new(Memo::with_capacity(bytes)),
+        })
     }
 }
 
@@ -65,6 +95,9 @@ pub struct Vault {
     replaced: usize,
     /// The longest placeholder, in bytes: the most a stream ever holds back.
     longest: usize,
+    /// The keyed hash of the tenant whose memo entries this vault reads and writes; `None`:
+    /// every text is searched.
+    scope: Option<u128>,
 }
 
 /// How many values a vault finds by reading its list rather than an index.
@@ -78,20 +111,31 @@ struct Entry {
 }
 
 impl Vault {
+    /// A vault that searches every text.
     pub fn new() -> Vault {
         Vault::default()
+    }
+
+    /// A vault for a request of `tenant`: what a text holds is remembered in the redaction's
+    /// memo under the tenant, and read from it when the tenant sends that text again. A call
+    /// the policy keeps apart from every other (no credential) gets [`Vault::new`] instead.
+    pub fn for_tenant(tenant: &str) -> Vault {
+        Vault {
+            scope: memo::keyed(tenant.as_bytes()),
+            ..Vault::default()
+        }
     }
 
     /// `text` with each entity of `redact`'s types replaced by its placeholder; `None` when it
     /// holds none (the text stays as it is).
     pub fn redact(&mut self, redact: &Redact, text: &str) -> Option<String> {
-        let found = redact.recognizers.find(text);
+        let found = redact.find(self.scope, text);
         if found.is_empty() {
             return None;
         }
         let mut out = String::with_capacity(text.len());
         let mut at = 0;
-        for entity in found {
+        for entity in found.iter() {
             // Spans of two types may overlap: the first (by start) wins.
             if entity.span.start < at {
                 continue;
@@ -376,6 +420,101 @@ mod tests {
         let mut stream = Restoring::new(false);
         assert_eq!(stream.push(&vault, "to <EMAIL_4"), "to ");
         assert_eq!(stream.push(&vault, "8>."), "u47@example.com.");
+    }
+
+    /// A conversation's texts, one more each turn, each later one with a new value.
+    const TURNS: [&str; 5] = [
+        "update jane.doe@example.com, +44 20 7946 0958, 192.168.0.1, DE89 3704 0044 0532 0130 00",
+        "Noted, I have updated the contact.",
+        "also, the new number is +44 20 7946 0001 (not 0958), please keep it",
+        "and write to bob@example.org from 10.0.0.7 — é ü \u{200B}",
+        "nothing new here, order 12345678",
+    ];
+
+    fn four() -> Redact {
+        redact(&[
+            EntityType::Email,
+            EntityType::Phone,
+            EntityType::IpAddress,
+            EntityType::Iban,
+        ])
+    }
+
+    /// Every turn's request, redacted by `vault()`'s vaults, one per request.
+    fn conversation(r: &Redact, vault: impl Fn() -> Vault) -> Vec<Vec<Option<String>>> {
+        (1..=TURNS.len())
+            .map(|n| {
+                let mut v = vault();
+                TURNS[..n].iter().map(|t| v.redact(r, t)).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tenant_s_texts_sent_again_are_read_from_the_memo_and_redacted_the_same() {
+        let r = four();
+        let searched = conversation(&r, Vault::new);
+        assert_eq!(r.memo_size().0, 0, "a vault without a tenant keeps nothing");
+        assert_eq!(
+            searched[4][2].as_deref(),
+            Some("also, the new number is <PHONE_2> (not 0958), please keep it")
+        );
+        let remembered = conversation(&r, || Vault::for_tenant("tenant-a"));
+        assert_eq!(remembered, searched);
+        // Each text was searched once and kept once, entities or not.
+        assert_eq!(r.memo_size().0, TURNS.len());
+        let again = conversation(&r, || Vault::for_tenant("tenant-a"));
+        assert_eq!(again, searched);
+        assert_eq!(r.memo_size().0, TURNS.len());
+        // Another tenant's texts are its own entries, found the same.
+        assert_eq!(conversation(&r, || Vault::for_tenant("tenant-b")), searched);
+        assert_eq!(r.memo_size().0, 2 * TURNS.len());
+    }
+
+    #[test]
+    fn each_redaction_remembers_what_its_own_types_found() {
+        let email = redact(&[EntityType::Email]);
+        let both = redact(&[EntityType::Email, EntityType::Phone]);
+        let text = "ann@example.com or +44 20 7946 0958";
+        for _ in 0..2 {
+            let mut v = Vault::for_tenant("t");
+            assert_eq!(
+                v.redact(&email, text).as_deref(),
+                Some("<EMAIL_1> or +44 20 7946 0958")
+            );
+            assert_eq!(
+                v.redact(&both, text).as_deref(),
+                Some("<EMAIL_1> or <PHONE_1>")
+            );
+        }
+        assert_eq!((email.memo_size().0, both.memo_size().0), (1, 1));
+    }
+
+    #[test]
+    fn the_memo_stays_within_its_bytes_and_evicted_texts_are_searched_again() {
+        let bytes = 4096;
+        let r = Redact::with_memo_bytes(&[EntityType::Email, EntityType::Phone], bytes)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for round in 0..2 {
+            for i in 0..500 {
+                let text =
+                    format!("write to u{i}@example.com or v{i}@example.com, call +1 415 555 0132");
+                let mut remembered = Vault::for_tenant("t");
+                let mut searched = Vault::new();
+                assert_eq!(
+                    remembered.redact(&r, &text),
+                    searched.redact(&r, &text),
+                    "round {round}, text {i}"
+                );
+                let (texts, held) = r.memo_size();
+                assert!(held <= bytes, "{held} bytes held");
+                assert!(
+                    texts <= (bytes / memo::ENTRY_BYTES) as usize,
+                    "{texts} texts"
+                );
+            }
+        }
+        assert!(r.memo_size().0 > 0);
     }
 
     #[test]

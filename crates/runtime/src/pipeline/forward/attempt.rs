@@ -11,8 +11,9 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
 use opentelemetry::trace::SpanKind;
 use src_compiler::failover::{Attempts, End, Health, Judged, Next, Unanswered, Why};
-use src_compiler::hir::{ModelDef, ModelId};
+use src_compiler::hir::{CheckedPolicy, ModelDef, ModelId};
 use src_compiler::pii::Vault;
+use src_compiler::request::RequestView;
 
 use crate::anthropic::dialect::{self, Dialect};
 use crate::anthropic::to_chat::{ChatForm, Untranslatable};
@@ -184,7 +185,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
         };
         let (body, vault) = match &plan.redact {
             Some(redact) => {
-                let mut vault = Vault::new();
+                let mut vault = redaction_vault(policy, request.view);
                 let redacted = redact_body(&body, redact, &mut vault).unwrap_or(body);
                 record.redacted = summary(&vault);
                 (redacted, Some(Arc::new(vault)))
@@ -293,4 +294,15 @@ fn chat_form<'r>(
         return None;
     }
     Some(request.parsed.chat_form())
+}
+
+/// The vault of a redacted request: the tenant's, whose texts seen before are not searched
+/// again; a call the policy keeps apart (no credential) searches every text, so no other call
+/// can tell from its timing what it sent.
+fn redaction_vault(policy: &CheckedPolicy, view: &RequestView) -> Vault {
+    if crate::session::identity::isolated(policy, view) {
+        Vault::new()
+    } else {
+        Vault::for_tenant(&crate::session::identity::tenant(policy, view))
+    }
 }
