@@ -298,11 +298,20 @@ fn chat_form<'r>(
 
 /// The vault of a redacted request: the tenant's, whose texts seen before are not searched
 /// again; a call the policy keeps apart (no credential) searches every text, so no other call
-/// can tell from its timing what it sent.
+/// can tell from its timing what it sent. Without a `tenant` expression a tenant is its
+/// credential's hash, so the credential itself names the tenant's memo entries (hashed there
+/// under the memo's secret, never kept), and the request does not pay for a sha256.
 fn redaction_vault(policy: &CheckedPolicy, view: &RequestView) -> Vault {
     if crate::session::identity::isolated(policy, view) {
-        Vault::new()
-    } else {
-        Vault::for_tenant(&crate::session::identity::tenant(policy, view))
+        return Vault::new();
+    }
+    let claims = policy
+        .session
+        .as_ref()
+        .is_some_and(|def| def.tenant.is_some());
+    match view.api_key.as_deref() {
+        // A NUL first: no tenant's name starts with one, so a key never names a tenant's entries.
+        Some(key) if !claims && !key.trim().is_empty() => Vault::for_tenant(&format!("\0{key}")),
+        _ => Vault::for_tenant(&crate::session::identity::tenant(policy, view)),
     }
 }
