@@ -443,7 +443,7 @@ impl Exchange {
         // never reads the values.
         let body = match &plan.redact {
             Some(redact) => {
-                let mut vault = src_compiler::pii::Vault::new();
+                let mut vault = crate::pipeline::redact::tenant_vault(snapshot.policy(), &view);
                 let redacted = crate::pipeline::redact::redact_body(&body, redact, &mut vault);
                 done.record.redacted = crate::pipeline::redact::summary(&vault);
                 redacted.unwrap_or(body)

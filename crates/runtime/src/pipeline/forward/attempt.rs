@@ -11,9 +11,8 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
 use opentelemetry::trace::SpanKind;
 use src_compiler::failover::{Attempts, End, Health, Judged, Next, Unanswered, Why};
-use src_compiler::hir::{CheckedPolicy, ModelDef, ModelId};
+use src_compiler::hir::{ModelDef, ModelId};
 use src_compiler::pii::Vault;
-use src_compiler::request::RequestView;
 
 use crate::anthropic::dialect::{self, Dialect};
 use crate::anthropic::to_chat::{ChatForm, Untranslatable};
@@ -26,7 +25,7 @@ use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::hygiene::client_headers;
 use crate::pipeline::forward::{Outgoing, Transport};
 use crate::pipeline::intake::JsonBody;
-use crate::pipeline::redact::{redact_body, summary};
+use crate::pipeline::redact::{redact_body, summary, tenant_vault};
 use crate::pipeline::rewrite;
 use crate::pipeline::shape::{set_model_headers, ShapeInput, Shaping};
 use crate::policy_store::Snapshot;
@@ -185,7 +184,7 @@ pub(super) async fn try_candidates<'p, T: Transport>(
         };
         let (body, vault) = match &plan.redact {
             Some(redact) => {
-                let mut vault = redaction_vault(policy, request.view);
+                let mut vault = tenant_vault(policy, request.view);
                 let redacted = redact_body(&body, redact, &mut vault).unwrap_or(body);
                 record.redacted = summary(&vault);
                 (redacted, Some(Arc::new(vault)))
@@ -294,24 +293,4 @@ fn chat_form<'r>(
         return None;
     }
     Some(request.parsed.chat_form())
-}
-
-/// The vault of a redacted request: the tenant's, whose texts seen before are not searched
-/// again; a call the policy keeps apart (no credential) searches every text, so no other call
-/// can tell from its timing what it sent. Without a `tenant` expression a tenant is its
-/// credential's hash, so the credential itself names the tenant's memo entries (hashed there
-/// under the memo's secret, never kept), and the request does not pay for a sha256.
-fn redaction_vault(policy: &CheckedPolicy, view: &RequestView) -> Vault {
-    if crate::session::identity::isolated(policy, view) {
-        return Vault::new();
-    }
-    let claims = policy
-        .session
-        .as_ref()
-        .is_some_and(|def| def.tenant.is_some());
-    match view.api_key.as_deref() {
-        // A NUL first: no tenant's name starts with one, so a key never names a tenant's entries.
-        Some(key) if !claims && !key.trim().is_empty() => Vault::for_tenant(&format!("\0{key}")),
-        _ => Vault::for_tenant(&crate::session::identity::tenant(policy, view)),
-    }
 }
