@@ -40,9 +40,7 @@ static SECRET: LazyLock<Option<SecretInput<[u8; 192]>>> = LazyLock::new(|| {
     let state = std::hash::RandomState::new();
     let mut secret = [0u8; 192];
     for (i, chunk) in secret.chunks_exact_mut(8).enumerate() {
-        let mut h = state.build_hasher();
-        i.hash(&mut h);
-        chunk.copy_from_slice(&h.finish().to_le_bytes());
+        chunk.copy_from_slice(&state.hash_one(i).to_le_bytes());
     }
     SecretInput::try_new(secret)
 });
