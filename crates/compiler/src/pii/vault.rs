@@ -133,7 +133,8 @@ impl Vault {
         if found.is_empty() {
             return None;
         }
-        let mut out = String::with_capacity(text.len());
+        // A placeholder may be longer than its value (`<IP_ADDRESS_1>` for `10.0.0.7`).
+        let mut out = String::with_capacity(text.len() + 16);
         let mut at = 0;
         for entity in found.iter() {
             // Spans of two types may overlap: the first (by start) wins.
@@ -161,6 +162,9 @@ impl Vault {
                 *n
             }
             None => {
+                if self.counts.is_empty() {
+                    self.counts.reserve(4);
+                }
                 self.counts.push((kind, 1));
                 1
             }
@@ -168,10 +172,14 @@ impl Vault {
         let placeholder = placeholder(kind, n);
         self.longest = self.longest.max(placeholder.len());
         let i = self.entries.len();
+        if self.entries.is_empty() {
+            // A request carries a handful of values: room for them at once, not by doubling.
+            self.entries.reserve(SCANNED / 2);
+        }
         self.entries.push(Entry {
             kind,
             value: value.into(),
-            placeholder: placeholder.into(),
+            placeholder,
         });
         if self.entries.len() == SCANNED + 1 {
             for j in 0..self.entries.len() {
@@ -277,14 +285,11 @@ impl Vault {
     }
 }
 
-/// `<TYPE_N>`: the type's name in capitals and the value's number among that type's.
-fn placeholder(kind: EntityType, n: usize) -> String {
+/// `<TYPE_N>`: the type's name in capitals and the value's number among that type's, allocated
+/// once at its exact length (a vault makes one for every value of every redacted request).
+fn placeholder(kind: EntityType, n: usize) -> Box<str> {
     let name = kind.name();
-    let mut out = String::with_capacity(name.len() + 8);
-    out.push('<');
-    out.extend(name.chars().map(|c| c.to_ascii_uppercase()));
-    out.push('_');
-    // The digits of `n`, most significant first.
+    // The digits of `n`, least significant first.
     let mut digits = [0u8; 20];
     let mut len = 0;
     let mut rest = n;
@@ -296,9 +301,14 @@ fn placeholder(kind: EntityType, n: usize) -> String {
             break;
         }
     }
+    let mut out = String::with_capacity(name.len() + len + 3);
+    out.push('<');
+    out.push_str(name);
+    out.make_ascii_uppercase();
+    out.push('_');
     out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
     out.push('>');
-    out
+    out.into_boxed_str()
 }
 
 fn push_value(out: &mut String, value: &str, escape: bool) {
