@@ -34,6 +34,7 @@ mod email;
 mod iban;
 mod ip;
 mod jwt;
+mod memo;
 mod phone;
 mod private_key;
 mod scan;

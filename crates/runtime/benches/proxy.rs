@@ -11,7 +11,12 @@
 //! (the body searched, its strings with entities rewritten with placeholders; the answer
 //! searched for them). The same request sent again is what a conversation's history is at every
 //! turn; `redacted_first_seen` gives every request a phone number the router has not seen
-//! before, so the number is validated each time rather than remembered.
+//! before, so the number is validated each time rather than remembered. The conversation
+//! benches send a conversation that grows, through the plain route and the redacting one: each
+//! turn resends the history (the five entities' message first, the assistant's answers between)
+//! and adds one user message carrying one entity new to the router, eight turns a
+//! conversation. Requests carry an API key, as a tenant's do: the router remembers what a
+//! tenant's texts hold, and a call without a credential is kept apart from that memo.
 
 use std::time::Duration;
 
@@ -46,6 +51,45 @@ route default {{ to small  {redact} }}
 "#
     )
 }
+
+/// The turns of one conversation of the conversation benches.
+const TURNS: u32 = 8;
+
+/// Turn `turn` (from 0) of conversation `n` of the conversation benches, as JSON: the system
+/// prompt, the five entities' message, and one user message per later turn, each with one
+/// entity no earlier turn of any conversation carried (an email address, a phone number or an
+/// IP address in turn), the assistant's short answer between two user messages.
+fn conversation_body(n: u32, turn: u32) -> String {
+    let first = FIVE_ENTITIES_BODY
+        .split(r#""content":""#)
+        .nth(2)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default();
+    let mut messages = vec![
+        serde_json::json!({"role": "system", "content": "You are helpful."}),
+        serde_json::json!({"role": "user", "content": first}),
+    ];
+    for t in 1..=turn {
+        messages.push(serde_json::json!({"role": "assistant", "content": "Noted, I have updated the contact."}));
+        let id = n * TURNS + t;
+        let entity = match t % 3 {
+            0 => format!("the new address is user{id}@example.com"),
+            1 => format!("the new number is +44 20 7946 {:04}", id % 10_000),
+            _ => format!(
+                "the new address is 10.{}.{}.{}",
+                (id >> 16) & 255,
+                (id >> 8) & 255,
+                id & 255
+            ),
+        };
+        messages.push(serde_json::json!({"role": "user", "content": format!("also, {entity}, please keep it")}));
+    }
+    serde_json::json!({"model": "auto", "messages": messages, "temperature": 0.2, "max_tokens": 4})
+        .to_string()
+}
+
+/// The API key the bench's requests carry: one tenant's.
+const API_KEY: &str = "Bearer sk-bench-tenant";
 
 const MESSAGES_BODY: &str = r#"{"model":"auto","system":"You are helpful.","messages":[{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],"temperature":0.2,"max_tokens":4}"#;
 
@@ -117,6 +161,7 @@ route default {{ to small }}
         async move {
             let request = Request::post(url)
                 .header("content-type", "application/json")
+                .header("authorization", API_KEY)
                 .body(Full::new(Bytes::from(body)));
             let Ok(request) = request else { return 0 };
             match client.request(request).await {
@@ -195,6 +240,19 @@ route default {{ to small }}
         eprintln!("a first-seen number was not redacted: the backend read {received}");
         return;
     }
+    // A conversation's later turn: every value of every turn replaced, each new one numbered
+    // after the first message's.
+    let status = rt.block_on(send(redacted_url.clone(), conversation_body(100_000, 3)));
+    let received = sim.received().pop().map(|r| r.body).unwrap_or_default();
+    let received = String::from_utf8_lossy(&received);
+    let placeholders = ["<PHONE_2>", "<IP_ADDRESS_2>", "<EMAIL_3>", "<IBAN_1>"];
+    if status != 200
+        || received.contains("@example.com")
+        || !placeholders.iter().all(|p| received.contains(p))
+    {
+        eprintln!("a conversation's turn was not redacted: the backend read {received}");
+        return;
+    }
     let mut group = c.benchmark_group("redact_five_entities");
     group.bench_function("direct_to_backend", |b| {
         b.iter(|| rt.block_on(send(direct_url.clone(), five_direct.clone())))
@@ -216,6 +274,20 @@ route default {{ to small }}
             rt.block_on(send(redacted_url.clone(), body))
         })
     });
+    // Both routes get the same turns in the same order, from the first conversation on.
+    for (name, url) in [
+        ("through_router_conversation", &plain_url),
+        ("redacted_conversation", &redacted_url),
+    ] {
+        let mut sent = 0u32;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let body = conversation_body(sent / TURNS, sent % TURNS);
+                sent += 1;
+                rt.block_on(send(url.clone(), body))
+            })
+        });
+    }
     group.finish();
     rt.block_on(async {
         let _ = server.shutdown().await;

@@ -359,3 +359,70 @@ async fn the_external_processor_sends_the_gateway_placeholders_too() -> TestResu
     assert_eq!(line["redacted"], "email=1,phone=1");
     Ok(())
 }
+
+/// A conversation's turns, the first the prompt, each later one with a value not sent before.
+const TURNS: [&str; 4] = [
+    PROMPT,
+    "or write to bo.kim@example.org instead",
+    "my cell is +1 415 555 0199, thanks",
+    "nothing new",
+];
+
+/// The chat request of the conversation's first `n` turns, the answers between them.
+fn turns(n: usize) -> Value {
+    let mut messages = Vec::new();
+    for (i, turn) in TURNS[..n].iter().enumerate() {
+        if i > 0 {
+            messages.push(json!({"role": "assistant", "content": "Noted."}));
+        }
+        messages.push(json!({"role": "user", "content": turn}));
+    }
+    json!({"model": "auto", "messages": messages})
+}
+
+#[tokio::test]
+async fn a_conversation_resent_by_its_tenant_reaches_the_backend_as_one_searched_afresh(
+) -> TestResult {
+    let upstream = Upstream::start(echo).await?;
+    let router = Router::start(&policy(&upstream.url)).await?;
+    // The router remembers what a tenant's texts held: the same tenant twice, another, and a
+    // call without a credential, which is searched afresh every time.
+    let callers: [&[(&str, &str)]; 4] = [
+        &[("authorization", "Bearer sk-tenant-a")],
+        &[("authorization", "Bearer sk-tenant-a")],
+        &[("authorization", "Bearer sk-tenant-b")],
+        &[],
+    ];
+    for headers in callers {
+        for n in 1..=TURNS.len() {
+            let answer = router.chat(&turns(n), headers).await?;
+            assert_eq!(
+                answer.status,
+                200,
+                "{}",
+                String::from_utf8_lossy(&answer.body)
+            );
+        }
+    }
+    let posts = upstream.posts();
+    assert_eq!(posts.len(), callers.len() * TURNS.len());
+    let searched = &posts[(callers.len() - 1) * TURNS.len()..];
+    for (i, post) in posts.iter().enumerate() {
+        assert_eq!(post.body, searched[i % TURNS.len()].body, "request {i}");
+        let sent = String::from_utf8_lossy(&post.bytes);
+        for value in VALUES.iter().chain(&["bo.kim@example.org", "555 0199"]) {
+            assert!(
+                !sent.contains(value),
+                "request {i} was sent {value}: {sent}"
+            );
+        }
+    }
+    let last = &searched[TURNS.len() - 1].body["messages"];
+    assert_eq!(
+        last[0]["content"],
+        "Mail <EMAIL_1> or call <PHONE_1> about it"
+    );
+    assert_eq!(last[2]["content"], "or write to <EMAIL_2> instead");
+    assert_eq!(last[4]["content"], "my cell is <PHONE_2>, thanks");
+    Ok(())
+}

@@ -110,10 +110,10 @@ impl Detections {
 /// ordered by start. Where two overlap the earlier one wins, and of two that start together the
 /// longer (then the built-in type, then the type's name): the same spans always give the same
 /// text.
-pub(super) fn merged(found: Vec<Found>, detected: &[Detected]) -> Vec<(Kind, Range<usize>)> {
+pub(super) fn merged(found: &[Found], detected: &[Detected]) -> Vec<(Kind, Range<usize>)> {
     let mut all: Vec<(Kind, Range<usize>)> = found
-        .into_iter()
-        .map(|f| (Kind::Pii(f.kind), f.span))
+        .iter()
+        .map(|f| (Kind::Pii(f.kind), f.span.clone()))
         .chain(
             detected
                 .iter()
@@ -155,7 +155,7 @@ mod tests {
             kind: EntityType::Email,
         }];
         let spans = merged(
-            found,
+            &found,
             &[
                 detected(0, 4, "PERSON"),
                 detected(0, 8, "LOCATION"),

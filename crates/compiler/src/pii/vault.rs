@@ -11,19 +11,25 @@
 //!
 //! A detector's entities are a second source of spans: the runtime runs the model and gives the
 //! vault what it found ([`Vault::with_detections`]), merged with the recognizers' spans.
+//!
+//! A vault made [`Vault::for_tenant`] asks its redaction's memo (`memo`) what a text holds
+//! before searching it, so a conversation's history resent at every turn is searched once per
+//! tenant.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::detected::{merged, Detections, DetectorTypes, Kind};
-use super::{BuildError, EntityType, Recognizers};
+use super::memo::{self, Memo};
+use super::{BuildError, EntityType, Found, Recognizers};
 
-/// The types a route or block redacts, with their recognizers.
+/// The types a route or block redacts, with their recognizers and the memo of what they found.
 #[derive(Clone)]
 pub struct Redact {
     recognizers: Arc<Recognizers>,
     /// The detectors' types, found by the runtime.
     detectors: Vec<DetectorTypes>,
+    memo: Arc<Memo>,
 }
 
 impl Redact {
@@ -32,6 +38,7 @@ impl Redact {
         Ok(Redact {
             recognizers: Arc::new(Recognizers::new(types)?),
             detectors: Vec::new(),
+            memo: Arc::new(Memo::new()),
         })
     }
 
@@ -60,6 +67,30 @@ impl Redact {
             .iter()
             .flat_map(|d| d.types.iter().map(move |t| format!("{}.{t}", d.name)));
         builtin.chain(detected).collect()
+    }
+
+    /// The entities of `text`, from the memo under `scope` (a tenant's keyed hash) when there
+    /// is one.
+    fn find(&self, scope: Option<u128>, text: &str) -> Arc<[Found]> {
+        match scope {
+            Some(scope) => self.memo.spans(scope, text, || self.recognizers.find(text)),
+            None => self.recognizers.find(text).into(),
+        }
+    }
+
+    /// How many texts and bytes the memo holds.
+    #[cfg(test)]
+    pub(super) fn memo_size(&self) -> (usize, u64) {
+        self.memo.size()
+    }
+
+    #[cfg(test)]
+    pub(super) fn with_memo_bytes(types: &[EntityType], bytes: u64) -> Result<Redact, BuildError> {
+        Ok(Redact {
+            recognizers: Arc::new(Recognizers::new(types)?),
+            detectors: Vec::new(),
+            memo: Arc::new(Memo::with_capacity(bytes)),
+        })
     }
 }
 
@@ -96,6 +127,9 @@ pub struct Vault {
     longest: usize,
     /// What the detectors found in the request's texts.
     detections: Option<Arc<Detections>>,
+    /// The keyed hash of the tenant whose memo entries this vault reads and writes; `None`:
+    /// every text is searched.
+    scope: Option<u128>,
 }
 
 /// How many values a vault finds by reading its list rather than an index.
@@ -109,6 +143,7 @@ struct Entry {
 }
 
 impl Vault {
+    /// A vault that searches every text.
     pub fn new() -> Vault {
         Vault::default()
     }
@@ -121,19 +156,36 @@ impl Vault {
         }
     }
 
+    /// A vault for a request of `tenant`: what a text holds is remembered in the redaction's
+    /// memo under the tenant, and read from it when the tenant sends that text again. A call
+    /// the policy keeps apart from every other (no credential) gets [`Vault::new`] instead.
+    pub fn for_tenant(tenant: &str) -> Vault {
+        Vault {
+            scope: memo::keyed(tenant.as_bytes()),
+            ..Vault::default()
+        }
+    }
+
     /// This vault going on with what the detectors found (`found`, a vault
-    /// [`Vault::with_detections`] made for the same request): a chain's vault redacting a turn
-    /// a detector read.
+    /// [`Vault::with_detections`] made for the same request).
     pub fn detect_as(&mut self, found: Vault) {
         if found.detections.is_some() {
             self.detections = found.detections;
         }
     }
 
+    /// This vault going on from `earlier`'s values (a chain's vault, [`Vault::resume`]): each
+    /// keeps the placeholder it had, and a new value gets the next number of its type.
+    pub fn go_on_from(&mut self, earlier: &Vault) {
+        for entry in &earlier.entries {
+            self.placeholder(entry.kind.clone(), &entry.value);
+        }
+    }
+
     /// `text` with each entity of `redact`'s types replaced by its placeholder; `None` when it
     /// holds none (the text stays as it is).
     pub fn redact(&mut self, redact: &Redact, text: &str) -> Option<String> {
-        let found = redact.recognizers.find(text);
+        let found = redact.find(self.scope, text);
         // An `Arc` clone: the spans are read while entries are added.
         let detections = self.detections.clone();
         let detected = detections.as_deref().map_or(&[][..], |d| d.of(text));
@@ -142,13 +194,14 @@ impl Vault {
         }
         let spans: Vec<(Kind, std::ops::Range<usize>)> = if detected.is_empty() {
             found
-                .into_iter()
-                .map(|f| (Kind::Pii(f.kind), f.span))
+                .iter()
+                .map(|f| (Kind::Pii(f.kind), f.span.clone()))
                 .collect()
         } else {
-            merged(found, detected)
+            merged(&found, detected)
         };
-        let mut out = String::with_capacity(text.len());
+        // A placeholder may be longer than its value (`<IP_ADDRESS_1>` for `10.0.0.7`).
+        let mut out = String::with_capacity(text.len() + 16);
         let mut at = 0;
         for (kind, span) in spans {
             // Spans of two types may overlap: the first (by start) wins.
@@ -176,6 +229,9 @@ impl Vault {
                 *n
             }
             None => {
+                if self.counts.is_empty() {
+                    self.counts.reserve(4);
+                }
                 self.counts.push((kind.clone(), 1));
                 1
             }
@@ -183,10 +239,14 @@ impl Vault {
         let placeholder = placeholder(&kind, n);
         self.longest = self.longest.max(placeholder.len());
         let i = self.entries.len();
+        if self.entries.is_empty() {
+            // A request carries a handful of values: room for them at once, not by doubling.
+            self.entries.reserve(SCANNED / 2);
+        }
         self.entries.push(Entry {
             kind,
             value: value.into(),
-            placeholder: placeholder.into(),
+            placeholder,
         });
         if self.entries.len() == SCANNED + 1 {
             for j in 0..self.entries.len() {
@@ -310,14 +370,11 @@ impl Vault {
     }
 }
 
-/// `<TYPE_N>`: the type's name in capitals and the value's number among that type's.
-fn placeholder(kind: &Kind, n: usize) -> String {
+/// `<TYPE_N>`: the type's name in capitals and the value's number among that type's, allocated
+/// once at its exact length (a vault makes one for every value of every redacted request).
+fn placeholder(kind: &Kind, n: usize) -> Box<str> {
     let name = kind.name();
-    let mut out = String::with_capacity(name.len() + 8);
-    out.push('<');
-    out.extend(name.chars().map(|c| c.to_ascii_uppercase()));
-    out.push('_');
-    // The digits of `n`, most significant first.
+    // The digits of `n`, least significant first.
     let mut digits = [0u8; 20];
     let mut len = 0;
     let mut rest = n;
@@ -329,9 +386,14 @@ fn placeholder(kind: &Kind, n: usize) -> String {
             break;
         }
     }
+    let mut out = String::with_capacity(name.len() + len + 3);
+    out.push('<');
+    out.push_str(name);
+    out.make_ascii_uppercase();
+    out.push('_');
     out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
     out.push('>');
-    out
+    out.into_boxed_str()
 }
 
 fn push_value(out: &mut String, value: &str, escape: bool) {
@@ -459,6 +521,101 @@ mod tests {
         let mut stream = Restoring::new(false);
         assert_eq!(stream.push(&vault, "to <EMAIL_4"), "to ");
         assert_eq!(stream.push(&vault, "8>."), "u47@example.com.");
+    }
+
+    /// A conversation's texts, one more each turn, each later one with a new value.
+    const TURNS: [&str; 5] = [
+        "update jane.doe@example.com, +44 20 7946 0958, 192.168.0.1, DE89 3704 0044 0532 0130 00",
+        "Noted, I have updated the contact.",
+        "also, the new number is +44 20 7946 0001 (not 0958), please keep it",
+        "and write to bob@example.org from 10.0.0.7 — é ü \u{200B}",
+        "nothing new here, order 12345678",
+    ];
+
+    fn four() -> Redact {
+        redact(&[
+            EntityType::Email,
+            EntityType::Phone,
+            EntityType::IpAddress,
+            EntityType::Iban,
+        ])
+    }
+
+    /// Every turn's request, redacted by `vault()`'s vaults, one per request.
+    fn conversation(r: &Redact, vault: impl Fn() -> Vault) -> Vec<Vec<Option<String>>> {
+        (1..=TURNS.len())
+            .map(|n| {
+                let mut v = vault();
+                TURNS[..n].iter().map(|t| v.redact(r, t)).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tenant_s_texts_sent_again_are_read_from_the_memo_and_redacted_the_same() {
+        let r = four();
+        let searched = conversation(&r, Vault::new);
+        assert_eq!(r.memo_size().0, 0, "a vault without a tenant keeps nothing");
+        assert_eq!(
+            searched[4][2].as_deref(),
+            Some("also, the new number is <PHONE_2> (not 0958), please keep it")
+        );
+        let remembered = conversation(&r, || Vault::for_tenant("tenant-a"));
+        assert_eq!(remembered, searched);
+        // Each text was searched once and kept once, entities or not.
+        assert_eq!(r.memo_size().0, TURNS.len());
+        let again = conversation(&r, || Vault::for_tenant("tenant-a"));
+        assert_eq!(again, searched);
+        assert_eq!(r.memo_size().0, TURNS.len());
+        // Another tenant's texts are its own entries, found the same.
+        assert_eq!(conversation(&r, || Vault::for_tenant("tenant-b")), searched);
+        assert_eq!(r.memo_size().0, 2 * TURNS.len());
+    }
+
+    #[test]
+    fn each_redaction_remembers_what_its_own_types_found() {
+        let email = redact(&[EntityType::Email]);
+        let both = redact(&[EntityType::Email, EntityType::Phone]);
+        let text = "ann@example.com or +44 20 7946 0958";
+        for _ in 0..2 {
+            let mut v = Vault::for_tenant("t");
+            assert_eq!(
+                v.redact(&email, text).as_deref(),
+                Some("<EMAIL_1> or +44 20 7946 0958")
+            );
+            assert_eq!(
+                v.redact(&both, text).as_deref(),
+                Some("<EMAIL_1> or <PHONE_1>")
+            );
+        }
+        assert_eq!((email.memo_size().0, both.memo_size().0), (1, 1));
+    }
+
+    #[test]
+    fn the_memo_stays_within_its_bytes_and_evicted_texts_are_searched_again() {
+        let bytes = 4096;
+        let r = Redact::with_memo_bytes(&[EntityType::Email, EntityType::Phone], bytes)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for round in 0..2 {
+            for i in 0..500 {
+                let text =
+                    format!("write to u{i}@example.com or v{i}@example.com, call +1 415 555 0132");
+                let mut remembered = Vault::for_tenant("t");
+                let mut searched = Vault::new();
+                assert_eq!(
+                    remembered.redact(&r, &text),
+                    searched.redact(&r, &text),
+                    "round {round}, text {i}"
+                );
+                let (texts, held) = r.memo_size();
+                assert!(held <= bytes, "{held} bytes held");
+                assert!(
+                    texts <= (bytes / memo::ENTRY_BYTES) as usize,
+                    "{texts} texts"
+                );
+            }
+        }
+        assert!(r.memo_size().0 > 0);
     }
 
     #[test]

@@ -443,16 +443,21 @@ impl Exchange {
         // never reads the values.
         let body = match &plan.redact {
             Some(redact) => {
-                use crate::pipeline::redact::{detected_vault, texts_of_body};
-                let tenant = crate::session::identity::tenant(policy, &view);
-                let texts = texts_of_body(&body);
-                let models = (pipeline.models, policy);
-                let mut vault = match detected_vault(texts, redact, models, &tenant).await {
-                    Ok(vault) => vault,
-                    Err(error) => {
-                        return Outcome::Answer(wire::immediate(answer_error(done, error)).await)
-                    }
-                };
+                use crate::pipeline::redact::{detected_vault, tenant_vault, texts_of_body};
+                let mut vault = tenant_vault(policy, &view);
+                if !redact.detectors().is_empty() {
+                    let tenant = crate::session::identity::tenant(policy, &view);
+                    let texts = texts_of_body(&body);
+                    let models = (pipeline.models, policy);
+                    match detected_vault(texts, redact, models, &tenant).await {
+                        Ok(found) => vault.detect_as(found),
+                        Err(error) => {
+                            return Outcome::Answer(
+                                wire::immediate(answer_error(done, error)).await,
+                            )
+                        }
+                    };
+                }
                 let redacted = crate::pipeline::redact::redact_body(&body, redact, &mut vault);
                 done.record.redacted = crate::pipeline::redact::summary(&vault);
                 redacted.unwrap_or(body)

@@ -99,6 +99,9 @@ impl Rewriter for Restore {
         match &mut self.form {
             Form::Json { held, .. } => {
                 let held = std::mem::take(held);
+                if !may_quote(&held) {
+                    return Bytes::from(held);
+                }
                 match serde_json::from_slice::<Value>(&held) {
                     Ok(mut answer) => {
                         if restore_value(vault, &mut answer, false) {
@@ -121,6 +124,17 @@ impl Rewriter for Restore {
             }
         }
     }
+}
+
+/// Whether `bytes` may hold a placeholder: every placeholder starts with `<`, which JSON writes
+/// as it is or escaped as `\u003c`. Most answers hold neither and pass without being parsed.
+fn may_quote(bytes: &[u8]) -> bool {
+    memchr::memchr(b'<', bytes).is_some()
+        || memchr::memmem::find_iter(bytes, b"\\u003").any(|at| {
+            bytes
+                .get(at + 5)
+                .is_some_and(|&c| c.eq_ignore_ascii_case(&b'c'))
+        })
 }
 
 /// Bytes that are not JSON (or too large to parse) restored as text.
@@ -271,6 +285,12 @@ fn flush(vault: &Vault, channel: &mut Channel, out: &mut BytesMut) {
 }
 
 fn restore_event(vault: &Vault, channels: &mut Vec<Channel>, raw: &Bytes, out: &mut BytesMut) {
+    // Nothing held and no placeholder can start here: the event goes as it came, unparsed. A
+    // channel's bookkeeping only serves a tail it holds, which begins at a `<`.
+    if !may_quote(raw) && !channels.iter().any(|c| c.restoring.holds()) {
+        out.extend_from_slice(raw);
+        return;
+    }
     let Some(mut event) = parse_event(raw) else {
         // `[DONE]`, a comment, a heartbeat: the held tails go before it.
         for channel in channels.iter_mut() {
@@ -364,6 +384,29 @@ mod tests {
             "data: {}\n\n",
             json!({"id": "c", "choices": [{"index": 0, "delta": {"content": content}}]})
         )
+    }
+
+    #[test]
+    fn a_placeholder_written_with_escapes_is_restored_and_an_answer_without_one_passes_as_sent() {
+        // Some servers write `<` and `>` as `\u003c` and `\u003e`.
+        for open in ["\\u003c", "\\u003C"] {
+            let answer = format!(
+                r#"{{"choices":[{{"message":{{"content":"mail {open}EMAIL_1\u003e"}}}}]}}"#
+            );
+            let mut restore = Restore::new(vault(), false);
+            assert!(restore.feed(&Bytes::from(answer)).is_empty());
+            let out: Value = serde_json::from_slice(&restore.finish()).unwrap_or_default();
+            assert_eq!(
+                out["choices"][0]["message"]["content"],
+                "mail ann@example.com"
+            );
+        }
+        let plain = "{ \"content\" : \"nothing \\u0041 to put back\" }";
+        let mut restore = Restore::new(vault(), false);
+        restore.feed(&Bytes::from(plain));
+        assert_eq!(restore.finish(), plain.as_bytes());
+        let stream = format!("{}{}", chat_chunk("no placeholder"), chat_chunk("\u{e9}"));
+        assert_eq!(run(&stream, 5), stream.as_bytes());
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::pipeline::decide::Plan;
 use crate::pipeline::forward::hygiene::client_headers;
 use crate::pipeline::forward::{Outgoing, Transport};
 use crate::pipeline::intake::JsonBody;
-use crate::pipeline::redact::{detected_vault, redact_body, summary, texts_of_body};
+use crate::pipeline::redact::{detected_vault, redact_body, summary, tenant_vault, texts_of_body};
 use crate::pipeline::rewrite;
 use crate::pipeline::shape::{set_model_headers, ShapeInput, Shaping};
 use crate::policy_store::Snapshot;
@@ -186,24 +186,27 @@ pub(super) async fn try_candidates<'p, T: Transport>(
         };
         let (body, vault) = match &plan.redact {
             Some(redact) => {
-                let mut vault = match request.chain.map(ChainVault::start) {
-                    Some(Ok(vault)) => vault,
+                let mut vault = tenant_vault(policy, request.view);
+                match request.chain.map(ChainVault::start) {
+                    Some(Ok(earlier)) => vault.go_on_from(&earlier),
                     Some(Err(refused)) => return Tried::Unbuildable(refused),
-                    None => Vault::new(),
-                };
+                    None => {}
+                }
                 // A detector's failure is no candidate's: none can be sent the raw text.
-                let tenant = crate::session::identity::tenant(policy, request.view);
-                let found = detected_vault(
-                    texts_of_body(&body),
-                    redact,
-                    (request.models, policy),
-                    &tenant,
-                )
-                .await;
-                match found {
-                    Ok(found) => vault.detect_as(found),
-                    Err(error) => return Tried::Unbuildable(error),
-                };
+                if !redact.detectors().is_empty() {
+                    let tenant = crate::session::identity::tenant(policy, request.view);
+                    let found = detected_vault(
+                        texts_of_body(&body),
+                        redact,
+                        (request.models, policy),
+                        &tenant,
+                    )
+                    .await;
+                    match found {
+                        Ok(found) => vault.detect_as(found),
+                        Err(error) => return Tried::Unbuildable(error),
+                    };
+                }
                 let redacted = redact_body(&body, redact, &mut vault).unwrap_or(body);
                 record.redacted = summary(&vault);
                 (redacted, Some(Arc::new(vault)))

@@ -100,7 +100,8 @@ fn members(body: &[u8], at: usize) -> Result<(Vec<(Cow<'_, str>, usize)>, usize)
     if !s.eat(b'{') {
         return Err(Unread);
     }
-    let mut members = Vec::new();
+    // Room for a message's or a body's members at once.
+    let mut members = Vec::with_capacity(8);
     s.skip_ws();
     if s.eat(b'}') {
         return Ok((members, s.pos()));
