@@ -400,6 +400,42 @@ async fn a_redis_chain_that_starts_on_a_route_that_does_not_redact_keeps_a_vault
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_turn_on_a_route_that_does_not_redact_keeps_the_vault_it_continues() -> TestResult
+{
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let router = Router::start(&mixed(&upstream.url, "")).await?;
+    let private = ("x-private", "yes");
+    // Turn one is redacted and stored by the router.
+    let body = json!({"model": "auto", "input": format!("Mail {ANN}")});
+    let one = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    assert_eq!(last_input(&upstream)?, "Mail <EMAIL_1>");
+    let (_, first) = said(&one)?;
+
+    // Turn two continues it on the open route, sent as written to the backend that holds turn
+    // one's placeholder, and is not stored: only the backend holds the chain from here.
+    let body = json!({"model": "auto", "input": format!("Plainly {BOB}"),
+        "previous_response_id": first, "store": false});
+    let two = respond(&router, &body, ONE).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(last_input(&upstream)?, format!("Plainly {BOB}"));
+    let (_, second) = said(&two)?;
+
+    // Turn three, redacting, numbers after turn one's placeholder and is restored.
+    let body = turn(&format!("{CY}, not {ANN}"), Some(&second));
+    let three = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(three.status, 200, "{}", three.text());
+    assert_eq!(last_input(&upstream)?, "<EMAIL_2>, not <EMAIL_1>");
+    let (text, _) = said(&three)?;
+    assert_eq!(
+        text,
+        format!("Noted: {CY}, not {ANN}. Before: Mail {ANN} | Plainly {BOB}.")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_that_redacts_nowhere_keeps_and_looks_up_no_vault() -> TestResult {
     let redis = RedisServer::start();
     let provider = Provider::default();
