@@ -96,7 +96,7 @@ pub enum Kept {
     /// The vault kept under the stored response `previous` that this turn continues on a route
     /// without `redact`: the backend's copy of the chain holds whatever placeholders earlier
     /// turns were sent, so the next redacting turn numbers after them. Read only once the answer
-    /// has ended, off the request path; none kept when there is none.
+    /// has ended (before its last bytes go out); none kept when there is none.
     From { previous: String },
 }
 
