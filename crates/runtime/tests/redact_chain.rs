@@ -300,6 +300,183 @@ async fn a_turn_on_a_route_that_does_not_redact_carries_the_chain_s_vault_on() -
     Ok(())
 }
 
+/// A policy whose default route does not redact: only turns marked `x-private: yes` do.
+fn mixed(url: &str, session: &str) -> String {
+    format!(
+        r#"
+backend up {{ url = "{url}" }}
+model echo {{ backend = up  serves = "echo" }}
+route open {{ to echo }}
+route private priority 10 {{ when header("x-private") == "yes"  to echo  redact = ["email"] }}
+{session}
+"#
+    )
+}
+
+/// A chain whose first turn went to a route that does not redact: its second turn, on a
+/// redacting route, numbers from 1 (the backend was sent no placeholder) and its answer is
+/// restored; a third turn on the open route carries that vault on, and a fourth redacting one
+/// numbers after it. A chain the router never relayed is still refused.
+async fn open_then_private(router: &Router, upstream: &Upstream) -> TestResult {
+    let private = ("x-private", "yes");
+    let one = respond(router, &turn("hello", None), ONE).await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    assert_eq!(last_input(upstream)?, "hello");
+    let (_, first) = said(&one)?;
+
+    let body = turn(&format!("Mail {ANN}"), Some(&first));
+    let two = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(last_input(upstream)?, "Mail <EMAIL_1>");
+    let (text, second) = said(&two)?;
+    assert_eq!(text, format!("Noted: Mail {ANN}. Before: hello."));
+
+    let three = respond(router, &turn(&format!("Plainly {BOB}"), Some(&second)), ONE).await?;
+    assert_eq!(three.status, 200, "{}", three.text());
+    assert_eq!(last_input(upstream)?, format!("Plainly {BOB}"));
+    let (text, third) = said(&three)?;
+    assert_eq!(
+        text,
+        format!("Noted: Plainly {BOB}. Before: hello | Mail {ANN}.")
+    );
+
+    let body = turn(&format!("{CY}, not {ANN}"), Some(&third));
+    let four = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(four.status, 200, "{}", four.text());
+    assert_eq!(last_input(upstream)?, "<EMAIL_2>, not <EMAIL_1>");
+
+    // A response id this router never relayed (a chain started elsewhere) has no vault.
+    let body = turn(&format!("to {ANN}"), Some("resp_elsewhere"));
+    let before = upstream.posts().len();
+    let answer = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(answer.status, 409, "{}", answer.text());
+    let (_, code, _) = answer.error()?;
+    assert_eq!(code.as_deref(), Some("redaction_chain_lost"));
+    assert_eq!(upstream.posts().len(), before);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_chain_that_starts_on_a_route_that_does_not_redact_keeps_a_vault() -> TestResult {
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let router = Router::start(&mixed(&upstream.url, "")).await?;
+    open_then_private(&router, &upstream).await?;
+    let metrics = router.admin_get("/metrics").await?.text();
+    for (outcome, n) in [("found", 3), ("missing", 1)] {
+        let line = format!("src_response_vaults_total{{outcome=\"{outcome}\"}} {n}\n");
+        assert!(metrics.contains(&line), "no `{line}` in {metrics}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_chain_that_starts_on_a_route_that_does_not_redact_keeps_a_vault() -> TestResult {
+    let redis = RedisServer::start();
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let session = format!("session {{ store = redis({:?}) }}", redis.url());
+    let keys = tempfile::tempdir()?;
+    let key = key_file(keys.path(), "shared", "c3")?;
+    let text = mixed(&upstream.url, &session);
+    let router = Router::start_with(&text, |cfg| cfg.vault_key_file = Some(key)).await?;
+    open_then_private(&router, &upstream).await?;
+    // One vault per relayed answer, none for the refused turn; none holds a value.
+    let stored = everything(&redis);
+    let vaults = stored
+        .iter()
+        .filter(|(k, _)| k.starts_with("sr:v1:vault:"))
+        .count();
+    assert_eq!(vaults, 4, "{stored:?}");
+    for (key, value) in &stored {
+        for planted in [ANN, BOB, CY] {
+            assert!(
+                !key.contains(planted) && !value.contains(planted),
+                "{key} holds {planted}: {value}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_turn_on_a_route_that_does_not_redact_keeps_the_vault_it_continues() -> TestResult
+{
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let router = Router::start(&mixed(&upstream.url, "")).await?;
+    let private = ("x-private", "yes");
+    // Turn one is redacted and stored by the router.
+    let body = json!({"model": "auto", "input": format!("Mail {ANN}")});
+    let one = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    assert_eq!(last_input(&upstream)?, "Mail <EMAIL_1>");
+    let (_, first) = said(&one)?;
+
+    // Turn two continues it on the open route, sent as written to the backend that holds turn
+    // one's placeholder, and is not stored: only the backend holds the chain from here.
+    let body = json!({"model": "auto", "input": format!("Plainly {BOB}"),
+        "previous_response_id": first, "store": false});
+    let two = respond(&router, &body, ONE).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(last_input(&upstream)?, format!("Plainly {BOB}"));
+    let (_, second) = said(&two)?;
+
+    // Turn three, redacting, numbers after turn one's placeholder and is restored.
+    let body = turn(&format!("{CY}, not {ANN}"), Some(&second));
+    let three = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(three.status, 200, "{}", three.text());
+    assert_eq!(last_input(&upstream)?, "<EMAIL_2>, not <EMAIL_1>");
+    let (text, _) = said(&three)?;
+    assert_eq!(
+        text,
+        format!("Noted: {CY}, not {ANN}. Before: Mail {ANN} | Plainly {BOB}.")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_redacts_nowhere_keeps_and_looks_up_no_vault() -> TestResult {
+    let redis = RedisServer::start();
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let text = format!(
+        r#"
+backend up {{ url = "{}" }}
+model echo {{ backend = up  serves = "echo" }}
+route open {{ to echo }}
+session {{ store = redis({:?}) }}
+"#,
+        upstream.url,
+        redis.url()
+    );
+    // No key file either: a policy that redacts nowhere needs none.
+    let router = Router::start(&text).await?;
+    let one = respond(&router, &turn(&format!("Mail {ANN}"), None), ONE).await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    let (_, first) = said(&one)?;
+    let mut body = turn(&format!("Also {BOB}"), Some(&first));
+    body["stream"] = json!(true);
+    let two = respond(&router, &body, ONE).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(last_input(&upstream)?, format!("Also {BOB}"));
+    let stored = everything(&redis);
+    assert!(
+        stored.iter().all(|(k, _)| !k.starts_with("sr:v1:vault:")),
+        "{stored:?}"
+    );
+    let metrics = router.admin_get("/metrics").await?.text();
+    for outcome in ["found", "missing", "unopened", "failed"] {
+        let line = format!("src_response_vaults_total{{outcome=\"{outcome}\"}} ");
+        let counted = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or("0");
+        assert_eq!(counted, "0", "{outcome} in {metrics}");
+    }
+    Ok(())
+}
+
 /// Every key of `redis` with its value read by type.
 fn everything(redis: &RedisServer) -> Vec<(String, String)> {
     let keys = redis.command("KEYS *");

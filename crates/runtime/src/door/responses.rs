@@ -9,9 +9,10 @@
 //! conversation for the session identity (`body("conversation")`: its first response's id). After forwarding, a 200
 //! answer is kept ([`capture`](crate::responses_state::capture)) unless the client sent
 //! `store: false` or the turn continues a conversation the router does not hold (it could not
-//! expand it later). On a redacting route the request's vault is kept under the answer's id
-//! either way, and a turn continuing state only the backend holds starts from the vault kept
-//! under its `previous_response_id` ([`crate::responses_state::vault`]).
+//! expand it later). On a policy that redacts, every answer's vault is kept under its id either
+//! way (empty where the chain starts and its route redacted nothing), and a turn continuing state
+//! only the backend holds starts from the vault kept under its `previous_response_id`
+//! ([`crate::responses_state::vault`]).
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use hyper::header::CONTENT_TYPE;
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 use src_compiler::hir::ModelId;
+use src_compiler::pii::Vault;
 use src_compiler::request::RequestView;
 
 use crate::door::{Door, Intake, Prepared};
@@ -35,7 +37,7 @@ use crate::relay::completion::Completion;
 use crate::responses_state::capture::{Capture, Keep, Producer};
 use crate::responses_state::chain;
 use crate::responses_state::record::StoredResponse;
-use crate::responses_state::vault::{self, KeepVault};
+use crate::responses_state::vault::{self, KeepVault, Kept};
 use crate::responses_state::{ResponseStates, Scope};
 use crate::store::failure::{self, Failed, Site};
 
@@ -94,6 +96,19 @@ pub struct Turn {
     provider_state: bool,
     /// The first response of the conversation this turn continues.
     conversation: Option<String>,
+    /// Where the chain stands before this turn, for the vault its answer keeps.
+    chain: Chain,
+}
+
+/// Where a turn's chain stands, for the vault its answer keeps when no route redacted it.
+enum Chain {
+    /// No `previous_response_id`: the chain starts here, with no placeholder sent.
+    Starts,
+    /// It continues the stored response of this id, whose vault it carries on.
+    Stored(String),
+    /// It continues state only the backend holds: it carries the chain's vault if found, or
+    /// keeps none (the chain's placeholders are lost).
+    Provider,
 }
 
 async fn prepare(
@@ -136,6 +151,10 @@ async fn prepare(
             vault_in: scope.clone(),
             provider_state,
             conversation: None,
+            chain: match previous_id {
+                Some(_) => Chain::Provider,
+                None => Chain::Starts,
+            },
         },
     };
     let (Some(id), Some(found_in)) = (previous_id, scope.clone()) else {
@@ -188,6 +207,7 @@ async fn prepare(
             keep_in: Some(found_in).filter(|_| stores && !provider_state),
             provider_state,
             conversation: Some(conversation),
+            chain: Chain::Stored(id.to_owned()),
         },
         view,
     })
@@ -247,6 +267,14 @@ impl Turn {
             return response;
         }
         let options = states.options();
+        // A route without `redact` made no vault of its own; on a policy that redacts elsewhere
+        // the answer keeps one still, so a later redacting turn does not find the chain lost.
+        let vault = vault.map(Kept::Vault).or_else(|| match self.chain {
+            _ if !vault::redacts(snapshot.policy()) => None,
+            Chain::Starts => Some(Kept::Vault(Arc::new(Vault::new()))),
+            Chain::Stored(previous) => Some(Kept::From { previous }),
+            Chain::Provider => None,
+        });
         let seal = match (vault, self.vault_in, states.vault_key()) {
             (Some(vault), Some(scope), Some(key)) => Some(KeepVault {
                 scope,

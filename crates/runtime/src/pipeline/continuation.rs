@@ -65,7 +65,7 @@ pub enum ChainVault {
     /// The chain's vault, opened.
     Found(Arc<Vault>),
     /// The router holds no vault for the response `previous` (expired, sealed by a router with
-    /// another key, or the chain never passed a redacting route here).
+    /// another key, or the chain started outside this router fleet).
     Lost { previous: String },
 }
 
