@@ -3,7 +3,9 @@
 //! clients, simulator latency model off). The difference of the medians is the router's cost:
 //! body read, parse, request facts, staged evaluation, rewrite, forward, relay, log, metrics.
 //! The same conversation as an Anthropic Messages request (translated to chat for the
-//! simulator and back) shows what translation adds on top.
+//! simulator and back) shows what translation adds on top, and the same conversation as a
+//! Responses request (`responses_through_router`: its answer kept in the router's response
+//! store for a next turn) what that door adds.
 //!
 //! Redaction's share: a request carrying five entities (two email addresses, a phone number,
 //! an IP address, an IBAN) sent straight to the simulator, through a router whose one route
@@ -46,6 +48,9 @@ route default {{ to small  {redact} }}
 "#
     )
 }
+
+/// The same conversation as a Responses request: `instructions`, then an input item list.
+const RESPONSES_BODY: &str = r#"{"model":"auto","instructions":"You are helpful.","input":[{"role":"user","content":[{"type":"input_text","text":"my build fails with a compile error in the parser, what should I check first?"}]}],"temperature":0.2,"max_output_tokens":4}"#;
 
 const MESSAGES_BODY: &str = r#"{"model":"auto","system":"You are helpful.","messages":[{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],"temperature":0.2,"max_tokens":4}"#;
 
@@ -135,10 +140,13 @@ route default {{ to small }}
     let direct_body = BODY.replace("MODEL", "bench-model");
     let routed_body = BODY.replace("MODEL", "auto");
     let messages_body = MESSAGES_BODY.to_owned();
+    let responses_url = format!("http://{}/v1/responses", server.addr);
+    let responses_body = RESPONSES_BODY.to_owned();
     for (url, body) in [
         (&direct_url, &direct_body),
         (&router_url, &routed_body),
         (&messages_url, &messages_body),
+        (&responses_url, &responses_body),
     ] {
         let status = rt.block_on(send(url.clone(), body.clone()));
         if status != 200 {
@@ -155,6 +163,9 @@ route default {{ to small }}
     });
     group.bench_function("messages_through_router", |b| {
         b.iter(|| rt.block_on(send(messages_url.clone(), messages_body.clone())))
+    });
+    group.bench_function("responses_through_router", |b| {
+        b.iter(|| rt.block_on(send(responses_url.clone(), responses_body.clone())))
     });
     group.finish();
 
