@@ -10,13 +10,17 @@
 //! answer is kept ([`capture`](crate::responses_state::capture)) unless the client sent
 //! `store: false` or the turn continues a conversation the router does not hold (it could not
 //! expand it later).
+//!
+//! The door reads what it needs of the body (`previous_response_id`, `store`, the input items)
+//! from its raw top level ([`TurnBody`]), never from a `serde_json::Value`: the items are kept
+//! and a continued turn expanded as JSON text, spliced, and the expanded turn's facts are read
+//! through the compiler's borrowed tree, as the intake reads every body's.
 
 use http_body_util::BodyExt;
 use hyper::header::CONTENT_TYPE;
 use hyper::{Response, StatusCode};
-use serde_json::Value;
 use src_compiler::hir::ModelId;
-use src_compiler::request::RequestView;
+use src_compiler::request::{Borrowed, RequestView};
 
 use crate::door::{Door, Intake, Prepared};
 use crate::headers::{self, session as state, TEXT_EVENT_STREAM};
@@ -30,6 +34,7 @@ use crate::relay::completion::Completion;
 use crate::responses_state::capture::{Capture, Keep, Producer};
 use crate::responses_state::chain;
 use crate::responses_state::record::StoredResponse;
+use crate::responses_state::turn::{Item, TurnBody};
 use crate::responses_state::{ResponseStates, Scope};
 use crate::store::failure::{self, Failed, Site};
 
@@ -78,8 +83,8 @@ impl Door for Responses<'_> {
 
 /// One turn of a conversation, as the router holds it.
 pub struct Turn {
-    /// The conversation's input up to this turn's answer.
-    input: Vec<Value>,
+    /// The conversation's input up to this turn's answer, each item as JSON text.
+    input: Vec<Item>,
     /// Where the answer is kept; `None` when it is not.
     keep_in: Option<Scope>,
     /// The turn continues a conversation the router does not hold.
@@ -98,9 +103,11 @@ async fn prepare(
         view,
         headers,
     } = request;
-    let parsed = parsed.tree();
+    // The body was read as JSON already: only a body whose top level is no object is none,
+    // and the intake refused that.
+    let body = TurnBody::parse(parsed.bytes());
     let policy = snapshot.policy();
-    let stores = parsed.get("store").and_then(Value::as_bool) != Some(false);
+    let stores = body.as_ref().and_then(TurnBody::store) != Some(false);
     // A keyless client under `anonymous = isolate` neither keeps nor continues stored responses:
     // its `previous_response_id` is then the provider's, as an unknown id is.
     let scope = match states.scope(policy, &view) {
@@ -116,20 +123,21 @@ async fn prepare(
         view,
         previous: None,
         turn: Turn {
-            input: chain::input_items(parsed),
-            keep_in: scope.clone().filter(|_| stores && !provider_state),
+            input: body.as_ref().map(TurnBody::input_items).unwrap_or_default(),
+            keep_in: scope
+                .clone()
+                .filter(|_| stores && !provider_state && body.is_some()),
             provider_state,
             conversation: None,
         },
     };
-    let previous_id = parsed
-        .get("previous_response_id")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|id| !id.is_empty());
-    let (Some(id), Some(found_in)) = (previous_id, scope.clone()) else {
+    let Some(body) = &body else {
         return Ok(as_written(view));
     };
+    let (Some(id), Some(found_in)) = (body.previous_response_id(), scope.clone()) else {
+        return Ok(as_written(view));
+    };
+    let id = id.as_ref();
     let previous = match found_in
         .store
         .get(&found_in.tenant, id, states.now_ms())
@@ -155,21 +163,25 @@ async fn prepare(
             };
         }
     };
-    let history = chain::history(&previous, parsed);
-    let Some(expanded) = chain::expanded_body(parsed, history.clone()) else {
+    let history = chain::history(&previous, body);
+    let expanded = chain::expanded_body(body, &history);
+    // Spliced from JSON texts, so JSON; a key the borrowed tree leaves to a `Value` (serde_json's
+    // own markers) cannot be expanded, and the turn goes as written.
+    let Some(tree) = Borrowed::parse(&expanded) else {
         return Ok(as_written(view));
     };
     let mut view =
-        RequestView::from_responses(&expanded, intake::header_pairs(headers)).map_err(|err| {
+        RequestView::from_responses(&tree, intake::header_pairs(headers)).map_err(|err| {
             ApiError::bad_request(format!(
                 "the stored conversation `{id}` cannot continue: {err}"
             ))
         })?;
+    drop(tree);
     let conversation = previous.conversation().to_owned();
     name_conversation(&mut view, &conversation);
     let provider_state = view.provider_state;
     Ok(Prepared {
-        previous: Some(chain::continuation(&previous, &expanded)),
+        previous: Some(chain::continuation(&previous, expanded)),
         turn: Turn {
             input: history,
             keep_in: Some(found_in).filter(|_| stores && !provider_state),

@@ -2,7 +2,6 @@
 //! stored response's owner (as the client wrote it) and to any other candidate (expanded).
 
 use bytes::Bytes;
-use serde_json::Value;
 
 use crate::pipeline::json_edit::NotAnObject;
 use crate::pipeline::rewrite;
@@ -21,11 +20,11 @@ pub struct Continuation {
 
 impl Continuation {
     /// The continuation of a response `backend` produced as `served`, expanded to `expanded`.
-    pub fn new(backend: String, served: String, expanded: &Value) -> Continuation {
+    pub fn new(backend: String, served: String, expanded: Bytes) -> Continuation {
         Continuation {
             backend,
             served,
-            expanded: Bytes::from(expanded.to_string()),
+            expanded,
         }
     }
 
