@@ -4,8 +4,10 @@
 //! body read, parse, request facts, staged evaluation, rewrite, forward, relay, log, metrics.
 //! The same conversation as an Anthropic Messages request (translated to chat for the
 //! simulator and back) shows what translation adds on top, and the same conversation as a
-//! Responses request (`responses_through_router`: its answer kept in the router's response
-//! store for a next turn) what that door adds.
+//! Responses request what that door adds: `responses_through_router` from a client without an
+//! API key (nothing is kept for it, under the default `anonymous = isolate`), and
+//! `responses_kept_through_router` from one with a key, whose answer the router keeps in its
+//! response store for a next turn.
 //!
 //! Redaction's share: a request carrying five entities (two email addresses, a phone number,
 //! an IP address, an IBAN) sent straight to the simulator, through a router whose one route
@@ -117,12 +119,14 @@ route default {{ to small }}
     };
     let client: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let send = |url: String, body: String| {
+    let send_as = |url: String, body: String, key: Option<&'static str>| {
         let client = client.clone();
         async move {
-            let request = Request::post(url)
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(body)));
+            let mut request = Request::post(url).header("content-type", "application/json");
+            if let Some(key) = key {
+                request = request.header("authorization", key);
+            }
+            let request = request.body(Full::new(Bytes::from(body)));
             let Ok(request) = request else { return 0 };
             match client.request(request).await {
                 Ok(response) => {
@@ -134,6 +138,8 @@ route default {{ to small }}
             }
         }
     };
+    let send = |url: String, body: String| send_as(url, body, None);
+    const KEY: Option<&str> = Some("Bearer sk-bench");
     let direct_url = format!("{}/v1/chat/completions", sim.base_url());
     let router_url = format!("http://{}/v1/chat/completions", server.addr);
     let messages_url = format!("http://{}/v1/messages", server.addr);
@@ -154,6 +160,11 @@ route default {{ to small }}
             return;
         }
     }
+    let status = rt.block_on(send_as(responses_url.clone(), responses_body.clone(), KEY));
+    if status != 200 {
+        eprintln!("bench request to {responses_url} with a key answered {status}");
+        return;
+    }
     let mut group = c.benchmark_group("chat_completion");
     group.bench_function("direct_to_backend", |b| {
         b.iter(|| rt.block_on(send(direct_url.clone(), direct_body.clone())))
@@ -166,6 +177,9 @@ route default {{ to small }}
     });
     group.bench_function("responses_through_router", |b| {
         b.iter(|| rt.block_on(send(responses_url.clone(), responses_body.clone())))
+    });
+    group.bench_function("responses_kept_through_router", |b| {
+        b.iter(|| rt.block_on(send_as(responses_url.clone(), responses_body.clone(), KEY)))
     });
     group.finish();
 
