@@ -103,11 +103,7 @@ async fn prepare(
         view,
         headers,
     } = request;
-    // The body was read as JSON already: only a body whose top level is no object is none,
-    // and the intake refused that.
-    let body = TurnBody::parse(parsed.bytes());
     let policy = snapshot.policy();
-    let stores = body.as_ref().and_then(TurnBody::store) != Some(false);
     // A keyless client under `anonymous = isolate` neither keeps nor continues stored responses:
     // its `previous_response_id` is then the provider's, as an unknown id is.
     let scope = match states.scope(policy, &view) {
@@ -118,6 +114,10 @@ async fn prepare(
             None
         }
     };
+    // Read only where a store may keep or continue the turn. The body was read as JSON
+    // already: only a body whose top level is no object is none, and the intake refused that.
+    let body = scope.as_ref().and_then(|_| TurnBody::parse(parsed.bytes()));
+    let stores = body.as_ref().and_then(TurnBody::store) != Some(false);
     let provider_state = view.provider_state;
     let as_written = |view| Prepared {
         view,
