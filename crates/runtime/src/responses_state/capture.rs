@@ -194,10 +194,14 @@ pub async fn store(keep: Keep, response: Box<RawValue>) {
 
 /// The id of a response object whose status is worth continuing.
 fn response_id(response: &RawValue) -> Option<String> {
-    let field = |key| turn::member(response, key).and_then(turn::text);
-    let status = field("status")?;
-    (field("object").as_deref() == Some("response") && KEPT_STATUSES.contains(&status.as_ref()))
-        .then(|| field("id").map(|id| id.into_owned()))
+    // One walk of the response for its three members.
+    let [id, object, status] = turn::members(response, ["id", "object", "status"]);
+    fn text(raw: Option<&RawValue>) -> Option<std::borrow::Cow<'_, str>> {
+        raw.and_then(turn::text)
+    }
+    let status = text(status)?;
+    (text(object).as_deref() == Some("response") && KEPT_STATUSES.contains(&status.as_ref()))
+        .then(|| text(id).map(|id| id.into_owned()))
         .flatten()
 }
 

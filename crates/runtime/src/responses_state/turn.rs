@@ -149,8 +149,20 @@ pub fn listed(raw: &RawValue) -> Listed<'_> {
 /// The value of `key` in the object `raw` holds (the last one given); `None` when `raw` is no
 /// object or has no such member.
 pub fn member<'a>(raw: &'a RawValue, key: &str) -> Option<&'a RawValue> {
+    let [found] = members(raw, [key]);
+    found
+}
+
+/// The values of `keys` in the object `raw` holds, in one walk (each the last one given); all
+/// `None` when `raw` is no object.
+pub fn members<'a, const N: usize>(
+    raw: &'a RawValue,
+    keys: [&str; N],
+) -> [Option<&'a RawValue>; N] {
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    de.deserialize_any(MemberVisitor { key }).ok().flatten()
+    de.deserialize_any(MemberVisitor { keys })
+        .ok()
+        .unwrap_or([None; N])
 }
 
 struct BodyVisitor;
@@ -289,24 +301,25 @@ impl<'de> Visitor<'de> for TextVisitor {
     }
 }
 
-struct MemberVisitor<'k> {
-    key: &'k str,
+struct MemberVisitor<'k, const N: usize> {
+    keys: [&'k str; N],
 }
 
-impl<'de> Visitor<'de> for MemberVisitor<'_> {
-    type Value = Option<&'de RawValue>;
+impl<'de, const N: usize> Visitor<'de> for MemberVisitor<'_, N> {
+    type Value = [Option<&'de RawValue>; N];
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
+        let mut found = [None; N];
         while let Some(Key(key)) = map.next_key()? {
-            if key == self.key {
-                found = Some(map.next_value::<&'de RawValue>()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match self.keys.iter().position(|k| *k == key) {
+                Some(at) => found[at] = Some(map.next_value::<&'de RawValue>()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
         Ok(found)
@@ -314,35 +327,35 @@ impl<'de> Visitor<'de> for MemberVisitor<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
+        Ok([None; N])
     }
 
     fn visit_borrowed_str<E>(self, _: &'de str) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok([None; N])
     }
 
     fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok([None; N])
     }
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok([None; N])
     }
 
     fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok([None; N])
     }
 
     fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok([None; N])
     }
 
     fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok([None; N])
     }
 
     fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok([None; N])
     }
 }
 
@@ -470,7 +483,12 @@ mod tests {
             Some("reasoning")
         );
         assert_eq!(member(&raw, "absent").map(RawValue::get), None);
+        let [kind, id, absent] = members(&raw, ["type", "id", "absent"]);
+        assert_eq!(kind.map(RawValue::get), Some("\"reasoning\""));
+        assert_eq!(id.map(RawValue::get), Some("\"rs\""));
+        assert!(absent.is_none());
         let list: Box<RawValue> = serde_json::from_str(r#"[{"a":1}, "b"]"#).expect("json");
+        assert!(members(&list, ["a"])[0].is_none());
         assert!(matches!(listed(&list), Listed::Items(items) if items.len() == 2));
         let number: Box<RawValue> = serde_json::from_str("3").expect("json");
         assert!(matches!(listed(&number), Listed::Other));
