@@ -10,7 +10,10 @@
 #
 # BENCH_ID picks another bench of the same binary (`redact_five_entities/through_router`,
 # `redact_five_entities/redacted_through_router`: docs/benchmarks.md, "Redaction's share";
-# `chat_completion/messages_through_router`: a Messages request translated for a chat backend).
+# `chat_completion/messages_through_router`: a Messages request translated for a chat backend;
+# `chat_completion/responses_through_router`: the same conversation as a Responses request from a
+# client without a key; `chat_completion/responses_kept_through_router`: from one with a key, its
+# answer kept in the response store).
 #
 # BENCH_FUNCTIONS names functions (comma-separated, as callgrind_annotate prints them, a regex
 # each) whose inclusive count per request is reported after the router's: parts of a request

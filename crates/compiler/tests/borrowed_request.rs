@@ -1,6 +1,6 @@
-//! The borrowed chat and Messages readers against the `Value` ones (the property is
-//! `check_borrowed` in `fuzz_support/request.rs`), on chat and Messages bodies written every way
-//! JSON allows one to be written:
+//! The borrowed chat, Messages and Responses readers against the `Value` ones (the property is
+//! `check_borrowed` in `fuzz_support/request.rs`), on chat, Messages and Responses bodies
+//! written every way JSON allows one to be written:
 //! keys repeated (the last one counts), keys and strings with `\u` escapes, whitespace between
 //! every token, numbers in every notation and out of range, and bodies cut or spoiled so that
 //! both readers must refuse them.
@@ -396,10 +396,162 @@ fn messages_body() -> impl Strategy<Value = String> {
         })
 }
 
+/// A Responses input item: a message, a function call or its output, reasoning, a built-in
+/// tool's call or output, a reference, or a type the router cannot read; members in any order,
+/// sometimes repeated, sometimes of the wrong kind.
+fn input_item() -> impl Strategy<Value = String> {
+    let kind = prop_oneof![
+        12 => prop::sample::select(vec![
+            "message",
+            "message",
+            "function_call",
+            "function_call_output",
+            "custom_tool_call_output",
+            "reasoning",
+            "mcp_call",
+            "file_search_call",
+            "shell_call_output",
+            "item_reference",
+            "web_search_call",
+            "mystery",
+        ])
+        .prop_map(|k| string(k, false)),
+        1 => json(),
+    ];
+    let parts = |kinds: Vec<&'static str>| {
+        (
+            prop::collection::vec((prop::sample::select(kinds), json_string()), 0..3),
+            ws(),
+        )
+            .prop_map(|(parts, s)| {
+                let parts = parts
+                    .into_iter()
+                    .map(|(kind, text)| {
+                        object(
+                            vec![
+                                ("type".into(), false, string(kind, false)),
+                                ("text".into(), false, text),
+                            ],
+                            vec![""],
+                        )
+                    })
+                    .collect();
+                array(parts, s)
+            })
+    };
+    let entries = (prop::collection::vec(json_string(), 0..3), ws()).prop_map(|(texts, s)| {
+        let entries = texts
+            .into_iter()
+            .map(|t| {
+                object(
+                    vec![
+                        ("text".into(), false, t.clone()),
+                        ("stdout".into(), false, t),
+                    ],
+                    vec![""],
+                )
+            })
+            .collect();
+        array(entries, s)
+    });
+    (
+        prop::option::weighted(0.9, kind),
+        prop::option::weighted(0.8, role_again()),
+        prop::option::weighted(0.8, content()),
+        prop::option::weighted(0.5, json_string()),
+        prop::option::weighted(
+            0.4,
+            prop_oneof![
+                json_string(),
+                parts(vec!["input_text", "output_text", "input_image", "mystery"]),
+                json()
+            ],
+        ),
+        prop::option::weighted(0.3, parts(vec!["summary_text", "reasoning_text", "text"])),
+        prop::option::weighted(0.2, entries),
+        prop::option::weighted(0.15, (key(), json())),
+        any::<u64>(),
+        prop::collection::vec(ws(), 1..3),
+    )
+        .prop_map(
+            |(kind, role, content, call_id, output, summary, results, extra, order, spaces)| {
+                let mut members = Vec::new();
+                if let Some(kind) = kind {
+                    members.push(("type".to_owned(), order % 7 == 0, kind));
+                }
+                if let Some(role) = role {
+                    members.push(("role".into(), false, role));
+                }
+                if let Some(content) = content {
+                    members.push(("content".into(), false, content));
+                }
+                if let Some(id) = call_id {
+                    members.push(("call_id".into(), false, id));
+                }
+                if let Some(output) = output {
+                    members.push(("output".into(), false, output));
+                }
+                if let Some(summary) = summary {
+                    members.push(("summary".into(), false, summary));
+                }
+                if let Some(results) = results {
+                    let key = if order % 2 == 0 { "results" } else { "output" };
+                    members.push((key.into(), false, results));
+                }
+                if let Some((key, value)) = extra {
+                    members.push((key, false, value));
+                }
+                let len = members.len().max(1);
+                members.rotate_left(usize::try_from(order).unwrap_or(0) % len);
+                object(members, spaces)
+            },
+        )
+}
+
+/// A Responses body: `input` as a string or items, `instructions`, `previous_response_id`,
+/// `conversation`, `store` and the other top-level fields, in any order and sometimes repeated.
+fn responses_body() -> impl Strategy<Value = String> {
+    let top = prop_oneof![
+        3 => (Just("model"), json_string()),
+        3 => (Just("instructions"), json_string()),
+        1 => (Just("instructions"), json()),
+        2 => (Just("previous_response_id"), json_string()),
+        1 => (Just("previous_response_id"), json()),
+        1 => (Just("conversation"), prop_oneof![json_string(), json()]),
+        2 => (Just("store"), prop::sample::select(vec!["true", "false", "null", "0"]).prop_map(str::to_owned)),
+        2 => (Just("stream"), prop::sample::select(vec!["true", "false", "null", "1"]).prop_map(str::to_owned)),
+        2 => (Just("tools"), (prop::collection::vec(json(), 0..3), ws()).prop_map(|(t, s)| array(t, s))),
+        2 => (Just("temperature"), scalar()),
+        2 => (Just("metadata"), json()),
+        1 => (Just("input"), json_string()),
+    ];
+    let input = prop_oneof![
+        3 => json_string(),
+        8 => (prop::collection::vec(input_item(), 0..5), ws()).prop_map(|(i, s)| array(i, s)),
+        1 => json(),
+    ];
+    (
+        prop::option::weighted(0.95, input),
+        prop::collection::vec((top, any::<bool>()), 0..5),
+        any::<usize>(),
+        prop::collection::vec(ws(), 1..3),
+    )
+        .prop_map(|(input, others, at, spaces)| {
+            let mut members: Vec<(String, bool, String)> = others
+                .into_iter()
+                .map(|((k, v), escaped)| (k.to_owned(), escaped, v))
+                .collect();
+            if let Some(input) = input {
+                members.insert(at % (members.len() + 1), ("input".to_owned(), false, input));
+            }
+            object(members, spaces)
+        })
+}
+
 /// A body spoiled: cut short, a byte changed, or something appended.
 fn spoiled() -> impl Strategy<Value = Vec<u8>> {
     (
-        prop_oneof![body(), messages_body()],
+        prop_oneof![body(), messages_body(), responses_body()],
         any::<usize>(),
         any::<u8>(),
         0..3u8,
@@ -472,6 +624,33 @@ fn generated_messages_bodies_are_often_read() {
 }
 
 #[test]
+fn generated_responses_bodies_are_often_read() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = responses_body();
+    let (mut read, mut items) = (0, 0);
+    for _ in 0..400 {
+        let Ok(tree) = strategy.new_tree(&mut runner) else {
+            continue;
+        };
+        let text = tree.current();
+        let Some(body) = Borrowed::parse(text.as_bytes()) else {
+            continue;
+        };
+        if let Ok(view) = RequestView::from_responses(&body, headers()) {
+            read += 1;
+            items += usize::from(view.messages > 1 || view.tool_calls > 0);
+        }
+    }
+    assert!(
+        read >= 80,
+        "only {read} of 400 generated Responses bodies were read"
+    );
+    assert!(items >= 20, "only {items} read bodies had items beyond one");
+}
+
+#[test]
 fn a_repeated_key_counts_its_last_value() {
     let body =
         br#"{"messages":[{"role":"assistant","content":"a","role":"user"}],"model":1,"model":"m"}"#;
@@ -501,6 +680,11 @@ proptest! {
 
     #[test]
     fn written_messages_bodies_read_alike(body in messages_body()) {
+        check(body.as_bytes())?;
+    }
+
+    #[test]
+    fn written_responses_bodies_read_alike(body in responses_body()) {
         check(body.as_bytes())?;
     }
 

@@ -3,7 +3,11 @@
 //! clients, simulator latency model off). The difference of the medians is the router's cost:
 //! body read, parse, request facts, staged evaluation, rewrite, forward, relay, log, metrics.
 //! The same conversation as an Anthropic Messages request (translated to chat for the
-//! simulator and back) shows what translation adds on top.
+//! simulator and back) shows what translation adds on top, and the same conversation as a
+//! Responses request what that door adds: `responses_through_router` from a client without an
+//! API key (nothing is kept for it, under the default `anonymous = isolate`), and
+//! `responses_kept_through_router` from one with a key, whose answer the router keeps in its
+//! response store for a next turn.
 //!
 //! Redaction's share: a request carrying five entities (two email addresses, a phone number,
 //! an IP address, an IBAN) sent straight to the simulator, through a router whose one route
@@ -91,6 +95,9 @@ fn conversation_body(n: u32, turn: u32) -> String {
 /// The API key the bench's requests carry: one tenant's.
 const API_KEY: &str = "Bearer sk-bench-tenant";
 
+/// The same conversation as a Responses request: `instructions`, then an input item list.
+const RESPONSES_BODY: &str = r#"{"model":"auto","instructions":"You are helpful.","input":[{"role":"user","content":[{"type":"input_text","text":"my build fails with a compile error in the parser, what should I check first?"}]}],"temperature":0.2,"max_output_tokens":4}"#;
+
 const MESSAGES_BODY: &str = r#"{"model":"auto","system":"You are helpful.","messages":[{"role":"user","content":"my build fails with a compile error in the parser, what should I check first?"}],"temperature":0.2,"max_tokens":4}"#;
 
 fn bench(c: &mut Criterion) {
@@ -156,13 +163,14 @@ route default {{ to small }}
     };
     let client: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let send = |url: String, body: String| {
+    let send_as = |url: String, body: String, key: Option<&'static str>| {
         let client = client.clone();
         async move {
-            let request = Request::post(url)
-                .header("content-type", "application/json")
-                .header("authorization", API_KEY)
-                .body(Full::new(Bytes::from(body)));
+            let mut request = Request::post(url).header("content-type", "application/json");
+            if let Some(key) = key {
+                request = request.header("authorization", key);
+            }
+            let request = request.body(Full::new(Bytes::from(body)));
             let Ok(request) = request else { return 0 };
             match client.request(request).await {
                 Ok(response) => {
@@ -174,22 +182,33 @@ route default {{ to small }}
             }
         }
     };
+    // Every request carries one tenant's key, but the keyless Responses bench's.
+    let send = |url: String, body: String| send_as(url, body, Some(API_KEY));
+    const KEY: Option<&str> = Some(API_KEY);
     let direct_url = format!("{}/v1/chat/completions", sim.base_url());
     let router_url = format!("http://{}/v1/chat/completions", server.addr);
     let messages_url = format!("http://{}/v1/messages", server.addr);
     let direct_body = BODY.replace("MODEL", "bench-model");
     let routed_body = BODY.replace("MODEL", "auto");
     let messages_body = MESSAGES_BODY.to_owned();
+    let responses_url = format!("http://{}/v1/responses", server.addr);
+    let responses_body = RESPONSES_BODY.to_owned();
     for (url, body) in [
         (&direct_url, &direct_body),
         (&router_url, &routed_body),
         (&messages_url, &messages_body),
+        (&responses_url, &responses_body),
     ] {
         let status = rt.block_on(send(url.clone(), body.clone()));
         if status != 200 {
             eprintln!("bench request to {url} answered {status}");
             return;
         }
+    }
+    let status = rt.block_on(send_as(responses_url.clone(), responses_body.clone(), KEY));
+    if status != 200 {
+        eprintln!("bench request to {responses_url} with a key answered {status}");
+        return;
     }
     let mut group = c.benchmark_group("chat_completion");
     group.bench_function("direct_to_backend", |b| {
@@ -200,6 +219,12 @@ route default {{ to small }}
     });
     group.bench_function("messages_through_router", |b| {
         b.iter(|| rt.block_on(send(messages_url.clone(), messages_body.clone())))
+    });
+    group.bench_function("responses_through_router", |b| {
+        b.iter(|| rt.block_on(send_as(responses_url.clone(), responses_body.clone(), None)))
+    });
+    group.bench_function("responses_kept_through_router", |b| {
+        b.iter(|| rt.block_on(send_as(responses_url.clone(), responses_body.clone(), KEY)))
     });
     group.finish();
 

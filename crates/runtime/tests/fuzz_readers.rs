@@ -3,14 +3,15 @@
 //! under every way of cutting the same bytes, and the reader of Envoy's `ext_proc` messages.
 //! Inputs: the coverage-guided targets' kept corpora (`fuzz/corpus/{request,sse,extproc}/`),
 //! arbitrary bytes, streams made of SSE's own pieces (field names, line ends of all three
-//! kinds, `[DONE]`, usage objects) so the reader's every branch is reached, and `ext_proc`
-//! messages built from header maps of pseudo-headers, valid and invalid names and values.
+//! kinds, `[DONE]`, usage objects) so the reader's every branch is reached, `ext_proc`
+//! messages built from header maps of pseudo-headers, valid and invalid names and values, and
+//! Responses bodies whose top level the turn reader must read as a `Value` does.
 //!
 //! `PROPTEST_CASES` raises the case count for a long search.
 
 mod fuzz_support;
 
-use fuzz_support::{check_extproc, check_intake, check_stream, pieces, scan};
+use fuzz_support::{check_extproc, check_intake, check_stream, check_turn, pieces, scan};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -216,6 +217,55 @@ fn extproc_message() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// A member value of a Responses body's top level: what the turn reader reads (`store`,
+/// `previous_response_id`, `input`) in every kind, and others, written with whitespace, escapes
+/// and number notations a re-serialised tree would not keep.
+fn turn_value() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "true",
+        "false",
+        "null",
+        "0",
+        "1.50",
+        "-0",
+        "1e3",
+        "\"resp_1\"",
+        "\"  resp_\\u0031 \"",
+        "\"   \"",
+        "\"hi \\\"you\\\" \\u00e9\"",
+        "[]",
+        "[ {\"role\" : \"user\", \"content\" : \"a\"} ]",
+        "[{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"ok\"}, \"x\", 2, [ ]]",
+        "{\"a\": {\"b\": [1, 2.0]}}",
+        "[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"t\\n\"}]},{}]",
+    ])
+    .prop_map(str::to_owned)
+}
+
+/// A Responses body's top level: members in any order, keys repeated and escaped.
+fn turn_body() -> impl Strategy<Value = String> {
+    let key = prop::sample::select(vec![
+        "\"store\"",
+        "\"previous_response_id\"",
+        "\"input\"",
+        "\"inp\\u0075t\"",
+        "\"model\"",
+        "\"instructions\"",
+        "\"a\\\"b\"",
+    ]);
+    (
+        prop::collection::vec((key, turn_value()), 0..6),
+        prop::sample::select(vec!["", " ", "\n\t"]),
+    )
+        .prop_map(|(members, space)| {
+            let members: Vec<String> = members
+                .into_iter()
+                .map(|(k, v)| format!("{space}{k}{space}:{space}{v}{space}"))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases(2000)))]
 
@@ -252,6 +302,15 @@ proptest! {
     ) {
         if let Err(e) = check_stream(&stream, &sizes) {
             return Err(TestCaseError::fail(format!("{e}\n--- in\n{stream:?}")));
+        }
+    }
+
+    #[test]
+    fn a_responses_turn_reads_as_its_value(body in turn_body()) {
+        let value = serde_json::from_str::<serde_json::Value>(&body).ok();
+        prop_assert!(value.is_some(), "not JSON: {}", body);
+        if let Err(e) = check_turn(body.as_bytes(), value.as_ref()) {
+            return Err(TestCaseError::fail(format!("{e}\n--- in\n{body}")));
         }
     }
 

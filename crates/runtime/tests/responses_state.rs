@@ -492,3 +492,73 @@ route private { to first  redact = ["email"] }
     );
     Ok(())
 }
+
+/// Items go into the store as the client wrote them and come out spliced into an expanded turn
+/// byte for byte; and an entry as a router that kept trees wrote it (keys sorted, no
+/// whitespace: the same JSON object) is read, listed and continued as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_are_kept_as_written_and_entries_written_as_trees_still_continue() -> TestResult {
+    let redis = RedisServer::start();
+    let router = Router::start(&policy(&format!(
+        "session {{ store = redis({:?}) }}",
+        redis.url()
+    )))
+    .await?;
+    let item = r#"{ "role" : "user", "content" : [ { "type" : "input_text", "text" : "one \u00e9" } ], "n" : 1.50 }"#;
+    let body = format!(r#"{{"model":"auto", "input": [ {item} ]}}"#);
+    let one = router
+        .client
+        .send(Method::POST, &router.url("/v1/responses"), body, &[KEY])
+        .await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+
+    let body = json!({"model": "auto", "input": "two", "previous_response_id": id(&one)?});
+    let two = respond(&router, &body, &[KEY, MOVE]).await?;
+    assert_eq!(two.header("x-sr-previous"), Some("expanded"));
+    let sent = router
+        .sims()
+        .iter()
+        .flat_map(|s| s.received())
+        .filter(|r| r.path == "/v1/responses")
+        .last()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .unwrap_or_default();
+    assert!(sent.contains(item), "the item was rewritten: {sent}");
+    assert!(!sent.contains("previous_response_id"), "{sent}");
+
+    // Every entry rewritten as a tree-keeping router wrote it.
+    let mut conn = redis::Client::open(redis.url())?.get_connection()?;
+    let keys: Vec<String> = redis::cmd("KEYS").arg("sr:v1:resp:*").query(&mut conn)?;
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for key in &keys {
+        let kept: Vec<u8> = redis::cmd("GET").arg(key).query(&mut conn)?;
+        let tree: Value = serde_json::from_slice(&kept)?;
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg(tree.to_string())
+            .arg("KEEPTTL")
+            .query(&mut conn)?;
+    }
+    let body = json!({"model": "auto", "input": "three", "previous_response_id": id(&two)?});
+    let three = respond(&router, &body, &[KEY]).await?;
+    assert_eq!(three.status, 200, "{}", three.text());
+    assert_eq!(three.header("x-sr-previous"), Some("expanded"));
+    assert_eq!(
+        texts(&last_sent(&router, "model-a")?["input"]),
+        ["one é", &said(&one)?, "two", &said(&two)?, "three"]
+    );
+    let read = call(
+        &router,
+        Method::GET,
+        &format!("/v1/responses/{}", id(&two)?),
+        &[KEY],
+    )
+    .await?;
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!(read.json()?["id"], id(&two)?);
+    let path = format!("/v1/responses/{}/input_items?order=asc", id(&two)?);
+    let listed = call(&router, Method::GET, &path, &[KEY]).await?.json()?;
+    assert_eq!(listed["data"][0]["n"], json!(1.5), "{listed}");
+    assert_eq!(listed["data"][0]["content"][0]["text"], "one é");
+    Ok(())
+}

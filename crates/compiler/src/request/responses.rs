@@ -4,31 +4,39 @@
 //! `tool` message. Reasoning and the text built-in tools return are history but no messages;
 //! an item type the router does not know is refused, since its text would reach the model
 //! unseen by the policy.
+//!
+//! Like the chat reader, it is written over [`Json`]: a `serde_json::Value` and the borrowed
+//! tree a proxy reads its bodies into give the same facts and the same errors.
 
 use super::{
     body_object, content_text, missing, parts_text, read_common, required_str, role_of, unreadable,
-    wrong, At, Facts, IntoHeaders, RequestError, RequestView, Role, OPENAI_PARTS, REASONING_PARTS,
+    wrong, At, Facts, IntoHeaders, Json, Node, Object, RequestError, RequestView, Role,
+    OPENAI_PARTS, REASONING_PARTS,
 };
-use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 impl RequestView {
     /// Reads a `/v1/responses` body: `input` is a string (one user message) or an array of
-    /// input items; `instructions` is the system prompt.
-    pub fn from_responses(body: &Value, headers: impl IntoHeaders) -> Result<Self, RequestError> {
+    /// input items; `instructions` is the system prompt. The body is a `serde_json::Value`, or
+    /// the [`Borrowed`](super::Borrowed) tree a proxy reads its bodies into (the same facts and
+    /// errors either way).
+    pub fn from_responses<J: Json>(
+        body: &J,
+        headers: impl IntoHeaders,
+    ) -> Result<Self, RequestError> {
         let obj = body_object(body)?;
         let mut facts = Facts::new(headers);
         read_common(obj, &mut facts.view)?;
-        match obj.get("instructions") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(text)) => facts.message(Role::System, text),
-            Some(other) => return Err(wrong("instructions".into(), "a string or null", other)),
+        match obj.get("instructions").map(Json::node) {
+            None | Some(Node::Null) => {}
+            Some(Node::String(text)) => facts.message(Role::System, text),
+            Some(other) => return Err(wrong("instructions".into(), "a string or null", &other)),
         }
         facts.view.provider_state = provider_state(obj)?;
-        match obj.get("input") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(text)) => facts.message(Role::User, text),
-            Some(Value::Array(items)) => {
+        match obj.get("input").map(Json::node) {
+            None | Some(Node::Null) => {}
+            Some(Node::String(text)) => facts.message(Role::User, text),
+            Some(Node::Array(items)) => {
                 let root = At::Field("input");
                 for (i, item) in items.iter().enumerate() {
                     read_input_item(item, root.index(i), &mut facts)?;
@@ -38,7 +46,7 @@ impl RequestView {
                 return Err(wrong(
                     "input".into(),
                     "a string or an array of input items",
-                    other,
+                    &other,
                 ))
             }
         }
@@ -46,14 +54,15 @@ impl RequestView {
     }
 }
 
-fn read_input_item(item: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
-    let Value::Object(item) = item else {
-        return Err(wrong(path.to_string(), "an object", item));
+fn read_input_item<J: Json>(item: &J, path: At<'_>, facts: &mut Facts) -> Result<(), RequestError> {
+    let item = match item.node() {
+        Node::Object(item) => item,
+        other => return Err(wrong(path.to_string(), "an object", &other)),
     };
-    let kind = match item.get("type") {
-        None | Some(Value::Null) => "message",
-        Some(Value::String(kind)) => kind.as_str(),
-        Some(other) => return Err(wrong(format!("{path}.type"), "a string", other)),
+    let kind = match item.get("type").map(Json::node) {
+        None | Some(Node::Null) => "message",
+        Some(Node::String(kind)) => kind,
+        Some(other) => return Err(wrong(format!("{path}.type"), "a string", &other)),
     };
     match kind {
         "message" => {
@@ -76,18 +85,18 @@ fn read_input_item(item: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), 
         }
         "function_call_output" | "custom_tool_call_output" => {
             let id = required_str(item, "call_id", path)?;
-            let output = match item.get("output") {
+            let output = match item.get("output").map(Json::node) {
                 None => return Err(missing(&format!("{path}.output"))),
-                Some(Value::Null) => Cow::Borrowed(""),
-                Some(Value::String(text)) => Cow::Borrowed(text.as_str()),
-                Some(Value::Array(parts)) => {
+                Some(Node::Null) => Cow::Borrowed(""),
+                Some(Node::String(text)) => Cow::Borrowed(text),
+                Some(Node::Array(parts)) => {
                     Cow::Owned(parts_text(parts, path.key("output"), &OPENAI_PARTS)?)
                 }
                 Some(other) => {
                     return Err(wrong(
                         format!("{path}.output"),
                         "a string or an array of content parts",
-                        other,
+                        &other,
                     ))
                 }
             };
@@ -98,24 +107,24 @@ fn read_input_item(item: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), 
         // message, and a call after it still joins the assistant message before it.
         "reasoning" => {
             for key in ["summary", "content"] {
-                match item.get(key) {
-                    None | Some(Value::Null) => {}
-                    Some(Value::Array(parts)) => {
+                match item.get(key).map(Json::node) {
+                    None | Some(Node::Null) => {}
+                    Some(Node::Array(parts)) => {
                         facts.text(&parts_text(parts, path.key(key), &REASONING_PARTS)?)
                     }
                     Some(other) => {
-                        return Err(wrong(format!("{path}.{key}"), "an array or null", other))
+                        return Err(wrong(format!("{path}.{key}"), "an array or null", &other))
                     }
                 }
             }
         }
         // Built-in tools' outputs the model reads as text.
         "mcp_call" | "local_shell_call_output" | "apply_patch_call_output" => {
-            match item.get("output") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(text)) => facts.text(text),
+            match item.get("output").map(Json::node) {
+                None | Some(Node::Null) => {}
+                Some(Node::String(text)) => facts.text(text),
                 Some(other) => {
-                    return Err(wrong(format!("{path}.output"), "a string or null", other))
+                    return Err(wrong(format!("{path}.output"), "a string or null", &other))
                 }
             }
         }
@@ -144,13 +153,16 @@ fn read_input_item(item: &Value, path: At<'_>, facts: &mut Facts) -> Result<(), 
 
 /// The strings at `fields` of the entries of a built-in tool item's `key` array, as history.
 /// The backend checks these items' shape; what has no string there has no text to read.
-fn entries_text(item: &Map<String, Value>, key: &str, fields: &[&str], facts: &mut Facts) {
-    let Some(Value::Array(entries)) = item.get(key) else {
+fn entries_text<O: Object>(item: &O, key: &str, fields: &[&str], facts: &mut Facts) {
+    let Some(Node::Array(entries)) = item.get(key).map(Json::node) else {
         return;
     };
     for entry in entries {
+        let Node::Object(entry) = entry.node() else {
+            continue;
+        };
         for field in fields {
-            if let Some(Value::String(text)) = entry.get(field) {
+            if let Some(Node::String(text)) = entry.get(field).map(Json::node) {
                 facts.text(text);
             }
         }
@@ -159,27 +171,27 @@ fn entries_text(item: &Map<String, Value>, key: &str, fields: &[&str], facts: &m
 
 /// Whether a responses body names state its backend keeps: a `previous_response_id`, or a
 /// `conversation` (an id, or an object with one).
-fn provider_state(obj: &Map<String, Value>) -> Result<bool, RequestError> {
-    let previous = match obj.get("previous_response_id") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(id)) => !id.trim().is_empty(),
+fn provider_state<O: Object>(obj: &O) -> Result<bool, RequestError> {
+    let previous = match obj.get("previous_response_id").map(Json::node) {
+        None | Some(Node::Null) => false,
+        Some(Node::String(id)) => !id.trim().is_empty(),
         Some(other) => {
             return Err(wrong(
                 "previous_response_id".into(),
                 "a string or null",
-                other,
+                &other,
             ))
         }
     };
-    let conversation = match obj.get("conversation") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(id)) => !id.trim().is_empty(),
-        Some(Value::Object(_)) => true,
+    let conversation = match obj.get("conversation").map(Json::node) {
+        None | Some(Node::Null) => false,
+        Some(Node::String(id)) => !id.trim().is_empty(),
+        Some(Node::Object(_)) => true,
         Some(other) => {
             return Err(wrong(
                 "conversation".into(),
                 "a string, an object or null",
-                other,
+                &other,
             ))
         }
     };

@@ -57,7 +57,8 @@ pub fn check_body(bytes: &[u8], policies: &[CompiledPolicy]) -> Result<(), Strin
     Ok(())
 }
 
-/// The borrowed readers agree with the `Value` ones on `bytes` as a chat and as a Messages body:
+/// The borrowed readers agree with the `Value` ones on `bytes` as a chat, a Messages and a
+/// Responses body:
 /// both refuse it as JSON, or both read it, into the same facts or the same [`RequestError`].
 pub fn check_borrowed(bytes: &[u8]) -> Result<(), String> {
     let tree = serde_json::from_slice::<serde_json::Value>(bytes);
@@ -85,6 +86,11 @@ pub fn check_borrowed(bytes: &[u8]) -> Result<(), String> {
             "Messages",
             RequestView::from_messages(&tree, &headers),
             RequestView::from_messages(&borrowed, &headers),
+        ),
+        (
+            "Responses",
+            RequestView::from_responses(&tree, &headers),
+            RequestView::from_responses(&borrowed, &headers),
         ),
     ];
     for (api, by_tree, by_borrowed) in readers {

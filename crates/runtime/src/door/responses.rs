@@ -13,16 +13,20 @@
 //! way (empty where the chain starts and its route redacted nothing), and a turn continuing state
 //! only the backend holds starts from the vault kept under its `previous_response_id`
 //! ([`crate::responses_state::vault`]).
+//!
+//! The door reads what it needs of the body (`previous_response_id`, `store`, the input items)
+//! from its raw top level ([`TurnBody`]), never from a `serde_json::Value`: the items are kept
+//! and a continued turn expanded as JSON text, spliced, and the expanded turn's facts are read
+//! through the compiler's borrowed tree, as the intake reads every body's.
 
 use std::sync::Arc;
 
 use http_body_util::BodyExt;
 use hyper::header::CONTENT_TYPE;
 use hyper::{Response, StatusCode};
-use serde_json::Value;
 use src_compiler::hir::ModelId;
 use src_compiler::pii::Vault;
-use src_compiler::request::RequestView;
+use src_compiler::request::{Borrowed, RequestView};
 
 use crate::door::{Door, Intake, Prepared};
 use crate::headers::{self, session as state, TEXT_EVENT_STREAM};
@@ -37,6 +41,7 @@ use crate::relay::completion::Completion;
 use crate::responses_state::capture::{Capture, Keep, Producer};
 use crate::responses_state::chain;
 use crate::responses_state::record::StoredResponse;
+use crate::responses_state::turn::{Item, TurnBody};
 use crate::responses_state::vault::{self, KeepVault, Kept};
 use crate::responses_state::{ResponseStates, Scope};
 use crate::store::failure::{self, Failed, Site};
@@ -86,8 +91,8 @@ impl Door for Responses<'_> {
 
 /// One turn of a conversation, as the router holds it.
 pub struct Turn {
-    /// The conversation's input up to this turn's answer.
-    input: Vec<Value>,
+    /// The conversation's input up to this turn's answer, each item as JSON text.
+    input: Vec<Item>,
     /// Where the answer is kept; `None` when it is not.
     keep_in: Option<Scope>,
     /// Where a redacted answer's vault is kept; `None` when the tenant has no store.
@@ -121,9 +126,7 @@ async fn prepare(
         view,
         headers,
     } = request;
-    let parsed = parsed.tree();
     let policy = snapshot.policy();
-    let stores = parsed.get("store").and_then(Value::as_bool) != Some(false);
     // A keyless client under `anonymous = isolate` neither keeps nor continues stored responses:
     // its `previous_response_id` is then the provider's, as an unknown id is.
     let scope = match states.scope(policy, &view) {
@@ -134,20 +137,28 @@ async fn prepare(
             None
         }
     };
+    // Read only where a store may keep or continue the turn, or where a redacting policy looks
+    // up the vault of the chain it continues. The body was read as JSON already: only a body
+    // whose top level is no object is none, and the intake refused that.
+    let reads = scope.is_some() || (view.provider_state && vault::redacts(policy));
+    let body = reads.then(|| TurnBody::parse(parsed.bytes())).flatten();
+    let stores = body.as_ref().and_then(TurnBody::store) != Some(false);
     let provider_state = view.provider_state;
-    let previous_id = parsed
-        .get("previous_response_id")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|id| !id.is_empty());
+    let previous_id = body.as_ref().and_then(TurnBody::previous_response_id);
+    let previous_id = previous_id.as_deref();
     // A turn the router cannot expand continues the backend's copy, placeholders and all.
     let as_written = async |view: RequestView| Prepared {
         chain: chain_vault(states, (policy, scope.as_ref()), &view, previous_id).await,
         view,
         previous: None,
         turn: Turn {
-            input: chain::input_items(parsed),
-            keep_in: scope.clone().filter(|_| stores && !provider_state),
+            input: match (&body, &scope) {
+                (Some(body), Some(_)) => body.input_items(),
+                _ => Vec::new(),
+            },
+            keep_in: scope
+                .clone()
+                .filter(|_| stores && !provider_state && body.is_some()),
             vault_in: scope.clone(),
             provider_state,
             conversation: None,
@@ -157,7 +168,7 @@ async fn prepare(
             },
         },
     };
-    let (Some(id), Some(found_in)) = (previous_id, scope.clone()) else {
+    let (Some(body), Some(id), Some(found_in)) = (&body, previous_id, scope.clone()) else {
         return Ok(as_written(view).await);
     };
     let previous = match found_in
@@ -185,21 +196,25 @@ async fn prepare(
             };
         }
     };
-    let history = chain::history(&previous, parsed);
-    let Some(expanded) = chain::expanded_body(parsed, history.clone()) else {
+    let history = chain::history(&previous, body);
+    let expanded = chain::expanded_body(body, &history);
+    // Spliced from JSON texts, so JSON; a key the borrowed tree leaves to a `Value` (serde_json's
+    // own markers) cannot be expanded, and the turn goes as written.
+    let Some(tree) = Borrowed::parse(&expanded) else {
         return Ok(as_written(view).await);
     };
     let mut view =
-        RequestView::from_responses(&expanded, intake::header_pairs(headers)).map_err(|err| {
+        RequestView::from_responses(&tree, intake::header_pairs(headers)).map_err(|err| {
             ApiError::bad_request(format!(
                 "the stored conversation `{id}` cannot continue: {err}"
             ))
         })?;
+    drop(tree);
     let conversation = previous.conversation().to_owned();
     name_conversation(&mut view, &conversation);
     let provider_state = view.provider_state;
     Ok(Prepared {
-        previous: Some(chain::continuation(&previous, &expanded)),
+        previous: Some(chain::continuation(&previous, expanded)),
         chain: None,
         turn: Turn {
             input: history,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::StatusCode;
-use serde_json::Value;
 use src_compiler::pii::Vault;
 
 use crate::openai::ApiError;
@@ -28,11 +27,11 @@ pub struct Continuation {
 
 impl Continuation {
     /// The continuation of a response `backend` produced as `served`, expanded to `expanded`.
-    pub fn new(backend: String, served: String, expanded: &Value) -> Continuation {
+    pub fn new(backend: String, served: String, expanded: Bytes) -> Continuation {
         Continuation {
             backend,
             served,
-            expanded: Bytes::from(expanded.to_string()),
+            expanded,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The first step of a proxied request: its body, read within a limit, and the facts a policy
 //! reads from it (the compiler's [`RequestView`]), or the client error that says why not.
 //!
-//! A chat or Messages body is read into the compiler's borrowed tree ([`Borrowed`]: its strings
+//! Every body (chat, Responses, Messages) is read into the compiler's borrowed tree ([`Borrowed`]: its strings
 //! point into the body) rather than a `serde_json::Value`, which allocates every key and string;
 //! the [`JsonBody`] builds the `Value` only when a step reads one (a route's plugins, the cache,
 //! `--record`), which a plain routed request never does. A Messages body that may go to an
@@ -231,10 +231,7 @@ fn parse_view(
 ) -> Result<(JsonBody, RequestView), ApiError> {
     // A body the borrowed tree cannot read is read into a `Value`, whose refusal is the one the
     // client gets (the borrowed tree refuses exactly what it refuses).
-    let borrowed = match api {
-        Api::Chat | Api::Messages => Borrowed::parse(bytes).map(Read::Borrowed),
-        Api::Responses => None,
-    };
+    let borrowed = Borrowed::parse(bytes).map(Read::Borrowed);
     let read = match borrowed {
         Some(read) => read,
         None => Read::Tree(serde_json::from_slice(bytes).map_err(ApiError::invalid_json)?),
@@ -244,8 +241,9 @@ fn parse_view(
     Directive::read(header_pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())))
         .map_err(|e| ApiError::bad_request(e.to_string()).with_param(headers::SR_CACHE))?;
     let view = match (&read, api) {
+        (Read::Borrowed(body), Api::Chat) => RequestView::from_chat(body, header_pairs),
+        (Read::Borrowed(body), Api::Responses) => RequestView::from_responses(body, header_pairs),
         (Read::Borrowed(body), Api::Messages) => RequestView::from_messages(body, header_pairs),
-        (Read::Borrowed(body), _) => RequestView::from_chat(body, header_pairs),
         (Read::Tree(tree), Api::Chat) => RequestView::from_chat(tree, header_pairs),
         (Read::Tree(tree), Api::Responses) => RequestView::from_responses(tree, header_pairs),
         (Read::Tree(tree), Api::Messages) => RequestView::from_messages(tree, header_pairs),

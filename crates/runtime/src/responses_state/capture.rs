@@ -11,13 +11,14 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::cache::fill::MAX_STREAM_BYTES;
 use crate::hooks::BoxFuture;
 use crate::relay::body::ProxyBody;
 use crate::relay::rewriting::{Rewriter, Rewritten};
 use crate::responses_state::record::StoredResponse;
+use crate::responses_state::turn::{self, Item};
 use crate::responses_state::vault::KeepVault;
 use crate::responses_state::Scope;
 use crate::store::clock::Clock;
@@ -37,8 +38,8 @@ pub struct Producer {
 pub struct Keep {
     pub scope: Scope,
     pub producer: Producer,
-    /// The conversation's input up to this answer (earlier turns expanded).
-    pub input: Vec<Value>,
+    /// The conversation's input up to this answer (earlier turns expanded), as JSON text.
+    pub input: Vec<Item>,
     /// The conversation's first response, when this answer continues one.
     pub conversation: Option<String>,
     pub ttl_ms: u64,
@@ -154,14 +155,14 @@ impl Capture {
             let answer = if sse {
                 final_response(&whole)
             } else {
-                serde_json::from_slice(&whole).ok()
+                serde_json::from_slice::<Box<RawValue>>(&whole).ok()
             };
             let Some(response) = answer else {
                 tracing::debug!(sse, "an answer that carries no response is not kept");
                 return;
             };
             match (seal, response_id(&response)) {
-                (Some(seal), Some(id)) => seal.store(id).await,
+                (Some(seal), Some(id)) => seal.store(&id).await,
                 (Some(_), None) => {
                     tracing::debug!("an answer that is no finished response keeps no vault");
                 }
@@ -177,15 +178,16 @@ impl Capture {
 /// The event types that end a responses event stream with its response.
 const FINAL_EVENTS: [&[u8]; 2] = [b"response.completed", b"response.incomplete"];
 
-/// Stores `response` (a response object) as `keep` says, when it is one worth continuing.
-pub async fn store(keep: Keep, response: Value) {
+/// Stores `response` (a response object, as the backend wrote it) as `keep` says, when it is
+/// one worth continuing.
+pub async fn store(keep: Keep, response: Box<RawValue>) {
     let Some(id) = response_id(&response) else {
         tracing::debug!("an answer that is no finished response is not kept");
         return;
     };
     let now = keep.clock.now_ms();
     let stored = StoredResponse {
-        id: id.to_owned(),
+        id,
         backend: keep.producer.backend,
         served: keep.producer.served,
         model: keep.producer.model,
@@ -222,18 +224,21 @@ pub async fn store(keep: Keep, response: Value) {
 }
 
 /// The id of a response object whose status is worth continuing.
-pub(crate) fn response_id(response: &Value) -> Option<&str> {
-    let object = response.as_object()?;
-    let status = object.get("status").and_then(Value::as_str)?;
-    (object.get("object").and_then(Value::as_str) == Some("response")
-        && KEPT_STATUSES.contains(&status))
-    .then(|| object.get("id").and_then(Value::as_str))
-    .flatten()
+pub(crate) fn response_id(response: &RawValue) -> Option<String> {
+    // One walk of the response for its three members.
+    let [id, object, status] = turn::members(response, ["id", "object", "status"]);
+    fn text(raw: Option<&RawValue>) -> Option<std::borrow::Cow<'_, str>> {
+        raw.and_then(turn::text)
+    }
+    let status = text(status)?;
+    (text(object).as_deref() == Some("response") && KEPT_STATUSES.contains(&status.as_ref()))
+        .then(|| text(id).map(|id| id.into_owned()))
+        .flatten()
 }
 
 /// The response an event stream ended with: the `response` of its last `response.completed`
-/// or `response.incomplete` event.
-pub fn final_response(stream: &[u8]) -> Option<Value> {
+/// or `response.incomplete` event, as the backend wrote it.
+pub fn final_response(stream: &[u8]) -> Option<Box<RawValue>> {
     let text = String::from_utf8_lossy(stream).replace("\r\n", "\n");
     let mut found = None;
     for event in text.split("\n\n") {
@@ -245,14 +250,16 @@ pub fn final_response(stream: &[u8]) -> Option<Value> {
         if data.is_empty() {
             continue;
         }
-        let Ok(value) = serde_json::from_str::<Value>(&data.join("\n")) else {
+        let data = data.join("\n");
+        let Ok(event) = serde_json::from_str::<&RawValue>(&data) else {
             continue;
         };
+        let kind = turn::member(event, "type").and_then(turn::text);
         if matches!(
-            value.get("type").and_then(Value::as_str),
+            kind.as_deref(),
             Some("response.completed" | "response.incomplete")
         ) {
-            found = value.get("response").cloned();
+            found = turn::member(event, "response").map(ToOwned::to_owned);
         }
     }
     found
@@ -318,23 +325,27 @@ mod tests {
             json!({"type": "response.output_text.delta", "delta": "hi"}),
             json!({"type": "response.completed", "response": done}),
         );
-        assert_eq!(final_response(stream.as_bytes()), Some(done));
-        assert_eq!(
-            final_response(b"event: response.created\ndata: {}\n\n"),
-            None
-        );
+        let found = final_response(stream.as_bytes()).map(|r| r.get().to_owned());
+        assert_eq!(found, Some(done.to_string()));
+        assert!(final_response(b"event: response.created\ndata: {}\n\n").is_none());
     }
 
     #[test]
     fn only_finished_responses_have_an_id_to_keep() {
+        let id = |value: serde_json::Value| {
+            serde_json::value::to_raw_value(&value)
+                .ok()
+                .and_then(|raw| response_id(&raw))
+        };
         let response = |status: &str| json!({"id": "r", "object": "response", "status": status});
-        assert_eq!(response_id(&response("completed")), Some("r"));
-        assert_eq!(response_id(&response("incomplete")), Some("r"));
-        assert_eq!(response_id(&response("failed")), None);
+        assert_eq!(id(response("completed")).as_deref(), Some("r"));
+        assert_eq!(id(response("incomplete")).as_deref(), Some("r"));
+        assert_eq!(id(response("failed")), None);
         assert_eq!(
-            response_id(&json!({"id": "r", "object": "chat.completion", "status": "completed"})),
+            id(json!({"id": "r", "object": "chat.completion", "status": "completed"})),
             None
         );
-        assert_eq!(response_id(&json!({"error": {"message": "no"}})), None);
+        assert_eq!(id(json!({"error": {"message": "no"}})), None);
+        assert_eq!(id(json!(["r"])), None);
     }
 }

@@ -83,7 +83,7 @@ pub async fn answer(
     match (asked, method) {
         (Asked::Response(id), &Method::DELETE) => delete(states, &scope, id).await,
         (Asked::Response(id), _) => match read(states, &scope, id).await {
-            Ok(stored) => json(&stored.response),
+            Ok(stored) => json_text(Bytes::from(stored.response.get().to_owned())),
             Err(error) => error.into_response(),
         },
         (Asked::InputItems(id), _) => match read(states, &scope, id).await {
@@ -136,7 +136,8 @@ fn input_items(stored: &StoredResponse, query: Option<&str>) -> Value {
         .iter()
         .enumerate()
         .map(|(n, item)| {
-            let mut item = item.clone();
+            // Listing is rare and reshapes each item: a tree per item is fine here.
+            let mut item: Value = serde_json::from_str(item.get()).unwrap_or(Value::Null);
             if let Some(object) = item.as_object_mut() {
                 if !object.get("id").is_some_and(Value::is_string) {
                     object.insert("id".into(), json!(format!("{}-input-{n}", stored.id)));
@@ -204,7 +205,12 @@ fn store_failed(err: &crate::store::StoreError) -> Response<ProxyBody> {
 }
 
 fn json(value: &Value) -> Response<ProxyBody> {
-    let mut response = Response::new(ProxyBody::from(Bytes::from(value.to_string())));
+    json_text(Bytes::from(value.to_string()))
+}
+
+/// A JSON text as the answer, as it is.
+fn json_text(text: Bytes) -> Response<ProxyBody> {
+    let mut response = Response::new(ProxyBody::from(text));
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON));
@@ -238,9 +244,14 @@ mod tests {
             served: "m".into(),
             model: "m".into(),
             input: (0..5)
-                .map(|n| json!({"role": "user", "content": format!("m{n}")}))
+                .filter_map(|n| {
+                    serde_json::value::to_raw_value(
+                        &json!({"role": "user", "content": format!("m{n}")}),
+                    )
+                    .ok()
+                })
                 .collect(),
-            response: json!({}),
+            response: serde_json::value::to_raw_value(&json!({})).expect("JSON"),
             created_ms: 0,
             conversation: None,
         };

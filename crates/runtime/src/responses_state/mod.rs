@@ -16,7 +16,9 @@
 //!   with no pin to name an owner it is forwarded as is (`unowned`).
 //!
 //! - [`record`]: what one stored response is; [`store`]: where it lives (memory, Redis);
-//! - [`chain`]: a stored conversation expanded into the next turn's input;
+//! - [`turn`]: a turn's body read as raw JSON (its `previous_response_id`, `store` and input
+//!   items as the body's own bytes);
+//! - [`chain`]: a stored conversation expanded into the next turn's input, by splicing bytes;
 //! - [`capture`]: a relayed answer (JSON or event stream) turned into a stored response;
 //! - [`endpoints`]: `GET`/`DELETE /v1/responses/{id}` and its `input_items`;
 //! - [`vault`]: on a redacting route, the values a chain's turns were sent placeholders for,
@@ -31,6 +33,7 @@ pub mod endpoints;
 pub mod record;
 pub mod seal;
 pub mod store;
+pub mod turn;
 pub mod vault;
 
 use std::sync::Arc;

@@ -4,15 +4,20 @@
 //! Models are kept by their policy name, the backend by its policy name and the model by its
 //! served id: a later turn is "the same owner" only when both the backend and the served id
 //! match, whatever the policy generation or replica that stores or reads it.
+//!
+//! The input items and the response are kept as the JSON text they came as (raw values, never
+//! a tree), so that a continued turn is expanded by splicing them. The stored form is the same
+//! JSON object it was when they were kept as trees: entries written either way read back.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
+use crate::responses_state::turn::{self, Item, Listed};
 use crate::store::StoreError;
 
 /// A response the router answered and keeps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredResponse {
     pub id: String,
     /// The backend (its policy name) that produced the response.
@@ -23,9 +28,9 @@ pub struct StoredResponse {
     pub model: String,
     /// Every input item of the conversation up to this response, earlier turns' outputs
     /// included, in order: what a model that never saw the conversation must be sent.
-    pub input: Vec<Value>,
+    pub input: Vec<Item>,
     /// The response object as the backend answered it (`output` inside).
-    pub response: Value,
+    pub response: Box<RawValue>,
     pub created_ms: u64,
     /// The id of the conversation's first response, for a response that continues one: what
     /// names the whole conversation, turn after turn (the default session identity reads it).
@@ -51,20 +56,41 @@ impl StoredResponse {
         self.conversation.as_deref().unwrap_or(&self.id)
     }
 
-    /// The response's output items.
-    pub fn output(&self) -> &[Value] {
-        self.response
-            .get("output")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice)
+    /// The response's output items (none when its `output` is no array).
+    pub fn output(&self) -> Vec<&RawValue> {
+        match turn::member(&self.response, "output").map(turn::listed) {
+            Some(Listed::Items(items)) => items,
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Two stored responses are equal when they hold the same text.
+impl PartialEq for StoredResponse {
+    fn eq(&self, other: &StoredResponse) -> bool {
+        fn texts(items: &[Item]) -> Vec<&str> {
+            items.iter().map(|i| i.get()).collect()
+        }
+        self.id == other.id
+            && self.backend == other.backend
+            && self.served == other.served
+            && self.model == other.model
+            && texts(&self.input) == texts(&other.input)
+            && self.response.get() == other.response.get()
+            && self.created_ms == other.created_ms
+            && self.conversation == other.conversation
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
+
+    fn raw(value: &Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(value).expect("JSON")
+    }
 
     #[test]
     fn a_stored_response_reads_back_as_written() {
@@ -73,8 +99,8 @@ mod tests {
             backend: "a".into(),
             served: "m-a".into(),
             model: "first".into(),
-            input: vec![json!({"role": "user", "content": "hi"})],
-            response: json!({"id": "resp_1", "output": [{"type": "message"}]}),
+            input: vec![raw(&json!({"role": "user", "content": "hi"}))],
+            response: raw(&json!({"id": "resp_1", "output": [{"type": "message"}]})),
             created_ms: 5,
             conversation: None,
         };
@@ -85,5 +111,40 @@ mod tests {
             StoredResponse::decode(b"{"),
             Err(StoreError::Corrupt(_))
         ));
+    }
+
+    /// What a router that kept trees wrote (keys sorted, no whitespace) reads back, the same
+    /// items and response; and what this one writes is the same JSON object.
+    #[test]
+    fn an_entry_kept_as_trees_reads_back() {
+        let old = json!({"id": "resp_1", "backend": "a", "served": "m-a", "model": "first",
+            "input": [{"content": "hi", "role": "user"}],
+            "response": {"id": "resp_1", "object": "response", "output": [{"type": "message"}]},
+            "created_ms": 5, "conversation": "resp_0"});
+        let bytes = serde_json::to_vec(&old).expect("JSON");
+        let stored = StoredResponse::decode(&bytes).expect("reads");
+        assert_eq!(stored.conversation(), "resp_0");
+        assert_eq!(stored.input[0].get(), r#"{"content":"hi","role":"user"}"#);
+        assert_eq!(stored.output().len(), 1);
+        let again: Value =
+            serde_json::from_slice(&stored.encode().expect("encodes")).expect("JSON");
+        assert_eq!(again, old);
+    }
+
+    #[test]
+    fn a_response_without_an_output_list_has_no_output_items() {
+        for response in [json!({"id": "r"}), json!({"output": {"a": 1}}), json!([1])] {
+            let stored = StoredResponse {
+                id: "r".into(),
+                backend: "a".into(),
+                served: "m".into(),
+                model: "m".into(),
+                input: Vec::new(),
+                response: raw(&response),
+                created_ms: 0,
+                conversation: None,
+            };
+            assert!(stored.output().is_empty(), "{response}");
+        }
     }
 }

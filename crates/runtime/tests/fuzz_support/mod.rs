@@ -4,7 +4,9 @@
 //!
 //! - [`check_intake`]: any bytes as a chat, responses or Messages body are a request or a 4xx
 //!   answer, and the server's reading agrees with the compiler's (a Messages body's chat form
-//!   too, made from the borrowed tree the server reads it into);
+//!   too, made from the borrowed tree the server reads it into), and a Responses body's raw
+//!   top level ([`check_turn`]: `store`, `previous_response_id`, the input items and the
+//!   expanded body spliced from them) agrees with the same body read into a `Value`;
 //! - [`check_stream`]: any bytes as an upstream event stream, cut into any pieces, give the
 //!   same usage, `[DONE]` and event counts as the same bytes in one piece, the same Messages
 //!   events when translated (each a named event with JSON data), and the cache's assembler of
@@ -13,17 +15,20 @@
 //!   decoder or decoded into a message whose headers the processor reads as Envoy sent them.
 
 use hyper::header::HeaderMap;
+use serde_json::{json, Value};
 use src_compiler::request::RequestView;
 use src_runtime::anthropic::stream::StreamTranslator;
 use src_runtime::anthropic::to_chat::ChatForm;
 use src_runtime::cache::assemble::chat_completion;
 use src_runtime::openai::{Api, UsageScanner};
 use src_runtime::pipeline::intake;
+use src_runtime::responses_state::turn::TurnBody;
 
-/// Checks [`intake::parse`] on `bytes` for both APIs.
+/// Checks [`intake::parse`] on `bytes` for every API, and [`check_turn`].
 pub fn check_intake(bytes: &[u8]) -> Result<(), String> {
     let headers = HeaderMap::new();
     let value = serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    check_turn(bytes, value.as_ref())?;
     for api in [Api::Chat, Api::Responses, Api::Messages] {
         let direct = value.as_ref().map(|v| match api {
             Api::Chat => RequestView::from_chat(v, &[]),
@@ -84,6 +89,66 @@ pub fn check_intake(bytes: &[u8]) -> Result<(), String> {
                 ))
             }
         }
+    }
+    Ok(())
+}
+
+/// A Responses body's raw top level ([`TurnBody`]) reads what its `Value` (`value`, `None` when
+/// `bytes` are no JSON) holds, serde_json's marker keys aside: the same `store` and `previous_response_id`, the same input items
+/// (a string as one user message), and an expanded body that is the `Value` without
+/// `previous_response_id` and with `input` the items given.
+pub fn check_turn(bytes: &[u8], value: Option<&Value>) -> Result<(), String> {
+    // serde_json's own marker keys make a `Value` read a map as what it stands for; the raw
+    // reader reads the object as written, as the borrowed tree leaves such bodies to a `Value`.
+    let marker = b"$serde_json::private::";
+    if bytes.windows(marker.len()).any(|w| w == marker) {
+        return Ok(());
+    }
+    let body = TurnBody::parse(bytes);
+    let (body, object) = match (body, value.and_then(Value::as_object)) {
+        (None, None) => return Ok(()),
+        (Some(body), Some(object)) => (body, object),
+        (body, _) => {
+            return Err(format!(
+                "the turn reader {} a body the Value reads as {value:?}",
+                if body.is_some() { "reads" } else { "refuses" }
+            ))
+        }
+    };
+    let store = object.get("store").and_then(Value::as_bool);
+    if body.store() != store {
+        return Err(format!("store: {:?} against {store:?}", body.store()));
+    }
+    let previous = object
+        .get("previous_response_id")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|id| !id.is_empty());
+    if body.previous_response_id().as_deref() != previous {
+        return Err(format!(
+            "previous_response_id: {:?} against {previous:?}",
+            body.previous_response_id()
+        ));
+    }
+    let expected: Vec<Value> = match object.get("input") {
+        Some(Value::String(text)) => vec![json!({"role": "user", "content": text})],
+        Some(Value::Array(items)) => items.clone(),
+        _ => Vec::new(),
+    };
+    let items = body.input_items();
+    let read: Vec<Value> = items
+        .iter()
+        .map(|item| serde_json::from_str(item.get()).unwrap_or(Value::Null))
+        .collect();
+    if read != expected {
+        return Err(format!("input items: {read:?} against {expected:?}"));
+    }
+    let mut expanded = object.clone();
+    expanded.remove("previous_response_id");
+    expanded.insert("input".into(), Value::Array(expected));
+    let spliced = serde_json::from_slice::<Value>(&body.expanded(&items));
+    if spliced.as_ref().ok() != Some(&Value::Object(expanded.clone())) {
+        return Err(format!("expanded: {spliced:?} against {expanded:?}"));
     }
     Ok(())
 }
