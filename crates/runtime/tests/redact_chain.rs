@@ -435,6 +435,154 @@ async fn a_stored_turn_on_a_route_that_does_not_redact_keeps_the_vault_it_contin
     Ok(())
 }
 
+/// A second backend beside `up`, serving the same id, and a route to it: the response's owner
+/// is `up`, so a turn decided there is sent the conversation expanded.
+fn aside(url: &str) -> String {
+    format!(
+        r#"
+backend other {{ url = "{url}" }}
+model elsewhere {{ backend = other  serves = "echo" }}
+route aside priority 5 {{ when header("x-aside") == "yes"  to elsewhere }}
+"#
+    )
+}
+
+/// A backend that holds nothing and answers with the `input` it read, as JSON text.
+fn reader(seen: &Seen) -> Reply {
+    if seen.method == "GET" {
+        return Reply::json(&json!({"object": "list", "data": []}));
+    }
+    responses(
+        "resp_other_1",
+        &format!("Read {}", seen.body["input"]),
+        false,
+    )
+}
+
+/// Turn one, redacted and stored by the router; turn two continues it on a route without
+/// `redact`, sent as written to the backend that holds turn one's placeholder: the answer
+/// quoting it reads its value. A turn on a route to another backend is sent the stored
+/// conversation expanded, values as the client wrote them and read them, and its answer is
+/// left as it is. Answers turn one's response id.
+async fn stored_then_open(
+    router: &Router,
+    upstream: &Upstream,
+    other: &Upstream,
+) -> TestResult<String> {
+    let private = ("x-private", "yes");
+    let body = json!({"model": "auto", "input": format!("Mail {ANN}")});
+    let one = router.post("/v1/responses", &body, &[ONE, private]).await?;
+    assert_eq!(one.status, 200, "{}", one.text());
+    assert_eq!(last_input(upstream)?, "Mail <EMAIL_1>");
+    let (text, first) = said(&one)?;
+    assert_eq!(text, format!("Noted: Mail {ANN}."));
+
+    let body = json!({"model": "auto", "input": format!("Plainly {BOB}"),
+        "previous_response_id": first});
+    let two = respond(router, &body, ONE).await?;
+    assert_eq!(two.status, 200, "{}", two.text());
+    assert_eq!(two.header("x-sr-previous"), Some("continued"));
+    let sent = upstream.posts().last().ok_or("nothing sent")?.body.clone();
+    assert_eq!(sent["input"], format!("Plainly {BOB}"));
+    assert_eq!(sent["previous_response_id"], first.as_str());
+    let (text, _) = said(&two)?;
+    assert_eq!(text, format!("Noted: Plainly {BOB}. Before: Mail {ANN}."));
+
+    let body = json!({"model": "auto", "input": format!("Aside {CY}"),
+        "previous_response_id": first});
+    let three = router
+        .post("/v1/responses", &body, &[ONE, ("x-aside", "yes")])
+        .await?;
+    assert_eq!(three.status, 200, "{}", three.text());
+    assert_eq!(three.header("x-sr-previous"), Some("expanded"));
+    let sent = other
+        .posts()
+        .last()
+        .ok_or("nothing sent aside")?
+        .body
+        .clone();
+    assert_eq!(sent.get("previous_response_id"), None, "{sent}");
+    let read = sent["input"].to_string();
+    for expected in [
+        format!("Mail {ANN}"),
+        format!("Noted: Mail {ANN}."),
+        format!("Aside {CY}"),
+    ] {
+        assert!(read.contains(&expected), "{expected} not in {read}");
+    }
+    assert!(!read.contains("<EMAIL_"), "{read}");
+    let (text, _) = said(&three)?;
+    assert_eq!(text, format!("Read {read}"));
+    Ok(first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_turn_to_its_owner_on_a_route_that_does_not_redact_is_restored() -> TestResult {
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let other = Upstream::start(reader).await?;
+    let router = Router::start(&mixed(&upstream.url, &aside(&other.url))).await?;
+    stored_then_open(&router, &upstream, &other).await?;
+    // Turns two and three each looked the stored response's vault up once.
+    let metrics = router.admin_get("/metrics").await?.text();
+    let line = "src_response_vaults_total{outcome=\"found\"} 2\n";
+    assert!(metrics.contains(line), "no `{line}` in {metrics}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_stored_turn_to_its_owner_on_a_route_that_does_not_redact_is_restored() -> TestResult
+{
+    let redis = RedisServer::start();
+    let provider = Provider::default();
+    let upstream = Upstream::start(move |seen| provider.answer(seen)).await?;
+    let other = Upstream::start(reader).await?;
+    let session = format!(
+        "session {{ store = redis({:?}) }}\n{}",
+        redis.url(),
+        aside(&other.url)
+    );
+    let keys = tempfile::tempdir()?;
+    let key = key_file(keys.path(), "shared", "d4")?;
+    let text = mixed(&upstream.url, &session);
+    let router = Router::start_with(&text, |cfg| cfg.vault_key_file = Some(key)).await?;
+    let first = stored_then_open(&router, &upstream, &other).await?;
+
+    // A stored turn whose vault is gone is not refused: a redacting route sends it expanded and
+    // numbers it afresh, and the owner is sent a turn on the open route as written, its answer
+    // then left as the backend wrote it.
+    for (key, _) in everything(&redis) {
+        if key.starts_with("sr:v1:vault:") {
+            redis.command(&format!("DEL {key}"));
+        }
+    }
+    let body = json!({"model": "auto", "input": format!("Again {BOB}"),
+        "previous_response_id": first});
+    let private = router
+        .post("/v1/responses", &body, &[ONE, ("x-private", "yes")])
+        .await?;
+    assert_eq!(private.status, 200, "{}", private.text());
+    assert_eq!(private.header("x-sr-previous"), Some("expanded"));
+    let sent =
+        String::from_utf8_lossy(&upstream.posts().last().ok_or("nothing")?.bytes).into_owned();
+    assert!(
+        sent.contains("Mail <EMAIL_1>") && sent.contains("Again <EMAIL_2>"),
+        "{sent}"
+    );
+    assert!(!sent.contains(ANN) && !sent.contains(BOB), "{sent}");
+    let open = respond(&router, &body, ONE).await?;
+    assert_eq!(open.status, 200, "{}", open.text());
+    assert_eq!(open.header("x-sr-previous"), Some("continued"));
+    let (text, _) = said(&open)?;
+    assert_eq!(text, format!("Noted: Again {BOB}. Before: Mail <EMAIL_1>."));
+    let metrics = router.admin_get("/metrics").await?.text();
+    for (outcome, n) in [("found", 2), ("missing", 2)] {
+        let line = format!("src_response_vaults_total{{outcome=\"{outcome}\"}} {n}\n");
+        assert!(metrics.contains(&line), "no `{line}` in {metrics}");
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_that_redacts_nowhere_keeps_and_looks_up_no_vault() -> TestResult {
     let redis = RedisServer::start();

@@ -161,7 +161,8 @@ pub struct Prepared<T> {
     pub view: RequestView,
     /// The stored conversation the request continues, when the router holds it.
     pub previous: Option<Continuation>,
-    /// The vault of the backend-held chain the request continues, under a policy that redacts.
+    /// The vault of the chain the request continues, under a policy that redacts: a
+    /// backend-held chain's found or lost, a stored response's when found.
     pub chain: Option<ChainVault>,
     pub turn: T,
 }

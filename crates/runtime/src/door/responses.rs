@@ -10,9 +10,12 @@
 //! answer is kept ([`capture`](crate::responses_state::capture)) unless the client sent
 //! `store: false` or the turn continues a conversation the router does not hold (it could not
 //! expand it later). On a policy that redacts, every answer's vault is kept under its id either
-//! way (empty where the chain starts and its route redacted nothing), and a turn continuing state
-//! only the backend holds starts from the vault kept under its `previous_response_id`
-//! ([`crate::responses_state::vault`]).
+//! way (empty where the chain starts and its route redacted nothing), and a turn continuing a
+//! response carries the vault kept under its `previous_response_id`
+//! ([`crate::responses_state::vault`]): one continuing state only the backend holds, found or
+//! lost; one continuing a stored response, only when found (its owner's copy holds the
+//! placeholders earlier turns were sent, so an answer to the turn sent as written is restored
+//! with it).
 //!
 //! The door reads what it needs of the body (`previous_response_id`, `store`, the input items)
 //! from its raw top level ([`TurnBody`]), never from a `serde_json::Value`: the items are kept
@@ -42,7 +45,7 @@ use crate::responses_state::capture::{Capture, Keep, Producer};
 use crate::responses_state::chain;
 use crate::responses_state::record::StoredResponse;
 use crate::responses_state::turn::{Item, TurnBody};
-use crate::responses_state::vault::{self, KeepVault, Kept};
+use crate::responses_state::vault::{self, KeepVault};
 use crate::responses_state::{ResponseStates, Scope};
 use crate::store::failure::{self, Failed, Site};
 
@@ -101,19 +104,10 @@ pub struct Turn {
     provider_state: bool,
     /// The first response of the conversation this turn continues.
     conversation: Option<String>,
-    /// Where the chain stands before this turn, for the vault its answer keeps.
-    chain: Chain,
-}
-
-/// Where a turn's chain stands, for the vault its answer keeps when no route redacted it.
-enum Chain {
-    /// No `previous_response_id`: the chain starts here, with no placeholder sent.
-    Starts,
-    /// It continues the stored response of this id, whose vault it carries on.
-    Stored(String),
-    /// It continues state only the backend holds: it carries the chain's vault if found, or
-    /// keeps none (the chain's placeholders are lost).
-    Provider,
+    /// No `previous_response_id`: the chain starts here, with no placeholder sent, so an answer
+    /// no route redacted keeps an empty vault. A turn continuing a chain carried its vault when
+    /// found ([`Prepared::chain`]); without one, its answer keeps none.
+    starts: bool,
 }
 
 async fn prepare(
@@ -162,10 +156,7 @@ async fn prepare(
             vault_in: scope.clone(),
             provider_state,
             conversation: None,
-            chain: match previous_id {
-                Some(_) => Chain::Provider,
-                None => Chain::Starts,
-            },
+            starts: previous_id.is_none(),
         },
     };
     let (Some(body), Some(id), Some(found_in)) = (&body, previous_id, scope.clone()) else {
@@ -213,16 +204,17 @@ async fn prepare(
     let conversation = previous.conversation().to_owned();
     name_conversation(&mut view, &conversation);
     let provider_state = view.provider_state;
+    let chain = stored_vault(states, policy, &found_in, id).await;
     Ok(Prepared {
         previous: Some(chain::continuation(&previous, expanded)),
-        chain: None,
+        chain,
         turn: Turn {
             input: history,
             vault_in: Some(found_in.clone()),
             keep_in: Some(found_in).filter(|_| stores && !provider_state),
             provider_state,
             conversation: Some(conversation),
-            chain: Chain::Stored(id.to_owned()),
+            starts: false,
         },
         view,
     })
@@ -241,6 +233,26 @@ async fn chain_vault(
         }
         _ => None,
     }
+}
+
+/// The vault kept under the stored response `id` a turn continues, when the policy redacts and
+/// one is found. The owner's copy of the conversation holds the placeholders earlier turns were
+/// sent, so a route without `redact` restores the owner's answer with it, and a redacting route
+/// numbers after it. None found refuses nothing, unlike a backend-held chain's: a redacting route
+/// sends this turn expanded and numbers it afresh.
+async fn stored_vault(
+    states: &ResponseStates,
+    policy: &src_compiler::hir::CheckedPolicy,
+    scope: &Scope,
+    id: &str,
+) -> Option<ChainVault> {
+    if !vault::redacts(policy) {
+        return None;
+    }
+    vault::find(states, Some(scope), id)
+        .await
+        .found()
+        .map(ChainVault::Found)
 }
 
 /// A turn continuing a response the router holds reads as naming its conversation: `body
@@ -282,13 +294,11 @@ impl Turn {
             return response;
         }
         let options = states.options();
-        // A route without `redact` made no vault of its own; on a policy that redacts elsewhere
-        // the answer keeps one still, so a later redacting turn does not find the chain lost.
-        let vault = vault.map(Kept::Vault).or_else(|| match self.chain {
-            _ if !vault::redacts(snapshot.policy()) => None,
-            Chain::Starts => Some(Kept::Vault(Arc::new(Vault::new()))),
-            Chain::Stored(previous) => Some(Kept::From { previous }),
-            Chain::Provider => None,
+        // The vault the candidate was sent with, or the chain's it carried on. A route without
+        // `redact` starting a chain on a policy that redacts elsewhere keeps an empty one, so a
+        // later redacting turn does not find the chain lost.
+        let vault = vault.or_else(|| {
+            (self.starts && vault::redacts(snapshot.policy())).then(|| Arc::new(Vault::new()))
         });
         let seal = match (vault, self.vault_in, states.vault_key()) {
             (Some(vault), Some(scope), Some(key)) => Some(KeepVault {

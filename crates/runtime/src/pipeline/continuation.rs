@@ -1,6 +1,6 @@
 //! A `/v1/responses` turn continuing a conversation the router stored: how it is sent to the
-//! stored response's owner (as the client wrote it) and to any other candidate (expanded). A turn
-//! continuing state only the backend holds carries its chain's vault instead ([`ChainVault`]).
+//! stored response's owner (as the client wrote it) and to any other candidate (expanded). Under a
+//! policy that redacts, a turn continuing a chain carries its vault ([`ChainVault`]).
 
 use std::sync::Arc;
 
@@ -55,10 +55,12 @@ impl Continuation {
     }
 }
 
-/// A `/v1/responses` turn continuing state only the backend holds (`request.provider_state`)
-/// under a policy that redacts: the values the chain's earlier turns were sent placeholders for.
-/// The backend's copy of the conversation holds those placeholders, so a redacting route numbers
-/// this turn's values after them rather than afresh.
+/// A `/v1/responses` turn continuing a chain under a policy that redacts: the values the chain's
+/// earlier turns were sent placeholders for. The backend's copy of the conversation holds those
+/// placeholders, so a redacting route numbers this turn's values after them rather than afresh,
+/// and a route without `redact` restores the answer with them. A turn continuing state only the
+/// backend holds (`request.provider_state`) carries it found or lost; one continuing a response
+/// the router stored, only found (expanded, it can be numbered afresh).
 #[derive(Debug, Clone)]
 pub enum ChainVault {
     /// The chain's vault, opened.

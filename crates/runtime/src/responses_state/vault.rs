@@ -12,9 +12,14 @@
 //! id) it was sealed for. A turn whose vault is gone is refused on a redacting route
 //! ([`crate::pipeline::continuation::ChainVault::start`]).
 //!
+//! A turn continuing a response the router stored looks its vault up too, and carries it when
+//! found: the owner is sent that turn as written, and its copy of the conversation holds the
+//! placeholders earlier turns were sent. None found refuses nothing there: a redacting route sends
+//! a stored conversation expanded, and may number it afresh.
+//!
 //! On a policy that redacts anywhere, every relayed Responses answer keeps a vault, even one a
 //! route without `redact` made: empty when its chain starts there (no placeholder was sent),
-//! the chain's own when it carries one ([`Kept`]). So a chain whose first turns went to routes
+//! the chain's own when it carries one. So a chain whose first turns went to routes
 //! that do not redact still has a vault when a redacting route meets it, and "no vault" means
 //! only one lost (expired, evicted, another key, another tenant) or a chain started elsewhere. A
 //! policy that redacts nowhere does no vault work at all.
@@ -88,23 +93,13 @@ pub async fn find(states: &ResponseStates, scope: Option<&Scope>, previous: &str
     }
 }
 
-/// The vault a relayed answer keeps under its response id.
-pub enum Kept {
-    /// The request's own: the one a redacting route numbered with, the chain's vault a turn
-    /// carried on, or an empty one where the chain starts at this turn.
-    Vault(Arc<Vault>),
-    /// The vault kept under the stored response `previous` that this turn continues on a route
-    /// without `redact`: the backend's copy of the chain holds whatever placeholders earlier
-    /// turns were sent, so the next redacting turn numbers after them. Read only once the answer
-    /// has ended (before its last bytes go out); none kept when there is none.
-    From { previous: String },
-}
-
 /// What keeping a relayed answer's vault needs besides the answer.
 pub struct KeepVault {
     pub scope: Scope,
     pub key: Arc<VaultKey>,
-    pub vault: Kept,
+    /// The request's own: the one a redacting route numbered with, the chain's vault a turn
+    /// carried on, or an empty one where the chain starts at this turn.
+    pub vault: Arc<Vault>,
     pub ttl_ms: u64,
     pub clock: Arc<dyn Clock>,
 }
@@ -113,14 +108,7 @@ impl KeepVault {
     /// Keeps the vault under the response id `id`.
     pub async fn store(self, id: &str) {
         let scope = &self.scope;
-        let vault = match &self.vault {
-            Kept::Vault(vault) => Arc::clone(vault),
-            Kept::From { previous } => match self.carried(previous).await {
-                Some(vault) => vault,
-                None => return,
-            },
-        };
-        let Some(sealed) = self.key.seal(&scope.tenant, id, &vault) else {
+        let Some(sealed) = self.key.seal(&scope.tenant, id, &self.vault) else {
             tracing::warn!(id, "cannot seal a chain's vault: the random source failed");
             return;
         };
@@ -134,26 +122,6 @@ impl KeepVault {
                 tracing::debug!(%err, store = scope.vaults.kind(), id, "cannot keep a chain's vault");
             } else {
                 tracing::warn!(%err, store = scope.vaults.kind(), id, "cannot keep a chain's vault");
-            }
-        }
-    }
-
-    /// The vault kept under `previous`, opened; `None` (said in the log) when there is none.
-    async fn carried(&self, previous: &str) -> Option<Arc<Vault>> {
-        let scope = &self.scope;
-        let now = self.clock.now_ms();
-        match scope.vaults.get(&scope.tenant, previous, now).await {
-            Ok(Some(sealed)) => {
-                let vault = self.key.open(&scope.tenant, previous, &sealed);
-                if vault.is_none() {
-                    tracing::debug!(previous, "a carried vault does not open with this key");
-                }
-                vault.map(Arc::new)
-            }
-            Ok(None) => None,
-            Err(err) => {
-                tracing::debug!(%err, store = scope.vaults.kind(), previous, "cannot read a vault to carry on");
-                None
             }
         }
     }

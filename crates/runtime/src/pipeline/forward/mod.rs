@@ -65,8 +65,8 @@ pub struct Outgoing<'a> {
     /// A `/v1/responses` turn continuing a response the router stored: how it is sent to
     /// that response's owner and to any other candidate.
     pub previous: Option<&'a Continuation>,
-    /// A `/v1/responses` turn continuing state only the backend holds: the vault its chain's
-    /// earlier turns were redacted with, which a redacting candidate starts from.
+    /// A `/v1/responses` turn continuing a chain: the vault its earlier turns were redacted
+    /// with, which a redacting candidate starts from and another restores its answer with.
     pub chain: Option<&'a ChainVault>,
     /// Runs the detectors a route's `redact` names.
     pub models: &'a dyn crate::hooks::ModelSignals,
