@@ -197,8 +197,12 @@ pub async fn run<D: Door>(
     started: Instant,
 ) -> Response<ProxyBody> {
     let api = door.api();
-    let done =
-        new_completion(pipeline, request.headers(), api.endpoint(), started).through(label(api));
+    // Boxed from the start: the deciding steps pass the request's record down by value, and
+    // each `async` step keeps what it was passed in its own state, so inline it would be
+    // copied into every step's future (and the plan carries it boxed anyway).
+    let done = Box::new(
+        new_completion(pipeline, request.headers(), api.endpoint(), started).through(label(api)),
+    );
     let (parts, body) = request.into_parts();
     let limit = (pipeline.max_body_bytes, pipeline.body_read_timeout);
     let read = intake::read_body_within(body, &parts.headers, limit).await;
@@ -206,7 +210,7 @@ pub async fn run<D: Door>(
     let bytes = match read {
         Ok(bytes) => bytes,
         Err(error) => {
-            let answered = Answered::router(answer_error(done, error));
+            let answered = Answered::router(answer_error(*done, error));
             return door.finish(&snapshot, None, answered).await;
         }
     };
@@ -252,13 +256,13 @@ pub async fn decide<D: Door>(
     door: &D,
     snapshot: &Snapshot,
     (headers, bytes): (&HeaderMap, &Bytes),
-    done: Completion,
+    done: Box<Completion>,
 ) -> Settled<D::Turn> {
     let api = door.api();
     let chat_form = chat_form_now(api, snapshot);
     let (parsed, view) = match intake::parse(api, bytes, headers, &done.trace, chat_form) {
         Ok(request) => request,
-        Err(error) => return Settled::Answer(Answered::router(answer_error(done, error)), None),
+        Err(error) => return Settled::Answer(Answered::router(answer_error(*done, error)), None),
     };
     let asked = Intake {
         parsed: &parsed,
@@ -267,7 +271,7 @@ pub async fn decide<D: Door>(
     };
     let prepared = match door.prepare(snapshot, asked).await {
         Ok(prepared) => prepared,
-        Err(error) => return Settled::Answer(Answered::router(answer_error(done, error)), None),
+        Err(error) => return Settled::Answer(Answered::router(answer_error(*done, error)), None),
     };
     let Prepared {
         view,
@@ -320,10 +324,13 @@ pub async fn decide_or_answer<D: Door>(
     door: &D,
     snapshot: &Snapshot,
     whole: (&HeaderMap, &Bytes),
-    done: Completion,
+    done: Box<Completion>,
 ) -> Result<ToForward<()>, Response<ProxyBody>> {
     match decide(pipeline, door, snapshot, whole, done).await {
-        Settled::Answer(answered, turn) => Err(door.finish(snapshot, turn, answered).await),
+        // Boxed: only a request the router answers itself runs it.
+        Settled::Answer(answered, turn) => {
+            Err(Box::pin(door.finish(snapshot, turn, answered)).await)
+        }
         Settled::Forward(t) => Ok(ToForward {
             parsed: t.parsed,
             view: t.view,
@@ -333,5 +340,52 @@ pub async fn decide_or_answer<D: Door>(
             plan: t.plan,
             done: t.done,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    use super::*;
+    use crate::door::chat::Chat;
+    use crate::door::responses::Responses;
+
+    /// The size of the future `f` returns, without calling it.
+    fn future_of<A, B, C, D, F: Future>(_: &impl Fn(A, B, C, D) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    fn future_of5<A, B, C, D, E, F: Future>(_: &impl Fn(A, B, C, D, E) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    /// Each deciding step keeps what it was passed in its own future, beside the future of the
+    /// step it awaits; a request record passed by value would be copied into every one of them
+    /// (and every door moves the decision's future whole). Passed boxed, a step's future
+    /// grows over the one it awaits by less than one record.
+    #[test]
+    fn the_deciding_steps_nest_without_a_record_each() {
+        let record = size_of::<Completion>();
+        let decide_step = future_of(&crate::pipeline::decide_step);
+        let chat = future_of5(&decide::<Chat>);
+        let answering = future_of5(&decide_or_answer::<Chat>);
+        let responses = future_of5(&decide_or_answer::<Responses<'static>>);
+        let inner = future_of(&crate::pipeline::decide::decide);
+        eprintln!(
+            "bytes: record {record}, decide {inner}, decide_step {decide_step}, door {chat}, \
+             decide_or_answer {answering} (Responses {responses})"
+        );
+        for (step, size, awaited) in [
+            ("decide_step", decide_step, inner),
+            ("the door's decide", chat, decide_step),
+            ("decide_or_answer", answering, chat),
+        ] {
+            assert!(
+                size < awaited + record,
+                "{step}'s future ({size} bytes) holds a request record ({record} bytes) beside \
+                 the one it awaits ({awaited} bytes)"
+            );
+        }
     }
 }

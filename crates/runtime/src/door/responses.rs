@@ -66,7 +66,10 @@ impl Door for Responses<'_> {
         snapshot: &'a Snapshot,
         request: Intake<'a>,
     ) -> Result<Prepared<Turn>, ApiError> {
-        prepare(self.states, snapshot, request).await
+        // Boxed: the stored conversation's look-ups are the largest state before deciding, and
+        // inline they would size every door's decision (the external processor's future is
+        // the largest of its three doors').
+        Box::pin(prepare(self.states, snapshot, request)).await
     }
 
     fn decided(&self, turn: &Turn, plan: &Plan, done: &mut Completion) {

@@ -95,7 +95,7 @@ enum Stage {
 struct Arrived {
     api: Api,
     headers: HeaderMap,
-    done: Completion,
+    done: Box<Completion>,
     /// Full duplex: the client's router-only headers, removed with the decision's answer.
     remove: Vec<String>,
     /// Full duplex: the body's chunks so far.
@@ -234,7 +234,7 @@ impl Exchange {
         self.stage = Stage::Asked(Box::new(Arrived {
             api,
             headers: read.map,
-            done,
+            done: Box::new(done),
             remove: later,
             body: Vec::new(),
         }));
@@ -350,7 +350,7 @@ impl Exchange {
         let bytes = Bytes::from(body);
         if bytes.len() > pipeline.max_body_bytes {
             let error = ApiError::payload_too_large(pipeline.max_body_bytes);
-            return Outcome::Answer(wire::immediate(answer_error(done, error)).await);
+            return Outcome::Answer(wire::immediate(answer_error(*done, error)).await);
         }
         let snapshot = pipeline.store.current();
         let whole = (&headers, &bytes);
@@ -449,7 +449,8 @@ impl Exchange {
                     let tenant = crate::session::identity::tenant(policy, &view);
                     let texts = texts_of_body(&body);
                     let models = (pipeline.models, policy);
-                    match detected_vault(texts, redact, models, &tenant).await {
+                    // Boxed: only a route that redacts with detectors runs it.
+                    match Box::pin(detected_vault(texts, redact, models, &tenant)).await {
                         Ok(found) => vault.detect_as(found),
                         Err(error) => {
                             return Outcome::Answer(

@@ -299,8 +299,18 @@ async fn drive(
                     .session
                     .then(|| effects.sessions.pin_read(policy, asked.view))
                     .flatten();
-                let mut reserved =
-                    budget_step::reserve(effects.budgets, policy, &step.asks, tenant, pin).await?;
+                // Each effect's future is boxed where it is awaited, so that the decision's
+                // own future holds none of them inline: most requests run none of these steps,
+                // and every door moves the decision's future (the external processor boxes it
+                // once a request) with all of its state. A step that runs pays one allocation.
+                let mut reserved = Box::pin(budget_step::reserve(
+                    effects.budgets,
+                    policy,
+                    &step.asks,
+                    tenant,
+                    pin,
+                ))
+                .await?;
                 procedure.budgets_answered(&reserved.uses);
                 answers.ahead = reserved.ahead.take();
                 answers.budgets = reserved;
@@ -309,10 +319,11 @@ async fn drive(
                 let traced = (asked.trace, phase);
                 let tenant = tenant
                     .get_or_insert_with(|| crate::session::identity::tenant(policy, asked.view));
-                let results = effects
-                    .signals
-                    .supply(policy, procedure, (&calls, tenant.as_str()), traced)
-                    .await?;
+                let supplied =
+                    effects
+                        .signals
+                        .supply(policy, procedure, (&calls, tenant.as_str()), traced);
+                let results = Box::pin(supplied).await?;
                 if answers.keep {
                     answers.models.extend(calls.into_iter().zip(results));
                 }
@@ -327,7 +338,7 @@ async fn drive(
                     proposal: proposal.model,
                 };
                 let mut span = asked.trace.child(phase, name::CACHE, None);
-                let consulted = cache_step::lookup(effects.cache, snapshot, query).await;
+                let consulted = Box::pin(cache_step::lookup(effects.cache, snapshot, query)).await;
                 match &consulted {
                     Ok(Consulted::Hit(hit)) => {
                         let score = hit.score;

@@ -116,7 +116,7 @@ pub async fn decide_step(
     pipeline: Pipeline<'_>,
     snapshot: &Snapshot,
     request: Parsed<'_>,
-    mut done: Completion,
+    mut done: Box<Completion>,
 ) -> Decided {
     done.record.stream = request.view.stream;
     done.record.policy_generation = snapshot.generation;
@@ -133,7 +133,9 @@ pub async fn decide_step(
     };
     let decision = decide::decide(pipeline.effects(), snapshot, asked, &mut facts).await;
     if let Some(recorder) = pipeline.recorder {
-        let vault = record_vault(pipeline, snapshot, request, &facts, &decision).await;
+        // Boxed: only a recording server runs it, and inline its state would ride in every
+        // request's decision.
+        let vault = Box::pin(record_vault(pipeline, snapshot, request, &facts, &decision)).await;
         recorder.record(record_line(request, snapshot, &mut facts, &decision, vault));
     }
     let routing = routing_started.elapsed();
@@ -160,7 +162,7 @@ pub async fn decide_step(
         ));
     }
     match decision {
-        Err(error) => Decided::Answer(Answered::router(answer_error(done, error))),
+        Err(error) => Decided::Answer(Answered::router(answer_error(*done, error))),
         Ok(Decision::Refuse {
             block,
             status,
@@ -180,31 +182,28 @@ pub async fn decide_step(
                     action: "refuse",
                 })
                 .inc();
-            Decided::Answer(Answered::router(refuse(done, &name, status, message)))
+            Decided::Answer(Answered::router(refuse(*done, &name, status, message)))
         }
         Ok(Decision::OverBudget {
             message,
             retry_after_s,
             ..
         }) => Decided::Answer(Answered::router(answer::over_budget(
-            done,
+            *done,
             message,
             retry_after_s,
         ))),
         Ok(Decision::Cached(hit)) => {
             count_redirect(pipeline.telemetry, snapshot, hit.block);
             Decided::Answer(Answered {
-                response: answer::cached(done, snapshot, hit),
+                response: answer::cached(*done, snapshot, hit),
                 by: AnsweredBy::Cache,
                 vault: None,
             })
         }
         Ok(Decision::Forward(plan)) => {
             count_redirect(pipeline.telemetry, snapshot, plan.block);
-            Decided::Forward {
-                plan,
-                done: Box::new(done),
-            }
+            Decided::Forward { plan, done }
         }
     }
 }
