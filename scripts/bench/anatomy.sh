@@ -32,7 +32,9 @@
 # ANAT_SRC_VARIANTS more `src serve` rows as `name=serve flags;name=flags` (e.g.
 # `log-off=--request-log off;one-shard=--shards 1`), ANAT_EXTPROC_VARIANTS the same for
 # `src serve --extproc` behind Envoy, ANAT_NULL_VARIANTS the same for `extproc-null` (which
-# takes `--workers N`), ANAT_EXTPROC=0 to leave the external processor out, ANAT_PASS=0 to
+# takes `--workers N`), ANAT_SRC_BEFORE a second `src` binary whose processor rows (the plain one
+# and each ANAT_EXTPROC_VARIANTS row) run just before this one's, for a before/after in one run,
+# ANAT_EXTPROC=0 to leave the external processor out, ANAT_PASS=0 to
 # leave the pass-through rows out, BENCH_KEEP=1 to keep the run folder. CARGO_TARGET_DIR is
 # honoured. Figures: docs/benchmarks.md, "Where a request's microseconds go".
 set -euo pipefail
@@ -188,7 +190,7 @@ start_src() {
   local admin
   src_port=$(free_port)
   admin=$(free_port)
-  "$src_bin" serve "$policy_dir" --listen "127.0.0.1:$src_port" --admin "127.0.0.1:$admin" \
+  "${src_use:-$src_bin}" serve "$policy_dir" --listen "127.0.0.1:$src_port" --admin "127.0.0.1:$admin" \
     --no-watch "$@" >"$run_dir/src.out" 2>>"$run_dir/src.log" &
   src_pid=$!
   pids+=("$src_pid")
@@ -308,23 +310,35 @@ if [[ $with_extproc == 1 ]]; then
     stop "$null_pid"
   done
 
-  extproc_port=$(free_port)
-  start_src --extproc "127.0.0.1:$extproc_port"
-  wait_tcp "src --extproc" "$src_pid" "$extproc_port" 10
-  behind_envoy src-extproc "Envoy + src serve --extproc" "$extproc_port" "$src_pid"
-  stop "$src_pid"
-
-  IFS=';' read -ra vs <<<"$extproc_variants"
-  for v in "${vs[@]}"; do
-    [[ -n ${v// /} ]] || continue
-    name=${v%%=*}
-    read -ra flags <<<"${v#*=}"
+  # src_rows SUFFIX LABEL BINARY: `src serve --extproc` behind Envoy, plain and each variant.
+  src_rows() {
+    local v name flags
+    src_use=$3
     extproc_port=$(free_port)
-    start_src --extproc "127.0.0.1:$extproc_port" "${flags[@]}"
-    wait_tcp "src --extproc $name" "$src_pid" "$extproc_port" 10
-    behind_envoy "src-extproc-$name" "Envoy + src serve --extproc ${v#*=}" "$extproc_port" "$src_pid"
+    start_src --extproc "127.0.0.1:$extproc_port"
+    wait_tcp "src --extproc$2" "$src_pid" "$extproc_port" 10
+    behind_envoy "src-extproc$1" "Envoy + src serve --extproc$2" "$extproc_port" "$src_pid"
     stop "$src_pid"
-  done
+
+    IFS=';' read -ra vs <<<"$extproc_variants"
+    for v in "${vs[@]}"; do
+      [[ -n ${v// /} ]] || continue
+      name=${v%%=*}
+      read -ra flags <<<"${v#*=}"
+      extproc_port=$(free_port)
+      start_src --extproc "127.0.0.1:$extproc_port" "${flags[@]}"
+      wait_tcp "src --extproc $name$2" "$src_pid" "$extproc_port" 10
+      behind_envoy "src-extproc-$name$1" "Envoy + src serve --extproc ${v#*=}$2" \
+        "$extproc_port" "$src_pid"
+      stop "$src_pid"
+    done
+    src_use=
+  }
+  if [[ -n ${ANAT_SRC_BEFORE:-} ]]; then
+    [[ -x $ANAT_SRC_BEFORE ]] || die "no binary at $ANAT_SRC_BEFORE"
+    src_rows -before " (before)" "$ANAT_SRC_BEFORE"
+  fi
+  src_rows "" "" "$src_bin"
 fi
 
 say "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -114,8 +114,9 @@ pub struct ServeConfig {
     /// Lines a second the console's live stream carries at most (`SRC_CONSOLE_LIVE_RATE`;
     /// 0: one per request).
     pub console_live_rate: u32,
-    /// Threads that serve the API's HTTP/1.1 connections, each on its own single-threaded
-    /// runtime (`server::shards`); 0 serves them on the shared work-stealing runtime.
+    /// Threads that serve the API's HTTP/1.1 connections and the external processor's, each on
+    /// its own single-threaded runtime (`server::shards`); 0 serves them on the shared
+    /// work-stealing runtime.
     pub shards: usize,
     /// Which request lines are written (`--request-log`): all, failed ones, a sample, none.
     pub request_log: Volume,
@@ -354,10 +355,11 @@ pub struct ServeArgs {
     /// wake-ups passed between threads per request.
     #[arg(long, value_name = "N")]
     pub workers: Option<std::num::NonZeroUsize>,
-    /// Threads that serve the API's HTTP/1.1 connections (default: one per core). Each runs
-    /// its own single-threaded runtime and keeps a request's work, its backend connection
-    /// included, on itself. 0 serves them on the shared runtime of `--workers` threads, as
-    /// HTTP/2 connections (whose streams that runtime spreads over its workers) always are.
+    /// Threads that serve the API's HTTP/1.1 connections and the external processor's
+    /// connections (default: one per core). Each runs its own single-threaded runtime and keeps
+    /// a request's work, its backend connection included, on itself. 0 serves them on the
+    /// shared runtime of `--workers` threads, as the API's HTTP/2 connections (whose streams
+    /// that runtime spreads over its workers) always are.
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
     /// Which request lines are written to standard error (about 600 bytes each): `all`,

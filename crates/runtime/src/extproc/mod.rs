@@ -22,10 +22,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
 };
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tonic::codegen::tokio_stream::Stream;
-use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::app::App;
@@ -42,7 +39,7 @@ pub fn decides(api: Api) -> bool {
 
 /// The gRPC service: one [`Exchange`] per stream.
 #[derive(Clone)]
-struct Processor {
+pub(crate) struct Processor {
     app: Arc<App>,
 }
 
@@ -122,32 +119,8 @@ impl Stream for Answers {
     }
 }
 
-/// Serves the external processor on `listener` until `stop` changes, then drains open streams
-/// for `cfg.drain` (Envoy keeps its HTTP/2 connection to the processor open for as long as it
-/// may).
-pub async fn serve(listener: TcpListener, app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    let drain = app.cfg.drain;
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let (stopping, mut stopping_rx) = watch::channel(false);
-    let server = tonic::transport::Server::builder()
-        .add_service(ExternalProcessorServer::new(Processor { app }))
-        .serve_with_incoming_shutdown(incoming, async move {
-            let _ = stopping_rx.changed().await;
-        });
-    tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => return report(result),
-        _ = stop.changed() => {}
-    }
-    let _ = stopping.send(true);
-    match tokio::time::timeout(drain, server).await {
-        Ok(result) => report(result),
-        Err(_) => tracing::warn!("external processing streams still open after the drain period"),
-    }
-}
-
-fn report(result: Result<(), tonic::transport::Error>) {
-    if let Err(err) = result {
-        tracing::warn!(%err, "the external processor stopped");
-    }
+/// The gRPC service of the external processor over `app`, one [`Exchange`] per stream. The
+/// server serves each connection to it on one serving shard (`server::processor`).
+pub(crate) fn service(app: Arc<App>) -> ExternalProcessorServer<Processor> {
+    ExternalProcessorServer::new(Processor { app })
 }

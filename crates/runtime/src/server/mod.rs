@@ -10,6 +10,7 @@ pub mod admin;
 mod admin_guard;
 pub mod health;
 pub mod outcome_access;
+mod processor;
 pub mod routes;
 mod shards;
 pub mod surface;
@@ -114,6 +115,9 @@ pub struct ServerHandle {
     stop: watch::Sender<bool>,
     reload_now: tokio::sync::mpsc::Sender<()>,
     tasks: Vec<JoinHandle<()>>,
+    /// The serving threads of the API's HTTP/1.1 connections and the processor's connections;
+    /// stopped once both listeners have drained.
+    shards: Option<Arc<Shards>>,
 }
 
 impl ServerHandle {
@@ -148,6 +152,13 @@ impl ServerHandle {
         let _ = self.stop.send(true);
         for task in self.tasks {
             task.await.map_err(|e| ServeError::Task(e.to_string()))?;
+        }
+        if let Some(shards) = self.shards {
+            // Joining threads blocks; the shards' queues close and what they still run (a
+            // connection past the drain period, idle backend connections) is dropped.
+            tokio::task::spawn_blocking(move || shards.stop())
+                .await
+                .map_err(|e| ServeError::Task(e.to_string()))?;
         }
         // The last requests' lines go out before the process does.
         let log = self.app.components.log.clone();
@@ -270,17 +281,20 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
     let (reload_now, reload_rx) = tokio::sync::mpsc::channel(4);
     let watcher = reload::start(Arc::clone(&app), reload_rx, reloaded_tx, stopped.clone())
         .map_err(|reload::WatchError { path, detail }| ServeError::Watch { path, detail })?;
+    let shards = start_shards(app.cfg.shards);
     let mut tasks = vec![
         tokio::spawn(accept_loop(
             api_listener,
             Arc::clone(&app),
             Listener::Api,
+            shards.clone(),
             stopped.clone(),
         )),
         tokio::spawn(accept_loop(
             admin_listener,
             Arc::clone(&app),
             Listener::Admin,
+            None,
             stopped.clone(),
         )),
         tokio::spawn(health::probe_loop(
@@ -295,9 +309,14 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         )),
     ];
     if let Some((listener, _)) = extproc_listener {
-        tasks.push(tokio::spawn(crate::extproc::serve(
-            listener,
+        let service = hyper_util::service::TowerToHyperService::new(crate::extproc::service(
             Arc::clone(&app),
+        ));
+        tasks.push(tokio::spawn(processor::serve(
+            listener,
+            service,
+            shards.clone(),
+            app.cfg.drain,
             stopped,
         )));
     }
@@ -309,7 +328,23 @@ pub async fn spawn(cfg: ServeConfig, components: Components) -> Result<ServerHan
         stop,
         reload_now,
         tasks,
+        shards,
     })
+}
+
+/// The serving shards `--shards` asks for; none when it asks for 0 or they cannot start.
+fn start_shards(count: usize) -> Option<Arc<Shards>> {
+    if count == 0 {
+        return None;
+    }
+    match Shards::start(count) {
+        Ok(shards) => Some(Arc::new(shards)),
+        Err(err) => {
+            // Still a working server: every connection on the shared runtime.
+            tracing::warn!(%err, "cannot start the serving shards; serving without them");
+            None
+        }
+    }
 }
 
 /// Binds a listener, with the error `src serve` and `src sim` report when that fails.
@@ -336,21 +371,11 @@ async fn accept_loop(
     listener: TcpListener,
     app: Arc<App>,
     kind: Listener,
+    shards: Option<Arc<Shards>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let limits = app.cfg.limits;
     let builder = accept::builder(&limits);
-    let shards = match kind {
-        Listener::Api if app.cfg.shards > 0 => match Shards::start(app.cfg.shards) {
-            Ok(shards) => Some(Arc::new(shards)),
-            Err(err) => {
-                // Still a working server: every connection on the shared runtime.
-                tracing::warn!(%err, "cannot start the serving shards; serving without them");
-                None
-            }
-        },
-        _ => None,
-    };
     let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     loop {
@@ -391,10 +416,6 @@ async fn accept_loop(
         .is_err()
     {
         tracing::warn!("connections still open after the drain period; closing them");
-    }
-    if let Some(shards) = shards {
-        // Joining threads blocks; the shards' queues close and what they still run is dropped.
-        let _ = tokio::task::spawn_blocking(move || shards.stop()).await;
     }
 }
 

@@ -1,7 +1,7 @@
-//! The threads that serve the API's connections: each runs its own single-threaded tokio
-//! runtime, takes whole connections from the accept loop, and keeps every task of a request on
-//! itself (the client connection, the handler, the pooled backend connection: see
-//! [`crate::shard`]).
+//! The threads that serve the API's HTTP/1.1 connections and the external processor's: each
+//! runs its own single-threaded tokio runtime, takes whole connections from the accept loops,
+//! and keeps every task of a request on itself (the client connection, the handler, the pooled
+//! backend connection: see [`crate::shard`]; a processor connection's HTTP/2 streams).
 //!
 //! Why not one work-stealing runtime: there, a request's tasks land on whichever worker is free,
 //! and each hand-off between the client's connection, the handler and the backend connection's
