@@ -58,7 +58,7 @@ pub(super) fn redact(
             // A string sent without escapes or control characters is what serde_json writes for
             // its text: only the entities' bytes change, each to a placeholder (`<`, capitals,
             // digits and `_`, which JSON writes as they are).
-            Cow::Borrowed(inner) if !inner.bytes().any(|b| b < 0x20) => {
+            Cow::Borrowed(inner) if !controls(inner) => {
                 let base = quoted.start + 1;
                 vault.redact_spans(redact, inner, |span, placeholder| {
                     if edits.is_empty() {
@@ -101,6 +101,12 @@ pub(super) fn redact(
     }
     out.extend_from_slice(&body[at..]);
     Ok(Some(out))
+}
+
+/// Whether `text` holds a control character, which JSON writes escaped. Every byte is read
+/// (no early exit), so the loop runs on whole vectors.
+fn controls(text: &str) -> bool {
+    text.bytes().fold(false, |found, b| found | (b < 0x20))
 }
 
 /// `placeholder` as it goes inside a JSON string: as it is, unless a detector's label holds
