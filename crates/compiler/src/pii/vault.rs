@@ -17,6 +17,7 @@
 //! tenant.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::detected::{merged, Detections, DetectorTypes, Kind};
@@ -185,14 +186,51 @@ impl Vault {
     /// `text` with each entity of `redact`'s types replaced by its placeholder; `None` when it
     /// holds none (the text stays as it is).
     pub fn redact(&mut self, redact: &Redact, text: &str) -> Option<String> {
+        let mut out = String::new();
+        let mut at = 0;
+        let found = self.redact_spans(redact, text, |span, placeholder| {
+            if out.capacity() == 0 {
+                // A placeholder may be longer than its value (`<IP_ADDRESS_1>` for `10.0.0.7`).
+                out.reserve(text.len() + 16);
+            }
+            out.push_str(&text[at..span.start]);
+            out.push_str(placeholder);
+            at = span.end;
+        });
+        if !found {
+            return None;
+        }
+        out.push_str(&text[at..]);
+        Some(out)
+    }
+
+    /// Replaces each entity of `redact`'s types in `text` as [`Vault::redact`] does, handing
+    /// `each` the entity's bytes in `text` and its placeholder, in the order of the text, instead
+    /// of writing the redacted text: a caller that holds `text` in a larger buffer writes the
+    /// placeholders there itself. Whether `text` held any entity.
+    pub fn redact_spans(
+        &mut self,
+        redact: &Redact,
+        text: &str,
+        mut each: impl FnMut(Range<usize>, &str),
+    ) -> bool {
         let found = redact.find(self.scope, text);
+        if self.detections.is_none() {
+            // The common case: the recognizers' spans alone, read where the memo keeps them.
+            let mut at = 0;
+            for f in found.iter() {
+                self.replace(Kind::Pii(f.kind), f.span.clone(), text, &mut at, &mut each);
+            }
+            return !found.is_empty();
+        }
         // An `Arc` clone: the spans are read while entries are added.
         let detections = self.detections.clone();
         let detected = detections.as_deref().map_or(&[][..], |d| d.of(text));
         if found.is_empty() && detected.is_empty() {
-            return None;
+            return false;
         }
-        let spans: Vec<(Kind, std::ops::Range<usize>)> = if detected.is_empty() {
+        let mut at = 0;
+        let spans: Vec<(Kind, Range<usize>)> = if detected.is_empty() {
             found
                 .iter()
                 .map(|f| (Kind::Pii(f.kind), f.span.clone()))
@@ -200,22 +238,29 @@ impl Vault {
         } else {
             merged(&found, detected)
         };
-        // A placeholder may be longer than its value (`<IP_ADDRESS_1>` for `10.0.0.7`).
-        let mut out = String::with_capacity(text.len() + 16);
-        let mut at = 0;
         for (kind, span) in spans {
-            // Spans of two types may overlap: the first (by start) wins.
-            if span.start < at {
-                continue;
-            }
-            out.push_str(&text[at..span.start]);
-            let i = self.placeholder(kind, &text[span.clone()]);
-            out.push_str(&self.entries[i].placeholder);
-            at = span.end;
-            self.replaced += 1;
+            self.replace(kind, span, text, &mut at, &mut each);
         }
-        out.push_str(&text[at..]);
-        Some(out)
+        true
+    }
+
+    /// Replaces the entity of `kind` at `span` of `text` unless an earlier one (ending at `at`)
+    /// overlaps it: spans of two types may overlap, and the first (by start) wins.
+    fn replace(
+        &mut self,
+        kind: Kind,
+        span: Range<usize>,
+        text: &str,
+        at: &mut usize,
+        each: &mut impl FnMut(Range<usize>, &str),
+    ) {
+        if span.start < *at {
+            return;
+        }
+        let i = self.placeholder(kind, &text[span.clone()]);
+        *at = span.end;
+        each(span, &self.entries[i].placeholder);
+        self.replaced += 1;
     }
 
     /// The entry of `value`, made on its first sight.

@@ -20,14 +20,25 @@ use crate::pipeline::json_edit::Scanner;
 /// serde_json's own nesting limit: a deeper body would not parse there either.
 const MAX_DEPTH: usize = 128;
 
+/// The bytes of placeholders the first entity makes room for (eight of sixteen bytes).
+const PLACEHOLDER_ROOM: usize = 128;
+
 /// The body is not one this reader follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Unread;
 
-/// A string the model reads: its bytes in the body, quotes included, and its text.
+/// A string the model reads: its bytes in the body, quotes included, its text, and which of
+/// the conversation fields it is in (its index in [`CONVERSATION`]).
 struct Text<'a> {
     quoted: Range<usize>,
     text: Cow<'a, str>,
+    field: usize,
+}
+
+/// A change to the body: the bytes at `at` replaced by `with` in the list of replacements.
+struct Edit {
+    at: Range<usize>,
+    with: Range<usize>,
 }
 
 /// `body` with every entity of `redact` in its texts replaced, noting each in `vault`;
@@ -38,28 +49,79 @@ pub(super) fn redact(
     vault: &mut Vault,
 ) -> Result<Option<Vec<u8>>, Unread> {
     let texts = texts(body)?;
-    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
-    for Text { quoted, text } in texts {
-        if let Some(redacted) = vault.redact(redact, &text) {
-            edits.push((quoted, redacted));
+    // What replaces the body's bytes, each edit naming its part: placeholders where a text is
+    // written as it was sent but for its entities, a whole string written again where it is not.
+    let mut written: Vec<u8> = Vec::new();
+    let mut edits: Vec<Edit> = Vec::new();
+    for Text { quoted, text, .. } in texts {
+        match text {
+            // A string sent without escapes or control characters is what serde_json writes for
+            // its text: only the entities' bytes change, each to a placeholder (`<`, capitals,
+            // digits and `_`, which JSON writes as they are).
+            Cow::Borrowed(inner) if !controls(inner) => {
+                let base = quoted.start + 1;
+                vault.redact_spans(redact, inner, |span, placeholder| {
+                    if edits.is_empty() {
+                        // A request carries a handful of entities: room for them at once.
+                        written.reserve(PLACEHOLDER_ROOM);
+                        edits.reserve(PLACEHOLDER_ROOM / 16);
+                    }
+                    let from = written.len();
+                    push_placeholder(&mut written, placeholder);
+                    edits.push(Edit {
+                        at: base + span.start..base + span.end,
+                        with: from..written.len(),
+                    });
+                });
+            }
+            text => {
+                if let Some(redacted) = vault.redact(redact, &text) {
+                    let from = written.len();
+                    // A `str` serialised into a `Vec` cannot fail.
+                    serde_json::to_writer(&mut written, redacted.as_str()).map_err(|_| Unread)?;
+                    edits.push(Edit {
+                        at: quoted,
+                        with: from..written.len(),
+                    });
+                }
+            }
         }
     }
     if edits.is_empty() {
         return Ok(None);
     }
-    // Visited by key, written by position; the strings never overlap.
-    edits.sort_unstable_by_key(|(quoted, _)| quoted.start);
-    let grown: usize = edits.iter().map(|(_, text)| text.len() + 2).sum();
-    let mut out = Vec::with_capacity(body.len() + grown);
+    // Visited by key, written by position; the edits never overlap.
+    edits.sort_unstable_by_key(|edit| edit.at.start);
+    let mut out = Vec::with_capacity(body.len() + written.len());
     let mut at = 0;
-    for (quoted, text) in edits {
-        out.extend_from_slice(&body[at..quoted.start]);
-        // A `str` serialised into a `Vec` cannot fail.
-        serde_json::to_writer(&mut out, text.as_str()).map_err(|_| Unread)?;
-        at = quoted.end;
+    for Edit { at: replaced, with } in edits {
+        out.extend_from_slice(&body[at..replaced.start]);
+        out.extend_from_slice(&written[with]);
+        at = replaced.end;
     }
     out.extend_from_slice(&body[at..]);
     Ok(Some(out))
+}
+
+/// Whether `text` holds a control character, which JSON writes escaped. Every byte is read
+/// (no early exit), so the loop runs on whole vectors.
+fn controls(text: &str) -> bool {
+    text.bytes().fold(false, |found, b| found | (b < 0x20))
+}
+
+/// `placeholder` as it goes inside a JSON string: as it is, unless a detector's label holds
+/// what JSON escapes.
+fn push_placeholder(written: &mut Vec<u8>, placeholder: &str) {
+    if !placeholder
+        .bytes()
+        .any(|b| matches!(b, b'"' | b'\\') || b < 0x20)
+    {
+        written.extend_from_slice(placeholder.as_bytes());
+        return;
+    }
+    let quoted = serde_json::to_string(placeholder).unwrap_or_default();
+    let inner = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'));
+    written.extend_from_slice(inner.unwrap_or_default().as_bytes());
 }
 
 /// The texts [`redact`] reads in `body`, decoded (what a detector is run over).
@@ -70,41 +132,72 @@ pub(super) fn read_texts(body: &[u8]) -> Result<Vec<String>, Unread> {
         .collect())
 }
 
-/// Every text of `body`'s conversation fields, in the order the reference path reads them.
+/// Every text of `body`'s conversation fields, in the order the reference path reads them: the
+/// body is read once, each conversation field's value walked where it stands.
 fn texts(body: &[u8]) -> Result<Vec<Text<'_>>, Unread> {
-    let (members, end) = members(body, 0)?;
-    let mut rest = Scanner::at(body, end);
-    rest.skip_ws();
-    if rest.pos() != body.len() {
+    let mut texts = Vec::new();
+    // The members of the objects being walked, shared by every level.
+    let mut members = Vec::new();
+    let mut s = Scanner::at(body, 0);
+    s.skip_ws();
+    if !s.eat(b'{') {
         return Err(Unread);
     }
-    let mut texts = Vec::new();
-    for key in CONVERSATION {
-        // A key sent twice: every copy is read, whichever the backend takes.
-        for (_, start) in members.iter().filter(|(k, _)| k == key) {
-            walk(body, *start, 1, &mut texts)?;
+    s.skip_ws();
+    if !s.eat(b'}') {
+        loop {
+            s.skip_ws();
+            let key = s.string().ok_or(Unread)?;
+            let key = decode(&body[key])?;
+            s.skip_ws();
+            if !s.eat(b':') {
+                return Err(Unread);
+            }
+            s.skip_ws();
+            // A key sent twice: every copy is read, whichever the backend takes.
+            match CONVERSATION.iter().position(|field| *field == key) {
+                Some(field) => {
+                    let end = walk(body, s.pos(), 1, field, &mut texts, &mut members)?;
+                    s = Scanner::at(body, end);
+                }
+                None => s.value().ok_or(Unread)?,
+            }
+            s.skip_ws();
+            if s.eat(b',') {
+                continue;
+            }
+            if s.eat(b'}') {
+                break;
+            }
+            return Err(Unread);
         }
+    }
+    s.skip_ws();
+    if s.pos() != body.len() {
+        return Err(Unread);
+    }
+    // The fields in [`CONVERSATION`]'s order, each copy of one in the order sent.
+    if !texts.is_sorted_by_key(|t| t.field) {
+        texts.sort_by_key(|t| t.field);
     }
     Ok(texts)
 }
 
-/// The members of the object at `at` (each key with where its value starts), and where the
-/// object ends.
-#[allow(
-    clippy::type_complexity,
-    reason = "a list of pairs and a position, read once"
-)]
-fn members(body: &[u8], at: usize) -> Result<(Vec<(Cow<'_, str>, usize)>, usize), Unread> {
+/// The members of the object at `at` (each key with where its value starts), pushed onto
+/// `members`; returns where the object ends.
+fn members<'a>(
+    body: &'a [u8],
+    at: usize,
+    members: &mut Vec<(Cow<'a, str>, usize)>,
+) -> Result<usize, Unread> {
     let mut s = Scanner::at(body, at);
     s.skip_ws();
     if !s.eat(b'{') {
         return Err(Unread);
     }
-    // Room for a message's or a body's members at once.
-    let mut members = Vec::with_capacity(8);
     s.skip_ws();
     if s.eat(b'}') {
-        return Ok((members, s.pos()));
+        return Ok(s.pos());
     }
     loop {
         s.skip_ws();
@@ -123,19 +216,22 @@ fn members(body: &[u8], at: usize) -> Result<(Vec<(Cow<'_, str>, usize)>, usize)
             continue;
         }
         if s.eat(b'}') {
-            return Ok((members, s.pos()));
+            return Ok(s.pos());
         }
         return Err(Unread);
     }
 }
 
-/// Collects the texts of the value at `at` (as [`super::redact_value`] reads them) and returns
-/// where it ends.
+/// Collects the texts of the value at `at` (as [`super::redact_value`] reads them), in
+/// conversation field `field`, and returns where it ends. `members` is the walk's shared list
+/// of object members: each object's are pushed on its end and taken off when it is done.
 fn walk<'a>(
     body: &'a [u8],
     at: usize,
     depth: usize,
+    field: usize,
     texts: &mut Vec<Text<'a>>,
+    members: &mut Vec<(Cow<'a, str>, usize)>,
 ) -> Result<usize, Unread> {
     if depth > MAX_DEPTH {
         return Err(Unread);
@@ -146,7 +242,11 @@ fn walk<'a>(
         Some(b'"') => {
             let quoted = s.string().ok_or(Unread)?;
             let text = decode(&body[quoted.clone()])?;
-            texts.push(Text { quoted, text });
+            texts.push(Text {
+                quoted,
+                text,
+                field,
+            });
             Ok(s.pos())
         }
         Some(b'[') => {
@@ -156,7 +256,7 @@ fn walk<'a>(
                 return Ok(s.pos());
             }
             loop {
-                let end = walk(body, s.pos(), depth + 1, texts)?;
+                let end = walk(body, s.pos(), depth + 1, field, texts, members)?;
                 s = Scanner::at(body, end);
                 s.skip_ws();
                 if s.eat(b',') {
@@ -169,15 +269,19 @@ fn walk<'a>(
             }
         }
         Some(b'{') => {
-            let (mut members, end) = members(body, s.pos())?;
+            let first = members.len();
+            let end = self::members(body, s.pos(), members)?;
             // A parsed object's members come by key; a stable sort keeps a repeated key's
             // copies in the order sent.
-            members.sort_by(|(a, _), (b, _)| a.cmp(b));
-            for (key, start) in members {
+            members[first..].sort_by(|(a, _), (b, _)| a.cmp(b));
+            for i in first..members.len() {
+                let (key, start) = &members[i];
                 if !NOT_TEXT.contains(&key.as_ref()) {
-                    walk(body, start, depth + 1, texts)?;
+                    let start = *start;
+                    walk(body, start, depth + 1, field, texts, members)?;
                 }
             }
+            members.truncate(first);
             Ok(end)
         }
         _ => {
@@ -405,6 +509,28 @@ mod tests {
         })
     }
 
+    /// `body` with each text that held an entity redacted whole and written again, in place.
+    fn rewritten(body: &[u8], redact: &Redact, vault: &mut Vault) -> Option<Vec<u8>> {
+        let mut edits = Vec::new();
+        for Text { quoted, text, .. } in texts(body).ok()? {
+            if let Some(redacted) = vault.redact(redact, &text) {
+                edits.push((quoted, serde_json::to_vec(&redacted).ok()?));
+            }
+        }
+        if edits.is_empty() {
+            return None;
+        }
+        edits.sort_by_key(|(quoted, _)| quoted.start);
+        let (mut out, mut at) = (Vec::new(), 0);
+        for (quoted, json) in edits {
+            out.extend_from_slice(&body[at..quoted.start]);
+            out.extend_from_slice(&json);
+            at = quoted.end;
+        }
+        out.extend_from_slice(&body[at..]);
+        Some(out)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -430,6 +556,10 @@ mod tests {
             }
             prop_assert_eq!(spliced.counts(), reparsed.counts());
             prop_assert_eq!(spliced.replaced(), reparsed.replaced());
+            // Placeholders written into a string as sent give the bytes of the whole string
+            // redacted and written again.
+            let mut rewritten_vault = Vault::new();
+            prop_assert_eq!(out, rewritten(bytes.as_bytes(), &r, &mut rewritten_vault));
         }
     }
 }
