@@ -30,7 +30,7 @@ mod responses;
 #[cfg(test)]
 mod tests;
 
-pub use json::{Borrowed, Json, Members, Node, Object};
+pub use json::{Borrowed, Json, Key, Members, Node, Object};
 use std::borrow::Cow;
 use std::fmt;
 

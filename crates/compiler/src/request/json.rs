@@ -252,8 +252,9 @@ impl<'de> Visitor<'de> for BorrowedVisitor {
     }
 }
 
-/// An object key, borrowed when it has no escape.
-struct Key<'a>(Cow<'a, str>);
+/// An object key, borrowed when it has no escape: what a reader of a body's raw members (the
+/// runtime's Responses turn reader too) reads keys with.
+pub struct Key<'a>(pub Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

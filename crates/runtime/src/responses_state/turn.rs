@@ -11,9 +11,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
+use src_compiler::request::Key;
 
 /// One conversation item (an input item, or an output item given back as one), as JSON bytes.
 pub type Item = Box<RawValue>;
@@ -356,31 +356,6 @@ impl<'de, const N: usize> Visitor<'de> for MemberVisitor<'_, N> {
 
     fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
         Ok([None; N])
-    }
-}
-
-/// An object key, borrowed when it has no escape.
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object key")
-            }
-
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
-            }
-
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_owned())))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
